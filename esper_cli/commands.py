@@ -1,0 +1,149 @@
+"""The core commands: run, train, plugins, blueprints, config show."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from esper_cli.main import dumps, plugin_manager
+from esper_cli.options import build_config, config_options
+
+
+def _run_or_train(ctx: click.Context, mode: str, params: dict[str, Any], extra_run: dict[str, Any]) -> None:
+    from esper_core import runner
+
+    pm = plugin_manager(ctx)
+    resume = params.get("resume")
+    if resume:
+        run_dir = Path(resume)
+        config = runner.load_run_config(run_dir)
+        pm.extend([p for p in params.get("plugins") or () if not p.count(".") == 1 or p.endswith(".py")])
+    else:
+        config = build_config(pm, params, extra_run)
+        run_dir = Path(params["out"]) if params.get("out") else None
+    quiet = bool(params.get("quiet") or params.get("as_json"))
+    fn = runner.run if mode == "run" else runner.train
+    notify = (lambda msg: click.echo(msg, err=True))
+    summary = fn(config, pm, run_dir=run_dir, resume=bool(resume), quiet=quiet, notify=notify)
+    directory = str(run_dir or Path(config.run.out_dir))
+    if params.get("as_json"):
+        click.echo(dumps(summary))
+    else:
+        from esper_cli.display import print_summary
+
+        print_summary(summary, str(run_dir) if run_dir else directory)
+
+
+@click.command()
+@config_options
+@click.option("--episodes", type=int, help="Episodes per env.")
+@click.option("--out", type=click.Path(file_okay=False), help="Run directory (default: runs/<task>-<policy>-run-<time>).")
+@click.option("--resume", type=click.Path(file_okay=False, exists=True), help="Continue the run in this directory.")
+@click.option("--quiet", is_flag=True, help="No live display.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.pass_context
+def run(ctx: click.Context, **params: Any) -> None:
+    """Run episodes of a policy (default: the heuristic on digits)."""
+    extra = {"episodes": params["episodes"]} if params.get("episodes") is not None else {}
+    _run_or_train(ctx, "run", params, extra)
+
+
+@click.command()
+@config_options
+@click.option("--updates", type=int, help="Policy updates (one rollout = one episode of every env).")
+@click.option("--out", type=click.Path(file_okay=False), help="Run directory.")
+@click.option("--resume", type=click.Path(file_okay=False, exists=True), help="Continue training in this directory.")
+@click.option("--quiet", is_flag=True, help="No live display.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.pass_context
+def train(ctx: click.Context, **params: Any) -> None:
+    """Train a learnable policy, by default PPO, over parallel envs."""
+    sets = list(params.get("sets") or ())
+    if params.get("updates") is not None:
+        sets.insert(0, f"train.updates={params['updates']}")
+    params["sets"] = tuple(sets)
+    extra = {} if params.get("policy") or any(p.startswith("policies.") for p in params.get("plugins") or ()) else {"policy": "ppo"}
+    _run_or_train(ctx, "train", params, extra)
+
+
+@click.command()
+@click.option("--plugin", "plugins", multiple=True, help="Also load this plugin module or file.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+def plugins(ctx: click.Context, plugins: tuple[str, ...], as_json: bool) -> None:
+    """List plugins: name, distribution, version and the components each registers."""
+    from attrs import asdict
+
+    pm = plugin_manager(ctx)
+    pm.extend(list(plugins))
+    infos = pm.plugins()
+    if as_json:
+        click.echo(json.dumps([asdict(i) for i in infos], indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="Esper plugins")
+    for column in ("plugin", "distribution", "version", "components"):
+        table.add_column(column)
+    for info in infos:
+        table.add_row(info.name, info.distribution or "(local)", info.version or "-", ", ".join(info.components))
+    Console().print(table)
+
+
+@click.command()
+@click.option("--topology", type=click.Choice(["cnn", "transformer"]), help="Only this topology.")
+@click.option("--channels", type=int, default=64, show_default=True, help="Width for the parameter counts.")
+@click.option("--plugin", "plugins", multiple=True, help="Also load this plugin module or file.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def blueprints(ctx: click.Context, topology: str | None, channels: int, plugins: tuple[str, ...], as_json: bool) -> None:
+    """List registered blueprints with their parameter count at a given width."""
+    pm = plugin_manager(ctx)
+    pm.extend(list(plugins))
+    rows = []
+    for key, bp in pm.registry("blueprints").items():
+        if topology and bp.topology != topology:
+            continue
+        rows.append({
+            "name": bp.name, "topology": bp.topology, "key": key, "params": int(bp.param_estimate(channels)),
+            "identity_at_birth": bp.identity_at_birth, "description": bp.description,
+            "plugin": pm.registry("blueprints").plugin_of(key),
+        })
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"Blueprints (parameters at {channels} channels)")
+    for column in ("name", "topology", "params", "identity at birth", "description", "plugin"):
+        table.add_column(column)
+    for r in rows:
+        table.add_row(r["name"], r["topology"], f"{r['params']:,}", "yes" if r["identity_at_birth"] else "no",
+                      r["description"], r["plugin"])
+    Console().print(table)
+
+
+@click.group()
+def config() -> None:
+    """Inspect configuration."""
+
+
+@config.command("show")
+@config_options
+@click.pass_context
+def config_show(ctx: click.Context, **params: Any) -> None:
+    """Print the fully resolved config (defaults and component options filled in) as TOML."""
+    from esper_core.config import dump_toml
+    from esper_core.runner import resolve
+
+    pm = plugin_manager(ctx)
+    cfg = build_config(pm, params)
+    click.echo(dump_toml(resolve(cfg, pm).config), nl=False)
+
+
+COMMANDS = [run, train, plugins, blueprints, config]

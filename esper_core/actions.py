@@ -1,0 +1,184 @@
+"""The factored action, its vocabulary and the action masks (DOMAIN §5), in one place."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+
+import torch
+from attrs import frozen
+
+from esper_core.lifecycle import ADVANCE_TARGET, LIVE_STAGES, Stage
+from esper_core.slot import SlotReport
+
+
+class LifecycleOp(enum.IntEnum):
+    WAIT = 0
+    GERMINATE = 1
+    ADVANCE = 2
+    SET_ALPHA_TARGET = 3
+    PRUNE = 4
+    FOSSILIZE = 5
+
+
+OPS: tuple[LifecycleOp, ...] = tuple(LifecycleOp)
+HEADS = ("op", "slot", "blueprint", "style", "tempo", "alpha_target")
+# The heads each op reads; the others are irrelevant to it (PPO excludes their log-probs).
+OP_HEADS: dict[LifecycleOp, tuple[str, ...]] = {
+    LifecycleOp.WAIT: ("op",),
+    LifecycleOp.GERMINATE: ("op", "slot", "blueprint", "style", "tempo"),
+    LifecycleOp.ADVANCE: ("op", "slot"),
+    LifecycleOp.SET_ALPHA_TARGET: ("op", "slot", "alpha_target"),
+    LifecycleOp.PRUNE: ("op", "slot"),
+    LifecycleOp.FOSSILIZE: ("op", "slot"),
+}
+PRUNABLE = LIVE_STAGES
+
+
+@frozen
+class Action:
+    """One controller decision; every part is an index into the :class:`ActionSpace`."""
+
+    op: LifecycleOp = LifecycleOp.WAIT
+    slot: int = 0
+    blueprint: int = 0
+    style: int = 0
+    tempo: int = 0
+    alpha_target: int = 0
+
+    def as_indices(self) -> tuple[int, int, int, int, int, int]:
+        return (int(self.op), self.slot, self.blueprint, self.style, self.tempo, self.alpha_target)
+
+    @classmethod
+    def from_indices(cls, values: Sequence[int]) -> Action:
+        op, slot, blueprint, style, tempo, alpha_target = (int(v) for v in values)
+        return cls(LifecycleOp(op), slot, blueprint, style, tempo, alpha_target)
+
+
+WAIT = Action()
+
+
+@frozen
+class ActionSpace:
+    """The vocabulary of each action head for one task and host."""
+
+    slot_ids: tuple[str, ...]
+    blueprints: tuple[str, ...]  # blueprint keys of the host's topology, stable order
+    styles: tuple[str, ...]
+    tempos: tuple[int, ...]
+    alpha_targets: tuple[float, ...]
+
+    @property
+    def head_sizes(self) -> dict[str, int]:
+        return {
+            "op": len(OPS),
+            "slot": len(self.slot_ids),
+            "blueprint": len(self.blueprints),
+            "style": len(self.styles),
+            "tempo": len(self.tempos),
+            "alpha_target": len(self.alpha_targets),
+        }
+
+    def describe(self, action: Action) -> str:
+        op = action.op
+        if op == LifecycleOp.WAIT:
+            return "WAIT"
+        slot = self.slot_ids[action.slot] if action.slot < len(self.slot_ids) else f"#{action.slot}"
+        if op == LifecycleOp.GERMINATE:
+            return (
+                f"GERMINATE {slot} {self.blueprints[action.blueprint]} "
+                f"{self.styles[action.style]} tempo={self.tempos[action.tempo]}"
+            )
+        if op == LifecycleOp.SET_ALPHA_TARGET:
+            return f"SET_ALPHA_TARGET {slot} {self.alpha_targets[action.alpha_target]}"
+        return f"{op.name} {slot}"
+
+    def germinate(self, slot_id: str, blueprint: str, style: str | None = None, tempo: int | None = None) -> Action:
+        """Build a GERMINATE action from names (``blueprint`` may omit the topology prefix)."""
+        keys = [b for b in self.blueprints if b == blueprint or b.split("/", 1)[-1] == blueprint]
+        if not keys:
+            raise ValueError(f"unknown blueprint {blueprint!r}; available: {', '.join(self.blueprints)}")
+        return Action(
+            LifecycleOp.GERMINATE,
+            slot=self.slot_ids.index(slot_id),
+            blueprint=self.blueprints.index(keys[0]),
+            style=self.styles.index(style) if style is not None else 0,
+            tempo=self.tempos.index(tempo) if tempo is not None else len(self.tempos) // 2,
+        )
+
+    def on_slot(self, op: LifecycleOp, slot_id: str, alpha_target: float | None = None) -> Action:
+        target = self.alpha_targets.index(alpha_target) if alpha_target is not None else 0
+        return Action(op, slot=self.slot_ids.index(slot_id), alpha_target=target)
+
+
+@frozen
+class MaskRules:
+    max_seeds: int = 3
+    min_prune_age: int = 1
+
+
+@frozen
+class ActionMasks:
+    """Boolean masks (True = legal). ``slot[op]`` is the slots legal for that op;
+    ``alpha_target[slot]`` the targets legal for SET_ALPHA_TARGET on that slot."""
+
+    op: torch.Tensor  # [n_ops]
+    slot: torch.Tensor  # [n_ops, n_slots]
+    blueprint: torch.Tensor  # [n_blueprints]
+    style: torch.Tensor  # [n_styles]
+    tempo: torch.Tensor  # [n_tempos]
+    alpha_target: torch.Tensor  # [n_slots, n_targets]
+
+
+def _alpha_targets_legal(report: SlotReport, targets: Sequence[float]) -> list[bool]:
+    if report.stage == Stage.BLENDING:
+        return [t != report.alpha_target for t in targets]
+    if report.stage == Stage.HOLDING:
+        return [t < 1.0 for t in targets]
+    return [False] * len(targets)
+
+
+def compute_masks(reports: Sequence[SlotReport], space: ActionSpace, rules: MaskRules) -> ActionMasks:
+    """The one place that decides which actions are legal."""
+    n_slots = len(space.slot_ids)
+    slot = torch.zeros(len(OPS), n_slots, dtype=torch.bool)
+    alpha = torch.zeros(n_slots, len(space.alpha_targets), dtype=torch.bool)
+    seeds_in_model = sum(1 for r in reports if r.stage in LIVE_STAGES or r.stage == Stage.FOSSILIZED)
+    incubating = any(r.stage in (Stage.GERMINATED, Stage.TRAINING) for r in reports)
+    can_germinate = seeds_in_model < rules.max_seeds and not incubating and len(space.blueprints) > 0
+    for i, r in enumerate(reports):
+        slot[LifecycleOp.GERMINATE, i] = can_germinate and r.stage == Stage.DORMANT
+        slot[LifecycleOp.ADVANCE, i] = r.stage in ADVANCE_TARGET
+        targets = _alpha_targets_legal(r, space.alpha_targets)
+        alpha[i] = torch.tensor(targets, dtype=torch.bool)
+        slot[LifecycleOp.SET_ALPHA_TARGET, i] = any(targets)
+        slot[LifecycleOp.PRUNE, i] = r.stage in PRUNABLE and r.epochs_total >= rules.min_prune_age
+        slot[LifecycleOp.FOSSILIZE, i] = r.stage == Stage.HOLDING
+    op = slot.any(dim=1)
+    op[LifecycleOp.WAIT] = True
+    slot[LifecycleOp.WAIT] = True  # the slot head is irrelevant to WAIT; any value is fine
+    return ActionMasks(
+        op=op,
+        slot=slot,
+        blueprint=torch.ones(len(space.blueprints), dtype=torch.bool),
+        style=torch.ones(len(space.styles), dtype=torch.bool),
+        tempo=torch.ones(len(space.tempos), dtype=torch.bool),
+        alpha_target=alpha,
+    )
+
+
+def refusal_reason(action: Action, masks: ActionMasks, space: ActionSpace) -> str | None:
+    """Why ``action`` is illegal under ``masks``, or None if it is legal."""
+    sizes = space.head_sizes
+    for head, value in zip(HEADS, action.as_indices()):
+        if head in OP_HEADS.get(action.op, ()) and not 0 <= value < sizes[head]:
+            return f"{head} index {value} out of range [0, {sizes[head]})"
+    if not bool(masks.op[action.op]):
+        return f"{action.op.name} is not legal in any slot now"
+    if action.op == LifecycleOp.WAIT:
+        return None
+    if not bool(masks.slot[action.op, action.slot]):
+        return f"{action.op.name} is not legal in slot {space.slot_ids[action.slot]} now"
+    if action.op == LifecycleOp.SET_ALPHA_TARGET and not bool(masks.alpha_target[action.slot, action.alpha_target]):
+        return f"alpha target {space.alpha_targets[action.alpha_target]} is not legal for slot {space.slot_ids[action.slot]}"
+    return None

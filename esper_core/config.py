@@ -1,0 +1,273 @@
+"""Run configuration: attrs sections, loading (TOML/JSON), ``--set`` overrides, dumping.
+
+Every default of DOMAIN.md lives here as a named field. Components (tasks, rewards,
+policies, telemetry backends, executors) bring their own attrs options classes; their
+tables (``[rewards.pbrs]``) are kept raw here and validated by the component's class
+when the run is resolved (see :func:`esper_core.runner.resolve`).
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import attrs
+from attrs import define
+
+from esper_core.converter import (
+    drop_none,
+    each,
+    in_range,
+    non_empty,
+    one_of,
+    options_field,
+    structure,
+    unstructure,
+)
+from esper_core.errors import ConfigError
+
+COMPONENT_KINDS = ("tasks", "rewards", "policies", "telemetry", "executors")
+CONFIG_SCHEMA_VERSION = 1
+
+
+def _device(value: Any) -> str | None:
+    if value is None:
+        return None
+    kind, _, index = str(value).partition(":")
+    if kind not in ("cpu", "cuda", "mps", "xpu") or (index and not index.isdigit()):
+        return f'expected a device such as "cpu", "cuda" or "cuda:1", got "{value}"'
+    return None
+
+
+@define
+class RunSection:
+    """What to run and where."""
+
+    name: str | None = options_field(None, doc="Run directory name (default: derived from task and policy).")
+    seed: int = options_field(0, in_range(0, integer=True), "Base seed; env i uses seed + i.")
+    episodes: int = options_field(1, in_range(1, integer=True), "Episodes per env for `esper run`.")
+    n_envs: int = options_field(1, in_range(1, integer=True), "Parallel environments.")
+    device: str = options_field("cpu", _device, "Device of every env (single-device executors).")
+    devices: list[str] = options_field([], each(_device), "Devices for envs round-robin (streams).")
+    out_dir: str = options_field("runs", doc="Parent directory of run directories.")
+    task: str = options_field("digits", doc="Task component (tasks.*).")
+    policy: str = options_field("heuristic", doc="Policy component (policies.*), e.g. ppo:path/ckpt.pt.")
+    reward: str = options_field("pbrs", doc="Reward family (rewards.*).")
+    executor: str = options_field("serial", doc="Executor (executors.*).")
+    telemetry: list[str] = options_field(["console", "jsonl", "csv"], doc="Telemetry backends.")
+    gamma: float = options_field(
+        0.995, in_range(0, 1, lo_open=True), "Discount of the run: PPO and reward shaping both use it."
+    )
+    checkpoint_every: int = options_field(
+        5, in_range(0, integer=True), "Write a checkpoint every N epochs (0: only at episode ends)."
+    )
+    quiet: bool = options_field(False, doc="Suppress the live console display.")
+    threads: int = options_field(
+        0, in_range(0, integer=True), "torch intra-op threads for this process (0: torch's default)."
+    )
+
+
+@define
+class EnvSection:
+    """The environment: one RL step is one host epoch."""
+
+    max_epochs: int | None = options_field(None, in_range(1, integer=True), "Epochs per episode (task default).")
+    batch_size: int | None = options_field(None, in_range(1, integer=True), "Training batch size (task default).")
+    eval_batch_size: int | None = options_field(None, in_range(1, integer=True), "Validation/test batch size.")
+    max_batches: int | None = options_field(None, in_range(1, integer=True), "Cap on training batches per epoch.")
+    slots: list[str] | None = options_field(None, non_empty, "Enabled slot ids (default: all the host has).")
+    max_seeds: int = options_field(3, in_range(0, integer=True), "Cap on seeds in the model (live + fossilized).")
+    min_prune_age: int = options_field(1, in_range(0, integer=True), "Epochs a seed must live before PRUNE.")
+    history_length: int = options_field(5, in_range(1, integer=True), "Loss/accuracy history in observations.")
+    plateau_delta: float = options_field(0.5, in_range(0), "Accuracy gain (points) below which an epoch counts as plateau.")
+    eval_test_every: int = options_field(1, in_range(0, integer=True), "Measure test accuracy every N epochs (0: at episode end only).")
+
+
+@define
+class TrainingSection:
+    """Optimizers, clipping, precision and compilation of the host training."""
+
+    host_lr: float = options_field(0.01, in_range(0, lo_open=True), "Host SGD learning rate.")
+    host_momentum: float = options_field(0.9, in_range(0, 1, hi_open=True))
+    host_weight_decay: float = options_field(5e-4, in_range(0))
+    seed_lr: float = options_field(0.01, in_range(0, lo_open=True), "Seed SGD learning rate.")
+    seed_momentum: float = options_field(0.9, in_range(0, 1, hi_open=True))
+    seed_weight_decay: float = options_field(0.0, in_range(0))
+    grad_clip: float = options_field(1.0, in_range(0, lo_open=True), "Max grad norm, per parameter group.")
+    vanishing_grad: float = options_field(1e-7, in_range(0), "A seed grad norm below this counts as vanishing.")
+    exploding_grad: float = options_field(100.0, in_range(0, lo_open=True), "A seed grad norm above this counts as exploding.")
+    amp: str = options_field("off", one_of("off", "bf16", "fp16"), "Mixed precision (CUDA only for fp16).")
+    compile: str = options_field(
+        "off", one_of("off", "default", "reduce-overhead", "max-autotune"), "torch.compile mode for the model."
+    )
+
+
+@define
+class LifecycleSection:
+    """Gates, alpha schedules and cooldowns (DOMAIN §2)."""
+
+    gate_mode: str = options_field("permissive", one_of("permissive", "strict"))
+    auto_advance: bool = options_field(False, doc="Let slots advance themselves when a gate passes.")
+    min_training_epochs: int = options_field(10, in_range(0, integer=True), "G2: epochs in TRAINING.")
+    min_gradient_health: float = options_field(0.7, in_range(0, 1), "G2/G5: gradient health threshold.")
+    min_grad_ratio: float = options_field(0.10, in_range(0), "G2 strict: seed/host gradient ratio.")
+    strict_min_blending_epochs: int = options_field(10, in_range(0, integer=True), "G3 strict.")
+    strict_min_contribution: float = options_field(1.0, doc="G5 strict: contribution in points.")
+    embargo_epochs: int = options_field(5, in_range(0, integer=True), "Epochs a pruned slot is embargoed.")
+    resetting_epochs: int = options_field(1, in_range(0, integer=True), "Epochs in RESETTING before DORMANT.")
+    tempos: list[int] = options_field([3, 5, 8], each(in_range(1, integer=True)), "Alpha ramp lengths (epochs).")
+    default_tempo: int = options_field(5, in_range(1, integer=True))
+    alpha_targets: list[float] = options_field([0.5, 0.7, 1.0], each(in_range(0, 1, lo_open=True)))
+    styles: list[str] = options_field(
+        ["linear_add", "sigmoid_add", "linear_multiply", "gated"],
+        each(one_of("linear_add", "cosine_add", "sigmoid_add", "linear_multiply", "gated")),
+    )
+    sigmoid_steepness: float = options_field(10.0, in_range(0, lo_open=True))
+    stage_history: int = options_field(32, in_range(1, integer=True), "Stage transitions kept per slot.")
+
+    def __esper_validate__(self) -> list[str]:
+        problems = []
+        if self.default_tempo not in self.tempos:
+            problems.append(f"default_tempo {self.default_tempo} is not one of tempos {self.tempos}")
+        if 1.0 not in self.alpha_targets:
+            problems.append("alpha_targets must contain 1.0 (HOLDING needs a full blend)")
+        return problems
+
+
+@define
+class GovernorSection:
+    """Safety rollback (DOMAIN §8)."""
+
+    enabled: bool = options_field(True)
+    snapshot_every: int = options_field(5, in_range(1, integer=True), "Epochs between snapshots.")
+    k_chance: float = options_field(1.5, in_range(0, lo_open=True), "Panic floor = k_chance x chance-level loss.")
+    sigma: float = options_field(6.0, in_range(0, lo_open=True), "Panic floor = mean + sigma x std of history.")
+    mean_multiplier: float = options_field(3.0, in_range(0, lo_open=True), "Panic floor = multiplier x mean.")
+    consecutive: int = options_field(3, in_range(1, integer=True), "Epochs above every floor before panic.")
+    min_history: int = options_field(3, in_range(1, integer=True), "Losses needed before statistical checks.")
+    history: int = options_field(20, in_range(2, integer=True), "Validation losses remembered.")
+    penalty: float = options_field(-10.0, doc="Reward given to the controller at a rollback.")
+
+
+@define
+class TrainSection:
+    """``esper train``: PPO-style updates, one rollout = one episode of every env."""
+
+    updates: int = options_field(20, in_range(1, integer=True), "Policy updates (rollouts) to run.")
+    checkpoint_every: int = options_field(1, in_range(1, integer=True), "Checkpoint every N updates.")
+
+
+@define
+class RunConfig:
+    """The fully resolved configuration of a run."""
+
+    run: RunSection = attrs.field(factory=RunSection)
+    env: EnvSection = attrs.field(factory=EnvSection)
+    training: TrainingSection = attrs.field(factory=TrainingSection)
+    lifecycle: LifecycleSection = attrs.field(factory=LifecycleSection)
+    governor: GovernorSection = attrs.field(factory=GovernorSection)
+    train: TrainSection = attrs.field(factory=TrainSection)
+    tasks: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    rewards: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    policies: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    telemetry: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    executors: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+
+    def component_options(self, kind: str, name: str) -> dict[str, Any]:
+        table: dict[str, dict[str, Any]] = getattr(self, kind)
+        return dict(table.get(name, {}))
+
+
+# ---------------------------------------------------------------- files and overrides
+
+
+def parse_text(text: str, source: str) -> dict[str, Any]:
+    """Parse TOML or JSON text (by the source's suffix) into a dict."""
+    try:
+        if source.endswith(".json"):
+            data = json.loads(text)
+        else:
+            data = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError([f"{source}: not valid {'JSON' if source.endswith('.json') else 'TOML'}: {exc}"]) from None
+    if not isinstance(data, dict):
+        raise ConfigError([f"{source}: expected a table of settings at the top level"])
+    return data
+
+
+def read_file(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError([f"{p}: config file not found"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([f"{p}: cannot read config file: {exc}"]) from None
+    return parse_text(text, str(p))
+
+
+def parse_override(assignment: str) -> tuple[list[str], Any]:
+    """``section.key=value`` -> (["section", "key"], value); the value is read as TOML."""
+    key, sep, raw = assignment.partition("=")
+    key = key.strip()
+    if not sep or not key or any(not part for part in key.split(".")):
+        raise ConfigError([f'--set {assignment}: expected "section.key=value", e.g. --set run.seed=3'])
+    raw = raw.strip()
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw  # a bare word: read it as a string
+    return key.split("."), value
+
+
+def apply_overrides(data: dict[str, Any], assignments: list[str]) -> dict[str, Any]:
+    out = json.loads(json.dumps(data))  # deep copy of plain data
+    for assignment in assignments:
+        path, value = parse_override(assignment)
+        node = out
+        for part in path[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError([f"--set {assignment}: {part} is a value, not a section"])
+            node = child
+        node[path[-1]] = value
+    return out
+
+
+def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """Recursively merge ``extra`` into a copy of ``base`` (tables merge, values replace)."""
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_config(
+    path: str | Path | None = None,
+    overrides: list[str] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> RunConfig:
+    """Config file (optional) <- ``extra`` (from CLI flags) <- ``--set`` overrides."""
+    data: dict[str, Any] = read_file(path) if path is not None else {}
+    data.pop("schema_version", None)
+    if extra:
+        data = merge(data, extra)
+    if overrides:
+        data = apply_overrides(data, overrides)
+    return structure(data, RunConfig)
+
+
+def config_to_dict(config: RunConfig) -> dict[str, Any]:
+    data: dict[str, Any] = drop_none(unstructure(config))
+    return {"schema_version": CONFIG_SCHEMA_VERSION, **data}
+
+
+def dump_toml(config: RunConfig) -> str:
+    import tomli_w
+
+    return tomli_w.dumps(config_to_dict(config))

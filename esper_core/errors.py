@@ -1,0 +1,39 @@
+"""Exception types a user can cause. The CLI turns each into one line and exit code 2."""
+
+from __future__ import annotations
+
+
+class EsperError(Exception):
+    """Base class for errors caused by user input (config, plugins, data, checkpoints)."""
+
+
+class ConfigError(EsperError):
+    """A config value is missing, unknown, of the wrong type or out of range."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("; ".join(self.problems))
+
+
+class PluginError(EsperError):
+    """A plugin could not be loaded, or one of its hooks failed."""
+
+
+class UnknownComponentError(EsperError):
+    """A component name that no loaded plugin registered."""
+
+
+class DuplicateComponentError(EsperError):
+    """Two plugins registered a component under the same name."""
+
+
+class DataError(EsperError):
+    """A dataset is missing or unreadable."""
+
+
+class CheckpointError(EsperError):
+    """A checkpoint is missing, corrupt, unsafe or does not match the run."""
+
+
+class RunDirError(EsperError):
+    """A run directory is missing, incomplete or belongs to a different run."""

@@ -1,0 +1,118 @@
+"""The governor: per-env safety rollback (DOMAIN §8).
+
+It keeps exactly one snapshot (host + fossilized seeds, on the CPU), taken every
+``snapshot_every`` epochs and after each fossilization. It panics at once on a
+non-finite loss, or when the validation loss stays above every floor
+(``k_chance`` x chance-level loss, mean + ``sigma`` std and ``mean_multiplier`` x mean of
+the recent healthy history) for ``consecutive`` epochs.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import deque
+from typing import Any
+
+import torch
+from attrs import frozen
+
+from esper_core.config import GovernorSection
+from esper_core.lifecycle import LIVE_STAGES, Stage
+from esper_core.model import MorphogeneticModel
+
+
+@frozen
+class Verdict:
+    panic: bool
+    reason: str = ""
+
+
+class Governor:
+    def __init__(self, cfg: GovernorSection, chance_loss: float) -> None:
+        self.cfg = cfg
+        self.chance_loss = chance_loss
+        self.history: deque[float] = deque(maxlen=cfg.history)
+        self.strikes = 0
+        self.snapshot_state: dict[str, Any] | None = None
+        self.snapshot_epoch = -1
+        self.rollbacks = 0
+
+    def floor(self) -> float | None:
+        """The loss above which an epoch counts as a strike; None until enough history."""
+        if len(self.history) < self.cfg.min_history:
+            return None
+        mean = statistics.fmean(self.history)
+        std = statistics.pstdev(self.history)
+        return max(self.cfg.k_chance * self.chance_loss, mean + self.cfg.sigma * std, self.cfg.mean_multiplier * mean)
+
+    def check(self, val_loss: float, train_finite: bool = True) -> Verdict:
+        """Judge one epoch's validation loss; healthy losses join the history."""
+        if not self.cfg.enabled:
+            return Verdict(False)
+        if not math.isfinite(val_loss) or not train_finite:
+            return Verdict(True, "non-finite loss" + ("" if math.isfinite(val_loss) else f" (validation {val_loss})"))
+        floor = self.floor()
+        if floor is not None and val_loss > floor:
+            self.strikes += 1
+            if self.strikes >= self.cfg.consecutive:
+                return Verdict(
+                    True,
+                    f"validation loss {val_loss:.4g} above {floor:.4g} for {self.strikes} consecutive epochs",
+                )
+            return Verdict(False)
+        self.strikes = 0
+        self.history.append(val_loss)
+        return Verdict(False)
+
+    # ------------------------------------------------------------ snapshots
+
+    def take_snapshot(self, model: MorphogeneticModel, epoch: int) -> None:
+        """Copy host and fossil weights to the CPU, replacing the previous snapshot."""
+        state: dict[str, Any] = {
+            "host": {k: v.detach().to("cpu", copy=True) for k, v in model.host.state_dict().items()},
+            "fossils": {},
+        }
+        for slot in model.iter_slots():
+            if slot.stage == Stage.FOSSILIZED:
+                state["fossils"][slot.slot_id] = {
+                    k: (v.detach().to("cpu", copy=True) if isinstance(v, torch.Tensor) else v)
+                    for k, v in slot.state_dict().items()
+                }
+        self.snapshot_state = state
+        self.snapshot_epoch = epoch
+
+    def due(self, epoch: int) -> bool:
+        return epoch - self.snapshot_epoch >= self.cfg.snapshot_every
+
+    def rollback(self, model: MorphogeneticModel) -> list[str]:
+        """Restore the snapshot and prune every live seed; return the pruned slot ids."""
+        if self.snapshot_state is None:
+            raise RuntimeError("governor rollback without a snapshot; take_snapshot() runs at reset")
+        model.host.load_state_dict(self.snapshot_state["host"])
+        for slot_id, slot_state in self.snapshot_state["fossils"].items():
+            model.slot(slot_id).load_state_dict(slot_state)
+        pruned = []
+        for slot in model.iter_slots():
+            if slot.stage in LIVE_STAGES:
+                slot.prune()
+                pruned.append(slot.slot_id)
+        self.strikes = 0
+        self.rollbacks += 1
+        return pruned
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "history": list(self.history),
+            "strikes": self.strikes,
+            "snapshot": self.snapshot_state,
+            "snapshot_epoch": self.snapshot_epoch,
+            "rollbacks": self.rollbacks,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.history = deque(state["history"], maxlen=self.cfg.history)
+        self.strikes = int(state["strikes"])
+        self.snapshot_state = state["snapshot"]
+        self.snapshot_epoch = int(state["snapshot_epoch"])
+        self.rollbacks = int(state["rollbacks"])

@@ -1,0 +1,46 @@
+"""The host protocol: a network split into ordered segments with slots between them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from attrs import frozen
+
+if TYPE_CHECKING:
+    import torch
+
+
+def slot_id(row: int, col: int) -> str:
+    return f"r{row}c{col}"
+
+
+@frozen
+class InjectionSpec:
+    """Where a slot sits: after segment ``segment``, on activations with ``channels`` features."""
+
+    slot_id: str
+    channels: int
+    topology: str
+    segment: int
+
+
+@runtime_checkable
+class HostProtocol(Protocol):
+    """What :class:`esper_core.model.MorphogeneticModel` needs from a host ``nn.Module``.
+
+    ``forward(x)`` must equal ``forward_head(forward_segment(n-1, ... forward_segment(0, x)))``
+    computed by exactly those calls, so a model with every slot empty is bit-identical
+    to the bare host.
+    """
+
+    topology: str
+
+    def num_segments(self) -> int: ...
+
+    def injection_specs(self) -> tuple[InjectionSpec, ...]: ...
+
+    def forward_segment(self, index: int, x: torch.Tensor) -> torch.Tensor: ...
+
+    def forward_head(self, x: torch.Tensor) -> torch.Tensor: ...
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor: ...

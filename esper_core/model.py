@@ -1,0 +1,110 @@
+"""MorphogeneticModel: a host with seed slots between its segments."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+
+import torch
+from torch import nn
+
+from esper_core.blueprint import Blueprint
+from esper_core.host import HostProtocol, InjectionSpec
+from esper_core.lifecycle import LIVE_STAGES, Stage
+from esper_core.slot import SeedSlot, SlotReport, SlotSettings
+
+__all__ = ["HostProtocol", "InjectionSpec", "MorphogeneticModel"]
+
+
+class MorphogeneticModel(nn.Module):
+    """Runs ``segment -> slot -> segment ... -> head``.
+
+    With every slot empty the computation is the host's own, call for call, so
+    outputs and gradients equal the bare host's exactly.
+    """
+
+    def __init__(
+        self,
+        host: nn.Module,
+        resolve_blueprint: Callable[[str], Blueprint],
+        settings: SlotSettings = SlotSettings(),
+        slots: Sequence[str] | None = None,
+    ) -> None:
+        super().__init__()
+        if not isinstance(host, HostProtocol):
+            raise TypeError(
+                f"{type(host).__name__} does not implement esper_core.host.HostProtocol "
+                "(topology, num_segments, injection_specs, forward_segment, forward_head)"
+            )
+        self.host = host
+        specs = host.injection_specs()
+        available = [spec.slot_id for spec in specs]
+        if slots is not None:
+            unknown = [s for s in slots if s not in available]
+            if unknown:
+                raise ValueError(
+                    f"unknown slot id(s) {', '.join(unknown)}; this host has {', '.join(available)}"
+                )
+            if len(set(slots)) != len(slots):
+                raise ValueError(f"slot ids repeat in {list(slots)}")
+        enabled = set(available if slots is None else slots)
+        self.slots = nn.ModuleDict(
+            {spec.slot_id: SeedSlot(spec, resolve_blueprint, settings) for spec in specs if spec.slot_id in enabled}
+        )
+        self._slot_after: dict[int, str] = {
+            spec.segment: spec.slot_id for spec in specs if spec.slot_id in enabled
+        }
+        self._num_segments = host.num_segments()
+
+    @property
+    def topology(self) -> str:
+        return str(self.host.topology)
+
+    @property
+    def slot_ids(self) -> list[str]:
+        return list(self.slots.keys())
+
+    def slot(self, slot_id: str) -> SeedSlot:
+        slot = self.slots[slot_id]
+        assert isinstance(slot, SeedSlot)
+        return slot
+
+    def iter_slots(self) -> Iterator[SeedSlot]:
+        for slot in self.slots.values():
+            assert isinstance(slot, SeedSlot)
+            yield slot
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        host = self.host
+        for index in range(self._num_segments):
+            x = host.forward_segment(index, x)
+            slot_id = self._slot_after.get(index)
+            if slot_id is not None:
+                x = self.slots[slot_id](x)
+        return host.forward_head(x)
+
+    # ------------------------------------------------------------ parameters
+
+    def host_parameters(self) -> list[nn.Parameter]:
+        return list(self.host.parameters())
+
+    def seed_parameters(self, slot_id: str | None = None) -> list[nn.Parameter]:
+        if slot_id is not None:
+            return self.slot(slot_id).seed_parameters()
+        return [p for slot in self.iter_slots() for p in slot.seed_parameters()]
+
+    def host_param_count(self) -> int:
+        return sum(p.numel() for p in self.host.parameters())
+
+    def seed_param_count(self, stages: frozenset[Stage] | None = None) -> int:
+        return sum(
+            slot.seed_param_count() for slot in self.iter_slots() if stages is None or slot.stage in stages
+        )
+
+    def fossil_param_count(self) -> int:
+        return self.seed_param_count(frozenset({Stage.FOSSILIZED}))
+
+    def live_seed_count(self) -> int:
+        return sum(1 for slot in self.iter_slots() if slot.stage in LIVE_STAGES)
+
+    def reports(self) -> list[SlotReport]:
+        return [slot.report() for slot in self.iter_slots()]

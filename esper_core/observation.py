@@ -1,0 +1,141 @@
+"""What a controller sees after each epoch, the feature vector for neural policies,
+and the running mean/std normaliser (Welford) that PPO freezes during a rollout."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from attrs import frozen
+
+from esper_core.actions import ActionMasks, ActionSpace
+from esper_core.lifecycle import STAGES, GateResult
+from esper_core.slot import SlotReport
+
+
+@frozen
+class Observation:
+    """The structured observation of one env after an epoch (before the next action)."""
+
+    env_index: int
+    epoch: int  # epochs completed in this episode
+    max_epochs: int
+    val_loss: float
+    val_acc: float  # percent
+    train_loss: float
+    train_acc: float
+    chance_loss: float
+    loss_history: tuple[float, ...]  # last validation losses, oldest first
+    acc_history: tuple[float, ...]
+    plateau_epochs: int  # consecutive epochs without a gain above plateau_delta
+    best_acc: float
+    epochs_since_prune: int  # since the last prune in this episode (large if never)
+    host_params: int
+    seed_params: int
+    slots: tuple[SlotReport, ...]
+    gates: tuple[GateResult | None, ...]  # the next gate of each slot, evaluated now
+    masks: ActionMasks
+    rolled_back: bool = False
+
+
+SLOT_SCALARS = 9
+
+
+def feature_dim(space: ActionSpace, history_length: int) -> int:
+    per_slot = len(STAGES) + SLOT_SCALARS + len(space.blueprints) + 1
+    return 8 + 2 * history_length + len(space.slot_ids) * per_slot
+
+
+def _clip(value: float, lo: float = -10.0, hi: float = 10.0) -> float:
+    if not math.isfinite(value):
+        return hi if value > 0 else lo
+    return min(max(value, lo), hi)
+
+
+def features(obs: Observation, space: ActionSpace, history_length: int) -> list[float]:
+    """A flat vector of roughly unit-scale numbers; see :func:`feature_dim` for its size."""
+    chance = max(obs.chance_loss, 1e-6)
+    hist_loss = list(obs.loss_history)[-history_length:]
+    hist_acc = list(obs.acc_history)[-history_length:]
+    pad = history_length - len(hist_loss)
+    hist_loss = [hist_loss[0] if hist_loss else obs.val_loss] * pad + hist_loss
+    hist_acc = [hist_acc[0] if hist_acc else obs.val_acc] * pad + hist_acc
+    out = [
+        obs.epoch / max(obs.max_epochs, 1),
+        _clip(obs.val_loss / chance),
+        obs.val_acc / 100.0,
+        _clip(obs.train_loss / chance),
+        obs.train_acc / 100.0,
+        min(obs.plateau_epochs, 20) / 10.0,
+        obs.best_acc / 100.0,
+        min(obs.epochs_since_prune, 20) / 10.0,
+    ]
+    out.extend(_clip((v - obs.val_loss) / chance) for v in hist_loss)
+    out.extend((v - obs.val_acc) / 100.0 for v in hist_acc)
+    host = max(obs.host_params, 1)
+    for report, gate in zip(obs.slots, obs.gates):
+        out.extend(1.0 if report.stage == stage else 0.0 for stage in STAGES)
+        out.extend(
+            [
+                report.alpha,
+                report.alpha_target,
+                _clip((report.contribution or 0.0) / 10.0),
+                _clip(report.contribution_velocity / 10.0),
+                min(report.epochs_in_stage, 30) / 10.0,
+                report.gradient_health if report.gradient_health is not None else -1.0,
+                _clip(math.log1p(report.seed_params / host)),
+                1.0 if gate is not None and gate.passed else 0.0,
+                1.0 if report.contribution is not None else 0.0,
+            ]
+        )
+        onehot = [0.0] * (len(space.blueprints) + 1)
+        index = space.blueprints.index(report.blueprint) if report.blueprint in space.blueprints else -1
+        onehot[index] = 1.0
+        out.extend(onehot)
+    return out
+
+
+def feature_tensor(observations: Sequence[Observation], space: ActionSpace, history_length: int) -> torch.Tensor:
+    return torch.tensor([features(o, space, history_length) for o in observations], dtype=torch.float32)
+
+
+class RunningMeanStd:
+    """Running mean and variance over batches (Chan et al.'s parallel Welford update)."""
+
+    def __init__(self, shape: tuple[int, ...], epsilon: float = 1e-4, clip: float = 10.0) -> None:
+        self.mean = torch.zeros(shape, dtype=torch.float64)
+        self.var = torch.ones(shape, dtype=torch.float64)
+        self.count = epsilon
+        self.clip = clip
+
+    def update(self, batch: torch.Tensor) -> None:
+        batch = batch.detach().to(torch.float64).reshape(-1, *self.mean.shape)
+        if batch.shape[0] == 0:
+            return
+        b_mean = batch.mean(dim=0)
+        b_var = batch.var(dim=0, unbiased=False)
+        n = batch.shape[0]
+        delta = b_mean - self.mean
+        total = self.count + n
+        self.mean = self.mean + delta * n / total
+        m2 = self.var * self.count + b_var * n + delta.pow(2) * self.count * n / total
+        self.var = m2 / total
+        self.count = total
+
+    def normalize(self, x: torch.Tensor) -> torch.Tensor:
+        mean = self.mean.to(device=x.device, dtype=x.dtype)
+        std = torch.sqrt(self.var + 1e-8).to(device=x.device, dtype=x.dtype)
+        return ((x - mean) / std).clamp(-self.clip, self.clip)
+
+    def state_dict(self) -> dict[str, object]:
+        return {"mean": self.mean.clone(), "var": self.var.clone(), "count": float(self.count), "clip": self.clip}
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        mean, var = state["mean"], state["var"]
+        assert isinstance(mean, torch.Tensor) and isinstance(var, torch.Tensor)
+        if mean.shape != self.mean.shape:
+            raise ValueError(f"normalizer shape {tuple(mean.shape)} does not match {tuple(self.mean.shape)}")
+        self.mean, self.var = mean.clone(), var.clone()
+        self.count = float(state["count"])  # type: ignore[arg-type]
+        self.clip = float(state["clip"])  # type: ignore[arg-type]

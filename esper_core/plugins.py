@@ -1,0 +1,300 @@
+"""The plugin manager: discovery, extra plugin modules, registries and listing.
+
+Plugins are modules that implement hooks from :mod:`esper_core.hookspecs`. They are
+found through the ``esper`` entry-point group (entry-point name = plugin name, e.g.
+``rewards.pbrs``) and through ``--plugin pkg.module`` or ``--plugin path/to/file.py``.
+Each kind of component has one typed :class:`Registry`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import os
+
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Generic, TypeVar
+
+import attrs
+import pluggy
+from attrs import define, field, frozen
+
+from esper_core import hookspecs
+from esper_core.errors import DuplicateComponentError, PluginError, UnknownComponentError
+
+T = TypeVar("T")
+
+ENTRY_POINT_GROUP = "esper"
+DISABLE_AUTOLOAD_ENV = "ESPER_DISABLE_PLUGIN_AUTOLOAD"
+KINDS = ("tasks", "blueprints", "rewards", "policies", "telemetry", "executors")
+_HOOK_OF_KIND = {kind: f"esper_register_{kind}" for kind in KINDS}
+
+
+@frozen
+class PluginInfo:
+    """What ``esper plugins`` shows about one plugin."""
+
+    name: str
+    module: str
+    distribution: str | None = None
+    version: str | None = None
+    components: tuple[str, ...] = ()
+
+
+@frozen
+class Registered(Generic[T]):
+    component: T
+    plugin: str
+
+
+@define
+class Registry(Generic[T]):
+    """Components of one kind, by name; duplicates and unknown names fail clearly."""
+
+    kind: str
+    _items: dict[str, Registered[T]] = field(factory=dict)
+
+    def add(self, name: str, component: T, plugin: str) -> None:
+        if name in self._items:
+            other = self._items[name].plugin
+            raise DuplicateComponentError(
+                f"{self.kind} component {name!r} is registered twice: by plugin {other!r} "
+                f"and by plugin {plugin!r}; uninstall or disable one of them"
+            )
+        self._items[name] = Registered(component, plugin)
+
+    def get(self, name: str) -> T:
+        try:
+            return self._items[name].component
+        except KeyError:
+            available = ", ".join(sorted(self._items)) or "(none: is the plugin installed?)"
+            raise UnknownComponentError(
+                f"unknown {self.kind} component {name!r}; available: {available}"
+            ) from None
+
+    def plugin_of(self, name: str) -> str:
+        self.get(name)
+        return self._items[name].plugin
+
+    def names(self) -> list[str]:
+        return sorted(self._items)
+
+    def items(self) -> list[tuple[str, T]]:
+        return [(name, self._items[name].component) for name in self.names()]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def _component_key(kind: str, component: Any, plugin: str) -> str:
+    """Validate a registered component's shape and return its registry key."""
+    if kind == "blueprints":
+        from esper_core.blueprint import Blueprint
+
+        if not isinstance(component, Blueprint):
+            raise PluginError(
+                f"plugin {plugin!r} registered {component!r} as a blueprint; "
+                "register esper_core.blueprint.Blueprint values"
+            )
+        return component.key
+    missing = [
+        attr for attr in ("name", "description", "Options") if not hasattr(component, attr)
+    ]
+    if missing:
+        raise PluginError(
+            f"plugin {plugin!r} registered {component!r} as a {kind} component, but it lacks "
+            f"{', '.join(missing)}; components need a name, a description and an attrs Options class"
+        )
+    if not attrs.has(component.Options):
+        raise PluginError(f"plugin {plugin!r}: {component.name}.Options must be an attrs class")
+    return str(component.name)
+
+
+class PluginManager:
+    """Loads plugins and holds one registry per component kind.
+
+    ``extra`` names modules to load in addition to the installed plugins: a dotted
+    module (``pkg.module``), a file (``path/to/file.py``) or, when autoloading is
+    disabled, the name of an installed entry point (``rewards.pbrs``).
+    """
+
+    def __init__(self, extra: Sequence[str] = (), autoload: bool | None = None) -> None:
+        if autoload is None:
+            autoload = os.environ.get(DISABLE_AUTOLOAD_ENV, "") not in ("1", "true", "yes")
+        self.autoload = autoload
+        self.pm = pluggy.PluginManager("esper")
+        self.pm.add_hookspecs(hookspecs)
+        self.infos: dict[str, PluginInfo] = {}
+        self.registries: dict[str, Registry[Any]] = {kind: Registry(kind) for kind in KINDS}
+        from esper_core import executor
+
+        self._register_module(executor, "executors.serial", "esper", _own_version())
+        self._entry_points = {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+        if autoload:
+            for ep in self._entry_points.values():
+                self._load_entry_point(ep)
+        self.extend(extra)
+
+    def extend(self, extra: Sequence[str]) -> None:
+        """Load more plugin modules (``--plugin`` values) and rebuild the registries."""
+        for spec in extra:
+            self.load_extra(spec)
+        self._check_pending()
+        self.registries = {kind: Registry(kind) for kind in KINDS}
+        self.infos = {name: attrs.evolve(info, components=()) for name, info in self.infos.items()}
+        self._collect()
+
+    # ------------------------------------------------------------ loading
+
+    def _register_module(self, module: ModuleType, name: str, dist: str | None, version: str | None) -> None:
+        if self.pm.is_registered(module) or name in self.infos:
+            return
+        try:
+            self.pm.register(module, name=name)
+        except ValueError as exc:
+            raise PluginError(f"plugin {name!r} could not be registered: {exc}") from exc
+        self.infos[name] = PluginInfo(name=name, module=module.__name__, distribution=dist, version=version)
+
+    def _load_entry_point(self, ep: importlib.metadata.EntryPoint) -> None:
+        try:
+            module = ep.load()
+        except Exception as exc:
+            raise PluginError(
+                f"plugin {ep.name!r} (entry point {ep.value!r}) failed to import: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        dist = ep.dist.metadata["Name"] if ep.dist is not None else None
+        version = ep.dist.version if ep.dist is not None else None
+        self._register_module(module, ep.name, dist, version)
+
+    def load_extra(self, spec: str) -> None:
+        """Load one ``--plugin`` argument that names a module, a file or an entry point."""
+        if spec.endswith(".py") or os.sep in spec or "/" in spec:
+            self._load_file(Path(spec))
+        elif spec in self._entry_points:
+            self._load_entry_point(self._entry_points[spec])
+        elif _looks_like_selection(spec):
+            return  # KIND.NAME selects a component; resolved by the runner, not loaded here
+        else:
+            self._load_module(spec)
+
+    def _load_file(self, path: Path) -> None:
+        if not path.is_file():
+            raise PluginError(f"--plugin {path}: no such file")
+        name = f"file:{path.resolve()}"
+        module_name = f"esper_local_plugin_{abs(hash(str(path.resolve())))}"
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or spec.loader is None:
+            raise PluginError(f"--plugin {path}: not a Python module")
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            raise PluginError(f"plugin {str(path)!r} failed to import: {type(exc).__name__}: {exc}") from exc
+        self._register_module(module, name, None, None)
+
+    def _load_module(self, dotted: str) -> None:
+        try:
+            module = importlib.import_module(dotted)
+        except ModuleNotFoundError as exc:
+            if exc.name and dotted.startswith(exc.name):
+                raise PluginError(
+                    f"--plugin {dotted}: no module, file or installed plugin of that name; "
+                    f"installed plugins: {', '.join(sorted(self._entry_points)) or '(none)'}"
+                ) from None
+            raise PluginError(f"plugin {dotted!r} failed to import: {exc}") from exc
+        except Exception as exc:
+            raise PluginError(f"plugin {dotted!r} failed to import: {type(exc).__name__}: {exc}") from exc
+        self._register_module(module, dotted, None, None)
+
+    def _check_pending(self) -> None:
+        try:
+            self.pm.check_pending()
+        except pluggy.PluginValidationError as exc:
+            plugin = self.pm.get_name(exc.plugin) or repr(exc.plugin)
+            known = ", ".join(sorted(_HOOK_OF_KIND.values()) + ["esper_register_commands"])
+            raise PluginError(
+                f"plugin {plugin!r} implements an unknown hook ({exc}); known hooks: {known}"
+            ) from None
+
+    # ------------------------------------------------------------ registries
+
+    def _call_each(self, hook_name: str, make_args: Callable[[str], dict[str, Any]]) -> None:
+        """Call every implementation of a hook on its own, so failures name their plugin."""
+        caller = getattr(self.pm.hook, hook_name)
+        for impl in reversed(caller.get_hookimpls()):
+            try:
+                impl.function(**make_args(impl.plugin_name))
+            except (PluginError, DuplicateComponentError):
+                raise
+            except Exception as exc:
+                raise PluginError(
+                    f"plugin {impl.plugin_name!r} failed in {hook_name}: {type(exc).__name__}: {exc}"
+                ) from exc
+
+    def _collect(self) -> None:
+        for kind, hook_name in _HOOK_OF_KIND.items():
+            registry = self.registries[kind]
+
+            def make_args(plugin: str, kind: str = kind, registry: Registry[Any] = registry) -> dict[str, Any]:
+                def register(component: Any) -> None:
+                    key = _component_key(kind, component, plugin)
+                    registry.add(key, component, plugin)
+                    info = self.infos.get(plugin)
+                    if info is not None:
+                        self.infos[plugin] = attrs.evolve(
+                            info, components=(*info.components, f"{kind}.{key}")
+                        )
+
+                return {"register": register}
+
+            self._call_each(hook_name, make_args)
+
+    def add_commands(self, cli: Any) -> None:
+        self._call_each("esper_register_commands", lambda _plugin: {"cli": cli})
+
+    def registry(self, kind: str) -> Registry[Any]:
+        return self.registries[kind]
+
+    def get(self, kind: str, name: str) -> Any:
+        return self.registries[kind].get(name)
+
+    def plugins(self) -> list[PluginInfo]:
+        return sorted(self.infos.values(), key=lambda info: info.name)
+
+    def blueprints_for(self, topology: str) -> list[Any]:
+        """Registered blueprints of one topology, in a stable (name) order."""
+        return [bp for _, bp in self.registries["blueprints"].items() if bp.topology == topology]
+
+
+def _own_version() -> str:
+    from esper_core import __version__
+
+    return __version__
+
+
+def _looks_like_selection(spec: str) -> bool:
+    kind, dot, name = spec.partition(".")
+    return bool(dot) and kind in KINDS and bool(name) and "." not in name
+
+
+def split_selections(specs: Iterable[str]) -> tuple[list[str], dict[str, list[str]]]:
+    """Split ``--plugin`` values into modules to load and ``KIND.NAME`` selections."""
+    loads: list[str] = []
+    selections: dict[str, list[str]] = {}
+    for spec in specs:
+        if _looks_like_selection(spec) and not (spec.endswith(".py") or "/" in spec):
+            kind, _, name = spec.partition(".")
+            selections.setdefault(kind, []).append(name)
+            loads.append(spec)  # with autoload disabled this loads the entry point of that name
+        else:
+            loads.append(spec)
+    return loads, selections
+
+

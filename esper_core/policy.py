@@ -1,0 +1,74 @@
+"""Tamiyo policy protocols.
+
+A policy component is a class with ``name``, ``description`` and an attrs ``Options``
+class, constructed as ``Policy(options, context)``. It acts on the observations of
+all envs at once (batched). A learnable policy also implements :class:`Trainable`,
+which ``esper train`` drives: one rollout = one episode of every env.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from attrs import frozen
+
+from esper_core.actions import Action, ActionSpace
+from esper_core.observation import Observation
+from esper_core.step import StepResult
+
+
+@frozen
+class PolicyContext:
+    """What a policy may know about the run it controls."""
+
+    space: ActionSpace
+    feature_dim: int
+    history_length: int
+    max_epochs: int
+    n_envs: int
+    task: str
+    topology: str
+    gamma: float
+    seed: int
+    device: str = "cpu"
+    total_updates: int = 0  # for schedules (learning-rate decay, entropy annealing)
+    argument: str | None = None  # the part after ":" in --policy NAME:ARG (e.g. a checkpoint)
+
+
+@runtime_checkable
+class Policy(Protocol):
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Options: ClassVar[type]
+
+    def reset(self, env_indices: Sequence[int]) -> None:
+        """New episodes begin in these envs: forget their per-episode memory."""
+        ...
+
+    def act(self, observations: Sequence[Observation]) -> list[Action]:
+        """One action per observation; ``observations[i].env_index`` says which env."""
+        ...
+
+    def observe(self, results: Sequence[StepResult]) -> None:
+        """The outcome of the last actions (rewards, terminal flags, refusals)."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class Trainable(Policy, Protocol):
+    def begin_rollout(self, observations: Sequence[Observation]) -> None:
+        """A rollout starts; the observation normaliser is frozen until :meth:`update`."""
+        ...
+
+    def update(self, last_observations: Sequence[Observation]) -> dict[str, float]:
+        """Learn from the finished rollout; return diagnostics for telemetry."""
+        ...
+
+    def set_training(self, training: bool) -> None:
+        """Explore and record transitions (True) or act for evaluation (False)."""
+        ...

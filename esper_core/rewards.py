@@ -1,0 +1,91 @@
+"""The reward protocol: every family receives the same :class:`RewardContext`.
+
+A family is a component class constructed as ``Family(options, gamma=run.gamma)``;
+``compute(ctx)`` returns a :class:`RewardBreakdown` whose components are summed into
+the total and reported to telemetry. The run's gamma is the one PPO discounts with.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from attrs import field, frozen
+
+from esper_core.actions import Action, LifecycleOp
+from esper_core.lifecycle import Stage
+
+
+@frozen
+class SlotSnapshot:
+    """The part of a slot's state rewards look at."""
+
+    slot_id: str
+    stage: Stage
+    epochs_in_stage: int
+    alpha: float
+    contribution: float | None
+    seed_params: int
+
+
+@frozen
+class RewardContext:
+    action: Action
+    op: LifecycleOp
+    target_slot: str | None  # the slot the action addressed (None for WAIT)
+    applied: bool  # False when the action was refused (illegal or a failed gate)
+    epoch: int  # 1-based index of this step in the episode
+    max_epochs: int
+    val_acc_prev: float  # percent, before this epoch
+    val_acc: float
+    val_loss_prev: float
+    val_loss: float
+    slots_before: tuple[SlotSnapshot, ...]  # at the start of the step, before the action
+    slots_after: tuple[SlotSnapshot, ...]  # after the epoch, ticks and any rollback
+    host_params: int
+    seed_params: int  # live + fossilized seeds after the step
+    fossil_params: int
+    pruned_contribution: float | None = None  # of the seed this action pruned
+    fossilized_contribution: float | None = None  # of the seed this action fossilized
+    fossils_contributing: int = 0  # fossils whose last contribution is >= 1 point
+    rolled_back: bool = False
+    chance_loss: float = 1.0
+
+    @property
+    def is_last_step(self) -> bool:
+        return self.epoch >= self.max_epochs
+
+    def target_before(self) -> SlotSnapshot | None:
+        return next((s for s in self.slots_before if s.slot_id == self.target_slot), None)
+
+    def target_after(self) -> SlotSnapshot | None:
+        return next((s for s in self.slots_after if s.slot_id == self.target_slot), None)
+
+
+@frozen
+class RewardBreakdown:
+    total: float
+    components: dict[str, float] = field(factory=dict)
+
+    @classmethod
+    def of(cls, **components: float) -> RewardBreakdown:
+        return cls(total=float(sum(components.values())), components={k: float(v) for k, v in components.items()})
+
+    def plus(self, **components: float) -> RewardBreakdown:
+        merged = dict(self.components)
+        for key, value in components.items():
+            merged[key] = merged.get(key, 0.0) + float(value)
+        return RewardBreakdown(total=self.total + float(sum(components.values())), components=merged)
+
+
+@runtime_checkable
+class RewardFamily(Protocol):
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Options: ClassVar[type]
+
+    def compute(self, ctx: RewardContext) -> RewardBreakdown: ...
+
+
+def make_reward(cls: Any, options: Any, gamma: float) -> RewardFamily:
+    family: RewardFamily = cls(options, gamma=gamma)
+    return family

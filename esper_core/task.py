@@ -1,0 +1,79 @@
+"""The task protocol: a dataset with fixed splits, a host family and a loss/metric.
+
+A task component is a class with ``name``, ``description`` and an attrs ``Options``
+class, constructed as ``TaskClass(options)`` and registered through
+``esper_register_tasks``. Data for datasets that fit in memory is returned as
+:class:`esper_core.data.TensorSplit` values (the fast path: indexed batches on the
+env's device); larger datasets may return any ``torch.utils.data.Dataset``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+
+from attrs import frozen
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from esper_core.data import Split
+
+
+@frozen
+class TaskData:
+    """The three fixed splits: rewards and gates use ``val``; reported results use ``test``."""
+
+    train: Split
+    val: Split
+    test: Split
+
+
+@frozen
+class BatchMetrics:
+    """Sums over one batch, kept on device: ``loss_sum / count`` is the mean loss."""
+
+    loss_sum: torch.Tensor
+    correct: torch.Tensor
+    count: torch.Tensor
+
+
+@runtime_checkable
+class Task(Protocol):
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Options: ClassVar[type]
+
+    options: Any
+    topology: str  # "cnn" or "transformer": selects the blueprints a policy may choose
+    num_classes: int  # classes, or vocabulary size for language models
+    default_max_epochs: int
+    default_batch_size: int
+    default_eval_batch_size: int
+
+    @property
+    def chance_loss(self) -> float:
+        """Cross-entropy of a uniform guess, ln(num_classes): the governor's reference."""
+        ...
+
+    def build_host(self) -> nn.Module:
+        """A fresh host (implements ``esper_core.model.HostProtocol``); the caller seeds it."""
+        ...
+
+    def load_data(self, device: torch.device) -> TaskData:
+        """The splits, with tensors on ``device`` where the dataset fits in memory."""
+        ...
+
+    def prepare_batch(
+        self, inputs: torch.Tensor, targets: torch.Tensor, train: bool, generator: torch.Generator | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-batch transform on device (dtype conversion, batched augmentation)."""
+        ...
+
+    def loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Mean training loss of a batch."""
+        ...
+
+    def metrics(self, outputs: torch.Tensor, targets: torch.Tensor) -> BatchMetrics:
+        """Loss sum, correct predictions and count of a batch, without a host sync."""
+        ...

@@ -1,0 +1,383 @@
+"""THE epoch: one implementation for every policy and executor.
+
+:class:`EpochTrainer` exposes an epoch as ``begin_epoch() / train_batch() / end_epoch()``
+so an executor can interleave the batches of many envs. Every per-batch number stays
+on the device; :meth:`EpochTrainer.end_epoch` moves them to the host in one transfer.
+:func:`validate` runs the fused counterfactual validation pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from attrs import frozen
+from torch import nn
+
+from esper_core.config import TrainingSection
+from esper_core.lifecycle import BLENDED_STAGES, Stage
+from esper_core.model import MorphogeneticModel
+from esper_core.task import Task
+
+log = logging.getLogger("esper.training")
+
+# Stages in which a seed runs in the training forward pass and so receives gradient.
+GRADIENT_STAGES = frozenset({Stage.TRAINING, Stage.BLENDING, Stage.HOLDING, Stage.FOSSILIZED})
+
+
+@frozen
+class SeedGradStats:
+    health: float | None  # fraction of batches with a finite, non-vanishing, non-exploding norm
+    exploding: bool
+    grad_ratio: float | None  # (|g_seed|/sqrt(n_seed)) / (|g_host|/sqrt(n_host)), epoch mean
+    grad_norm: float | None  # mean pre-clip norm
+
+
+@frozen
+class TrainStats:
+    loss: float  # mean over samples (or tokens)
+    accuracy: float  # percent
+    batches: int
+    samples: int
+    host_grad_norm: float
+    finite: bool
+    seeds: dict[str, SeedGradStats]
+
+
+@frozen
+class EvalResult:
+    loss: float
+    accuracy: float  # percent, every seed at its alpha
+    contributions: dict[str, float]  # points: acc(all on) - acc(seed off)
+    all_off_accuracy: float | None  # with 2+ blended seeds
+    finite: bool
+
+
+@frozen
+class Pending:
+    """Device-side numbers plus how to read them once they reach the host.
+
+    :func:`fetch` moves the tensors of several pending results to the host in ONE
+    transfer, which is how an epoch keeps to a single synchronisation.
+    """
+
+    tensor: torch.Tensor
+    build: Callable[[list[float]], Any]
+
+
+def fetch(*pendings: Pending) -> list[Any]:
+    flat = torch.cat([p.tensor.reshape(-1).to(torch.float64) for p in pendings])
+    values = flat.tolist()  # the one device -> host synchronisation
+    out, start = [], 0
+    for p in pendings:
+        n = p.tensor.numel()
+        out.append(p.build(values[start : start + n]))
+        start += n
+    return out
+
+
+def total_grad_norm(params: list[nn.Parameter]) -> torch.Tensor | None:
+    """The 2-norm of the gradients of ``params``; None when none of them has a gradient."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return None
+    return torch.nn.utils.get_total_norm(grads, norm_type=2.0)
+
+
+def _amp_dtype(amp: str) -> torch.dtype | None:
+    return {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
+
+
+class CompiledForward:
+    """Calls ``torch.compile(model)``; if compiling fails, logs why and runs eagerly.
+
+    A config field, never process state: each env has its own instance.
+    """
+
+    def __init__(self, model: nn.Module, mode: str) -> None:
+        self.model = model
+        self.mode = mode
+        self.fallback_reason: str | None = None
+        self._compiled: Callable[..., Any] | None = None
+        if mode != "off":
+            try:
+                self._compiled = torch.compile(model, mode=mode)
+            except RuntimeError as exc:  # e.g. an unsupported Python or platform
+                self._fall_back(exc)
+
+    def _fall_back(self, exc: BaseException) -> None:
+        self.fallback_reason = f"{type(exc).__name__}: {exc}"
+        self._compiled = None
+        log.warning("torch.compile(mode=%r) failed, training eagerly instead: %s", self.mode, self.fallback_reason)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self._compiled is None:
+            return self.model(x)
+        try:
+            out: torch.Tensor = self._compiled(x)
+            return out
+        except Exception as exc:  # compilation errors surface at the first call
+            # An error of the model itself reappears in the eager call below.
+            self._fall_back(exc)
+            return self.model(x)
+
+
+class EpochTrainer:
+    """Trains one env's model: host optimizer, one optimizer per seed, clipping, AMP."""
+
+    def __init__(self, model: MorphogeneticModel, task: Task, cfg: TrainingSection, device: torch.device) -> None:
+        self.model = model
+        self.task = task
+        self.cfg = cfg
+        self.device = device
+        self.amp_dtype = _amp_dtype(cfg.amp)
+        if cfg.amp == "fp16" and device.type != "cuda":
+            raise ValueError(f"training.amp = fp16 needs a CUDA device, this env runs on {device}; use bf16 or off")
+        self.forward = CompiledForward(model, cfg.compile)
+        self._host_params = model.host_parameters()
+        self._n_host = sum(p.numel() for p in self._host_params)
+        self.host_optimizer = self._make_host_optimizer()
+        self.seed_optimizers: dict[str, tuple[int, torch.optim.Optimizer]] = {}
+        self.scaler = self._make_scaler()
+        self._acc: dict[str, torch.Tensor] = {}
+        self._seed_acc: dict[str, torch.Tensor] = {}
+        self._batches = 0
+
+    # ------------------------------------------------------------ optimizers
+
+    def _make_host_optimizer(self) -> torch.optim.Optimizer:
+        c = self.cfg
+        return torch.optim.SGD(self._host_params, lr=c.host_lr, momentum=c.host_momentum, weight_decay=c.host_weight_decay)
+
+    def _make_scaler(self) -> torch.amp.GradScaler:
+        # One scaler per env: its scale and inf checks must not mix envs or devices.
+        return torch.amp.GradScaler(self.device.type, enabled=self.cfg.amp == "fp16")
+
+    def sync_optimizers(self) -> None:
+        """Keep one optimizer per seed whose parameter set is exactly the slot's (gate included)."""
+        c = self.cfg
+        for slot in self.model.iter_slots():
+            current = self.seed_optimizers.get(slot.slot_id)
+            if current is not None and current[0] == slot.param_version:
+                continue
+            params = slot.seed_parameters()
+            if params:
+                opt = torch.optim.SGD(params, lr=c.seed_lr, momentum=c.seed_momentum, weight_decay=c.seed_weight_decay)
+                self.seed_optimizers[slot.slot_id] = (slot.param_version, opt)
+            else:
+                self.seed_optimizers.pop(slot.slot_id, None)
+
+    def reset_optimizers(self) -> None:
+        """Fresh optimizer and scaler state (after a governor rollback)."""
+        self.host_optimizer = self._make_host_optimizer()
+        self.seed_optimizers.clear()
+        self.scaler = self._make_scaler()
+        self.sync_optimizers()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "host": self.host_optimizer.state_dict(),
+            "seeds": {sid: opt.state_dict() for sid, (_, opt) in self.seed_optimizers.items()},
+            "scaler": self.scaler.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.host_optimizer.load_state_dict(state["host"])
+        self.sync_optimizers()
+        for slot_id, opt_state in state["seeds"].items():
+            if slot_id in self.seed_optimizers:
+                self.seed_optimizers[slot_id][1].load_state_dict(opt_state)
+        if state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
+
+    # ------------------------------------------------------------ the epoch
+
+    def _zeros(self, n: int) -> torch.Tensor:
+        return torch.zeros(n, device=self.device, dtype=torch.float32)
+
+    def begin_epoch(self) -> None:
+        self.model.train()
+        self.sync_optimizers()
+        # loss_sum, correct, count, host_norm_sum, nonfinite
+        self._acc = {"main": self._zeros(5)}
+        # per seed: norm_sum, healthy, exploding, ratio_sum, batches
+        self._seed_acc = {
+            slot.slot_id: self._zeros(5) for slot in self.model.iter_slots() if slot.stage in GRADIENT_STAGES
+        }
+        self._batches = 0
+
+    def _autocast(self) -> contextlib.AbstractContextManager[Any]:
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.amp_dtype)
+
+    def train_batch(self, inputs: torch.Tensor, targets: torch.Tensor) -> None:
+        """One optimisation step on one batch; no host synchronisation."""
+        cfg = self.cfg
+        self.host_optimizer.zero_grad(set_to_none=True)
+        seed_opts = [(sid, opt) for sid, (_, opt) in self.seed_optimizers.items()]
+        for _, opt in seed_opts:
+            opt.zero_grad(set_to_none=True)
+        with self._autocast():
+            outputs = self.forward(inputs)
+            loss = self.task.loss(outputs, targets)
+        self.scaler.scale(loss).backward()
+        if self.scaler.is_enabled():
+            self.scaler.unscale_(self.host_optimizer)
+            for _, opt in seed_opts:
+                self.scaler.unscale_(opt)
+        host_norm = torch.nn.utils.clip_grad_norm_(self._host_params, cfg.grad_clip)
+        host_scaled = host_norm / math.sqrt(max(self._n_host, 1))
+        for slot_id, acc in self._seed_acc.items():
+            params = self.model.slot(slot_id).seed_parameters()
+            norm = total_grad_norm(params)
+            if norm is None:
+                continue
+            torch.nn.utils.clip_grads_with_norm_(params, cfg.grad_clip, norm)
+            n_seed = sum(p.numel() for p in params)
+            finite = torch.isfinite(norm)
+            healthy = finite & (norm >= cfg.vanishing_grad) & (norm <= cfg.exploding_grad)
+            exploding = (~finite) | (norm > cfg.exploding_grad)
+            ratio = (norm / math.sqrt(n_seed)) / (host_scaled + 1e-12)
+            acc += torch.stack(
+                [torch.nan_to_num(norm, nan=0.0, posinf=0.0), healthy.float(), exploding.float(),
+                 torch.nan_to_num(ratio, nan=0.0, posinf=0.0), torch.ones((), device=self.device)]
+            )
+        self.scaler.step(self.host_optimizer)
+        for _, opt in seed_opts:
+            self.scaler.step(opt)
+        self.scaler.update()
+        with torch.no_grad():
+            m = self.task.metrics(outputs.detach().float(), targets)
+            self._acc["main"] += torch.stack(
+                [m.loss_sum.float(), m.correct.float(), m.count.float(),
+                 torch.nan_to_num(host_norm, nan=0.0, posinf=0.0).float(),
+                 (~torch.isfinite(loss.detach())).float()]
+            )
+        self._batches += 1
+
+    def end_epoch(self) -> Pending:
+        """The epoch's numbers, still on the device; read them with :func:`fetch`."""
+        slot_ids = list(self._seed_acc)
+        stacked = torch.cat([self._acc["main"], *[self._seed_acc[s] for s in slot_ids]])
+        n_batches = self._batches
+        return Pending(stacked, lambda values: self._stats(values, slot_ids, n_batches))
+
+    @staticmethod
+    def _stats(values: list[float], slot_ids: list[str], n_batches: int) -> TrainStats:
+        loss_sum, correct, count, host_norm_sum, nonfinite = values[:5]
+        batches = max(n_batches, 1)
+        seeds: dict[str, SeedGradStats] = {}
+        for i, slot_id in enumerate(slot_ids):
+            norm_sum, healthy, exploding, ratio_sum, n = values[5 + 5 * i : 10 + 5 * i]
+            if n == 0:
+                seeds[slot_id] = SeedGradStats(None, False, None, None)
+            else:
+                seeds[slot_id] = SeedGradStats(healthy / n, exploding > 0, ratio_sum / n, norm_sum / n)
+        finite = nonfinite == 0 and math.isfinite(loss_sum)
+        return TrainStats(
+            loss=loss_sum / count if count else float("nan"),
+            accuracy=100.0 * correct / count if count else 0.0,
+            batches=n_batches,
+            samples=int(count),
+            host_grad_norm=host_norm_sum / batches,
+            finite=finite,
+            seeds=seeds,
+        )
+
+
+# ---------------------------------------------------------------- validation
+
+
+def _blended_slots(model: MorphogeneticModel) -> list[str]:
+    return [slot.slot_id for slot in model.iter_slots() if slot.stage in BLENDED_STAGES]
+
+
+def validate(
+    model: MorphogeneticModel,
+    task: Task,
+    batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
+    *,
+    counterfactual: bool = True,
+    amp: str = "off",
+) -> EvalResult:
+    """:func:`validate_pending` followed by its own synchronisation."""
+    result: EvalResult = fetch(validate_pending(model, task, batches, counterfactual=counterfactual, amp=amp))[0]
+    return result
+
+
+@torch.inference_mode()
+def validate_pending(
+    model: MorphogeneticModel,
+    task: Task,
+    batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
+    *,
+    counterfactual: bool = True,
+    amp: str = "off",
+) -> Pending:
+    """One pass over a split; with ``counterfactual`` each batch is repeated with
+    per-sample alpha overrides (all on, each blended seed off, all off with 2+ seeds),
+    so every contribution comes from the same pass. BatchNorm is in eval mode, so the
+    pass neither updates running statistics nor mixes samples."""
+    was_training = model.training
+    model.eval()
+    blended = _blended_slots(model) if counterfactual else []
+    variants: list[set[str]] = [set()]  # the seeds switched off in each variant
+    variants += [{sid} for sid in blended]
+    if len(blended) >= 2:
+        variants.append(set(blended))
+    k = len(variants)
+    device = next(model.parameters()).device
+    acc = torch.zeros(k, 3, device=device, dtype=torch.float64)  # loss_sum, correct, count
+    dtype = _amp_dtype(amp)
+    masks: dict[int, dict[str, torch.Tensor]] = {}
+    try:
+        for inputs, targets in batches:
+            b = inputs.shape[0]
+            if k > 1:
+                inputs = inputs.repeat(k, *([1] * (inputs.dim() - 1)))
+                if b not in masks:
+                    masks[b] = {
+                        sid: torch.tensor(
+                            [0.0 if sid in off else 1.0 for off in variants], device=device
+                        ).repeat_interleave(b)
+                        for sid in blended
+                    }
+            with contextlib.ExitStack() as stack:
+                for sid in blended:
+                    slot = model.slot(sid)
+                    stack.enter_context(slot.alpha_override(slot.alpha_tensor * masks[b][sid]))
+                if dtype is not None:
+                    stack.enter_context(torch.autocast(device_type=device.type, dtype=dtype))
+                outputs = model(inputs)
+            chunks = outputs.float().chunk(k, dim=0)
+            rows = []
+            for chunk in chunks:
+                m = task.metrics(chunk, targets)
+                rows.append(torch.stack([m.loss_sum.double(), m.correct.double(), m.count.double()]))
+            acc += torch.stack(rows)
+    finally:
+        model.train(was_training)
+    return Pending(acc, lambda flat: _eval_result(flat, blended))
+
+
+def _eval_result(flat: list[float], blended: list[str]) -> EvalResult:
+    values = [flat[i : i + 3] for i in range(0, len(flat), 3)]
+    loss_sum, correct, count = values[0]
+    accuracy = 100.0 * correct / count if count else 0.0
+    contributions = {}
+    for sid, row in zip(blended, values[1 : 1 + len(blended)]):
+        contributions[sid] = accuracy - (100.0 * row[1] / row[2] if row[2] else 0.0)
+    all_off = 100.0 * values[-1][1] / values[-1][2] if len(blended) >= 2 and values[-1][2] else None
+    loss = loss_sum / count if count else float("nan")
+    return EvalResult(
+        loss=loss,
+        accuracy=accuracy,
+        contributions=contributions,
+        all_off_accuracy=all_off,
+        finite=math.isfinite(loss),
+    )

@@ -1,0 +1,1 @@
+"""Host networks of the Esper tasks (import torch; load them lazily from plugin modules)."""

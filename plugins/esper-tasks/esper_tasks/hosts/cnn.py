@@ -1,0 +1,70 @@
+"""The CNN host: conv3x3+BN+ReLU blocks with doubling widths, a slot after each block."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from esper_core.host import InjectionSpec, slot_id
+
+
+def _block(c_in: int, c_out: int, convs: int) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for _ in range(convs):
+        # No conv bias: the BatchNorm shift that follows makes it redundant.
+        layers += [nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU()]
+        c_in = c_out
+    layers.append(nn.MaxPool2d(2))
+    return nn.Sequential(*layers)
+
+
+class CNNHost(nn.Module):
+    """``n_blocks`` blocks of ``convs_per_block`` conv3x3+BN+ReLU, each followed by a 2x max-pool.
+
+    Block ``i`` has ``base_channels * 2**i`` channels and is segment ``i``; slot
+    ``r0c{i}`` sits after it. The head is a global average pool and a linear layer.
+    Inputs are ``[B, in_channels, H, W]`` with ``H, W >= 2**n_blocks``.
+    """
+
+    topology = "cnn"
+
+    def __init__(
+        self,
+        in_channels: int,
+        num_classes: int,
+        base_channels: int,
+        n_blocks: int,
+        convs_per_block: int = 1,
+    ) -> None:
+        super().__init__()
+        if min(in_channels, num_classes, base_channels, n_blocks, convs_per_block) < 1:
+            raise ValueError("CNNHost sizes must all be at least 1")
+        self.channels = tuple(base_channels * 2**i for i in range(n_blocks))
+        c_in = in_channels
+        blocks = []
+        for c in self.channels:
+            blocks.append(_block(c_in, c, convs_per_block))
+            c_in = c
+        self.blocks = nn.ModuleList(blocks)
+        self.head = nn.Linear(self.channels[-1], num_classes)
+        self._specs = tuple(
+            InjectionSpec(slot_id=slot_id(0, i), channels=c, topology=self.topology, segment=i)
+            for i, c in enumerate(self.channels)
+        )
+
+    def num_segments(self) -> int:
+        return len(self.blocks)
+
+    def injection_specs(self) -> tuple[InjectionSpec, ...]:
+        return self._specs
+
+    def forward_segment(self, index: int, x: torch.Tensor) -> torch.Tensor:
+        return self.blocks[index](x)
+
+    def forward_head(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(x.mean(dim=(2, 3)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for i in range(self.num_segments()):
+            x = self.forward_segment(i, x)
+        return self.forward_head(x)

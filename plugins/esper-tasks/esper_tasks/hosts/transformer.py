@@ -1,0 +1,131 @@
+"""The transformer host: a GPT-style decoder with a slot after every group of blocks."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from esper_core.host import InjectionSpec, slot_id
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, d_model: int, n_head: int) -> None:
+        super().__init__()
+        self.n_head = n_head
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.shape
+        q, k, v = self.qkv(x).split(c, dim=2)
+        shape = (b, t, self.n_head, c // self.n_head)
+        q, k, v = (z.view(shape).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(y.transpose(1, 2).reshape(b, t, c))
+
+
+class MLP(nn.Module):
+    def __init__(self, d_model: int, expansion: int = 4) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(d_model, expansion * d_model)
+        self.fc2 = nn.Linear(expansion * d_model, d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+class Block(nn.Module):
+    """Pre-norm residual block: attention then MLP."""
+
+    def __init__(self, d_model: int, n_head: int) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d_model)
+        self.attn = CausalSelfAttention(d_model, n_head)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.mlp = MLP(d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class TransformerHost(nn.Module):
+    """Token + learned position embeddings, ``n_layer`` blocks, final LayerNorm, tied head.
+
+    The blocks form ``n_segments`` equal segments; slot ``r0c{i}`` (``d_model``
+    features) sits after segment ``i``. Inputs are ``[B, T]`` token ids with
+    ``T <= block_size``; outputs are ``[B, T, vocab_size]`` logits. No dropout, so
+    training consumes no random numbers.
+    """
+
+    topology = "transformer"
+
+    def __init__(
+        self,
+        vocab_size: int,
+        block_size: int,
+        d_model: int,
+        n_layer: int,
+        n_head: int,
+        n_segments: int,
+    ) -> None:
+        super().__init__()
+        if d_model % n_head:
+            raise ValueError(f"d_model {d_model} is not divisible by n_head {n_head}")
+        if n_segments < 1 or n_layer % n_segments:
+            raise ValueError(f"n_layer {n_layer} is not divisible into {n_segments} segments")
+        self.block_size = block_size
+        self.tok_emb = nn.Embedding(vocab_size, d_model)
+        self.pos_emb = nn.Embedding(block_size, d_model)
+        per = n_layer // n_segments
+        self.segments = nn.ModuleList(
+            nn.Sequential(*(Block(d_model, n_head) for _ in range(per))) for _ in range(n_segments)
+        )
+        self.ln_f = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab_size, bias=False)
+        self.head.weight = self.tok_emb.weight
+        self._specs = tuple(
+            InjectionSpec(slot_id=slot_id(0, i), channels=d_model, topology=self.topology, segment=i)
+            for i in range(n_segments)
+        )
+        self._init_weights(n_layer)
+
+    def _init_weights(self, n_layer: int) -> None:
+        # GPT-2 initialisation: small weights keep the initial logits near uniform
+        # (loss ~ ln(vocab)); residual projections shrink with depth.
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.normal_(module.weight, std=0.02)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight, std=0.02)
+        for name, param in self.named_parameters():
+            if name.endswith(("attn.proj.weight", "mlp.fc2.weight")):
+                nn.init.normal_(param, std=0.02 / math.sqrt(2 * n_layer))
+
+    def num_segments(self) -> int:
+        return len(self.segments)
+
+    def injection_specs(self) -> tuple[InjectionSpec, ...]:
+        return self._specs
+
+    def forward_segment(self, index: int, x: torch.Tensor) -> torch.Tensor:
+        if index == 0:
+            t = x.shape[1]
+            if t > self.block_size:
+                raise ValueError(f"sequence length {t} exceeds the block size {self.block_size}")
+            pos = torch.arange(t, device=x.device)
+            x = self.tok_emb(x) + self.pos_emb(pos)
+        return self.segments[index](x)
+
+    def forward_head(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.ln_f(x))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for i in range(self.num_segments()):
+            x = self.forward_segment(i, x)
+        return self.forward_head(x)

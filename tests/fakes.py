@@ -1,0 +1,146 @@
+"""Small, fast components for core tests that must not depend on the plugins."""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import torch
+from attrs import define
+from torch import nn
+
+from esper_core.blueprint import Blueprint
+from esper_core.data import TensorSplit
+from esper_core.host import InjectionSpec, slot_id
+from esper_core.rewards import RewardBreakdown, RewardContext
+from esper_core.task import BatchMetrics, TaskData
+
+
+class TinyCNNHost(nn.Module):
+    topology = "cnn"
+
+    def __init__(self, in_channels: int = 1, width: int = 4, blocks: int = 2, classes: int = 4) -> None:
+        super().__init__()
+        chans = [in_channels] + [width * 2**i for i in range(blocks)]
+        self.blocks = nn.ModuleList(
+            nn.Sequential(nn.Conv2d(chans[i], chans[i + 1], 3, padding=1), nn.BatchNorm2d(chans[i + 1]), nn.ReLU())
+            for i in range(blocks)
+        )
+        self.head = nn.Linear(chans[-1], classes)
+        self._specs = tuple(InjectionSpec(slot_id(0, i), chans[i + 1], "cnn", i) for i in range(blocks))
+
+    def num_segments(self) -> int:
+        return len(self.blocks)
+
+    def injection_specs(self) -> tuple[InjectionSpec, ...]:
+        return self._specs
+
+    def forward_segment(self, index: int, x: torch.Tensor) -> torch.Tensor:
+        return self.blocks[index](x)
+
+    def forward_head(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(x.mean(dim=(2, 3)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for i in range(self.num_segments()):
+            x = self.forward_segment(i, x)
+        return self.forward_head(x)
+
+
+class Residual1x1(nn.Module):
+    def __init__(self, channels: int, zero: bool = True) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 1)
+        if zero:
+            nn.init.zeros_(self.conv.weight)
+            nn.init.zeros_(self.conv.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.conv(x)
+
+
+RES = Blueprint("res", "cnn", Residual1x1, lambda c: c * c + c, "zero-init 1x1 residual", True)
+RES_RANDOM = Blueprint("res_random", "cnn", lambda c: Residual1x1(c, zero=False), lambda c: c * c + c, "1x1 residual", False)
+BLUEPRINTS = (RES, RES_RANDOM)
+
+
+def resolve(key: str) -> Blueprint:
+    return {bp.key: bp for bp in BLUEPRINTS}[key]
+
+
+@define
+class TinyTaskOptions:
+    n_train: int = 256
+    n_val: int = 128
+    n_test: int = 128
+    width: int = 4
+
+
+class TinyTask:
+    """Four Gaussian classes rendered as 1x4x4 images: learnable in a few epochs."""
+
+    name: ClassVar[str] = "tiny"
+    description: ClassVar[str] = "synthetic 4-class images for tests"
+    Options: ClassVar[type] = TinyTaskOptions
+    topology = "cnn"
+    num_classes = 4
+    default_max_epochs = 6
+    default_batch_size = 32
+    default_eval_batch_size = 64
+
+    def __init__(self, options: TinyTaskOptions | None = None) -> None:
+        self.options = options or TinyTaskOptions()
+        self._cache: dict[str, TaskData] = {}
+
+    @property
+    def chance_loss(self) -> float:
+        return math.log(self.num_classes)
+
+    def build_host(self) -> nn.Module:
+        return TinyCNNHost(width=self.options.width, classes=self.num_classes)
+
+    def _split(self, n: int, seed: int) -> TensorSplit:
+        g = torch.Generator().manual_seed(seed)
+        y = torch.randint(0, 4, (n,), generator=g)
+        centers = torch.randn(4, 1, 4, 4, generator=torch.Generator().manual_seed(99))
+        x = centers[y] + 0.8 * torch.randn(n, 1, 4, 4, generator=g)
+        return TensorSplit(x, y)
+
+    def load_data(self, device: torch.device) -> TaskData:
+        key = str(device)
+        if key not in self._cache:
+            o = self.options
+            data = TaskData(self._split(o.n_train, 1), self._split(o.n_val, 2), self._split(o.n_test, 3))
+            self._cache[key] = TaskData(data.train.to(device), data.val.to(device), data.test.to(device))
+        return self._cache[key]
+
+    def prepare_batch(self, inputs, targets, train, generator):  # type: ignore[no-untyped-def]
+        return inputs, targets
+
+    def loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return nn.functional.cross_entropy(outputs, targets)
+
+    def metrics(self, outputs: torch.Tensor, targets: torch.Tensor) -> BatchMetrics:
+        loss_sum = nn.functional.cross_entropy(outputs, targets, reduction="sum")
+        correct = (outputs.argmax(dim=-1) == targets).sum()
+        return BatchMetrics(loss_sum, correct, torch.tensor(targets.numel(), device=outputs.device))
+
+
+@define
+class AccOptions:
+    scale: float = 1.0
+
+
+class AccuracyDeltaReward:
+    """Reward = change of validation accuracy in points (a minimal family for core tests)."""
+
+    name: ClassVar[str] = "acc_delta"
+    description: ClassVar[str] = "accuracy delta"
+    Options: ClassVar[type] = AccOptions
+
+    def __init__(self, options: AccOptions | None = None, gamma: float = 0.99) -> None:
+        self.options = options or AccOptions()
+        self.gamma = gamma
+
+    def compute(self, ctx: RewardContext) -> RewardBreakdown:
+        return RewardBreakdown.of(accuracy=self.options.scale * (ctx.val_acc - ctx.val_acc_prev) / 100.0)
