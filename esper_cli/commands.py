@@ -87,10 +87,14 @@ def plugins(ctx: click.Context, plugins: tuple[str, ...], as_json: bool) -> None
     from rich.table import Table
 
     table = Table(title="Esper plugins")
-    for column in ("plugin", "distribution", "version", "components"):
-        table.add_column(column)
+    table.add_column("plugin", no_wrap=True)
+    table.add_column("distribution")
+    table.add_column("version", no_wrap=True)
+    table.add_column("components")
     for info in infos:
-        table.add_row(info.name, info.distribution or "(local)", info.version or "-", ", ".join(info.components))
+        # The plugin name already says the kind; list the component names only.
+        names = ", ".join(c.split(".", 1)[1] for c in info.components)
+        table.add_row(info.name, info.distribution or "(local)", info.version or "-", names)
     Console().print(table)
 
 

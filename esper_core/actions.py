@@ -117,7 +117,7 @@ class MaskRules:
     min_prune_age: int = 1
 
 
-@frozen
+@frozen(eq=False)
 class ActionMasks:
     """Boolean masks (True = legal). ``slot[op]`` is the slots legal for that op;
     ``alpha_target[slot]`` the targets legal for SET_ALPHA_TARGET on that slot."""
@@ -128,6 +128,13 @@ class ActionMasks:
     style: torch.Tensor  # [n_styles]
     tempo: torch.Tensor  # [n_tempos]
     alpha_target: torch.Tensor  # [n_slots, n_targets]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ActionMasks):
+            return NotImplemented
+        return all(torch.equal(getattr(self, h), getattr(other, h)) for h in HEADS)
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 def _alpha_targets_legal(report: SlotReport, targets: Sequence[float]) -> list[bool]:

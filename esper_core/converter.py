@@ -63,6 +63,8 @@ def _structure_bool(value: Any, _: type) -> bool:
 
 def _structure_enum(value: Any, cls: type[enum.Enum]) -> enum.Enum:
     try:
+        if isinstance(value, bool):  # True would pass as the IntEnum member 1
+            raise ValueError(value)
         return cls(value)
     except ValueError:
         choices = ", ".join(str(m.value) for m in cls)
@@ -79,6 +81,13 @@ converter.register_structure_hook_func(
 converter.register_unstructure_hook_func(
     lambda t: isinstance(t, type) and issubclass(t, enum.Enum), lambda e: e.value
 )
+# cattrs dispatches on the class hierarchy before trying hook predicates, and str/int
+# subclasses hit its identity hook: without these a StrEnum/IntEnum member would stay
+# an enum object, which `torch.load(weights_only=True)` refuses to unpickle.
+converter.register_unstructure_hook(enum.StrEnum, lambda e: e.value)
+converter.register_unstructure_hook(enum.IntEnum, lambda e: e.value)
+converter.register_structure_hook(enum.StrEnum, _structure_enum)
+converter.register_structure_hook(enum.IntEnum, _structure_enum)
 converter.register_structure_hook(Any, lambda v, _: v)
 
 

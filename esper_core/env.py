@@ -445,7 +445,8 @@ class MorphogeneticEnv:
 
     def _reward(self, ev: EvalResult, rolled_back: bool) -> RewardBreakdown:
         action = self._action
-        target = self.space.slot_ids[action.slot] if action.op != LifecycleOp.WAIT else None
+        targeted = action.op != LifecycleOp.WAIT and 0 <= action.slot < len(self.space.slot_ids)
+        target = self.space.slot_ids[action.slot] if targeted else None
         fossils_contributing = sum(
             1 for s in self.model.iter_slots()
             if s.stage == Stage.FOSSILIZED and (s.state.contribution or 0.0) >= FOSSIL_CONTRIBUTION_POINTS

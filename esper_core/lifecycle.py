@@ -51,12 +51,15 @@ ADVANCE_TARGET: dict[Stage, Stage] = {
 class LifecycleError(RuntimeError):
     """An illegal stage transition. The message names both stages."""
 
-    def __init__(self, src: Stage, dst: Stage, slot: str | None = None):
-        self.src, self.dst, self.slot = src, dst, slot
+    def __init__(self, src: Stage, dst: Stage, slot: str | None = None, detail: str | None = None):
+        self.src, self.dst, self.slot, self.detail = src, dst, slot, detail
         where = f"slot {slot}: " if slot else ""
         legal = ", ".join(s.value for s in sorted(TRANSITIONS[src])) or "none (terminal)"
+        # ``detail`` explains a refused call whose transition the table allows
+        # (e.g. advance() from HOLDING: FOSSILIZED is reached through fossilize()).
+        why = f" ({detail})" if detail else ""
         super().__init__(
-            f"{where}illegal lifecycle transition {src.value} -> {dst.value}; "
+            f"{where}illegal lifecycle transition {src.value} -> {dst.value}{why}; "
             f"legal from {src.value}: {legal}"
         )
 

@@ -259,7 +259,11 @@ class SeedSlot(nn.Module):
         """
         stage = self.state.stage
         if stage not in ADVANCE_TARGET:
-            raise LifecycleError(stage, ADVANCE_TARGET.get(stage, Stage.FOSSILIZED), self.slot_id)
+            raise LifecycleError(
+                stage, Stage.FOSSILIZED, self.slot_id,
+                "advance() moves GERMINATED, TRAINING and BLENDING seeds; "
+                "a HOLDING seed is fossilized with fossilize()",
+            )
         target = ADVANCE_TARGET[stage]
         result = evaluate_gate(target, self.gate_inputs(), self.settings.gates)
         if result.passed:
@@ -280,6 +284,8 @@ class SeedSlot(nn.Module):
     def set_alpha_target(self, target: float, *, accuracy: float | None = None) -> None:
         """Retarget the blend: in BLENDING ramp to ``target``; from HOLDING (target < 1) go back to BLENDING."""
         stage = self.state.stage
+        if not 0.0 <= target <= 1.0:
+            raise ValueError(f"slot {self.slot_id}: alpha target {target} is outside [0, 1]")
         if stage == Stage.HOLDING:
             if target >= 1.0:
                 raise ValueError(f"slot {self.slot_id}: already HOLDING at alpha 1; retarget below 1")
@@ -289,7 +295,11 @@ class SeedSlot(nn.Module):
             )
             self._enter(Stage.BLENDING, accuracy)
         elif stage != Stage.BLENDING:
-            raise LifecycleError(stage, Stage.BLENDING, self.slot_id)
+            raise LifecycleError(
+                stage, Stage.BLENDING, self.slot_id,
+                "set_alpha_target() retargets BLENDING and HOLDING seeds; "
+                "a TRAINING seed starts blending with advance()",
+            )
         self.state.alpha_schedule.retarget(target, self.state.tempo)
         self.state.alpha_schedule.tick()
         self._sync_alpha()

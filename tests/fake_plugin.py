@@ -90,3 +90,42 @@ def esper_register_rewards(register: Any) -> None:
 @hookimpl
 def esper_register_policies(register: Any) -> None:
     register(ScriptedPolicy)
+
+
+@define
+class InterrupterOptions:
+    at_epoch: int = 3
+    at_outer: int = 0
+
+
+class Interrupter:
+    """Sends this process SIGINT after a given epoch: a Ctrl-C at a known point."""
+
+    name: ClassVar[str] = "interrupter"
+    description: ClassVar[str] = "test backend that interrupts the run"
+    Options: ClassVar[type] = InterrupterOptions
+
+    def __init__(self, options: InterrupterOptions, run_dir: Any = None, quiet: bool = False) -> None:
+        self.options = options
+
+    def handle(self, events: Sequence[Any]) -> None:
+        import signal
+
+        from esper_core.telemetry import EpochCompleted
+
+        for event in events:
+            outer = event.update if getattr(event, "update", None) is not None else getattr(event, "episode", -1)
+            if isinstance(event, EpochCompleted) and event.env == 0 and event.epoch == self.options.at_epoch \
+                    and outer == self.options.at_outer:
+                signal.raise_signal(signal.SIGINT)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+@hookimpl
+def esper_register_telemetry(register: Any) -> None:
+    register(Interrupter)

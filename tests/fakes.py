@@ -144,3 +144,37 @@ class AccuracyDeltaReward:
 
     def compute(self, ctx: RewardContext) -> RewardBreakdown:
         return RewardBreakdown.of(accuracy=self.options.scale * (ctx.val_acc - ctx.val_acc_prev) / 100.0)
+
+
+def make_env(*overrides: str, env_index: int = 0, seed: int = 0):  # type: ignore[no-untyped-def]
+    """A MorphogeneticEnv on the tiny task, reset with ``seed``."""
+    from esper_core.config import load_config
+    from esper_core.env import MorphogeneticEnv
+
+    config = load_config(overrides=["lifecycle.min_training_epochs=2", "env.max_epochs=12", *overrides])
+    env = MorphogeneticEnv(TinyTask(), AccuracyDeltaReward(), BLUEPRINTS, config, env_index, "cpu")
+    env.reset(seed)
+    return env
+
+
+def drive_to(env, slot_id: str, stage: str, blueprint: str = "res", style: str = "linear_add"):  # type: ignore[no-untyped-def]
+    """Step ``env`` with scripted actions until ``slot_id`` reaches ``stage``; returns the results."""
+    from esper_core.actions import WAIT, LifecycleOp
+
+    space = env.space
+    results = []
+    for _ in range(env.max_epochs):
+        report = next(r for r in env.observation.slots if r.slot_id == slot_id)
+        if report.stage.value == stage:
+            return results
+        gate = env.observation.gates[space.slot_ids.index(slot_id)]
+        if report.stage.value == "DORMANT":
+            action = space.germinate(slot_id, blueprint, style)
+        elif report.stage.value == "HOLDING" and stage == "FOSSILIZED":
+            action = space.on_slot(LifecycleOp.FOSSILIZE, slot_id)
+        elif gate is not None and gate.passed and report.stage.value != "HOLDING":
+            action = space.on_slot(LifecycleOp.ADVANCE, slot_id)
+        else:
+            action = WAIT
+        results.append(env.step(action))
+    raise AssertionError(f"{slot_id} did not reach {stage}: {env.observation.slots}")

@@ -1,0 +1,127 @@
+"""Esper's epoch vs a plain PyTorch loop on the same host, data and batches.
+
+Prints JSON. Both sides train the digits ``base`` host for one epoch with the same
+SGD settings, gradient clipping and batch order, then run one validation pass with
+on-device accumulators and a single sync; Esper's side is ``MorphogeneticEnv.step``
+with the wait policy, every slot empty and telemetry off. Repetitions are
+interleaved so machine noise hits both sides alike. Controller overhead is the time
+spent per step outside training and validation: the policy, observation, masks,
+reward and bookkeeping.
+
+    OMP_NUM_THREADS=1 python benchmarks/epoch_overhead.py [--reps 15] [--task digits]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+from esper_core.actions import WAIT
+from esper_core.config import load_config
+from esper_core.data import make_loader
+from esper_core.env import MorphogeneticEnv
+from esper_core.plugins import PluginManager
+from esper_core.runner import resolve
+from esper_core.training import validate
+
+
+def plain_epoch(host: torch.nn.Module, task, data, batch_size: int, generator: torch.Generator, cfg) -> float:  # type: ignore[no-untyped-def]
+    """A textbook epoch: train every batch, then validate with a single sync."""
+    opt = plain_epoch.opt  # type: ignore[attr-defined]
+    host.train()
+    loss_sum = torch.zeros((), dtype=torch.float64)
+    for x, y in make_loader(data.train, batch_size, device="cpu", generator=generator, shuffle=True):
+        opt.zero_grad(set_to_none=True)
+        out = host(x)
+        loss = torch.nn.functional.cross_entropy(out, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(host.parameters(), cfg.training.grad_clip)
+        opt.step()
+        loss_sum += loss.detach()
+    host.eval()
+    correct = torch.zeros((), dtype=torch.float64)
+    with torch.inference_mode():
+        for x, y in make_loader(data.val, task.default_eval_batch_size, device="cpu", generator=None, shuffle=False):
+            correct += (host(x).argmax(-1) == y).sum()
+    return float(correct.item() + loss_sum.item())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument("--task", default="digits")
+    args = parser.parse_args()
+
+    pm = PluginManager()
+    cfg = load_config(overrides=[f"run.task={args.task}", "run.policy=wait", "run.telemetry=[]",
+                                 "env.eval_test_every=0", f"env.max_epochs={10 * args.reps + 10}"])
+    resolved = resolve(cfg, pm)
+    cfg = resolved.config
+    task = resolved.make_task()
+    reward = resolved.reward.cls(resolved.reward.options, gamma=cfg.run.gamma)
+    env = MorphogeneticEnv(task, reward, resolved.blueprints, cfg, 0, "cpu")
+    policy = resolved.policy.cls(resolved.policy.options, _context(resolved, env))
+    env.reset(0)
+    policy.reset([0])
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        host = task.build_host()
+    c = cfg.training
+    plain_epoch.opt = torch.optim.SGD(host.parameters(), lr=c.host_lr, momentum=c.host_momentum,  # type: ignore[attr-defined]
+                                      weight_decay=c.host_weight_decay)
+    data = task.load_data(torch.device("cpu"))
+    batch_size = env.batch_size
+    gen = torch.Generator().manual_seed(0)
+
+    esper_times, plain_times, controller = [], [], []
+    for rep in range(args.reps + 2):  # the first two are warm-up
+        t0 = time.perf_counter()
+        plain_epoch(host, task, data, batch_size, gen, cfg)
+        t1 = time.perf_counter()
+        actions = policy.act([env.observation])
+        t2 = time.perf_counter()
+        env.apply_action(actions[0])
+        t3 = time.perf_counter()
+        env.begin_epoch()
+        for batch in env.train_batches():
+            env.train_batch(batch)
+        t4 = time.perf_counter()
+        env.end_epoch()
+        t5 = time.perf_counter()
+        # The validation inside end_epoch, timed alone on the same model.
+        validate(env.model, task, env._eval_batches(env.data.val))
+        t6 = time.perf_counter()
+        if rep >= 2:
+            plain_times.append(t1 - t0)
+            epoch = (t3 - t2) + (t5 - t3)
+            esper_times.append(epoch)
+            controller.append(((t2 - t1) + (t3 - t2) + max(0.0, (t5 - t4) - (t6 - t5))) / epoch)
+    ratio = statistics.median(e / p for e, p in zip(esper_times, plain_times))
+    print(json.dumps({
+        "benchmark": "epoch_overhead",
+        "task": args.task,
+        "reps": args.reps,
+        "threads": torch.get_num_threads(),
+        "esper_epoch_s_median": statistics.median(esper_times),
+        "plain_epoch_s_median": statistics.median(plain_times),
+        "epoch_ratio_median": ratio,
+        "epoch_ratio_target": 1.05,
+        "controller_fraction_median": statistics.median(controller),
+        "controller_fraction_target": 0.02,
+    }, indent=2))
+    assert WAIT is not None
+
+
+def _context(resolved, env):  # type: ignore[no-untyped-def]
+    from esper_core.runner import _make_policy_context
+
+    return _make_policy_context(resolved, [env], 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""The command line: exit codes, one-line errors, listings and config show."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from esper_cli.main import build_cli
+
+FAKE_PLUGIN = str(Path(__file__).parents[1] / "fake_plugin.py")
+
+
+def esper(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "esper_cli", *args], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+@pytest.fixture(scope="module")
+def invoke():  # type: ignore[no-untyped-def]
+    group, pm = build_cli()
+    runner = CliRunner()
+
+    def call(*args: str):  # type: ignore[no-untyped-def]
+        return runner.invoke(group, list(args), obj={"pm": pm})
+
+    return call
+
+
+def test_version(invoke) -> None:  # type: ignore[no-untyped-def]
+    result = invoke("--version")
+    assert result.exit_code == 0 and "0.1.0" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--set", "env.bogus=1"], "env: unknown key(s) bogus"),
+        (["--set", 'run.gamma="abc"'], 'run.gamma: expected a number, got "abc"'),
+        (["--set", "run.gamma=1.5"], "run.gamma: expected a number in (0, 1], got 1.5"),
+        (["--task", "nonexistent"], "unknown tasks component 'nonexistent'; available:"),
+    ],
+)
+def test_config_errors_are_one_line_and_exit_2(args: list[str], expected: str) -> None:
+    result = esper("config", "show", *args)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_broken_toml_exits_2(tmp_path: Path) -> None:
+    bad = tmp_path / "broken.toml"
+    bad.write_text("[run]\nseed = = 3\n")
+    result = esper("config", "show", "--config", str(bad))
+    assert result.returncode == 2 and str(bad) in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_debug_shows_the_traceback() -> None:
+    result = esper("--debug", "config", "show", "--set", "run.gamma=9")
+    assert result.returncode != 0 and "Traceback" in result.stderr
+
+
+def test_config_show_round_trips(invoke, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    result = invoke("config", "show", "--plugin", FAKE_PLUGIN, "--task", "tiny", "--policy", "scripted",
+                    "--reward", "acc_delta", "--set", "run.seed=4", "--set", "rewards.acc_delta.scale=2.0")
+    assert result.exit_code == 0, result.output
+    data = tomllib.loads(result.output)
+    assert data["rewards"]["acc_delta"] == {"scale": 2.0}
+    assert data["tasks"]["tiny"]["n_train"] == 256  # component defaults are filled in
+    path = tmp_path / "resolved.toml"
+    path.write_text(result.output)
+    again = invoke("config", "show", "--plugin", FAKE_PLUGIN, "--config", str(path))
+    assert again.exit_code == 0 and tomllib.loads(again.output) == data
+
+
+def test_component_options_are_validated_with_their_path(invoke) -> None:  # type: ignore[no-untyped-def]
+    result = invoke("config", "show", "--plugin", FAKE_PLUGIN, "--task", "tiny", "--reward", "acc_delta",
+                    "--policy", "scripted", "--set", "rewards.acc_delta.scale=\"big\"", "--set", "tasks.tiny.nope=1")
+    assert result.exit_code == 2
+    assert 'rewards.acc_delta.scale: expected a number, got "big"' in result.stderr
+    assert "tasks.tiny: unknown key(s) nope" in result.stderr
+
+
+def test_plugins_json_lists_first_party_plugins_with_versions() -> None:
+    result = esper("plugins", "--json")
+    assert result.returncode == 0, result.stderr
+    plugins = {p["name"]: p for p in json.loads(result.stdout)}
+    assert plugins["executors.serial"]["version"] == "0.1.0"
+    for name, info in plugins.items():
+        assert info["version"], f"{name} has no version"
+        assert info["components"], f"{name} registers nothing"
+
+
+def test_third_party_example_is_listed_and_usable(invoke) -> None:  # type: ignore[no-untyped-def]
+    """examples/third-party-plugin is installed in the test environment (requirements-test.txt)."""
+    listing = json.loads(invoke("plugins", "--json").output)
+    example = next(p for p in listing if p["name"] == "blueprints.example")
+    assert example["distribution"] == "esper-example-plugin" and example["components"] == ["blueprints.cnn/dilated"]
+    blueprints = json.loads(invoke("blueprints", "--topology", "cnn", "--json").output)
+    assert any(b["key"] == "cnn/dilated" and b["identity_at_birth"] for b in blueprints)
+
+
+def test_help_and_plugins_answer_quickly() -> None:
+    for args in (["--help"], ["plugins"]):
+        start = time.perf_counter()
+        result = esper(*args)
+        elapsed = time.perf_counter() - start
+        assert result.returncode == 0
+        assert elapsed < 2.0, f"esper {' '.join(args)} took {elapsed:.2f}s"

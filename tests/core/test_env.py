@@ -1,0 +1,192 @@
+"""The environment: step order, fused counterfactuals, governor, determinism, gym."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import pytest
+import torch
+
+from esper_core.actions import WAIT, LifecycleOp
+from esper_core.lifecycle import Stage
+from esper_core.slot import force_alpha
+from esper_core.telemetry import GovernorRollback, SeedGerminated
+from esper_core.training import validate
+from tests.fakes import drive_to, make_env
+
+
+def test_step_runs_in_domain_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    env = make_env()
+    log: list[str] = []
+    import esper_core.env as env_module
+
+    slot = env.model.slot("r0c0")
+    original = {
+        "train": env.trainer.train_batch,
+        "validate": env_module.validate_pending,
+        "governor": env.governor.check,
+        "tick": slot.end_epoch,
+        "reward": env.reward.compute,
+        "observe": env._observe,
+    }
+
+    def wrap(name: str, fn):  # type: ignore[no-untyped-def]
+        def inner(*args, **kwargs):  # type: ignore[no-untyped-def]
+            if not log or log[-1] != name:
+                log.append(name)
+            return fn(*args, **kwargs)
+
+        return inner
+
+    def train_batch(*args, **kwargs):  # type: ignore[no-untyped-def]
+        # The action has been applied before the first batch trains.
+        assert env.model.slot("r0c0").stage == Stage.GERMINATED
+        return wrap("train", original["train"])(*args, **kwargs)
+
+    monkeypatch.setattr(env.trainer, "train_batch", train_batch)
+    monkeypatch.setattr(env_module, "validate_pending", wrap("validate", original["validate"]))
+    monkeypatch.setattr(env.governor, "check", wrap("governor", original["governor"]))
+    monkeypatch.setattr(slot, "end_epoch", wrap("tick", original["tick"]))
+    monkeypatch.setattr(env.reward, "compute", wrap("reward", original["reward"]))
+    monkeypatch.setattr(env, "_observe", wrap("observe", original["observe"]))
+    env.step(env.space.germinate("r0c0", "res"))
+    assert log == ["train", "validate", "governor", "tick", "reward", "observe"]
+
+
+def _bn_stats(model: torch.nn.Module) -> list[torch.Tensor]:
+    return [b.clone() for name, b in model.named_buffers() if "running" in name]
+
+
+def test_fused_counterfactuals_equal_sequential_passes() -> None:
+    env = make_env("env.max_epochs=20")
+    drive_to(env, "r0c0", "HOLDING", blueprint="res_random")
+    drive_to(env, "r0c1", "BLENDING", blueprint="res_random", style="gated")
+    env.step(WAIT)
+    model, task = env.model, env.task
+    before = _bn_stats(model)
+    fused = validate(model, task, env._eval_batches(env.data.val))
+    assert set(fused.contributions) == {"r0c0", "r0c1"} and fused.all_off_accuracy is not None
+    plain = validate(model, task, env._eval_batches(env.data.val), counterfactual=False)
+    assert fused.accuracy == pytest.approx(plain.accuracy, abs=1e-9)
+    assert fused.loss == pytest.approx(plain.loss, rel=1e-5)
+    for slot_id, contribution in fused.contributions.items():
+        with force_alpha(model.slot(slot_id), 0.0):
+            off = validate(model, task, env._eval_batches(env.data.val), counterfactual=False)
+        assert contribution == pytest.approx(plain.accuracy - off.accuracy, abs=1e-6)
+    with force_alpha(model.slot("r0c0"), 0.0), force_alpha(model.slot("r0c1"), 0.0):
+        all_off = validate(model, task, env._eval_batches(env.data.val), counterfactual=False)
+    assert fused.all_off_accuracy == pytest.approx(all_off.accuracy, abs=1e-6)
+    for a, b in zip(before, _bn_stats(model)):
+        assert torch.equal(a, b), "validation changed BatchNorm statistics"
+
+
+def test_same_seed_same_episode() -> None:
+    def episode() -> list[tuple[float, float, float]]:
+        env = make_env(seed=3)
+        out = []
+        for _ in range(env.max_epochs):
+            first = next(i for i, r in enumerate(env.observation.slots) if r.stage == Stage.DORMANT) if bool(
+                env.observation.masks.op[LifecycleOp.GERMINATE]) else None
+            action = env.space.germinate(env.space.slot_ids[first], "res_random") if first is not None else WAIT
+            r = env.step(action)
+            out.append((r.metrics.train_loss, r.metrics.val_acc, r.reward))
+        return out
+
+    assert episode() == episode()
+
+
+def test_illegal_action_is_refused_and_counted() -> None:
+    env = make_env()
+    result = env.step(env.space.on_slot(LifecycleOp.FOSSILIZE, "r0c0"))
+    assert result.refused is not None and "FOSSILIZE" in result.refused
+    assert result.info["illegal"] and result.info["refused_actions"] == 1
+    result = env.step(env.space.germinate("r0c0", "res").__class__(op=LifecycleOp.GERMINATE, slot=99))
+    assert "out of range" in (result.refused or "")
+
+
+def test_nan_loss_rolls_back_and_the_run_continues() -> None:
+    env = make_env("env.max_epochs=12")
+    drive_to(env, "r0c0", "TRAINING")
+    for _ in range(2):
+        env.step(WAIT)
+    snapshot_host = {k: v.clone() for k, v in env.governor.snapshot_state["host"].items()}  # type: ignore[index]
+    task_loss = env.task.loss
+    env.task.loss = lambda out, y: task_loss(out, y) * float("nan")  # type: ignore[method-assign]
+    try:
+        result = env.step(WAIT)
+    finally:
+        env.task.loss = task_loss  # type: ignore[method-assign]
+    assert result.rolled_back and result.terminal and not result.done
+    assert result.reward_components["governor_penalty"] == -10.0
+    assert any(isinstance(e, GovernorRollback) for e in result.events)
+    assert env.model.slot("r0c0").stage in (Stage.PRUNED, Stage.EMBARGOED)
+    for k, v in env.model.host.state_dict().items():
+        assert torch.equal(v, snapshot_host[k]), k
+    following = env.step(WAIT)
+    assert math.isfinite(following.metrics.val_loss) and not following.rolled_back
+
+
+def test_upstream_host_layers_learn_through_a_fossil() -> None:
+    env = make_env("env.max_epochs=20")
+    drive_to(env, "r0c0", "FOSSILIZED", blueprint="res")
+    block0 = env.model.host.blocks[0][0].weight
+    before = block0.detach().clone()
+    env.step(WAIT)
+    assert not torch.equal(before, block0.detach()), "layers upstream of a fossil stopped learning"
+    # With alpha = 1 the direct path carries no gradient: what reaches block 0 went through the seed.
+    x, y = next(iter(env._eval_batches(env.data.train)))
+    env.model.zero_grad(set_to_none=True)
+    env.task.loss(env.model(x), y).backward()
+    assert block0.grad is not None and block0.grad.abs().sum() > 0
+
+
+def test_seed_optimizer_follows_the_slot_including_the_gate() -> None:
+    env = make_env()
+    env.step(env.space.germinate("r0c0", "res", "gated"))
+    _, opt = env.trainer.seed_optimizers["r0c0"]
+    in_opt = {id(p) for group in opt.param_groups for p in group["params"]}
+    slot = env.model.slot("r0c0")
+    assert slot.gate is not None
+    assert {id(p) for p in slot.seed_parameters()} == in_opt
+    assert {id(p) for p in slot.gate.parameters()} <= in_opt
+
+
+def test_germination_events_are_emitted_after_the_epoch() -> None:
+    env = make_env()
+    result = env.step(env.space.germinate("r0c1", "res"))
+    kinds = [type(e).__name__ for e in result.events]
+    assert kinds[0] == "SeedGerminated" and kinds[-1] == "EpochCompleted"
+    germinated = result.events[0]
+    assert isinstance(germinated, SeedGerminated) and germinated.slot_id == "r0c1"
+
+
+def test_state_dict_round_trip_mid_episode() -> None:
+    env = make_env(seed=5)
+    drive_to(env, "r0c0", "BLENDING", style="gated")
+    buffer = io.BytesIO()
+    torch.save(env.state_dict(), buffer)  # as a checkpoint does: no tensor is shared
+    buffer.seek(0)
+    state = torch.load(buffer, weights_only=True)
+    twin = make_env(seed=5)
+    twin.load_state_dict(state)
+    for _ in range(3):
+        a, b = env.step(WAIT), twin.step(WAIT)
+        assert (a.metrics.val_acc, a.metrics.train_loss, a.metrics.val_loss) == (
+            b.metrics.val_acc, b.metrics.train_loss, b.metrics.val_loss)
+        assert a.reward == b.reward and a.observation.slots == b.observation.slots
+
+
+def test_gymnasium_env_checker_passes() -> None:
+    gymnasium = pytest.importorskip("gymnasium")
+    from gymnasium.utils.env_checker import check_env
+
+    from esper_core.gym import EsperGymEnv
+
+    env = EsperGymEnv(make_env("env.max_epochs=4"))
+    check_env(env, skip_render_check=True)
+    obs, info = env.reset(seed=1)
+    assert env.observation_space.contains(obs) and info["action_mask"][0][0]
+    obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+    assert isinstance(reward, float) and not truncated
+    assert gymnasium.spaces.MultiDiscrete is type(env.action_space)
