@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +22,23 @@ def _run_or_train(ctx: click.Context, mode: str, params: dict[str, Any], extra_r
     if resume:
         run_dir = Path(resume)
         config = runner.load_run_config(run_dir)
-        pm.extend([p for p in params.get("plugins") or () if not p.count(".") == 1 or p.endswith(".py")])
+        # On resume the config names the components; only extra plugin modules still need loading.
+        pm.extend([p for p in params.get("plugins") or () if p.count(".") != 1 or p.endswith(".py")])
     else:
         config = build_config(pm, params, extra_run)
         run_dir = Path(params["out"]) if params.get("out") else None
     quiet = bool(params.get("quiet") or params.get("as_json"))
     fn = runner.run if mode == "run" else runner.train
-    notify = (lambda msg: click.echo(msg, err=True))
-    summary = fn(config, pm, run_dir=run_dir, resume=bool(resume), quiet=quiet, notify=notify)
+    def notify(message: str) -> None:
+        click.echo(message, err=True)
+
+    if params.get("nproc") is not None:
+        run_dir = run_dir or runner.default_run_dir(config, mode)  # one directory for every rank
+        summary = _launch(pm, config, mode, params, run_dir, bool(resume), quiet)
+    else:
+        summary = fn(config, pm, run_dir=run_dir, resume=bool(resume), quiet=quiet, notify=notify)
+        if os.environ.get("RANK", "0") != "0":  # under torchrun only rank 0 reports
+            return
     directory = str(run_dir or Path(config.run.out_dir))
     if params.get("as_json"):
         click.echo(dumps(summary))
@@ -37,11 +48,48 @@ def _run_or_train(ctx: click.Context, mode: str, params: dict[str, Any], extra_r
         print_summary(summary, str(run_dir) if run_dir else directory)
 
 
+def _launch(
+    pm: Any, config: Any, mode: str, params: dict[str, Any], run_dir: Path, resume: bool, quiet: bool
+) -> dict[str, Any]:
+    """``--nproc N``: the executor starts N local processes, each running this run as one rank."""
+    from esper_core import runner
+    from esper_core.errors import ConfigError
+    from esper_core.plugins import split_selections
+
+    resolved = runner.resolve(config, pm)
+    launcher = getattr(resolved.executor.cls, "launch_local", None)
+    if launcher is None:
+        raise ConfigError([
+            f"--nproc: executor {config.run.executor!r} runs in one process; use --executor distributed"
+        ])
+    loads, _ = split_selections(params.get("plugins") or ())
+    job = functools.partial(rank_job, mode, config, tuple(loads), run_dir, resume, quiet)
+    summary: dict[str, Any] = launcher(int(params["nproc"]), job, resolved.executor.options)
+    return summary
+
+
+def rank_job(
+    mode: str, config: Any, plugins: tuple[str, ...], run_dir: Path, resume: bool, quiet: bool
+) -> dict[str, Any]:
+    """One rank of a ``--nproc`` run (module level, so worker processes can unpickle it)."""
+    from esper_core import runner
+    from esper_core.plugins import PluginManager
+
+    pm = PluginManager()
+    pm.extend(list(plugins))
+    fn = runner.run if mode == "run" else runner.train
+    return fn(config, pm, run_dir=run_dir, resume=resume, quiet=quiet, notify=lambda msg: click.echo(msg, err=True))
+
+
+NPROC_HELP = "Start N local processes, one rank each (with --executor distributed)."
+
+
 @click.command()
 @config_options
 @click.option("--episodes", type=int, help="Episodes per env.")
 @click.option("--out", type=click.Path(file_okay=False), help="Run directory (default: runs/<task>-<policy>-run-<time>).")
 @click.option("--resume", type=click.Path(file_okay=False, exists=True), help="Continue the run in this directory.")
+@click.option("--nproc", type=click.IntRange(min=1), help=NPROC_HELP)
 @click.option("--quiet", is_flag=True, help="No live display.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_context
@@ -56,6 +104,7 @@ def run(ctx: click.Context, **params: Any) -> None:
 @click.option("--updates", type=int, help="Policy updates (one rollout = one episode of every env).")
 @click.option("--out", type=click.Path(file_okay=False), help="Run directory.")
 @click.option("--resume", type=click.Path(file_okay=False, exists=True), help="Continue training in this directory.")
+@click.option("--nproc", type=click.IntRange(min=1), help=NPROC_HELP)
 @click.option("--quiet", is_flag=True, help="No live display.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_context
@@ -150,4 +199,6 @@ def config_show(ctx: click.Context, **params: Any) -> None:
     click.echo(dump_toml(resolve(cfg, pm).config), nl=False)
 
 
-COMMANDS = [run, train, plugins, blueprints, config]
+from esper_cli.compare import compare  # noqa: E402  (its own module: the command is long)
+
+COMMANDS = [run, train, compare, plugins, blueprints, config]

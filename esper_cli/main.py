@@ -20,6 +20,27 @@ DEBUG_ENV = "ESPER_DEBUG"
 class EsperGroup(click.Group):
     """Turns every error a user can cause into one line on stderr and exit code 2."""
 
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            # Without standalone mode click returns the code of ctx.exit() instead of exiting.
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            sys.exit(code if isinstance(code, int) else 0)
+        except click.exceptions.Exit as exc:
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            hint = ""
+            if isinstance(exc, click.UsageError) and exc.ctx is not None:
+                hint = f" (see: {exc.ctx.command_path} --help)"
+            message = " ".join(exc.format_message().split())
+            click.echo(f"error: {message}{hint}", err=True)
+            sys.exit(2)
+        except click.exceptions.Abort:
+            click.echo("aborted", err=True)
+            sys.exit(130)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -28,7 +49,8 @@ class EsperGroup(click.Group):
                 raise
             from esper_core.runner import Interrupted
 
-            click.echo(f"error: {exc}" if not isinstance(exc, Interrupted) else str(exc), err=True)
+            message = " ".join(str(exc).split())  # one line, whatever the message holds
+            click.echo(message if isinstance(exc, Interrupted) else f"error: {message}", err=True)
             ctx.exit(130 if isinstance(exc, Interrupted) else 2)
 
 

@@ -83,6 +83,10 @@ class EnvSection:
     history_length: int = options_field(5, in_range(1, integer=True), "Loss/accuracy history in observations.")
     plateau_delta: float = options_field(0.5, in_range(0), "Accuracy gain (points) below which an epoch counts as plateau.")
     eval_test_every: int = options_field(1, in_range(0, integer=True), "Measure test accuracy every N epochs (0: at episode end only).")
+    num_workers: int = options_field(0, in_range(0, integer=True), "DataLoader workers for datasets that do not fit in memory.")
+    fossil_contribution_points: float = options_field(
+        1.0, doc="A fossil whose last contribution is at least this many points counts as contributing."
+    )
 
 
 @define
@@ -212,8 +216,9 @@ def parse_override(assignment: str) -> tuple[list[str], Any]:
     """``section.key=value`` -> (["section", "key"], value); the value is read as TOML."""
     key, sep, raw = assignment.partition("=")
     key = key.strip()
-    if not sep or not key or any(not part for part in key.split(".")):
-        raise ConfigError([f'--set {assignment}: expected "section.key=value", e.g. --set run.seed=3'])
+    if not sep or not key or any(not part.strip() for part in key.split(".")):
+        shown = json.dumps(assignment, ensure_ascii=False)
+        raise ConfigError([f'--set {shown}: expected "section.key=value", e.g. --set run.seed=3'])
     raw = raw.strip()
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
@@ -230,18 +235,22 @@ def apply_overrides(data: dict[str, Any], assignments: list[str]) -> dict[str, A
         for part in path[:-1]:
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise ConfigError([f"--set {assignment}: {part} is a value, not a section"])
+                shown = json.dumps(assignment, ensure_ascii=False)
+                raise ConfigError([f"--set {shown}: {part} is a value, not a section"])
             node = child
         node[path[-1]] = value
     return out
 
 
-def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+def merge(base: dict[str, Any], extra: dict[str, Any], path: str = "") -> dict[str, Any]:
     """Recursively merge ``extra`` into a copy of ``base`` (tables merge, values replace)."""
     out = dict(base)
     for key, value in extra.items():
+        here = f"{path}.{key}" if path else key
         if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
+            out[key] = merge(out[key], value, here)
+        elif isinstance(value, dict) and key in out:
+            raise ConfigError([f"{here}: expected a table of settings, got {out[key]!r}"])
         else:
             out[key] = value
     return out

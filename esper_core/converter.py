@@ -10,6 +10,7 @@ so every problem in a file is reported at once, each with its dotted path.
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -31,7 +32,8 @@ class ValueTypeError(ValueError):
 
 def _describe(value: Any) -> str:
     if isinstance(value, str):
-        return f'"{value}"'
+        # JSON quoting escapes newlines and control characters: messages stay one line.
+        return json.dumps(value, ensure_ascii=False)
     return repr(value)
 
 

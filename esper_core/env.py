@@ -45,8 +45,6 @@ from esper_core.telemetry import (
 )
 from esper_core.training import EpochTrainer, EvalResult, Pending, TrainStats, fetch, validate, validate_pending
 
-FOSSIL_CONTRIBUTION_POINTS = 1.0  # a fossil "contributes" at >= 1 point (rewards' terminal bonus)
-
 
 def slot_settings(config: RunConfig) -> SlotSettings:
     lc = config.lifecycle
@@ -322,7 +320,7 @@ class MorphogeneticEnv:
         self.trainer.begin_epoch()
         self._train_loader = make_loader(
             self.data.train, self.batch_size, device=self.device, generator=self.generator, shuffle=True,
-            max_batches=self.config.env.max_batches,
+            max_batches=self.config.env.max_batches, num_workers=self.config.env.num_workers,
         )
 
     def train_batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -449,7 +447,7 @@ class MorphogeneticEnv:
         target = self.space.slot_ids[action.slot] if targeted else None
         fossils_contributing = sum(
             1 for s in self.model.iter_slots()
-            if s.stage == Stage.FOSSILIZED and (s.state.contribution or 0.0) >= FOSSIL_CONTRIBUTION_POINTS
+            if s.stage == Stage.FOSSILIZED and (s.state.contribution or 0.0) >= self.config.env.fossil_contribution_points
         )
         ctx = RewardContext(
             action=action, op=action.op, target_slot=target, applied=self._outcome.refused is None,

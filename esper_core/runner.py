@@ -133,9 +133,11 @@ def prepare_run_dir(path: Path, config: RunConfig, resume: bool) -> None:
     if resume:
         if not (path / CHECKPOINT).is_file():
             raise RunDirError(f"cannot resume {path}: it has no {CHECKPOINT}")
+        # A process killed mid-write leaves its temporary file; the target itself is intact.
+        for stale in path.glob(".*.tmp"):
+            stale.unlink()
         return
-    if path.exists() and any(path.iterdir()):
-        if (path / CHECKPOINT).exists() or (path / SUMMARY).exists():
+    if path.exists() and ((path / CHECKPOINT).exists() or (path / SUMMARY).exists()):
             raise RunDirError(
                 f"{path} already holds a run; resume it with --resume {path}, or choose another --out"
             )
@@ -207,6 +209,29 @@ class Session:
     def config(self) -> RunConfig:
         return self.resolved.config
 
+    @property
+    def ranks(self) -> Any:
+        """The executor when it spreads envs over processes (see MultiProcessExecutor), else None."""
+        from esper_core.executor import MultiProcessExecutor
+
+        return self.executor if isinstance(self.executor, MultiProcessExecutor) else None
+
+    @property
+    def writer(self) -> bool:
+        """Whether this process writes the run directory (only rank 0 of a multi-process run)."""
+        ranks = self.ranks
+        return True if ranks is None else bool(ranks.is_writer)
+
+    def reset_envs(self) -> list[Any]:
+        seeds = [self.env_seed(self.outer, i) for i in range(len(self.envs))]
+        if self.ranks is not None:
+            return list(self.ranks.reset_envs(self.envs, seeds, self.outer))
+        return [env.reset(seed, self.outer) for env, seed in zip(self.envs, seeds)]
+
+    def stop_requested(self, stop: StopFlag) -> bool:
+        # Every rank must stop (and checkpoint) at the same epoch.
+        return stop.requested if self.ranks is None else bool(self.ranks.any_rank(stop.requested))
+
     def env_seed(self, outer: int, env_index: int) -> int:
         """Env i of episode/update k uses seed + k * n_envs + i: same seed, same data and host."""
         return self.config.run.seed + outer * len(self.envs) + env_index
@@ -219,11 +244,14 @@ class Session:
         self.hub.emit(events)
 
     def checkpoint(self) -> None:
+        env_states = [env.state_dict() for env in self.envs] if self.ranks is None else self.ranks.env_states(self.envs)
+        if not self.writer:
+            return
         payload = {
             "mode": self.mode,
             "outer": self.outer,
             "epoch": self.epoch,
-            "envs": [env.state_dict() for env in self.envs],
+            "envs": env_states,
             "policy": self.policy.state_dict(),
             "telemetry": self.hub.state_dict(),
             "ledger": self.ledger.state_dict(),
@@ -289,15 +317,21 @@ def open_session(
     import torch
 
     from esper_core.env import MorphogeneticEnv
+    from esper_core.executor import MultiProcessExecutor
 
     resolved = resolve(config, pm)
     config = resolved.config
     if config.run.threads:
         torch.set_num_threads(config.run.threads)
     path = run_dir or default_run_dir(config, mode)
-    prepare_run_dir(path, config, resume)
-    task = resolved.make_task()
     executor = resolved.executor.cls(resolved.executor.options, config)
+    ranks = executor if isinstance(executor, MultiProcessExecutor) else None
+    writer = ranks is None or bool(ranks.is_writer)
+    if writer:
+        prepare_run_dir(path, config, resume)
+    elif resume and not (path / CHECKPOINT).is_file():
+        raise RunDirError(f"cannot resume {path}: it has no {CHECKPOINT} (every rank must see the run directory)")
+    task = resolved.make_task()
     devices = executor.env_devices(config.run.n_envs)
     envs = [
         MorphogeneticEnv(
@@ -310,7 +344,7 @@ def open_session(
     policy = resolved.policy.cls(resolved.policy.options, _make_policy_context(resolved, envs, total_updates))
     backends = [
         c.cls(c.options, run_dir=path, quiet=quiet or config.run.quiet) for c in resolved.telemetry
-    ]
+    ] if writer else []
     session = Session(resolved, mode, path, envs, policy, executor, Hub(backends))
     if resume:
         session.restore(load_checkpoint(path / CHECKPOINT))
@@ -327,6 +361,8 @@ def open_session(
                 )
             ]
         )
+    if ranks is not None:  # after a restore, so every rank continues from the same policy
+        ranks.bind_policy(policy, training=mode == "train")
     return session
 
 
@@ -337,7 +373,7 @@ def _epoch_loop(session: Session, stop: StopFlag, outer_count: int, after_outer:
     max_epochs = envs[0].max_epochs
     while session.outer < outer_count:
         if session.epoch == 0:
-            observations = [env.reset(session.env_seed(session.outer, i), session.outer) for i, env in enumerate(envs)]
+            observations = session.reset_envs()
             policy.reset(list(range(len(envs))))
             if session.mode == "train":
                 policy.begin_rollout(observations)
@@ -357,7 +393,7 @@ def _epoch_loop(session: Session, stop: StopFlag, outer_count: int, after_outer:
             session.hub.flush()
             observations = [r.observation for r in results]
             every = cfg.run.checkpoint_every
-            if stop.requested:
+            if session.stop_requested(stop):
                 session.checkpoint()
                 raise Interrupted(
                     f"interrupted at {'episode' if session.mode == 'run' else 'update'} {session.outer} "
@@ -376,7 +412,8 @@ def _epoch_loop(session: Session, stop: StopFlag, outer_count: int, after_outer:
 
 def _finish(session: Session, status: str) -> dict[str, Any]:
     summary = build_summary(session, status)
-    write_json(session.run_dir / SUMMARY, summary)
+    if session.writer:
+        write_json(session.run_dir / SUMMARY, summary)
     session.hub.emit([RunFinished(status=status, wall_time=summary["wall_time"], summary=summary)])
     return summary
 
@@ -404,7 +441,7 @@ def build_summary(session: Session, status: str) -> dict[str, Any]:
         "final_test_acc_mean": statistics.fmean(final_tests) if final_tests else None,
         "final_val_acc_mean": statistics.fmean([e["final_val_acc"] for e in episodes]) if episodes else None,
         "params_added_mean": statistics.fmean([e["params_added"] for e in episodes]) if episodes else None,
-        "host_params": session.envs[0].host_params if session.envs else None,
+        "host_params": session.envs[0].model.host_param_count() if session.envs else None,
         "seeds_fossilized": sum(e["seeds_fossilized"] for e in episodes),
         "seeds_pruned": sum(e["seeds_pruned"] for e in episodes),
         "rollbacks": sum(e["rollbacks"] for e in episodes),
@@ -422,6 +459,21 @@ def _close(session: Session) -> None:
     session.executor.close()
 
 
+@contextlib.contextmanager
+def explained_failures(pm: PluginManager, run_dir: Path | None, mode: str) -> Iterator[None]:
+    """Out-of-memory, dead workers, full disks and plugin exceptions become one clear
+    :class:`EsperError` naming the cause and the last checkpoint; bugs keep their traceback."""
+    from esper_core.failures import explain, plugin_modules
+
+    try:
+        yield
+    except Exception as exc:
+        explained = explain(exc, plugin_modules(pm), run_dir, mode)
+        if explained is None:
+            raise
+        raise explained from exc
+
+
 def run(
     config: RunConfig,
     pm: PluginManager,
@@ -432,6 +484,20 @@ def run(
     notify: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Run ``run.episodes`` episodes of ``run.n_envs`` envs under the configured policy."""
+    run_dir = run_dir or default_run_dir(config, "run")
+    with explained_failures(pm, run_dir, "run"):
+        return _run(config, pm, run_dir=run_dir, resume=resume, quiet=quiet, notify=notify)
+
+
+def _run(
+    config: RunConfig,
+    pm: PluginManager,
+    *,
+    run_dir: Path | None,
+    resume: bool,
+    quiet: bool,
+    notify: Callable[[str], None],
+) -> dict[str, Any]:
     session = open_session(config, pm, "run", run_dir, resume, quiet)
     stop = StopFlag()
     status = "failed"
@@ -459,6 +525,20 @@ def train(
     notify: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Train a Trainable policy for ``train.updates`` rollouts (each one episode of every env)."""
+    run_dir = run_dir or default_run_dir(config, "train")
+    with explained_failures(pm, run_dir, "train"):
+        return _train(config, pm, run_dir=run_dir, resume=resume, quiet=quiet, notify=notify)
+
+
+def _train(
+    config: RunConfig,
+    pm: PluginManager,
+    *,
+    run_dir: Path | None,
+    resume: bool,
+    quiet: bool,
+    notify: Callable[[str], None],
+) -> dict[str, Any]:
     from esper_core.policy import Trainable
 
     session = open_session(config, pm, "train", run_dir, resume, quiet)

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import random
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 from attrs import define
 
 from esper_core import hookimpl
+
+# Loaded by file path (--plugin tests/fake_plugin.py), possibly from another directory:
+# make `tests.fakes` importable.
+if str(Path(__file__).parents[1]) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parents[1]))
 from esper_core.actions import WAIT, Action, LifecycleOp
 from esper_core.observation import Observation
 
@@ -67,9 +74,10 @@ class ScriptedPolicy:
 
 @hookimpl
 def esper_register_tasks(register: Any) -> None:
-    from tests.fakes import TinyTask
+    from tests.fakes import FaultyTask, TinyTask
 
     register(TinyTask)
+    register(FaultyTask)
 
 
 @hookimpl
@@ -87,9 +95,6 @@ def esper_register_rewards(register: Any) -> None:
     register(AccuracyDeltaReward)
 
 
-@hookimpl
-def esper_register_policies(register: Any) -> None:
-    register(ScriptedPolicy)
 
 
 @define
@@ -126,6 +131,81 @@ class Interrupter:
         pass
 
 
+
+
+@define
+class ChurnOptions:
+    seed: int = 0
+
+
+class ChurnPolicy(ScriptedPolicy):
+    """Germinates whenever it may and prunes as soon as it may: many lifecycle cycles."""
+
+    name: ClassVar[str] = "churn"
+    description: ClassVar[str] = "germinate/prune as fast as the masks allow"
+    Options: ClassVar[type] = ChurnOptions
+
+    def act(self, observations: Sequence[Observation]) -> list[Action]:
+        actions = []
+        for obs in observations:
+            m = obs.masks
+            if bool(m.op[LifecycleOp.PRUNE]):
+                actions.append(Action(LifecycleOp.PRUNE, slot=int(m.slot[LifecycleOp.PRUNE].nonzero()[0])))
+            elif bool(m.op[LifecycleOp.GERMINATE]):
+                slot = int(m.slot[LifecycleOp.GERMINATE].nonzero()[0])
+                actions.append(Action(LifecycleOp.GERMINATE, slot=slot,
+                                      blueprint=self.rng.randrange(len(self.context.space.blueprints)),
+                                      style=self.rng.randrange(len(self.context.space.styles))))
+            elif bool(m.op[LifecycleOp.ADVANCE]):
+                actions.append(Action(LifecycleOp.ADVANCE, slot=int(m.slot[LifecycleOp.ADVANCE].nonzero()[0])))
+            else:
+                actions.append(WAIT)
+        return actions
+
+
+@define
+class ProbeOptions:
+    pass
+
+
+class MemoryProbe:
+    """Records the process's resident memory after every epoch into run_dir/rss.json."""
+
+    name: ClassVar[str] = "memory_probe"
+    description: ClassVar[str] = "resident set size per epoch"
+    Options: ClassVar[type] = ProbeOptions
+
+    def __init__(self, options: ProbeOptions, run_dir: Any = None, quiet: bool = False) -> None:
+        self.run_dir = run_dir
+        self.samples: list[tuple[int, int]] = []
+
+    def handle(self, events: Sequence[Any]) -> None:
+        from esper_core.telemetry import EpochCompleted
+
+        for event in events:
+            if isinstance(event, EpochCompleted) and event.env == 0:
+                with open("/proc/self/statm") as fh:
+                    pages = int(fh.read().split()[1])
+                import os
+
+                self.samples.append((event.epoch, pages * os.sysconf("SC_PAGE_SIZE")))
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        import json
+
+        (Path(self.run_dir) / "rss.json").write_text(json.dumps(self.samples))
+
+
 @hookimpl
 def esper_register_telemetry(register: Any) -> None:
     register(Interrupter)
+    register(MemoryProbe)
+
+
+@hookimpl
+def esper_register_policies(register: Any) -> None:
+    register(ScriptedPolicy)
+    register(ChurnPolicy)

@@ -178,3 +178,79 @@ def drive_to(env, slot_id: str, stage: str, blueprint: str = "res", style: str =
             action = WAIT
         results.append(env.step(action))
     raise AssertionError(f"{slot_id} did not reach {stage}: {env.observation.slots}")
+
+
+@define
+class FaultyTaskOptions:
+    fault: str = "none"  # none, nan, inf, explode, oom, worker_crash
+    at_epoch: int = 3  # 1-based epoch in which the fault starts
+    epochs: int = 1  # how many epochs it lasts
+
+
+class _CrashingDataset(torch.utils.data.Dataset):  # type: ignore[type-arg]
+    """Map-style view of a split whose DataLoader worker dies in a given epoch.
+
+    Workers are forked at the start of each epoch with a copy of the task, so the
+    task's batch counter tells the worker which epoch it serves."""
+
+    def __init__(self, split: TensorSplit, task: FaultyTask) -> None:
+        self.split, self.task = split, task
+
+    def __len__(self) -> int:
+        return len(self.split)
+
+    def __getitem__(self, i: int):  # type: ignore[no-untyped-def]
+        import os
+
+        if self.task.fault.at_epoch == self.task._epoch() + 1:
+            os._exit(1)  # a worker killed by the OS (segfault, OOM killer) looks like this
+        return self.split.inputs[i], self.split.targets[i]
+
+
+class FaultyTask(TinyTask):
+    """TinyTask that injects a fault in given epochs (counted from its own training batches)."""
+
+    name: ClassVar[str] = "faulty"
+    description: ClassVar[str] = "tiny task with injected faults"
+    Options: ClassVar[type] = FaultyTaskOptions
+
+    def __init__(self, options: FaultyTaskOptions | None = None) -> None:
+        super().__init__(TinyTaskOptions())
+        self.fault = options or FaultyTaskOptions()
+        self.train_batches = 0
+        self.batches_per_epoch = TinyTaskOptions().n_train // self.default_batch_size
+
+    def _epoch(self) -> int:
+        """The 1-based epoch being trained (or just trained, during validation)."""
+        return -(-self.train_batches // self.batches_per_epoch)
+
+    def _active(self) -> bool:
+        return self.fault.at_epoch <= self._epoch() < self.fault.at_epoch + self.fault.epochs
+
+    def load_data(self, device: torch.device) -> TaskData:
+        data = super().load_data(device)
+        if self.fault.fault != "worker_crash":
+            return data
+        return TaskData(_CrashingDataset(data.train, self), data.val, data.test)
+
+    def prepare_batch(self, inputs, targets, train, generator):  # type: ignore[no-untyped-def]
+        if train:
+            self.train_batches += 1
+        return inputs, targets
+
+    def loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        loss = super().loss(outputs, targets)
+        if self._active():
+            if self.fault.fault == "nan":
+                return loss * float("nan")
+            if self.fault.fault == "inf":
+                return loss * float("inf")
+            if self.fault.fault == "oom":
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB (injected)")
+        return loss
+
+    def metrics(self, outputs: torch.Tensor, targets: torch.Tensor) -> BatchMetrics:
+        m = super().metrics(outputs, targets)
+        if self.fault.fault == "explode" and self._active():
+            return BatchMetrics(m.loss_sum * 1e4, m.correct, m.count)
+        return m

@@ -72,7 +72,7 @@ def test_overrides_parse_toml_values_and_bare_words() -> None:
     assert parse_override("run.seed=3") == (["run", "seed"], 3)
     assert parse_override("run.telemetry=[\"jsonl\"]") == (["run", "telemetry"], ["jsonl"])
     assert parse_override("run.task=digits") == (["run", "task"], "digits")
-    with pytest.raises(ConfigError, match="section.key=value"):
+    with pytest.raises(ConfigError, match=r"section\.key=value"):
         parse_override("nonsense")
 
 

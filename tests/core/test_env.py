@@ -187,6 +187,6 @@ def test_gymnasium_env_checker_passes() -> None:
     check_env(env, skip_render_check=True)
     obs, info = env.reset(seed=1)
     assert env.observation_space.contains(obs) and info["action_mask"][0][0]
-    obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+    obs, reward, _terminated, truncated, info = env.step(env.action_space.sample())
     assert isinstance(reward, float) and not truncated
     assert gymnasium.spaces.MultiDiscrete is type(env.action_space)

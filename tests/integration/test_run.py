@@ -69,5 +69,5 @@ def test_existing_run_is_not_overwritten(pm: PluginManager, tmp_path: Path) -> N
     run(load_config(overrides=[*BASE, "run.episodes=1", "env.max_epochs=2"]), pm, run_dir=tmp_path / "x", quiet=True)
     with pytest.raises(RunDirError, match="already holds a run"):
         run(load_config(overrides=BASE), pm, run_dir=tmp_path / "x", quiet=True)
-    with pytest.raises(RunDirError, match="no checkpoint.pt"):
+    with pytest.raises(RunDirError, match=r"no checkpoint\.pt"):
         run(load_config(overrides=BASE), pm, run_dir=tmp_path / "empty", resume=True, quiet=True)

@@ -1,0 +1,168 @@
+"""``esper compare``: policies x tasks x seeds with robust statistics (logic in esper_core.comparison)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from esper_cli.main import dumps, plugin_manager
+
+
+def _experiment_data(params: dict[str, Any], selections: dict[str, list[str]]) -> tuple[dict[str, Any], str]:
+    """The experiment file's content with the flags applied over it."""
+    from esper_core.config import read_file
+    from esper_core.errors import ConfigError
+
+    source = params.get("experiment")
+    data: dict[str, Any] = {}
+    if source:
+        if not Path(source).is_file():
+            raise ConfigError([f"{source}: experiment file not found"])
+        data = read_file(source)
+    policies = [*params.get("policies", ()), *selections.get("policies", [])]
+    tasks = [*params.get("tasks", ()), *selections.get("tasks", [])]
+    if policies:  # flags replace the file's lists rather than extend them
+        data["policies"] = policies
+    if tasks:
+        data["tasks"] = tasks
+    for key in ("seeds", "baseline", "jobs", "out", "resamples"):
+        if params.get(key) is not None:
+            data[key] = params[key]
+    return data, source or "command line"
+
+
+def _extra(params: dict[str, Any], selections: dict[str, list[str]]) -> dict[str, Any]:
+    run: dict[str, Any] = {}
+    for kind, field_name in (("rewards", "reward"), ("executors", "executor")):
+        if kind in selections:
+            run[field_name] = selections[kind][-1]
+    for flag in ("reward", "seed", "device"):
+        if params.get(flag) is not None:
+            run[flag] = params[flag]
+    extra: dict[str, Any] = {"run": run} if run else {}
+    if params.get("max_epochs") is not None:
+        extra["env"] = {"max_epochs": params["max_epochs"]}
+    return extra
+
+
+def print_tables(results: Any, console: Any) -> None:
+    from rich.table import Table
+
+    from esper_core.comparison import describe, sections, table_rows
+
+    for task, heading in sections(results):
+        header, rows = table_rows(results, task, short=True)
+        table = Table(title=heading, title_justify="left")
+        for i, column in enumerate(header):
+            table.add_column(column, justify="left" if i == 0 else "right", no_wrap=i == 0)
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+    for line in describe(results):
+        console.print(f"[dim]{line}[/dim]")
+
+
+@click.command()
+@click.argument("experiment", required=False, type=click.Path(dir_okay=False))
+@click.option("--policy", "policies", multiple=True,
+              help="A policy to compare (repeatable): heuristic, random, wait, ppo:DIR/checkpoint.pt.")
+@click.option("--task", "tasks", multiple=True, help="A task (repeatable; default: the config's run.task).")
+@click.option("--seeds", type=int, help="Seeds per policy and task (default 5): --seed, --seed + 1, ...")
+@click.option("--seed", type=int, help="First seed (run.seed).")
+@click.option("--jobs", "-j", type=int, help="Cells run in parallel processes (default 1).")
+@click.option("--baseline", help="Policy label for P(policy > baseline), e.g. wait.")
+@click.option("--out", type=click.Path(file_okay=False),
+              help="Experiment directory (default runs/compare-<tasks>-<policies>); running again continues it.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Shared TOML or JSON run config.")
+@click.option("--set", "sets", multiple=True, metavar="SECTION.KEY=VALUE", help="Override one shared config value.")
+@click.option("--plugin", "plugins", multiple=True, metavar="KIND.NAME|MODULE|FILE.py",
+              help="Load a plugin module or file, or select a component (policies.NAME adds a policy).")
+@click.option("--reward", help="Reward family (only logged: policies are evaluated, not trained).")
+@click.option("--device", help="Device of every cell, e.g. cpu.")
+@click.option("--max-epochs", type=int, help="Epochs per episode (default: the task's).")
+@click.option("--resamples", type=int, help="Bootstrap resamples (default 2000).")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--json", "as_json", is_flag=True, help="Print results.json to stdout instead of tables.")
+@click.pass_context
+def compare(ctx: click.Context, **params: Any) -> None:
+    """Compare policies over seeds (and tasks): IQM, 95% bootstrap CIs, P(improvement).
+
+    Either flags (esper compare --policy heuristic --policy wait --task digits --seeds 5
+    --baseline wait) or an experiment file (esper compare experiments/x.toml; flags
+    override it). Every (task, policy, seed) is a run directory under OUT/cells/;
+    finished ones are reused when the command runs again. Writes OUT/results.json,
+    OUT/results.md and OUT/intervals.png.
+    """
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from esper_core.comparison import Plan, compare as run_compare
+    from esper_core.converter import unstructure
+    from esper_core.experiment import build_experiment, parse_experiment, shared_config
+    from esper_core.plugins import split_selections
+
+    pm = plugin_manager(ctx)
+    loads, selections = split_selections(params.get("plugins") or ())
+    pm.extend(loads)
+    data, source = _experiment_data(params, selections)
+    spec = parse_experiment(data, source)
+    base = shared_config(spec, params.get("config_path"), _extra(params, selections), params.get("sets") or ())
+    experiment = build_experiment(spec, base, loads)
+    out = Path(spec.out) if spec.out else experiment.default_out()
+    jobs = spec.jobs or 1
+    quiet = bool(params.get("quiet") or params.get("as_json"))
+    err = Console(stderr=True)
+    progress = Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TimeRemainingColumn(), console=err, disable=quiet,
+    )
+    bar: dict[str, Any] = {}
+
+    def on_plan(plan: Plan) -> None:
+        if not quiet:
+            notes = [f"{plan.total} runs in {plan.directory}"]
+            if plan.completed:
+                notes.append(f"{plan.completed} already finished")
+            if plan.resumable:
+                notes.append(f"{plan.resumable} to resume from their checkpoint")
+            if plan.broken:
+                notes.append(f"{plan.broken} unfinished to run again")
+            err.print("; ".join(notes))
+        progress.start()
+        bar["id"] = progress.add_task("cells", total=plan.total, completed=plan.completed)
+
+    def on_outcome(outcome: Any) -> None:
+        if outcome.status == "failed":
+            progress.console.print(f"[red]failed[/red] {outcome.directory}: {outcome.error}")
+        if outcome.status in ("completed", "skipped", "failed"):
+            name = "/".join(Path(outcome.directory).parts[-3:])
+            progress.update(bar["id"], advance=1, description=f"last: {name}")
+
+    def notify(message: str) -> None:
+        progress.console.print(message)
+
+    try:
+        report = run_compare(experiment, pm, out, jobs=jobs, on_plan=on_plan, on_outcome=on_outcome, notify=notify)
+    finally:
+        progress.stop()
+    if params.get("as_json"):
+        click.echo(dumps(unstructure(report.results)))
+    else:
+        console = Console()
+        print_tables(report.results, console)
+        console.print(f"results: {out / 'results.md'}, {out / 'results.json'}, {out / 'intervals.png'}")
+    if report.failed:
+        click.echo(
+            f"error: {len(report.failed)} run(s) failed (listed above); run the same command again to retry them",
+            err=True,
+        )
+        ctx.exit(1)

@@ -1,0 +1,93 @@
+"""Turn what goes wrong during a run into one clear message with advice.
+
+Out-of-memory, a dead DataLoader worker, a full disk and an exception raised inside a
+plugin's code each become an :class:`~esper_core.errors.EsperError` that says what
+happened, what to do, and where the last checkpoint is. Anything else is a bug and
+keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import errno
+import sys
+import traceback
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from esper_core.checkpoint import DiskFullError
+from esper_core.errors import DataError, EsperError, PluginError
+
+CORE_PACKAGES = ("esper_core", "esper_cli")
+
+
+class ResourceError(EsperError):
+    """The device ran out of memory."""
+
+
+def _resume_hint(run_dir: Path | None, mode: str) -> str:
+    if run_dir is None:
+        return ""
+    checkpoint = run_dir / "checkpoint.pt"
+    if checkpoint.is_file():
+        return f" The last checkpoint is {checkpoint}; continue with: esper {mode} --resume {run_dir}"
+    return f" No checkpoint was written yet in {run_dir}."
+
+
+def blame(exc: BaseException, plugin_modules: dict[str, str]) -> str | None:
+    """The plugin whose code raised ``exc``: the innermost traceback frame in a plugin module.
+
+    ``plugin_modules`` maps plugin name -> module name. A frame matches a plugin when it
+    runs in that module or in another module of the same top-level package.
+    """
+    frames = [frame.f_globals.get("__name__", "") for frame, _ in traceback.walk_tb(exc.__traceback__)]
+    by_module = {module: name for name, module in plugin_modules.items()}
+    by_package: dict[str, list[str]] = {}
+    for name, module in plugin_modules.items():
+        by_package.setdefault(module.split(".")[0], []).append(name)
+    for module in reversed(frames):
+        root = module.split(".")[0]
+        if root in CORE_PACKAGES:
+            continue
+        if module in by_module:
+            return by_module[module]
+        if root in by_package:
+            return " / ".join(sorted(by_package[root]))
+    return None
+
+
+def explain(exc: BaseException, plugin_modules: dict[str, str], run_dir: Path | None, mode: str) -> EsperError | None:
+    """An :class:`EsperError` describing ``exc`` for the user, or None to let it propagate."""
+    if isinstance(exc, EsperError):
+        return None
+    torch: ModuleType | None = sys.modules.get("torch")
+    hint = _resume_hint(run_dir, mode)
+    if torch is not None and isinstance(exc, torch.OutOfMemoryError):
+        return ResourceError(
+            f"out of device memory ({_first_line(exc)}). Lower env.batch_size, put fewer envs on each "
+            f"device (--devices), or enable mixed precision (--set training.amp=bf16).{hint}"
+        )
+    if isinstance(exc, RuntimeError) and "DataLoader worker" in str(exc):
+        return DataError(
+            f"a data-loading worker process died ({_first_line(exc)}). This is often the OS killing it "
+            f"for lack of memory, or a crash in the dataset's code; rerun with --set env.num_workers=0 "
+            f"to see the dataset's own error.{hint}"
+        )
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return DiskFullError(f"no space left on the device ({exc}). Free disk space.{hint}")
+    culprit = blame(exc, plugin_modules)
+    if culprit is not None:
+        return PluginError(
+            f"plugin {culprit} raised {type(exc).__name__}: {_first_line(exc)} (run with --debug for the "
+            f"traceback).{hint}"
+        )
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def plugin_modules(pm: Any) -> dict[str, str]:
+    return {info.name: info.module for info in pm.plugins()}

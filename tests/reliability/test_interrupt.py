@@ -1,0 +1,56 @@
+"""Ctrl-C during an epoch: a checkpoint, a clean exit with resume advice, an identical resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+FAKE = str(Path(__file__).parents[1] / "fake_plugin.py")
+ARGS = [
+    "run", "--plugin", FAKE, "--task", "tiny", "--policy", "scripted", "--reward", "acc_delta",
+    "--set", "run.telemetry=[]", "--set", "lifecycle.min_training_epochs=2", "--max-epochs", "12",
+    "--episodes", "2", "--quiet", "--json",
+]
+
+
+def esper(*args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, "-m", "esper_cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def stable(summary: dict) -> dict:  # type: ignore[type-arg]
+    out = {k: v for k, v in summary.items() if k not in ("wall_time", "run_name")}
+    out["episodes"] = [{k: v for k, v in e.items() if k != "time"} for e in summary["episodes"]]
+    return out
+
+
+def test_sigint_checkpoints_exits_cleanly_and_resumes_identically(tmp_path: Path) -> None:
+    reference = esper(*ARGS, "--out", str(tmp_path / "ref"))
+    out, err = reference.communicate(timeout=300)
+    assert reference.returncode == 0, err
+    expected = stable(json.loads(out))
+
+    run_dir = tmp_path / "cut"
+    proc = esper(*ARGS, "--out", str(run_dir))
+    deadline = time.time() + 120
+    while not (run_dir / "checkpoint.pt").exists():  # first periodic checkpoint: mid-episode
+        assert time.time() < deadline and proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Interrupt received" in err and f"Resume with: esper run --resume {run_dir}" in err
+    assert "Traceback" not in err
+    assert not (run_dir / "summary.json").exists()
+    assert not [p for p in run_dir.iterdir() if p.name.endswith(".tmp")]
+
+    resumed = esper("run", "--plugin", FAKE, "--resume", str(run_dir), "--quiet", "--json")
+    out, err = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, err
+    assert stable(json.loads(out)) == expected

@@ -1,0 +1,160 @@
+"""Runs survive faults: bad losses roll back, resource failures end with advice and a
+consistent run directory, plugin exceptions name the plugin."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from esper_core.checkpoint import DiskFullError, load_checkpoint
+from esper_core.config import load_config
+from esper_core.errors import DataError, PluginError
+from esper_core.failures import ResourceError
+from esper_core.plugins import PluginManager
+from esper_core.runner import run
+
+FAKE = str(Path(__file__).parents[1] / "fake_plugin.py")
+BASE = [
+    "run.task=faulty", "run.policy=scripted", "run.reward=acc_delta", "run.telemetry=[]",
+    "lifecycle.min_training_epochs=2", "env.max_epochs=10", "run.checkpoint_every=2",
+    "governor.min_history=2",
+]
+
+
+@pytest.fixture(scope="module")
+def pm() -> PluginManager:
+    return PluginManager(extra=[FAKE])
+
+
+def assert_consistent(run_dir: Path, checkpoint_epoch: int | None) -> None:
+    """config.toml present, no temporary files, the checkpoint (if any) loads at a boundary."""
+    names = {p.name for p in run_dir.iterdir()}
+    assert "config.toml" in names
+    assert not [n for n in names if n.endswith(".tmp")], names
+    assert "summary.json" not in names
+    if checkpoint_epoch is not None:
+        assert load_checkpoint(run_dir / "checkpoint.pt")["epoch"] == checkpoint_epoch
+
+
+@pytest.mark.parametrize("fault", ["nan", "inf", "explode"])
+def test_bad_losses_roll_back_and_the_run_finishes(pm: PluginManager, tmp_path: Path, fault: str) -> None:
+    epochs = 3 if fault == "explode" else 1  # the statistical check needs 3 consecutive epochs
+    config = load_config(overrides=[*BASE, f"tasks.faulty.fault={fault!r}".replace("'", '"'),
+                                    "tasks.faulty.at_epoch=5", f"tasks.faulty.epochs={epochs}"])
+    summary = run(config, pm, run_dir=tmp_path / "r", quiet=True)
+    assert summary["status"] == "completed" and summary["rollbacks"] >= 1
+    episode = summary["episodes"][0]
+    assert episode["reward_components"]["governor_penalty"] <= -10.0
+    assert episode["final_val_acc"] > 30.0, "the restored model should still work"
+
+
+def test_out_of_memory_ends_with_advice_and_a_checkpoint(pm: PluginManager, tmp_path: Path) -> None:
+    config = load_config(overrides=[*BASE, 'tasks.faulty.fault="oom"', "tasks.faulty.at_epoch=6"])
+    with pytest.raises(ResourceError) as info:
+        run(config, pm, run_dir=tmp_path / "r", quiet=True)
+    message = str(info.value)
+    assert "out of device memory" in message and "env.batch_size" in message
+    assert f"esper run --resume {tmp_path / 'r'}" in message
+    assert_consistent(tmp_path / "r", checkpoint_epoch=4)
+
+
+def test_dataloader_worker_crash_ends_with_advice(pm: PluginManager, tmp_path: Path) -> None:
+    config = load_config(overrides=[*BASE, 'tasks.faulty.fault="worker_crash"', "tasks.faulty.at_epoch=3",
+                                    "env.num_workers=1"])
+    with pytest.raises(DataError) as info:
+        run(config, pm, run_dir=tmp_path / "r", quiet=True)
+    assert "data-loading worker process died" in str(info.value) and "env.num_workers=0" in str(info.value)
+    assert_consistent(tmp_path / "r", checkpoint_epoch=2)
+
+
+def test_disk_full_during_a_checkpoint_keeps_the_previous_one(pm: PluginManager, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = {"n": 0}
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        calls["n"] += 1
+        if calls["n"] > 3:  # config.toml, checkpoint 1 (.pt, .json), then the disk fills up
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(DiskFullError, match="no space left"):
+        run(load_config(overrides=BASE), pm, run_dir=tmp_path / "r", quiet=True)
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    assert_consistent(tmp_path / "r", checkpoint_epoch=2)
+
+
+BROKEN_COMPONENTS = {
+    "policy": ("act", "policies", "scripted"),
+    "reward": ("compute", "rewards", "acc_delta"),
+    "task": ("loss", "tasks", "faulty"),
+}
+
+
+@pytest.mark.parametrize("component", sorted(BROKEN_COMPONENTS))
+def test_a_plugin_raising_at_run_time_is_named(tmp_path: Path, component: str) -> None:
+    method, kind, name = BROKEN_COMPONENTS[component]
+    plugin = tmp_path / f"broken_{component}.py"
+    plugin.write_text(
+        "from esper_core import hookimpl\n"
+        f"from esper_core.plugins import PluginManager\n"
+        f"import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('fake_src', {FAKE!r})\n"
+        "src = importlib.util.module_from_spec(spec); spec.loader.exec_module(src)\n"
+        f"def _boom(self, *a, **k):\n    raise ValueError('broken {component}')\n"
+        f"class Broken:\n    pass\n"
+        f"@hookimpl\ndef esper_register_{kind}(register):\n"
+        f"    base = PluginManager(autoload=False, extra=[{FAKE!r}]).get({kind!r}, {name!r})\n"
+        f"    cls = type('Broken', (base,), {{'name': 'broken', '{method}': _boom}})\n"
+        f"    register(cls)\n"
+    )
+    pm = PluginManager(extra=[FAKE, str(plugin)])
+    field = {"policies": "policy", "rewards": "reward", "tasks": "task"}[kind]
+    config = load_config(overrides=[*BASE, f"run.{field}=broken"])
+    with pytest.raises(PluginError) as info:
+        run(config, pm, run_dir=tmp_path / "r", quiet=True)
+    assert f"broken_{component}.py" in str(info.value) and f"broken {component}" in str(info.value)
+    assert_consistent(tmp_path / "r", checkpoint_epoch=None)
+
+
+HOOKS = ["tasks", "blueprints", "rewards", "policies", "telemetry", "executors"]
+
+
+@pytest.mark.parametrize("kind", [*HOOKS, "commands"])
+def test_a_plugin_raising_in_each_hook_is_named(tmp_path: Path, kind: str) -> None:
+    arg = "cli" if kind == "commands" else "register"
+    plugin = tmp_path / f"raising_{kind}.py"
+    plugin.write_text(
+        "from esper_core import hookimpl\n"
+        f"@hookimpl\ndef esper_register_{kind}({arg}):\n    raise KeyError('oops')\n"
+    )
+    if kind == "commands":
+        pm = PluginManager(autoload=False, extra=[str(plugin)])
+        from esper_cli.main import cli
+
+        with pytest.raises(PluginError, match=rf"raising_commands\.py.*esper_register_commands.*KeyError"):
+            pm.add_commands(cli)
+        return
+    with pytest.raises(PluginError, match=rf"raising_{kind}\.py.*esper_register_{kind}.*KeyError"):
+        PluginManager(autoload=False, extra=[str(plugin)])
+
+
+def test_telemetry_backend_raising_is_disabled_and_the_run_finishes(tmp_path: Path) -> None:
+    plugin = tmp_path / "bad_backend.py"
+    plugin.write_text(
+        "from attrs import define\nfrom esper_core import hookimpl\n"
+        "@define\nclass O:\n    pass\n"
+        "class Bad:\n    name = 'bad'\n    description = 'raises'\n    Options = O\n"
+        "    def __init__(self, options, run_dir=None, quiet=False):\n        pass\n"
+        "    def handle(self, events):\n        raise OSError('disk on fire')\n"
+        "@hookimpl\ndef esper_register_telemetry(register):\n    register(Bad)\n"
+    )
+    pm = PluginManager(extra=[FAKE, str(plugin)])
+    summary: dict[str, Any] = run(load_config(overrides=[*BASE, 'run.telemetry=["bad"]']), pm,
+                                  run_dir=tmp_path / "r", quiet=True)
+    assert summary["status"] == "completed"
