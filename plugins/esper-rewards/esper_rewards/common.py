@@ -1,0 +1,146 @@
+"""Rules shared by the reward families: the potential Φ, the shaping term, the rent.
+
+Each rule lives here once; the families only combine them. Options are a single
+inheritance chain (attrs slotted classes cannot mix in several bases):
+``ShapingOptions`` (Φ and its weight) → ``ShapingRentOptions`` (+ parameter rent).
+
+Sign convention of every component: positive is good for the controller, so costs
+(rent, refusals, interventions) are returned as values <= 0.
+"""
+
+from __future__ import annotations
+
+import math
+
+from attrs import define
+
+from esper_core.converter import in_range, options_field
+from esper_core.errors import ConfigError
+from esper_core.lifecycle import LIVE_STAGES, Stage
+from esper_core.rewards import RewardContext, SlotSnapshot
+
+# Stages that hold a seed. Only these earn the epochs-in-stage bonus: on DORMANT the
+# bonus would make germinating *lower* Φ (an idle slot would be worth up to 2, a fresh
+# seed 1), and on the cooldown stages it would make pruning look like progress.
+# FOSSILIZED is included so a long-lived fossil (6 + 2) stays worth more than a seed
+# held in HOLDING forever (5.5 + 2).
+SEED_STAGES: frozenset[Stage] = LIVE_STAGES | {Stage.FOSSILIZED}
+
+
+def _finite(value: object) -> str | None:
+    """Potentials may be any number, but not NaN or infinite (Φ would poison every step)."""
+    if value is None or (isinstance(value, int | float) and math.isfinite(value)):
+        return None
+    return f"expected a finite number, got {value!r}"
+
+
+def check_gamma(gamma: float) -> float:
+    """The run's discount, validated: the family must shape with the learner's gamma."""
+    if isinstance(gamma, bool) or not isinstance(gamma, int | float) or not 0.0 < gamma <= 1.0:
+        raise ConfigError([f"run.gamma: expected a number in (0, 1], got {gamma!r}"])
+    return float(gamma)
+
+
+@define
+class ShapingOptions:
+    """Potential-based shaping ``w·(γ·Φ(s′) − Φ(s))``; Φ sums over every slot."""
+
+    shaping_weight: float = options_field(0.3, in_range(0), "w: weight of the PBRS term.")
+    potential_dormant: float = options_field(0.0, _finite, "Φ of an empty slot.")
+    potential_germinated: float = options_field(1.0, _finite, "Φ of a GERMINATED seed.")
+    potential_training: float = options_field(2.0, _finite, "Φ of a TRAINING seed.")
+    potential_blending: float = options_field(3.5, _finite, "Φ of a BLENDING seed.")
+    potential_holding: float = options_field(5.5, _finite, "Φ of a HOLDING seed.")
+    potential_fossilized: float = options_field(6.0, _finite, "Φ of a fossil.")
+    potential_pruned: float = options_field(0.0, _finite, "Φ of a slot in PRUNED.")
+    potential_embargoed: float = options_field(0.0, _finite, "Φ of a slot in EMBARGOED.")
+    potential_resetting: float = options_field(0.0, _finite, "Φ of a slot in RESETTING.")
+    epoch_bonus: float = options_field(
+        0.3,
+        in_range(0),
+        "Φ bonus per epoch in stage, seed-holding stages only (GERMINATED..FOSSILIZED).",
+    )
+    epoch_bonus_cap: float = options_field(
+        2.0, in_range(0), "Largest epochs-in-stage bonus per slot."
+    )
+    zero_terminal_potential: bool = options_field(
+        False,
+        doc="Take Φ(s′) = 0 at the last step and at a rollback (strict policy invariance for an "
+        "episodic learner); off: the episode's shaping telescopes to γ^T·Φ(s_T) − Φ(s_0).",
+    )
+
+
+@define
+class ShapingRentOptions(ShapingOptions):
+    """Shaping plus the parameter rent ``min(scale·ln(1 + seed/max(host, floor)), cap)·weight``."""
+
+    rent_weight: float = options_field(0.1, in_range(0), "Weight of the parameter rent (per step).")
+    rent_log_scale: float = options_field(
+        0.5, in_range(0), "Scale of ln(1 + seed/host) in the rent."
+    )
+    rent_cap: float = options_field(1.5, in_range(0), "Largest rent before rent_weight.")
+    rent_host_floor: int = options_field(
+        200,
+        in_range(1, integer=True),
+        "Host parameters below this count as this many (tiny hosts).",
+    )
+
+
+def stage_potential(stage: Stage, opts: ShapingOptions) -> float:
+    return {
+        Stage.DORMANT: opts.potential_dormant,
+        Stage.GERMINATED: opts.potential_germinated,
+        Stage.TRAINING: opts.potential_training,
+        Stage.BLENDING: opts.potential_blending,
+        Stage.HOLDING: opts.potential_holding,
+        Stage.FOSSILIZED: opts.potential_fossilized,
+        Stage.PRUNED: opts.potential_pruned,
+        Stage.EMBARGOED: opts.potential_embargoed,
+        Stage.RESETTING: opts.potential_resetting,
+    }[stage]
+
+
+def slot_potential(slot: SlotSnapshot, opts: ShapingOptions) -> float:
+    value = stage_potential(slot.stage, opts)
+    if slot.stage in SEED_STAGES:
+        value += min(opts.epoch_bonus * slot.epochs_in_stage, opts.epoch_bonus_cap)
+    return value
+
+
+def potential(slots: tuple[SlotSnapshot, ...], opts: ShapingOptions) -> float:
+    """Φ(s): the sum over ALL slots, so WAIT and ops on other slots are credited too."""
+    return math.fsum(slot_potential(slot, opts) for slot in slots)
+
+
+def shaping(ctx: RewardContext, opts: ShapingOptions, gamma: float) -> float:
+    """``w·(γ·Φ(s′) − Φ(s))`` with s = slots before the action, s′ = slots after the step."""
+    terminal = opts.zero_terminal_potential and (ctx.is_last_step or ctx.rolled_back)
+    phi_after = 0.0 if terminal else potential(ctx.slots_after, opts)
+    return opts.shaping_weight * (gamma * phi_after - potential(ctx.slots_before, opts))
+
+
+def rent(seed_params: int, host_params: int, opts: ShapingRentOptions) -> float:
+    """The per-step parameter rent, as a value <= 0.
+
+    Host parameters only appear in the denominator: a larger host makes the same seed
+    cheaper, and the rent never grows with the host.
+    """
+    ratio = max(seed_params, 0) / max(host_params, opts.rent_host_floor)
+    # "0.0 -" keeps a zero rent +0.0 rather than -0.0 in telemetry.
+    return 0.0 - opts.rent_weight * min(opts.rent_log_scale * math.log1p(ratio), opts.rent_cap)
+
+
+def refused(ctx: RewardContext, penalty: float) -> float:
+    """``−penalty`` when the env refused the action (illegal, or its gate failed)."""
+    return 0.0 if ctx.applied else -penalty
+
+
+def accuracy_improvement(ctx: RewardContext, weight: float, clip_points: float) -> float:
+    """``weight·clip(val_acc − val_acc_prev, ±clip_points)``, accuracies in percent points.
+
+    Validation accuracy, never test: rewards must not be optimised on the test split.
+    """
+    delta = ctx.val_acc - ctx.val_acc_prev
+    if not math.isfinite(delta):
+        return 0.0
+    return weight * max(-clip_points, min(clip_points, delta))

@@ -1,0 +1,71 @@
+"""``rewards.pbrs``: accuracy improvement + potential-based shaping − parameter rent
+(+ a bonus on the final validation accuracy at the last step)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from attrs import define
+
+from esper_core import hookimpl
+from esper_core.converter import in_range, options_field
+from esper_core.rewards import RewardBreakdown, RewardContext
+from esper_rewards.common import (
+    ShapingRentOptions,
+    accuracy_improvement,
+    check_gamma,
+    refused,
+    rent,
+    shaping,
+)
+
+
+@define
+class PBRSOptions(ShapingRentOptions):
+    accuracy_weight: float = options_field(
+        0.1, in_range(0), "Reward per point of validation-accuracy improvement."
+    )
+    accuracy_clip: float = options_field(
+        10.0, in_range(0, lo_open=True), "Clip of the per-step accuracy change, in points."
+    )
+    terminal_weight: float = options_field(
+        1.0, in_range(0), "Last-step bonus: terminal_weight·val_acc/100."
+    )
+    refused_penalty: float = options_field(
+        0.05, in_range(0), "Subtracted when the env refuses the action (illegal or failed gate)."
+    )
+
+
+def pbrs_components(ctx: RewardContext, opts: PBRSOptions, gamma: float) -> dict[str, float]:
+    """The pbrs components; ``shaped`` builds on exactly these."""
+    return {
+        "accuracy": accuracy_improvement(ctx, opts.accuracy_weight, opts.accuracy_clip),
+        "shaping": shaping(ctx, opts, gamma),
+        "rent": rent(ctx.seed_params, ctx.host_params, opts),
+        "terminal": opts.terminal_weight * ctx.val_acc / 100.0 if ctx.is_last_step else 0.0,
+        "refused": refused(ctx, opts.refused_penalty),
+    }
+
+
+class PBRSReward:
+    """Accuracy improvement, potential-based lifecycle shaping and a parameter rent."""
+
+    name: ClassVar[str] = "pbrs"
+    description: ClassVar[str] = (
+        "accuracy improvement + potential-based shaping over all slots − parameter rent "
+        "+ final-accuracy bonus"
+    )
+    Options: ClassVar[type] = PBRSOptions
+    components: ClassVar[tuple[str, ...]] = ("accuracy", "shaping", "rent", "terminal", "refused")
+
+    def __init__(self, options: PBRSOptions, *, gamma: float) -> None:
+        self.options = options
+        self.gamma = check_gamma(gamma)
+
+    def compute(self, ctx: RewardContext) -> RewardBreakdown:
+        return RewardBreakdown.of(**pbrs_components(ctx, self.options, self.gamma))
+
+
+@hookimpl
+def esper_register_rewards(register: Any) -> None:
+    register(PBRSReward)
