@@ -19,6 +19,7 @@ def _run_or_train(ctx: click.Context, mode: str, params: dict[str, Any], extra_r
 
     pm = plugin_manager(ctx)
     resume = params.get("resume")
+    run_dir: Path | None
     if resume:
         run_dir = Path(resume)
         config = runner.load_run_config(run_dir)

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import torch
 from attrs import frozen
 
 from esper_core.lifecycle import ADVANCE_TARGET, LIVE_STAGES, Stage
-from esper_core.slot import SlotReport
+
+if TYPE_CHECKING:
+    # torch is imported where masks are built, so plugins that only name ops and
+    # actions (rewards, policies) load without it.
+    import torch
+
+    from esper_core.slot import SlotReport
 
 
 class LifecycleOp(enum.IntEnum):
@@ -130,6 +136,8 @@ class ActionMasks:
     alpha_target: torch.Tensor  # [n_slots, n_targets]
 
     def __eq__(self, other: object) -> bool:
+        import torch
+
         if not isinstance(other, ActionMasks):
             return NotImplemented
         return all(torch.equal(getattr(self, h), getattr(other, h)) for h in HEADS)
@@ -147,6 +155,8 @@ def _alpha_targets_legal(report: SlotReport, targets: Sequence[float]) -> list[b
 
 def compute_masks(reports: Sequence[SlotReport], space: ActionSpace, rules: MaskRules) -> ActionMasks:
     """The one place that decides which actions are legal."""
+    import torch
+
     n_slots = len(space.slot_ids)
     slot = torch.zeros(len(OPS), n_slots, dtype=torch.bool)
     alpha = torch.zeros(n_slots, len(space.alpha_targets), dtype=torch.bool)
@@ -177,6 +187,9 @@ def compute_masks(reports: Sequence[SlotReport], space: ActionSpace, rules: Mask
 def refusal_reason(action: Action, masks: ActionMasks, space: ActionSpace) -> str | None:
     """Why ``action`` is illegal under ``masks``, or None if it is legal."""
     sizes = space.head_sizes
+    # The op first: a raw int out of range would index the masks (-1 silently meaning FOSSILIZE).
+    if not 0 <= int(action.op) < sizes["op"]:
+        return f"op index {int(action.op)} out of range [0, {sizes['op']})"
     for head, value in zip(HEADS, action.as_indices()):
         if head in OP_HEADS.get(action.op, ()) and not 0 <= value < sizes[head]:
             return f"{head} index {value} out of range [0, {sizes[head]})"

@@ -263,6 +263,7 @@ def describe_fields(cls: type) -> Sequence[tuple[str, Any, str]]:
     """(name, default, doc) of every field of an attrs options class, for help output."""
     rows = []
     for f in attrs.fields(cls):
-        default = f.default.factory() if isinstance(f.default, attrs.Factory) else f.default  # type: ignore[attr-defined]
+        factory = getattr(f.default, "factory", None)
+        default = factory() if factory is not None else f.default
         rows.append((f.name, default, f.metadata.get("doc", "")))
     return rows

@@ -129,6 +129,12 @@ class MorphogeneticEnv:
         self.governor = Governor(self.config.governor, self.task.chance_loss)
         self.data: TaskData = self.task.load_data(self.device)
         self.generator = torch.Generator().manual_seed(seed)
+        # Built once per episode: each iteration draws a fresh permutation from the
+        # generator, and DataLoader workers (for datasets that do not fit) persist.
+        self._train_loader = make_loader(
+            self.data.train, self.batch_size, device=self.device, generator=self.generator, shuffle=True,
+            max_batches=self.config.env.max_batches, num_workers=self.config.env.num_workers,
+        )
 
     def _eval_batches(self, split: Any) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         loader = make_loader(split, self.eval_batch_size, device=self.device, generator=None, shuffle=False)
@@ -218,7 +224,7 @@ class MorphogeneticEnv:
 
     # ------------------------------------------------------------ events
 
-    def _ev(self, cls: type[Event], **fields: Any) -> Event:
+    def _ev(self, cls: Any, **fields: Any) -> Event:
         return cls(env=self.env_index, episode=self.episode, epoch=self.epoch, **fields)
 
     def _stage_event(self, slot: SeedSlot, before: Stage) -> list[Event]:
@@ -318,10 +324,6 @@ class MorphogeneticEnv:
 
     def begin_epoch(self) -> None:
         self.trainer.begin_epoch()
-        self._train_loader = make_loader(
-            self.data.train, self.batch_size, device=self.device, generator=self.generator, shuffle=True,
-            max_batches=self.config.env.max_batches, num_workers=self.config.env.num_workers,
-        )
 
     def train_batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         return iter(self._train_loader)

@@ -388,7 +388,7 @@ def _epoch_loop(session: Session, stop: StopFlag, outer_count: int, after_outer:
             for result in results:
                 events.extend(result.events)
             if session.mode == "train":
-                events = [attrs.evolve(e, update=session.outer) if hasattr(e, "update") else e for e in events]
+                events = [attrs.evolve(e, update=session.outer) if hasattr(e, "update") else e for e in events]  # type: ignore[call-arg]
             session.emit(events)
             session.hub.flush()
             observations = [r.observation for r in results]

@@ -17,12 +17,18 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-
 import torch
 from attrs import define, field, frozen
 from torch import nn
 
-from esper_core.alpha import STYLES, AlphaSchedule, BlendGate, blend_add, blend_gated, blend_multiply
+from esper_core.alpha import (
+    STYLES,
+    AlphaSchedule,
+    BlendGate,
+    blend_add,
+    blend_gated,
+    blend_multiply,
+)
 from esper_core.blueprint import Blueprint
 from esper_core.converter import converter
 from esper_core.host import InjectionSpec
@@ -116,6 +122,9 @@ class SlotReport:
 
 class SeedSlot(nn.Module):
     """An injection point; see the module docstring for the stage semantics."""
+
+    _anchor: torch.Tensor
+    _alpha: torch.Tensor
 
     def __init__(
         self,

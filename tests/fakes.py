@@ -188,13 +188,13 @@ class FaultyTaskOptions:
 
 
 class _CrashingDataset(torch.utils.data.Dataset):  # type: ignore[type-arg]
-    """Map-style view of a split whose DataLoader worker dies in a given epoch.
+    """Map-style view of a split whose (single) DataLoader worker dies in a given epoch.
 
-    Workers are forked at the start of each epoch with a copy of the task, so the
-    task's batch counter tells the worker which epoch it serves."""
+    The worker counts the samples it served in its own copy of the dataset, which
+    tells it the epoch (one worker serves every sample)."""
 
-    def __init__(self, split: TensorSplit, task: FaultyTask) -> None:
-        self.split, self.task = split, task
+    def __init__(self, split: TensorSplit, at_epoch: int) -> None:
+        self.split, self.at_epoch, self.served = split, at_epoch, 0
 
     def __len__(self) -> int:
         return len(self.split)
@@ -202,7 +202,8 @@ class _CrashingDataset(torch.utils.data.Dataset):  # type: ignore[type-arg]
     def __getitem__(self, i: int):  # type: ignore[no-untyped-def]
         import os
 
-        if self.task.fault.at_epoch == self.task._epoch() + 1:
+        self.served += 1
+        if self.served > (self.at_epoch - 1) * len(self.split):
             os._exit(1)  # a worker killed by the OS (segfault, OOM killer) looks like this
         return self.split.inputs[i], self.split.targets[i]
 
@@ -231,7 +232,7 @@ class FaultyTask(TinyTask):
         data = super().load_data(device)
         if self.fault.fault != "worker_crash":
             return data
-        return TaskData(_CrashingDataset(data.train, self), data.val, data.test)
+        return TaskData(_CrashingDataset(data.train, self.fault.at_epoch), data.val, data.test)
 
     def prepare_batch(self, inputs, targets, train, generator):  # type: ignore[no-untyped-def]
         if train:

@@ -12,7 +12,11 @@ def _block(c_in: int, c_out: int, convs: int) -> nn.Sequential:
     layers: list[nn.Module] = []
     for _ in range(convs):
         # No conv bias: the BatchNorm shift that follows makes it redundant.
-        layers += [nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU()]
+        layers += [
+            nn.Conv2d(c_in, c_out, 3, padding=1, bias=False),
+            nn.BatchNorm2d(c_out),
+            nn.ReLU(),
+        ]
         c_in = c_out
     layers.append(nn.MaxPool2d(2))
     return nn.Sequential(*layers)

@@ -88,7 +88,9 @@ class TransformerHost(nn.Module):
         self.head = nn.Linear(d_model, vocab_size, bias=False)
         self.head.weight = self.tok_emb.weight
         self._specs = tuple(
-            InjectionSpec(slot_id=slot_id(0, i), channels=d_model, topology=self.topology, segment=i)
+            InjectionSpec(
+                slot_id=slot_id(0, i), channels=d_model, topology=self.topology, segment=i
+            )
             for i in range(n_segments)
         )
         self._init_weights(n_layer)

@@ -1,0 +1,82 @@
+"""Seed modules for transformer hosts: ``[B, T, C] -> [B, T, C]`` at any T.
+
+Every module returns the full activation (residual form), because the slot blends
+``lerp(h, seed(h), alpha)``. Nothing looks ahead in time: a seed in a causal model
+must keep position ``t`` independent of positions after ``t``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def num_heads(channels: int, max_heads: int = 4, min_head_dim: int = 8) -> int:
+    """Most heads (at most ``max_heads``) dividing ``channels`` with ``min_head_dim`` each."""
+    for heads in range(max_heads, 0, -1):
+        if channels % heads == 0 and channels // heads >= min_head_dim:
+            return heads
+    return 1
+
+
+class NormSeed(nn.Module):
+    """``x + LayerNorm(x)`` with the norm's affine scale and shift initialised to zero."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(channels)
+        nn.init.zeros_(self.norm.weight)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.norm(x)
+
+
+class LoRASeed(nn.Module):
+    """``x + up(down(x))``: a rank-``rank`` linear update, ``up`` initialised to zero."""
+
+    def __init__(self, channels: int, rank: int) -> None:
+        super().__init__()
+        self.down = nn.Linear(channels, rank, bias=False)
+        self.up = nn.Linear(rank, channels, bias=False)
+        nn.init.zeros_(self.up.weight)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.up(self.down(x))
+
+
+class AttentionSeed(nn.Module):
+    """``x + proj(causal_self_attention(LN(x)))`` with ``proj`` initialised to zero."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.n_head = num_heads(channels)
+        self.norm = nn.LayerNorm(channels)
+        self.qkv = nn.Linear(channels, 3 * channels)
+        self.proj = nn.Linear(channels, channels)
+        nn.init.zeros_(self.proj.weight)
+        nn.init.zeros_(self.proj.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.norm(x)).split(c, dim=2)
+        shape = (b, t, self.n_head, c // self.n_head)
+        q, k, v = (z.view(shape).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return x + self.proj(y.transpose(1, 2).reshape(b, t, c))
+
+
+class MLPSeed(nn.Module):
+    """``x + fc2(gelu(fc1(LN(x))))`` with hidden width ``expansion * C``."""
+
+    def __init__(self, channels: int, expansion: int, zero_init: bool) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(channels)
+        self.fc1 = nn.Linear(channels, expansion * channels)
+        self.fc2 = nn.Linear(expansion * channels, channels)
+        if zero_init:
+            nn.init.zeros_(self.fc2.weight)
+            nn.init.zeros_(self.fc2.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.fc2(F.gelu(self.fc1(self.norm(x))))

@@ -1,0 +1,237 @@
+"""``tasks.charlm``: a character-level language model over any text file.
+
+Default corpus: the Python standard library's own ``.py`` sources (present on every
+machine with Python), read in sorted path order and cut at ``max_chars``. The
+vocabulary is the sorted set of characters of the corpus. The token stream is split
+contiguously into train / validation / test and chunked into ``[N, block_size]``
+sequences whose targets are the inputs shifted by one character.
+
+Metrics: ``metrics()`` sums the cross-entropy and the correct next-character
+predictions over every token; perplexity is ``exp(loss_sum / count)``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from attrs import define, field
+
+from esper_core import hookimpl
+from esper_core.converter import in_range, one_of, options_field
+from esper_core.errors import DataError
+from esper_core.task import BatchMetrics, TaskData
+from esper_tasks.common import (
+    TransformerPreset,
+    classification_metrics,
+    cross_entropy,
+    resolve_preset,
+    validate_options,
+)
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+PRESETS: dict[str, TransformerPreset] = {
+    "base": TransformerPreset(d_model=128, n_layer=4, n_head=4, n_segments=2),
+    "small": TransformerPreset(d_model=64, n_layer=2, n_head=2, n_segments=2),
+    "impaired": TransformerPreset(d_model=32, n_layer=2, n_head=2, n_segments=2),
+}
+_HOST_FIELDS = ("d_model", "n_layer", "n_head", "n_segments")
+
+
+@define
+class CharLMOptions:
+    path: str | None = options_field(
+        None, doc="Text file to model (default: the Python standard library's .py sources)."
+    )
+    max_chars: int = options_field(
+        1_000_000, in_range(1000, integer=True), "Characters of the corpus used (a cap)."
+    )
+    block_size: int = options_field(
+        128, in_range(2, integer=True), "Characters per training sequence (the context)."
+    )
+    val_fraction: float = options_field(
+        0.05, in_range(0, 1, lo_open=True, hi_open=True), "Fraction of the stream for validation."
+    )
+    test_fraction: float = options_field(
+        0.05, in_range(0, 1, lo_open=True, hi_open=True), "Fraction of the stream for test."
+    )
+    preset: str = options_field("base", one_of(*PRESETS), "Host preset: base, small or impaired.")
+    d_model: int | None = options_field(None, in_range(1, integer=True), "Override: model width.")
+    n_layer: int | None = options_field(None, in_range(1, integer=True), "Override: blocks.")
+    n_head: int | None = options_field(None, in_range(1, integer=True), "Override: heads.")
+    n_segments: int | None = options_field(
+        None, in_range(1, integer=True), "Override: segments (= slots); must divide n_layer."
+    )
+
+    def __esper_validate__(self) -> list[str]:
+        problems = []
+        if self.val_fraction + self.test_fraction >= 1:
+            problems.append("val_fraction + test_fraction must leave training text")
+        p = resolve_preset(PRESETS, self, _HOST_FIELDS)
+        if p.d_model % p.n_head:
+            problems.append(f"d_model {p.d_model} is not divisible by n_head {p.n_head}")
+        if p.n_layer % p.n_segments:
+            problems.append(f"n_layer {p.n_layer} is not divisible by n_segments {p.n_segments}")
+        return problems
+
+
+@define
+class CharLMTask:
+    """Next-character prediction with a GPT-style transformer host."""
+
+    name: ClassVar[str] = "charlm"
+    description: ClassVar[str] = (
+        "character-level language model (default corpus: Python's stdlib sources), transformer host"
+    )
+    Options: ClassVar[type] = CharLMOptions
+
+    topology: ClassVar[str] = "transformer"
+    default_max_epochs: ClassVar[int] = 30
+    default_batch_size: ClassVar[int] = 64
+    default_eval_batch_size: ClassVar[int] = 256
+
+    options: CharLMOptions = field(factory=CharLMOptions)
+    _text: str | None = field(default=None, init=False, repr=False)
+    _vocab: tuple[str, ...] | None = field(default=None, init=False, repr=False)
+    _index: dict[str, int] | None = field(default=None, init=False, repr=False)
+    _cache: dict[str, TaskData] = field(factory=dict, init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        validate_options(self.options, self.name)
+
+    # ------------------------------------------------------------ corpus
+
+    @property
+    def text(self) -> str:
+        """The corpus (read once, on first use)."""
+        if self._text is None:
+            from esper_tasks.corpus import read_text, stdlib_sources
+
+            if self.options.path is None:
+                paths = stdlib_sources()
+            else:
+                path = Path(self.options.path).expanduser()
+                if not path.is_file():
+                    raise DataError(
+                        f"charlm corpus {path} does not exist; set tasks.charlm.path to a text "
+                        "file, or unset it to use the Python standard library's sources"
+                    )
+                paths = [path]
+            self._text = read_text(paths, self.options.max_chars)
+        return self._text
+
+    @property
+    def vocab(self) -> tuple[str, ...]:
+        """The sorted characters of the corpus; token ``i`` is ``vocab[i]``."""
+        if self._vocab is None:
+            self._vocab = tuple(sorted(set(self.text)))
+        return self._vocab
+
+    def _char_index(self) -> dict[str, int]:
+        if self._index is None:
+            self._index = {ch: i for i, ch in enumerate(self.vocab)}
+        return self._index
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.vocab)
+
+    @property
+    def chance_loss(self) -> float:
+        import math
+
+        return math.log(self.num_classes)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text``; every character must be in the vocabulary."""
+        index = self._char_index()
+        try:
+            return [index[ch] for ch in text]
+        except KeyError as exc:
+            raise DataError(f"character {exc.args[0]!r} is not in the charlm vocabulary") from None
+
+    def decode(self, ids: Any) -> str:
+        """The text of token ids (a list or a tensor)."""
+        vocab = self.vocab
+        values = ids.tolist() if hasattr(ids, "tolist") else ids
+        return "".join(vocab[i] for i in values)
+
+    # ------------------------------------------------------------ host and data
+
+    @property
+    def preset(self) -> TransformerPreset:
+        return resolve_preset(PRESETS, self.options, _HOST_FIELDS)
+
+    def build_host(self) -> nn.Module:
+        from esper_tasks.hosts.transformer import TransformerHost
+
+        p = self.preset
+        return TransformerHost(
+            vocab_size=self.num_classes,
+            block_size=self.options.block_size,
+            d_model=p.d_model,
+            n_layer=p.n_layer,
+            n_head=p.n_head,
+            n_segments=p.n_segments,
+        )
+
+    def split_bounds(self) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]]:
+        """``[start, stop)`` character offsets of the train, validation and test streams."""
+        n = len(self.text)
+        n_val = round(n * self.options.val_fraction)
+        n_test = round(n * self.options.test_fraction)
+        n_train = n - n_val - n_test
+        return (0, n_train), (n_train, n_train + n_val), (n_train + n_val, n)
+
+    def _load_cpu(self) -> TaskData:
+        import torch
+
+        from esper_core.data import TensorSplit
+
+        stream = torch.tensor(self.encode(self.text), dtype=torch.int64)
+        bs = self.options.block_size
+
+        def chunks(start: int, stop: int) -> TensorSplit:
+            part = stream[start:stop]
+            n = (len(part) - 1) // bs
+            if n < 1:
+                raise DataError(
+                    f"a charlm split of {len(part)} characters holds no sequence of "
+                    f"{bs + 1}; use more text or a smaller block_size"
+                )
+            inputs = part[: n * bs].reshape(n, bs).contiguous()
+            targets = part[1 : n * bs + 1].reshape(n, bs).contiguous()
+            return TensorSplit(inputs, targets)
+
+        train, val, test = (chunks(*bounds) for bounds in self.split_bounds())
+        return TaskData(train=train, val=val, test=test)
+
+    def load_data(self, device: torch.device | str) -> TaskData:
+        from esper_core.data import cached_on_device
+
+        return cached_on_device(self._cache, device, self._load_cpu)
+
+    def prepare_batch(
+        self,
+        inputs: torch.Tensor,
+        targets: torch.Tensor,
+        train: bool,
+        generator: torch.Generator | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return inputs, targets
+
+    def loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Mean next-character cross-entropy over every token of ``[B, T, V]`` outputs."""
+        return cross_entropy(outputs, targets, "mean")
+
+    def metrics(self, outputs: torch.Tensor, targets: torch.Tensor) -> BatchMetrics:
+        """Sums over tokens: perplexity = exp(loss_sum / count), accuracy = correct / count."""
+        return classification_metrics(outputs, targets)
+
+
+@hookimpl
+def esper_register_tasks(register: Any) -> None:
+    register(CharLMTask)

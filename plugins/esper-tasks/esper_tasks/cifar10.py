@@ -1,0 +1,278 @@
+"""``tasks.cifar10``: CIFAR-10 through torchvision, downloaded only when asked.
+
+The data stays uint8 ``[N, 3, 32, 32]`` in memory (150 MB for the training set);
+``prepare_batch`` converts, normalises and augments each batch on its device.
+
+Loading: torchvision's ``CIFAR10`` class supplies the folder and file names, the
+checksums and the download. The batches themselves are read here, in the same pickle
+format, because ``CIFAR10`` refuses any file whose md5 differs from the official one:
+that makes it impossible to test the loading path on a small fixture, and it would
+re-hash 180 MB at every construction. Checksums are still verified (with torchvision's
+``check_integrity``) unless ``verify_checksums = false``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from attrs import define, field
+
+from esper_core import hookimpl
+from esper_core.converter import in_range, one_of, options_field
+from esper_core.errors import DataError
+from esper_core.task import BatchMetrics, TaskData
+from esper_tasks.common import (
+    CNNPreset,
+    classification_metrics,
+    cross_entropy,
+    resolve_preset,
+    stratified_split,
+    validate_options,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+    from torch import nn
+
+PRESETS: dict[str, CNNPreset] = {
+    "base": CNNPreset(base_channels=32, n_blocks=3, convs_per_block=2),
+    "small": CNNPreset(base_channels=16, n_blocks=3, convs_per_block=1),
+    # Two shallow blocks see ~10x10 pixel patches before the global pool: seeds add
+    # the depth (receptive field) it lacks, as for the digits impaired preset.
+    "impaired": CNNPreset(base_channels=16, n_blocks=2, convs_per_block=1),
+}
+_HOST_FIELDS = ("base_channels", "n_blocks", "convs_per_block")
+MEAN = (0.4914, 0.4822, 0.4465)
+STD = (0.2470, 0.2435, 0.2616)
+DEFAULT_DATA_DIR = "~/.cache/esper/cifar10"
+
+
+@define
+class Cifar10Options:
+    data_dir: str = options_field(
+        DEFAULT_DATA_DIR, doc="Directory holding cifar-10-batches-py/ (created by download)."
+    )
+    download: bool = options_field(False, doc="Download CIFAR-10 (170 MB) if it is absent.")
+    verify_checksums: bool = options_field(True, doc="Check the batches' md5 sums when loading.")
+    preset: str = options_field("base", one_of(*PRESETS), "Host preset: base, small or impaired.")
+    base_channels: int | None = options_field(
+        None, in_range(1, integer=True), "Override the preset: channels of the first block."
+    )
+    n_blocks: int | None = options_field(
+        None, in_range(1, 5, integer=True), "Override the preset: blocks (= slots), at most 5."
+    )
+    convs_per_block: int | None = options_field(
+        None, in_range(1, integer=True), "Override the preset: conv+BN+ReLU layers per block."
+    )
+    split_seed: int = options_field(
+        0, in_range(0, integer=True), "Seed of the fixed stratified validation split."
+    )
+    val_size: int = options_field(
+        5000, in_range(1, integer=True), "Training images held out for validation."
+    )
+    augment: bool = options_field(True, doc="Random crop (4-pixel padding) and flip in training.")
+
+
+def _batch_names() -> tuple[str, list[tuple[str, str]], list[tuple[str, str]], str]:
+    from torchvision.datasets import CIFAR10
+
+    train = [(name, md5) for name, md5 in CIFAR10.train_list]
+    test = [(name, md5) for name, md5 in CIFAR10.test_list]
+    return CIFAR10.base_folder, train, test, str(CIFAR10.meta["filename"])
+
+
+def _read_batches(folder: Path, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """uint8 images ``[N, 3, 32, 32]`` and int64 labels from CIFAR python batches."""
+    import pickle
+
+    import numpy as np
+
+    images, labels = [], []
+    for name in names:
+        try:
+            with open(folder / name, "rb") as f:
+                entry = pickle.load(f, encoding="latin1")
+            images.append(np.asarray(entry["data"], dtype=np.uint8).reshape(-1, 3, 32, 32))
+            labels.append(np.asarray(entry["labels"], dtype=np.int64))
+        except (OSError, pickle.UnpicklingError, KeyError, ValueError, EOFError) as exc:
+            raise DataError(
+                f"CIFAR-10 batch {folder / name} is unreadable ({type(exc).__name__}: {exc}); "
+                "delete the folder and download again with --set tasks.cifar10.download=true"
+            ) from None
+    return np.concatenate(images), np.concatenate(labels)
+
+
+@define
+class Cifar10Task:
+    """Classify CIFAR-10 (32x32 colour images, 10 classes) with a CNN host."""
+
+    name: ClassVar[str] = "cifar10"
+    description: ClassVar[str] = "CIFAR-10 via torchvision (download on request), CNN host"
+    Options: ClassVar[type] = Cifar10Options
+
+    topology: ClassVar[str] = "cnn"
+    num_classes: ClassVar[int] = 10
+    default_max_epochs: ClassVar[int] = 150
+    default_batch_size: ClassVar[int] = 128
+    default_eval_batch_size: ClassVar[int] = 1000
+    padding: ClassVar[int] = 4
+
+    options: Cifar10Options = field(factory=Cifar10Options)
+    _cache: dict[str, TaskData] = field(factory=dict, init=False, repr=False)
+    _norm: dict[str, Any] = field(factory=dict, init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        validate_options(self.options, self.name)
+
+    @property
+    def chance_loss(self) -> float:
+        import math
+
+        return math.log(self.num_classes)
+
+    @property
+    def preset(self) -> CNNPreset:
+        return resolve_preset(PRESETS, self.options, _HOST_FIELDS)
+
+    @property
+    def root(self) -> Path:
+        return Path(os.path.expanduser(self.options.data_dir))
+
+    def build_host(self) -> nn.Module:
+        from esper_tasks.hosts.cnn import CNNHost
+
+        p = self.preset
+        return CNNHost(3, self.num_classes, p.base_channels, p.n_blocks, p.convs_per_block)
+
+    # ------------------------------------------------------------ data
+
+    def _ensure_present(self) -> Path:
+        base_folder, train, test, meta = _batch_names()
+        folder = self.root / base_folder
+        wanted = [name for name, _ in train + test] + [meta]
+        missing = [name for name in wanted if not (folder / name).is_file()]
+        if missing and self.options.download:
+            self._download()
+            missing = [name for name in wanted if not (folder / name).is_file()]
+        if missing:
+            raise DataError(
+                f"CIFAR-10 not found: looked in {folder} and found no {', '.join(missing)}. "
+                "Download it with --set tasks.cifar10.download=true (needs network), or place "
+                "the python-format batches (data_batch_1..5, test_batch, batches.meta from "
+                f"cifar-10-python.tar.gz) in {folder}; --set tasks.cifar10.data_dir=DIR "
+                "points elsewhere"
+            )
+        if self.options.verify_checksums:
+            from torchvision.datasets.utils import check_integrity
+
+            bad = [
+                name for name, md5 in train + test if not check_integrity(str(folder / name), md5)
+            ]
+            if bad:
+                raise DataError(
+                    f"CIFAR-10 batches in {folder} do not match the official checksums "
+                    f"({', '.join(bad)}): delete them and download again with "
+                    "--set tasks.cifar10.download=true, or skip the check with "
+                    "--set tasks.cifar10.verify_checksums=false"
+                )
+        return folder
+
+    def _download(self) -> None:
+        from torchvision.datasets import CIFAR10
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            # Constructing the test split downloads and extracts the whole archive.
+            CIFAR10(root=str(self.root), train=False, download=True)
+        except Exception as exc:  # urllib, tarfile and checksum failures have no common base
+            raise DataError(
+                f"downloading CIFAR-10 into {self.root} failed ({type(exc).__name__}: {exc}); "
+                "check the network, or place the python-format batches there by hand"
+            ) from exc
+
+    def split_indices(self, train_labels: Any) -> tuple[Any, Any]:
+        """Training and validation indices into the official training set."""
+        n = len(train_labels)
+        if self.options.val_size >= n:
+            raise DataError(
+                f"val_size {self.options.val_size} leaves no training images out of {n}; "
+                "lower tasks.cifar10.val_size"
+            )
+        sizes = (n - self.options.val_size, self.options.val_size)
+        train_idx, val_idx = stratified_split(train_labels, sizes, self.options.split_seed)
+        return train_idx, val_idx
+
+    def _load_cpu(self) -> TaskData:
+        import torch
+
+        from esper_core.data import TensorSplit
+
+        folder = self._ensure_present()
+        _, train, test, _ = _batch_names()
+        x_train, y_train = _read_batches(folder, [name for name, _ in train])
+        x_test, y_test = _read_batches(folder, [name for name, _ in test])
+        train_idx, val_idx = self.split_indices(y_train)
+        images, labels = torch.from_numpy(x_train), torch.from_numpy(y_train)
+
+        def take(idx: Any) -> TensorSplit:
+            index = torch.from_numpy(idx)
+            return TensorSplit(images[index].contiguous(), labels[index].contiguous())
+
+        return TaskData(
+            train=take(train_idx),
+            val=take(val_idx),
+            test=TensorSplit(torch.from_numpy(x_test), torch.from_numpy(y_test)),
+        )
+
+    def load_data(self, device: torch.device | str) -> TaskData:
+        from esper_core.data import cached_on_device
+
+        return cached_on_device(self._cache, device, self._load_cpu)
+
+    # ------------------------------------------------------------ batches
+
+    def _mean_std(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        import torch
+
+        key = str(device)
+        if key not in self._norm:
+            mean = torch.tensor(MEAN).view(1, 3, 1, 1).to(device)
+            std = torch.tensor(STD).view(1, 3, 1, 1).to(device)
+            self._norm[key] = (mean, std)
+        return self._norm[key]
+
+    def prepare_batch(
+        self,
+        inputs: torch.Tensor,
+        targets: torch.Tensor,
+        train: bool,
+        generator: torch.Generator | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """uint8 -> float in [0, 1] -> (train) crop and flip -> normalise with CIFAR statistics.
+
+        Padding happens before normalisation, so padded pixels are black, as with
+        torchvision's ``RandomCrop(32, padding=4)`` on images.
+        """
+        x = inputs.float() / 255.0  # not in place: eval batches are views of the split
+        if train and self.options.augment:
+            if generator is None:
+                raise ValueError("cifar10 training batches need the env's torch.Generator")
+            from esper_tasks.augment import random_crop_flip
+
+            x = random_crop_flip(x, self.padding, generator)
+        mean, std = self._mean_std(x.device)
+        return (x - mean) / std, targets
+
+    def loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return cross_entropy(outputs, targets, "mean")
+
+    def metrics(self, outputs: torch.Tensor, targets: torch.Tensor) -> BatchMetrics:
+        return classification_metrics(outputs, targets)
+
+
+@hookimpl
+def esper_register_tasks(register: Any) -> None:
+    register(Cifar10Task)

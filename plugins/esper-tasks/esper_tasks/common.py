@@ -1,0 +1,115 @@
+"""What the tasks share: host presets, classification loss/metrics and stratified splits.
+
+Nothing here imports torch or numpy at module level: plugin discovery imports this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from attrs import frozen
+
+from esper_core.converter import check_values
+from esper_core.errors import ConfigError
+from esper_core.task import BatchMetrics
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+
+@frozen
+class CNNPreset:
+    """Shape of a :class:`esper_tasks.hosts.cnn.CNNHost`."""
+
+    base_channels: int
+    n_blocks: int
+    convs_per_block: int = 1
+
+
+@frozen
+class TransformerPreset:
+    """Shape of a :class:`esper_tasks.hosts.transformer.TransformerHost`."""
+
+    d_model: int
+    n_layer: int
+    n_head: int
+    n_segments: int
+
+
+def resolve_preset(presets: dict[str, Any], options: Any, fields: Sequence[str]) -> Any:
+    """The preset named by ``options.preset`` with every non-None override of ``fields``."""
+    import attrs
+
+    preset = presets[options.preset]
+    overrides = {f: getattr(options, f) for f in fields if getattr(options, f) is not None}
+    return attrs.evolve(preset, **overrides)
+
+
+def validate_options(options: Any, task_name: str) -> None:
+    """Run the options' declared checks, so a directly built ``Options`` is checked too."""
+    problems = check_values(options, f"tasks.{task_name}")
+    if problems:
+        raise ConfigError(problems)
+
+
+def cross_entropy(outputs: torch.Tensor, targets: torch.Tensor, reduction: str) -> torch.Tensor:
+    """Cross-entropy over the last dimension, for ``[B, K]`` and ``[B, T, K]`` outputs alike."""
+    import torch.nn.functional as F
+
+    return F.cross_entropy(
+        outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1), reduction=reduction
+    )
+
+
+def classification_metrics(outputs: torch.Tensor, targets: torch.Tensor) -> BatchMetrics:
+    """Sums over every prediction of the batch, all on device (no ``.item()``, no sync)."""
+    import torch
+
+    outputs = outputs.detach()
+    loss_sum = cross_entropy(outputs, targets, "sum")
+    correct = (outputs.argmax(dim=-1) == targets).sum()
+    # torch.full launches a fill kernel; torch.tensor(n, device=...) would copy from the host.
+    count = torch.full((), targets.numel(), dtype=torch.int64, device=targets.device)
+    return BatchMetrics(loss_sum=loss_sum, correct=correct, count=count)
+
+
+def _apportion(total: int, weights: np.ndarray) -> np.ndarray:
+    """Split ``total`` proportionally to integer ``weights`` (largest remainder, exact)."""
+    import numpy as np
+
+    if total == 0:
+        return np.zeros_like(weights)
+    scaled = total * weights
+    base, remainder = np.divmod(scaled, weights.sum())
+    short = int(total - base.sum())
+    order = np.argsort(-remainder, kind="stable")
+    base[order[:short]] += 1
+    return base
+
+
+def stratified_split(labels: Any, sizes: Sequence[int], seed: int) -> list[np.ndarray]:
+    """Disjoint index sets of the given sizes, each with the label proportions of the whole.
+
+    Deterministic in ``seed`` alone (numpy PCG64), independent of any run seed. Each
+    returned index array is sorted, so a split keeps the dataset's order.
+    """
+    import numpy as np
+
+    labels = np.asarray(labels)
+    if sum(sizes) != len(labels):
+        raise ValueError(f"split sizes {list(sizes)} do not add up to {len(labels)} samples")
+    rng = np.random.default_rng(seed)
+    pools = [rng.permutation(np.flatnonzero(labels == c)) for c in np.unique(labels)]
+    remaining = np.array([len(p) for p in pools], dtype=np.int64)
+    taken = np.zeros_like(remaining)
+    parts = []
+    for j, size in enumerate(sizes):
+        last = j == len(sizes) - 1
+        counts = remaining.copy() if last else _apportion(size, remaining)
+        chosen = [pool[t : t + k] for pool, t, k in zip(pools, taken, counts, strict=True)]
+        parts.append(np.sort(np.concatenate(chosen)))
+        taken += counts
+        remaining -= counts
+    return parts

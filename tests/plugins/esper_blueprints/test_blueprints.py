@@ -1,0 +1,110 @@
+"""Every blueprint: shape preservation, honest parameter estimates, identity at birth,
+gradient flow; transformer seeds stay causal."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from esper_blueprints.cnn import BLUEPRINTS as CNN
+from esper_blueprints.cnn_modules import num_groups
+from esper_blueprints.transformer import BLUEPRINTS as TRANSFORMER
+
+from esper_core.blueprint import Blueprint
+
+ALL = CNN + TRANSFORMER
+CHANNELS = (2, 4, 8, 32, 128)
+EXPECTED_IDENTITY = {
+    "cnn/noop", "cnn/norm", "cnn/bottleneck", "cnn/conv_small",
+    "transformer/noop", "transformer/norm", "transformer/lora", "transformer/lora_large",
+    "transformer/attention", "transformer/mlp",
+}  # fmt: skip
+
+
+def _input(bp: Blueprint, channels: int, size: int, batch: int = 3) -> torch.Tensor:
+    if bp.topology == "cnn":
+        return torch.randn(batch, channels, size, size + 1)
+    return torch.randn(batch, size, channels)
+
+
+def _build(bp: Blueprint, channels: int) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return bp.build(channels)
+
+
+def test_the_domain_blueprints_exist() -> None:
+    assert [bp.name for bp in CNN] == [
+        "noop", "norm", "attention", "depthwise", "bottleneck", "conv_small", "conv_light", "conv_heavy",
+    ]  # fmt: skip
+    assert [bp.name for bp in TRANSFORMER] == [
+        "noop", "norm", "lora", "lora_large", "attention", "mlp_small", "mlp",
+    ]  # fmt: skip
+    assert all(bp.description and "\n" not in bp.description for bp in ALL)
+
+
+@pytest.mark.parametrize("bp", ALL, ids=lambda bp: bp.key)
+@pytest.mark.parametrize("channels", CHANNELS)
+def test_output_shape_equals_input_shape(bp: Blueprint, channels: int) -> None:
+    module = _build(bp, channels)
+    for size in (1, 3, 8, 17):
+        x = _input(bp, channels, size)
+        assert module(x).shape == x.shape
+    assert module(_input(bp, channels, 4, batch=1)).shape == _input(bp, channels, 4, batch=1).shape
+
+
+@pytest.mark.parametrize("bp", ALL, ids=lambda bp: bp.key)
+@pytest.mark.parametrize("channels", CHANNELS)
+def test_parameter_estimate_is_within_ten_percent(bp: Blueprint, channels: int) -> None:
+    actual = sum(p.numel() for p in _build(bp, channels).parameters())
+    estimate = bp.param_estimate(channels)
+    assert abs(estimate - actual) <= 0.1 * actual, (actual, estimate)
+
+
+@pytest.mark.parametrize("bp", ALL, ids=lambda bp: bp.key)
+def test_identity_at_birth_exactly_where_claimed(bp: Blueprint) -> None:
+    assert bp.identity_at_birth == (bp.key in EXPECTED_IDENTITY)
+    for channels in (4, 32):
+        module = _build(bp, channels)
+        x = _input(bp, channels, 6)
+        out = module(x)
+        if bp.identity_at_birth:
+            assert torch.equal(out, x)
+        else:
+            assert not torch.allclose(out, x, atol=1e-3)
+
+
+@pytest.mark.parametrize("bp", ALL, ids=lambda bp: bp.key)
+def test_gradients_flow(bp: Blueprint) -> None:
+    channels = 8
+    module = _build(bp, channels)
+    x = _input(bp, channels, 5).requires_grad_(True)
+    weights = torch.randn_like(x)
+    optimizer = torch.optim.SGD(module.parameters(), lr=0.1) if bp.name != "noop" else None
+    for step in range(2):  # zero-initialised layers pass gradient upstream after one step
+        module.zero_grad()
+        x.grad = None
+        (module(x) * weights).sum().backward()
+        if optimizer is not None and step == 0:
+            optimizer.step()
+    assert x.grad is not None and torch.isfinite(x.grad).all() and x.grad.abs().sum() > 0
+    for name, p in module.named_parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all(), name
+        assert p.grad.abs().sum() > 0, name
+
+
+@pytest.mark.parametrize("bp", TRANSFORMER, ids=lambda bp: bp.key)
+def test_transformer_seeds_are_causal(bp: Blueprint) -> None:
+    module = _build(bp, 16)
+    for p in module.parameters():  # leave the zero-initialised state, so mixing would show
+        torch.nn.init.normal_(p, std=0.5)
+    x = torch.randn(2, 10, 16)
+    y = x.clone()
+    y[:, 6:] += 1.0
+    assert torch.equal(module(x)[:, :6], module(y)[:, :6])
+
+
+@pytest.mark.parametrize(
+    ("channels", "groups"),
+    [(1, 1), (2, 1), (4, 1), (6, 1), (8, 2), (16, 4), (32, 8), (48, 8), (256, 8)],
+)
+def test_group_counts_divide_small_channel_counts(channels: int, groups: int) -> None:
+    assert num_groups(channels) == groups

@@ -1,0 +1,49 @@
+"""The esper-tasks distribution: entry points, registration, lazy imports."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from esper_core.plugins import PluginManager
+from esper_core.task import Task
+
+NAMES = ["tasks.digits", "tasks.cifar10", "tasks.charlm"]
+
+
+def test_tasks_register_through_entry_points() -> None:
+    # Named entry points only, so a broken plugin of another distribution cannot fail this.
+    pm = PluginManager(NAMES, autoload=False)
+    registry = pm.registry("tasks")
+    assert {"digits", "cifar10", "charlm"} <= set(registry.names())
+    for name in ("digits", "cifar10", "charlm"):
+        assert registry.plugin_of(name) == f"tasks.{name}"
+        cls = registry.get(name)
+        assert cls.name == name and cls.description
+    infos = {info.name: info for info in pm.plugins()}
+    assert infos["tasks.digits"].distribution == "esper-tasks"
+    assert infos["tasks.digits"].components == ("tasks.digits",)
+    assert isinstance(registry.get("digits")(), Task)
+
+
+def test_only_the_named_plugin_loads_without_autoload() -> None:
+    pm = PluginManager(extra=["tasks.cifar10"], autoload=False)
+    assert pm.registry("tasks").names() == ["cifar10"]
+
+
+def test_plugin_modules_do_not_import_heavy_libraries() -> None:
+    # Only this distribution's plugins: others installed alongside are not under test.
+    code = (
+        "import sys\n"
+        "import esper_tasks.digits, esper_tasks.cifar10, esper_tasks.charlm\n"
+        "from esper_core.plugins import PluginManager\n"
+        "names = ['tasks.digits', 'tasks.cifar10', 'tasks.charlm']\n"
+        "pm = PluginManager(names, autoload=False)\n"
+        "assert pm.registry('tasks').names() == ['charlm', 'cifar10', 'digits']\n"
+        "heavy = [m for m in ('torch', 'torchvision', 'sklearn', 'numpy') if m in sys.modules]\n"
+        "print(','.join(heavy))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == ""
