@@ -19,11 +19,17 @@ def cosine(t: float) -> float:
 
 
 def sigmoid(t: float, steepness: float = 10.0) -> float:
-    """Logistic curve rescaled so that t=0 gives exactly 0 and t=1 exactly 1."""
-    lo = 1.0 / (1.0 + math.exp(steepness / 2.0))
-    hi = 1.0 / (1.0 + math.exp(-steepness / 2.0))
-    raw = 1.0 / (1.0 + math.exp(-steepness * (t - 0.5)))
-    return (raw - lo) / (hi - lo)
+    """Logistic curve rescaled so that t=0 gives exactly 0 and t=1 exactly 1.
+
+    Written with ``logistic(x) = (1 + tanh(x / 2)) / 2``: ``math.exp`` overflows for a
+    steepness above ~1400, tanh never does.
+    """
+    if t <= 0.0:
+        return 0.0
+    if t >= 1.0:
+        return 1.0
+    half = math.tanh(steepness / 4.0)
+    return (math.tanh(steepness * (t - 0.5) / 2.0) + half) / (2.0 * half)
 
 
 CURVES = ("linear", "cosine", "sigmoid")

@@ -115,3 +115,18 @@ def test_help_and_plugins_answer_quickly() -> None:
         elapsed = time.perf_counter() - start
         assert result.returncode == 0
         assert elapsed < 2.0, f"esper {' '.join(args)} took {elapsed:.2f}s"
+
+
+def test_third_party_blueprint_germinates_by_name(tmp_path: Path) -> None:
+    from esper_core.config import load_config
+    from esper_core.gym import make_env
+    from esper_core.lifecycle import Stage
+    from esper_core.plugins import PluginManager
+
+    env = make_env(load_config(overrides=["run.telemetry=[]", "env.max_epochs=2"]), PluginManager())
+    env.reset(0)
+    assert "cnn/dilated" in env.space.blueprints
+    result = env.step(env.space.germinate("r0c0", "dilated"))
+    slot = env.model.slot("r0c0")
+    assert result.refused is None and slot.stage == Stage.GERMINATED and slot.state.blueprint == "cnn/dilated"
+    assert type(slot.seed).__module__ == "esper_example_plugin.blueprints"
