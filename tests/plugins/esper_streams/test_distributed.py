@@ -1,0 +1,359 @@
+"""executors.distributed: env slices, gathered results, gradient averaging, rank-0 writing,
+``--nproc`` equivalence with a single process, and failing ranks (2 gloo processes on CPU)."""
+
+from __future__ import annotations
+
+import csv
+import functools
+import io
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from click.testing import CliRunner
+from esper_streams.distributed import DistributedExecutor, DistributedOptions, env_slice
+from esper_streams.launch import launch_local
+
+from esper_core.checkpoint import load_checkpoint
+from esper_core.executor import MultiProcessExecutor, SerialExecutor
+from tests.plugins.esper_streams import dist_jobs
+from tests.plugins.esper_streams.helpers import FAKE_PLUGIN, drive, make_config, make_envs
+
+CRASH_PLUGIN = str(Path(__file__).with_name("crash_plugin.py"))
+CPU = torch.device("cpu")
+# Wall-clock and naming fields: everything else of two equivalent runs must be identical.
+UNSTABLE = {
+    "time",
+    "epoch_time",
+    "wall_time",
+    "run_name",
+    "run_dir",
+    "executor",
+    "config",
+    "rollout_sps",
+    "update_sps",
+    "update_time",
+}
+
+
+# ---------------------------------------------------------------- in one process
+
+
+def test_env_slices_are_contiguous_balanced_and_cover_every_env() -> None:
+    for n_envs in range(2, 9):
+        for world in range(1, n_envs + 1):
+            slices = [env_slice(n_envs, r, world) for r in range(world)]
+            assert [i for s in slices for i in s] == list(range(n_envs))
+            assert max(map(len, slices)) - min(map(len, slices)) <= 1
+    assert [list(env_slice(3, r, 2)) for r in range(2)] == [[0], [1, 2]]
+
+
+def test_a_single_rank_steps_every_env_like_serial() -> None:
+    config = make_config("run.n_envs=2")
+    executor = DistributedExecutor(DistributedOptions(), config)
+    assert isinstance(executor, MultiProcessExecutor) and executor.is_writer
+    assert executor.env_devices(2) == [CPU, CPU] and list(executor.owned(2)) == [0, 1]
+    one = drive(executor, make_envs(config, [CPU] * 2), epochs=2)
+    serial = drive(SerialExecutor(None, config), make_envs(config, [CPU] * 2), epochs=2)
+    assert [[r.reward for r in s] for s in one] == [[r.reward for r in s] for s in serial]
+    assert [[r.observation for r in s] for s in one] == [[r.observation for r in s] for s in serial]
+    executor.close()
+
+
+# ---------------------------------------------------------------- two processes
+
+
+def _ranks(out: Path, n: int = 2) -> list[dict[str, Any]]:
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(n)]
+
+
+@pytest.mark.slow
+def test_two_ranks_split_the_envs_gather_serial_results_and_average_gradients(
+    tmp_path: Path,
+) -> None:
+    launch_local(2, functools.partial(dist_jobs.split_and_sync_job, str(tmp_path)), timeout=60)
+    rank0, rank1 = _ranks(tmp_path)
+    # Envs are split by index; each rank reset and trained only its own.
+    assert rank0["owned"] == [0] and rank1["owned"] == [1, 2]
+    assert rank0["stepped_here"] == [0] and rank1["stepped_here"] == [1, 2]
+    # Both ranks saw the results of every env, and they are the single-process results.
+    config = make_config("run.n_envs=3")
+    serial = drive(SerialExecutor(None, config), make_envs(config, [CPU] * 3), epochs=3)
+    expected = [[dist_jobs.summarize(r) for r in step] for step in serial]
+    assert rank0["steps"] == rank1["steps"] == expected
+    assert any(r["seed_params"] > 0 for r in expected[-1])
+    # Env states are gathered on rank 0 only (for its checkpoint).
+    assert rank0["states_on_this_rank"] == 3 and rank0["state_envs_epochs"] == [3, 3, 3]
+    assert rank1["states_on_this_rank"] is None
+    # bind_policy gave rank 1 rank 0's starting weights (they were 1.0 vs 2.0)...
+    assert rank0["toy_start"] == rank1["toy_start"]
+    assert rank0["toy_start"][0] == [1.0] * 6
+    # ...and after every update the parameters are identical, with the mean gradient applied.
+    assert rank0["toy_params"] == rank1["toy_params"]
+    assert rank0["toy_grads"] == rank1["toy_grads"]
+    x0, x1 = torch.full((4, 3), 1.0), torch.full((4, 3), 2.0)
+    w = torch.nn.Linear(3, 2)
+    with torch.no_grad():
+        w.weight.fill_(1.0)
+        w.bias.zero_()
+    g = [torch.autograd.grad(w(x).pow(2).sum(), list(w.parameters())) for x in (x0, x1)]
+    mean = [((a + b) / 2).flatten().tolist() for a, b in zip(*g)]
+    assert rank0["toy_grads"][0] == mean  # small integers: exact in float32
+
+
+@pytest.mark.slow
+def test_ppo_policies_stay_identical_on_both_ranks_and_match_one_process(tmp_path: Path) -> None:
+    pytest.importorskip("esper_tamiyo_ppo")
+    from esper_core import runner
+    from esper_core.plugins import PluginManager
+
+    overrides = [
+        "run.task=tiny",
+        "run.policy=ppo",
+        "run.reward=acc_delta",
+        "run.telemetry=[]",
+        "run.n_envs=3",
+        "env.max_epochs=4",
+        "train.updates=3",
+    ]
+    config = make_config(*overrides, "run.executor=distributed", "executors.distributed.timeout=60")
+    job = functools.partial(
+        dist_jobs.ppo_train_job, str(tmp_path), config, FAKE_PLUGIN, str(tmp_path / "two")
+    )
+    two = launch_local(2, job, timeout=60)
+    rank0, rank1 = _ranks(tmp_path)
+    assert len(rank0["fingerprints"]) == 3
+    assert rank0["fingerprints"] == rank1["fingerprints"]
+    assert len(set(rank0["fingerprints"])) == 3  # the policy did learn at every update
+    one = runner.train(
+        make_config(*overrides),
+        PluginManager(extra=[FAKE_PLUGIN]),
+        run_dir=tmp_path / "one",
+        quiet=True,
+        notify=lambda _: None,
+    )
+    assert _stable(two) == _stable(one)
+    a, b = (
+        load_checkpoint(tmp_path / "one" / "checkpoint.pt"),
+        load_checkpoint(tmp_path / "two" / "checkpoint.pt"),
+    )
+    assert _same(a["policy"], b["policy"]) and _same(a["envs"], b["envs"])
+
+
+def _stable(data: Any) -> Any:
+    """``data`` without wall-clock and naming fields, at any depth."""
+    if isinstance(data, dict):
+        return {k: _stable(v) for k, v in data.items() if k not in UNSTABLE}
+    if isinstance(data, list):
+        return [_stable(v) for v in data]
+    return data
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return (
+            isinstance(b, list | tuple)
+            and len(a) == len(b)
+            and all(_same(x, y) for x, y in zip(a, b))
+        )
+    return bool(a == b)
+
+
+def _cli(*args: str) -> Any:
+    from esper_cli.main import build_cli
+
+    group, pm = build_cli()
+    return CliRunner().invoke(group, list(args), obj={"pm": pm}, catch_exceptions=False)
+
+
+RUN = [
+    "run",
+    "--plugin",
+    FAKE_PLUGIN,
+    "--task",
+    "tiny",
+    "--policy",
+    "scripted",
+    "--reward",
+    "acc_delta",
+    "--envs",
+    "3",
+    "--max-epochs",
+    "4",
+    "--quiet",
+    "--set",
+    'run.telemetry=["jsonl", "csv"]',
+    "--set",
+    "lifecycle.min_training_epochs=2",
+    "--set",
+    "run.episodes=2",
+]
+
+
+@pytest.mark.slow
+def test_nproc_2_writes_the_run_directory_of_a_single_process(tmp_path: Path) -> None:
+    single = _cli(*RUN, "--out", str(tmp_path / "one"))
+    assert single.exit_code == 0, single.output
+    two = _cli(
+        *RUN,
+        "--out",
+        str(tmp_path / "two"),
+        "--executor",
+        "distributed",
+        "--nproc",
+        "2",
+        "--set",
+        "executors.distributed.timeout=60",
+    )
+    assert two.exit_code == 0, two.output
+    one_dir, two_dir = tmp_path / "one", tmp_path / "two"
+    assert sorted(p.name for p in one_dir.iterdir()) == sorted(p.name for p in two_dir.iterdir())
+    summary = [json.loads((d / "summary.json").read_text()) for d in (one_dir, two_dir)]
+    assert summary[0]["episodes_completed"] == 6
+    assert _stable(summary[0]) == _stable(summary[1])
+    # Only rank 0 wrote telemetry: every event once, the same events as one process.
+    events = [
+        [_stable(json.loads(line)) for line in (d / "events.jsonl").read_text().splitlines()]
+        for d in (one_dir, two_dir)
+    ]
+    assert events[0] == events[1]
+    rows = [
+        [
+            {k: v for k, v in row.items() if k != "epoch_time"}
+            for row in csv.DictReader(io.StringIO((d / "metrics.csv").read_text()))
+        ]
+        for d in (one_dir, two_dir)
+    ]
+    assert len(rows[0]) == 3 * 4 * 2 and rows[0] == rows[1]
+    config = [
+        [
+            line
+            for line in (d / "config.toml").read_text().splitlines()
+            if "executor" not in line
+            and "timeout" not in line
+            and "backend" not in line
+            and "streams" not in line
+        ]
+        for d in (one_dir, two_dir)
+    ]
+    assert config[0] == config[1]
+    a, b = load_checkpoint(one_dir / "checkpoint.pt"), load_checkpoint(two_dir / "checkpoint.pt")
+    for key in ("outer", "epoch", "envs", "policy", "ledger", "updates"):
+        assert _same(a[key], b[key]), key
+    assert _stable(a["episodes"]) == _stable(b["episodes"])
+
+
+@pytest.mark.slow
+def test_a_rank_that_raises_ends_the_job_with_an_error_naming_it(tmp_path: Path) -> None:
+    started = time.monotonic()
+    result = _cli(
+        *RUN,
+        "--plugin",
+        CRASH_PLUGIN,
+        "--reward",
+        "crash_on_rank",
+        "--out",
+        str(tmp_path / "r"),
+        "--executor",
+        "distributed",
+        "--nproc",
+        "2",
+        "--set",
+        "executors.distributed.timeout=60",
+    )
+    elapsed = time.monotonic() - started
+    assert result.exit_code == 2
+    message = result.output
+    assert message.startswith("error: rank 1 of 2 failed: ")
+    assert "ZeroDivisionError: injected failure at epoch 2" in message
+    assert "(rank 0 stopped as a consequence)" in message
+    assert elapsed < 60  # well before the collective timeout: no rank waited for it
+
+
+@pytest.mark.slow
+def test_a_hung_rank_ends_the_job_within_the_timeout(tmp_path: Path) -> None:
+    timeout = 15
+    started = time.monotonic()
+    result = _cli(
+        *RUN,
+        "--plugin",
+        CRASH_PLUGIN,
+        "--reward",
+        "crash_on_rank",
+        "--out",
+        str(tmp_path / "r"),
+        "--executor",
+        "distributed",
+        "--nproc",
+        "2",
+        "--set",
+        f"executors.distributed.timeout={timeout}",
+        "--set",
+        'rewards.crash_on_rank.mode="hang"',
+    )
+    elapsed = time.monotonic() - started
+    assert result.exit_code == 2
+    assert f"rank 1 of 2 did not answer within {timeout} s and was stopped" in result.output
+    assert "Rank 0 reported" in result.output
+    assert elapsed < 120  # start-up + epochs + timeout + grace, not the hour the rank sleeps
+
+
+def test_nproc_needs_a_multi_process_executor() -> None:
+    result = _cli(*RUN, "--nproc", "2")
+    assert result.exit_code == 2
+    assert (
+        "--nproc: executor 'serial' runs in one process; use --executor distributed"
+        in result.output
+    )
+
+
+@pytest.mark.slow
+def test_an_interrupt_on_one_rank_stops_all_and_the_run_resumes_identically(tmp_path: Path) -> None:
+    reference = _cli(*RUN, "--out", str(tmp_path / "ref"), "--json")
+    assert reference.exit_code == 0, reference.output
+    distributed = [
+        "--executor",
+        "distributed",
+        "--nproc",
+        "2",
+        "--set",
+        "executors.distributed.timeout=60",
+    ]
+    # The interrupter sends SIGINT to rank 0 only (it is rank 0's telemetry): every rank must
+    # agree to stop at the same epoch and take part in the checkpoint.
+    cut = _cli(
+        *RUN,
+        "--out",
+        str(tmp_path / "cut"),
+        *distributed,
+        "--set",
+        'run.telemetry=["interrupter"]',
+        "--set",
+        "telemetry.interrupter.at_epoch=2",
+        "--set",
+        "telemetry.interrupter.at_outer=1",
+    )
+    assert cut.exit_code == 130, cut.output
+    assert "interrupted at episode 1 epoch 2" in cut.output
+    resumed = _cli(
+        "run",
+        "--resume",
+        str(tmp_path / "cut"),
+        "--plugin",
+        FAKE_PLUGIN,
+        "--nproc",
+        "2",
+        "--json",
+        "--quiet",
+    )
+    assert resumed.exit_code == 0, resumed.output
+    one = json.loads((tmp_path / "ref" / "summary.json").read_text())
+    two = json.loads((tmp_path / "cut" / "summary.json").read_text())
+    assert _stable(one) == _stable(two)
