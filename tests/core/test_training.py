@@ -1,0 +1,81 @@
+"""The epoch's precision and compilation options, and its gradient statistics."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import pytest
+import torch
+
+from esper_core.actions import WAIT
+from esper_core.training import CompiledForward, total_grad_norm
+from tests.fakes import drive_to, make_env
+
+
+def test_bf16_autocast_trains_on_cpu() -> None:
+    env = make_env("training.amp=\"bf16\"", "env.max_epochs=4")
+    drive_to(env, "r0c0", "TRAINING")
+    result = env.step(WAIT)
+    assert math.isfinite(result.metrics.train_loss) and result.metrics.val_acc > 25.0
+    assert env.trainer.amp_dtype == torch.bfloat16 and not env.trainer.scaler.is_enabled()
+
+
+def test_fp16_needs_cuda() -> None:
+    with pytest.raises(ValueError, match="fp16 needs a CUDA device"):
+        make_env("training.amp=\"fp16\"")
+
+
+def test_each_env_has_its_own_grad_scaler() -> None:
+    a, b = make_env(), make_env(env_index=1)
+    assert a.trainer.scaler is not b.trainer.scaler
+
+
+def test_compile_failure_is_logged_and_falls_back_to_eager(monkeypatch: pytest.MonkeyPatch,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    def broken_compile(model, mode):  # type: ignore[no-untyped-def]
+        def compiled(x):  # type: ignore[no-untyped-def]
+            raise RuntimeError("backend exploded (injected)")
+
+        return compiled
+
+    monkeypatch.setattr(torch, "compile", broken_compile)
+    model = torch.nn.Linear(3, 2)
+    forward = CompiledForward(model, "default")
+    x = torch.randn(4, 3)
+    with caplog.at_level(logging.WARNING, logger="esper.training"):
+        out = forward(x)
+    assert torch.equal(out, model(x))
+    assert forward.fallback_reason == "RuntimeError: backend exploded (injected)"
+    assert "training eagerly instead" in caplog.text and "backend exploded" in caplog.text
+    assert torch.equal(forward(x), model(x))  # stays eager
+
+
+def test_compile_mode_is_per_env_not_global() -> None:
+    compiled = make_env("training.compile=\"default\"")
+    eager = make_env()
+    assert compiled.trainer.forward.mode == "default" and eager.trainer.forward.mode == "off"
+    assert eager.trainer.forward._compiled is None
+
+
+def test_model_errors_are_not_hidden_by_the_fallback() -> None:
+    forward = CompiledForward(torch.nn.Linear(3, 2), "off")
+    with pytest.raises(RuntimeError):
+        forward(torch.randn(4, 5))
+
+
+def test_total_grad_norm_guards_empty_lists() -> None:
+    assert total_grad_norm([]) is None
+    p = torch.nn.Parameter(torch.ones(3))
+    assert total_grad_norm([p]) is None
+    p.grad = torch.full((3,), 2.0)
+    assert total_grad_norm([p]) == pytest.approx(math.sqrt(12))
+
+
+def test_seed_gradient_statistics_are_recorded_once_per_epoch() -> None:
+    env = make_env()
+    drive_to(env, "r0c0", "TRAINING", blueprint="res_random")
+    env.step(WAIT)
+    report = next(r for r in env.observation.slots if r.slot_id == "r0c0")
+    assert report.gradient_health == pytest.approx(1.0)
+    assert report.grad_ratio is not None and report.grad_ratio > 0
