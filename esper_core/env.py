@@ -314,13 +314,17 @@ class MorphogeneticEnv:
         events.append(self._gate_event(slot, gate))
         if not gate.passed:
             return ActionOutcome(refused=gate.reason, illegal=False)
-        self.n_fossilized += 1
-        events.append(self._ev(SeedFossilized, slot_id=slot.slot_id, seed_id=slot.state.seed_id or "",
-                               blueprint=slot.state.blueprint or "", contribution=slot.state.contribution,
-                               params=slot.seed_param_count(), germinated_epoch=slot.state.germinated_epoch))
-        events.extend(self._stage_event(slot, before))
-        self.governor.take_snapshot(self.model, self.epoch)
+        self._fossilized(slot, before)
         return ActionOutcome(refused=None, illegal=False, fossilized_contribution=slot.state.contribution)
+
+    def _fossilized(self, slot: SeedSlot, before: Stage) -> None:
+        """Bookkeeping of a fossilization (by action or auto-advance): events and a snapshot."""
+        self.n_fossilized += 1
+        self._events.append(self._ev(SeedFossilized, slot_id=slot.slot_id, seed_id=slot.state.seed_id or "",
+                                     blueprint=slot.state.blueprint or "", contribution=slot.state.contribution,
+                                     params=slot.seed_param_count(), germinated_epoch=slot.state.germinated_epoch))
+        self._events.extend(self._stage_event(slot, before))
+        self.governor.take_snapshot(self.model, self.epoch)
 
     def begin_epoch(self) -> None:
         self.trainer.begin_epoch()
@@ -434,14 +438,13 @@ class MorphogeneticEnv:
             if gate is None or not gate.passed:
                 continue
             before = slot.stage
+            self._events.append(self._gate_event(slot, gate))
             if before == Stage.HOLDING:
                 slot.fossilize(accuracy=accuracy)
-                self.n_fossilized += 1
-                self.governor.take_snapshot(self.model, self.epoch)
+                self._fossilized(slot, before)
             else:
                 slot.advance(accuracy=accuracy)
-            self._events.append(self._gate_event(slot, gate))
-            self._events.extend(self._stage_event(slot, before))
+                self._events.extend(self._stage_event(slot, before))
 
     def _reward(self, ev: EvalResult, rolled_back: bool) -> RewardBreakdown:
         action = self._action

@@ -8,6 +8,7 @@ carry on.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -16,8 +17,8 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from attrs import field, frozen
 
-from esper_core.converter import converter
-from esper_core.errors import EsperError
+from esper_core.converter import converter, structure
+from esper_core.errors import ConfigError, EsperError
 
 SCHEMA_VERSION = 1
 log = logging.getLogger("esper.telemetry")
@@ -232,10 +233,16 @@ def event_to_dict(event: Event) -> dict[str, Any]:
 
 
 def event_from_dict(data: dict[str, Any], where: str = "event") -> Event:
+    if not isinstance(data, dict):
+        raise SchemaError(f"{where}: not an Esper telemetry event (expected a JSON object)")
     data = dict(data)
     schema = data.pop("schema", None)
     kind = data.pop("kind", None)
-    if not isinstance(schema, int) or schema > SCHEMA_VERSION:
+    if not isinstance(schema, int) or isinstance(schema, bool):
+        raise SchemaError(
+            f"{where}: not an Esper telemetry event (it has no integer 'schema' field)"
+        )
+    if schema > SCHEMA_VERSION:
         raise SchemaError(
             f"{where}: written by telemetry schema {schema}, this Esper reads schema "
             f"{SCHEMA_VERSION} or older; upgrade Esper to read it"
@@ -243,7 +250,10 @@ def event_from_dict(data: dict[str, Any], where: str = "event") -> Event:
     cls = EVENT_TYPES.get(str(kind))
     if cls is None:
         raise SchemaError(f"{where}: unknown event kind {kind!r}")
-    return converter.structure(data, cls)
+    try:
+        return structure(data, cls)
+    except ConfigError as exc:
+        raise SchemaError(f"{where}: invalid {kind} event: {exc}") from None
 
 
 def dumps(event: Event) -> str:
@@ -285,23 +295,42 @@ class TelemetryBackend(Protocol):
 
 
 class Hub:
-    """Fans events out to the enabled backends; isolates backend failures."""
+    """Fans events out to the enabled backends; isolates backend failures.
+
+    A backend that raises from any call (``handle``, ``flush``, ``close``,
+    ``state_dict``, ``load_state_dict``) is disabled with a warning naming it; the run
+    and the other backends carry on. A disabled backend still gets one ``close()`` (its
+    errors ignored) so it can release its files and restore the terminal.
+    """
+
+    _MISSING = object()
 
     def __init__(self, backends: Iterable[Any] = ()) -> None:
         self.backends: list[Any] = list(backends)
         self.disabled: dict[str, str] = {}
 
-    def _call(self, backend: Any, method: str, *args: Any) -> None:
+    def _call(self, backend: Any, method: str, *args: Any) -> Any:
+        """``backend.method(*args)``; ``_MISSING`` if it has no such method or it raised."""
         fn = getattr(backend, method, None)
         if fn is None:
-            return
+            return self._MISSING
         try:
-            fn(*args)
+            return fn(*args)
         except Exception as exc:  # a broken backend must not end a training run
             name = getattr(backend, "name", type(backend).__name__)
             self.disabled[name] = f"{type(exc).__name__}: {exc}"
             self.backends.remove(backend)
-            log.warning("telemetry backend %r disabled after it raised %s: %s", name, type(exc).__name__, exc)
+            log.warning(
+                "telemetry backend %r disabled after it raised %s: %s",
+                name,
+                type(exc).__name__,
+                exc,
+            )
+            closer = getattr(backend, "close", None)
+            if method != "close" and closer is not None:
+                with contextlib.suppress(Exception):  # already reported above
+                    closer()
+            return self._MISSING
 
     def emit(self, events: Sequence[Event]) -> None:
         if not events:
@@ -320,16 +349,13 @@ class Hub:
     def state_dict(self) -> dict[str, Any]:
         """Resume positions of the backends that have them (e.g. file offsets)."""
         out: dict[str, Any] = {}
-        for backend in self.backends:
-            fn = getattr(backend, "state_dict", None)
-            if fn is not None:
-                out[backend.name] = fn()
+        for backend in list(self.backends):
+            state = self._call(backend, "state_dict")
+            if state is not self._MISSING:
+                out[backend.name] = state
         return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        for backend in self.backends:
-            fn = getattr(backend, "load_state_dict", None)
-            if fn is not None and backend.name in state:
-                fn(state[backend.name])
-
-
+        for backend in list(self.backends):
+            if backend.name in state:
+                self._call(backend, "load_state_dict", state[backend.name])

@@ -190,3 +190,18 @@ def test_gymnasium_env_checker_passes() -> None:
     obs, reward, _terminated, truncated, info = env.step(env.action_space.sample())
     assert isinstance(reward, float) and not truncated
     assert gymnasium.spaces.MultiDiscrete is type(env.action_space)
+
+
+def test_auto_advance_completes_a_lifecycle_with_its_events() -> None:
+    from esper_core.ledger import SeedLedger
+
+    env = make_env("lifecycle.auto_advance=true", "env.max_epochs=14")
+    events = []
+    events.extend(env.step(env.space.germinate("r0c0", "res_random")).events)
+    for _ in range(13):
+        events.extend(env.step(WAIT).events)
+    assert env.model.slot("r0c0").stage == Stage.FOSSILIZED
+    ledger = SeedLedger()
+    ledger.consume(events)
+    (record,) = ledger.rows()
+    assert record.fate == "fossilized" and record.ended_epoch is not None

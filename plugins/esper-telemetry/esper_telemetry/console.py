@@ -1,0 +1,363 @@
+"""``telemetry.console``: the live terminal display of a run (rich).
+
+Progress bars for episodes (or PPO updates) and for the epoch within them, a table
+with a row per env (epoch, accuracies, reward, each slot's stage in its colour, alpha
+and blueprint) and the latest lifecycle events. Event handling only updates a few
+fields; the display is rebuilt and redrawn from ``handle()`` at most
+``refresh_per_second`` times per second, with no background thread, so it costs
+training next to nothing (see benchmarks/telemetry_overhead.py).
+
+``quiet=True`` (``--quiet``, ``--json``, ``run.quiet``) shows nothing. When the output
+is not a terminal (a log file, CI) there is no live display either: one plain line per
+finished episode or PPO update instead.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any, ClassVar
+
+from attrs import define, field
+
+from esper_core import hookimpl
+from esper_core.converter import in_range, options_field
+from esper_core.telemetry import (
+    EpisodeFinished,
+    EpochCompleted,
+    Event,
+    PolicyUpdate,
+    RunStarted,
+)
+from esper_telemetry.common import RunInfo, describe_lifecycle
+from esper_telemetry.stages import stage_colour
+
+
+@define
+class ConsoleOptions:
+    refresh_per_second: float = options_field(
+        4.0, in_range(0.1, 30), "Most redraws of the live display per second."
+    )
+    max_envs: int = options_field(
+        16, in_range(1, integer=True), "Env rows shown in the live table."
+    )
+    recent_events: int = options_field(
+        6, in_range(0, integer=True), "Latest lifecycle events listed under the table."
+    )
+    transient: bool = options_field(
+        True, doc="Clear the live display when the run ends (the run summary is printed after it)."
+    )
+    file: str | None = options_field(
+        None, doc="Write the display to this file instead of standard error."
+    )
+    width: int | None = options_field(
+        None, in_range(40, integer=True), "Display width in columns (default: the terminal's)."
+    )
+    force_terminal: bool | None = options_field(
+        None, doc="Treat the output as a terminal (true) or not (false); default: detect it."
+    )
+
+
+@define
+class SlotView:
+    stage: str
+    alpha: float
+    blueprint: str | None
+
+
+@define
+class EnvView:
+    episode: int = 0
+    epoch: int = 0
+    val_acc: float | None = None
+    test_acc: float | None = None
+    reward: float | None = None
+    episode_reward: float = 0.0
+    action: str = ""
+    slots: dict[str, SlotView] = field(factory=dict)
+
+
+BAR_WIDTH = 32
+ACTION_WIDTH = 24
+SLOT_WIDTH = 24
+ROW_WIDTH = 4 + 8 + 7 + 7 + 8 + 8 + 2 + ACTION_WIDTH  # the env line without its slots
+HIDE_BLUEPRINT = ("DORMANT", "EMBARGOED", "RESETTING", "PRUNED")
+
+
+def _clock(seconds: float) -> str:
+    seconds = max(int(seconds), 0)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def _slot_cell(slot: SlotView | None) -> Any:
+    """A slot's stage in its colour, alpha while blending and the blueprint, SLOT_WIDTH wide."""
+    from rich.text import Text
+
+    cell = Text()
+    if slot is not None:
+        cell.append(slot.stage, style=f"bold {stage_colour(slot.stage)}")
+        if slot.stage == "BLENDING":
+            cell.append(f" α{slot.alpha:.2f}")
+        if slot.blueprint and slot.stage not in HIDE_BLUEPRINT:
+            cell.append(" " + slot.blueprint.split("/", 1)[-1], style="dim")
+    cell.truncate(SLOT_WIDTH, overflow="ellipsis", pad=True)
+    return cell
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.3f}"
+
+
+class ConsoleBackend:
+    """Live progress and slot table while a run trains."""
+
+    name: ClassVar[str] = "console"
+    description: ClassVar[str] = (
+        "live terminal display: progress, per-env slot stages, rewards, accuracy"
+    )
+    Options: ClassVar[type] = ConsoleOptions
+
+    def __init__(
+        self, options: ConsoleOptions, run_dir: Path | None = None, quiet: bool = False
+    ) -> None:
+        self.options = options
+        self.enabled = not quiet
+        self.info: RunInfo | None = None
+        self.envs: dict[int, EnvView] = {}
+        self.recent: deque[str] = deque(maxlen=max(options.recent_events, 1))
+        self.last_update: tuple[int, dict[str, float]] | None = None
+        self.outer = 0
+        self.epoch = 0
+        self._console: Any = None
+        self._stream: IO[str] | None = None
+        self._live: Any = None
+        self._spans: dict[tuple[str, Any], tuple[float, float]] = {}
+        self._last_draw = 0.0
+        self._interval = 1.0 / options.refresh_per_second
+
+    # ------------------------------------------------------------ output
+
+    def _start(self) -> None:
+        """Open the console on first use, so a quiet or idle backend never touches the terminal."""
+        if self._console is not None:
+            return
+        from rich.console import Console
+
+        if self.options.file:
+            self._stream = open(self.options.file, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._console = Console(
+            file=self._stream,
+            stderr=self._stream is None,
+            force_terminal=self.options.force_terminal,
+            width=self.options.width,
+        )
+        if not self._console.is_terminal:
+            return
+        from rich.live import Live
+
+        # No refresh thread: the display is redrawn from handle(), at most
+        # refresh_per_second times a second, so it never competes with training.
+        self._live = Live(
+            self._renderable(),
+            console=self._console,
+            auto_refresh=False,
+            transient=self.options.transient,
+        )
+        self._live.start()
+
+    def _say(self, text: str) -> None:
+        if self._console is not None and self._live is None:
+            self._console.print(text, highlight=False, soft_wrap=True)
+
+    # ------------------------------------------------------------ rendering
+    # Plain fixed-width lines rather than rich Tables and Progress: laying those out
+    # costs several milliseconds per redraw, these a fraction of one.
+
+    def _bar(self, label: str, done: float, total: int, span: Any) -> Any:
+        """A progress bar; elapsed time and ETA count from when this ``span`` was first drawn
+        (the run for the outer bar, the episode for the epoch bar), so a resumed run's ETA
+        reflects its own pace."""
+        from rich.text import Text
+
+        now = time.monotonic()
+        since, done_then = self._spans.setdefault((label, span), (now, done))
+        fraction = min(max(done / total, 0.0), 1.0) if total > 0 else 0.0
+        filled = round(fraction * BAR_WIDTH)
+        elapsed = now - since
+        progress = done - done_then
+        eta = _clock((total - done) * elapsed / progress) if progress > 0 else "-:--:--"
+        return Text.assemble(
+            (f"{label:>8} ", "bold"),
+            ("━" * filled, "magenta"),
+            ("━" * (BAR_WIDTH - filled), "grey30"),
+            f" {int(done)}/{total}".rjust(10) + f"  {_clock(elapsed)}  eta {eta}",
+            no_wrap=True,
+            overflow="ellipsis",
+        )
+
+    def _rows(self) -> list[Any]:
+        """A header and a line per env; the slots go on the same line when the console is
+        wide enough, otherwise on an indented line of their own below it."""
+        from rich.text import Text
+
+        info = self.info or RunInfo()
+        slot_ids = info.slot_ids or sorted({s for view in self.envs.values() for s in view.slots})
+        inline = ROW_WIDTH + len(slot_ids) * (SLOT_WIDTH + 1) <= self._console.width
+        header = Text(
+            f"{'env':>4} {'epoch':>7} {'val%':>6} {'test%':>6} {'reward':>7} {'return':>7}  "
+            f"{'action':<{ACTION_WIDTH}}",
+            style="bold",
+            no_wrap=True,
+            overflow="ellipsis",
+        )
+        if inline:
+            for slot_id in slot_ids:
+                header.append(f" {slot_id:<{SLOT_WIDTH}}")
+        lines = [header]
+        shown = sorted(self.envs)[: self.options.max_envs]
+        for index in shown:
+            view = self.envs[index]
+            action = view.action
+            if len(action) > ACTION_WIDTH:
+                action = action[: ACTION_WIDTH - 1] + "…"
+            line = Text(
+                f"{index:>4} {f'{view.epoch}/{info.max_epochs}':>7} {_pct(view.val_acc):>6} "
+                f"{_pct(view.test_acc):>6} {_num(view.reward):>7} {view.episode_reward:>+7.3f}  "
+                f"{action:<{ACTION_WIDTH}}",
+                no_wrap=True,
+                overflow="ellipsis",
+            )
+            if not inline:
+                lines.append(line)
+                line = Text("     ", no_wrap=True, overflow="ellipsis")
+            for slot_id in slot_ids:
+                line.append(" " if inline else f" {slot_id} ")
+                line.append_text(_slot_cell(view.slots.get(slot_id)))
+            lines.append(line)
+        hidden = len(self.envs) - len(shown)
+        if hidden > 0:
+            lines.append(Text(f"… {hidden} more env(s) (console.max_envs)", style="dim"))
+        return lines
+
+    def _renderable(self) -> Any:
+        from rich.console import Group
+        from rich.text import Text
+
+        info = self.info or RunInfo()
+        parts: list[Any] = []
+        if info.run_name:
+            parts.append(
+                Text(f"{info.run_name}  {info.task} / {info.policy} / {info.reward}", style="bold")
+            )
+        done = min(self.outer + self.epoch / max(info.max_epochs, 1), info.outer_total)
+        parts.append(self._bar(info.outer_name + "s", done, info.outer_total, None))
+        parts.append(self._bar("epoch", self.epoch, info.max_epochs, self.outer))
+        parts.extend(self._rows())
+        if self.last_update is not None:
+            update, diagnostics = self.last_update
+            shown = ", ".join(f"{k} {v:.4g}" for k, v in list(diagnostics.items())[:8])
+            parts.append(
+                Text(
+                    f"PPO update {update}: {shown}", style="cyan", no_wrap=True, overflow="ellipsis"
+                )
+            )
+        if self.options.recent_events:
+            parts.extend(
+                Text(line, style="dim", no_wrap=True, overflow="ellipsis") for line in self.recent
+            )
+        return Group(*parts)
+
+    def _draw(self, force: bool = False) -> None:
+        if self._live is None:
+            return
+        now = time.monotonic()
+        if not force and now - self._last_draw < self._interval:
+            return
+        self._last_draw = now
+        self._live.update(self._renderable(), refresh=True)
+
+    # ------------------------------------------------------------ events
+
+    def handle(self, events: Sequence[Event]) -> None:
+        if not self.enabled:
+            return
+        for event in events:
+            if isinstance(event, RunStarted):
+                self.info = RunInfo.from_event(event)
+            elif isinstance(event, EpochCompleted):
+                self._epoch(event)
+            elif isinstance(event, EpisodeFinished):
+                self._episode(event)
+            elif isinstance(event, PolicyUpdate):
+                self.last_update = (event.update, dict(event.diagnostics))
+                self.outer = event.update + 1
+                if self.outer < (self.info or RunInfo()).outer_total:
+                    self.epoch = 0
+                self._start()
+                self._say(
+                    f"update {event.update + 1}/{(self.info or RunInfo()).outer_total}: "
+                    + ", ".join(f"{k} {v:.4g}" for k, v in event.diagnostics.items())
+                )
+            else:
+                line = describe_lifecycle(event)
+                if line is not None:
+                    self.recent.append(line)
+        self._start()
+        self._draw()
+
+    def _epoch(self, e: EpochCompleted) -> None:
+        view = self.envs.setdefault(e.env, EnvView())
+        if view.episode != e.episode:
+            view.episode, view.episode_reward = e.episode, 0.0
+        view.epoch, view.val_acc, view.reward, view.action = e.epoch, e.val_acc, e.reward, e.action
+        view.episode_reward += e.reward
+        if e.test_acc is not None:
+            view.test_acc = e.test_acc
+        view.slots = {s.slot_id: SlotView(s.stage, s.alpha, s.blueprint) for s in e.slots}
+        self.outer = e.update if e.update is not None else e.episode
+        self.epoch = e.epoch
+
+    def _episode(self, e: EpisodeFinished) -> None:
+        info = self.info or RunInfo()
+        if info.mode == "run":
+            self.outer = e.episode + 1
+            if self.outer < info.outer_total:
+                self.epoch = 0
+        self._start()
+        test = "-" if e.final_test_acc is None else f"{e.final_test_acc:.2f}%"
+        self._say(
+            f"{info.outer_name} {(e.update if e.update is not None else e.episode) + 1}/{info.outer_total} "
+            f"env {e.env}: val {e.final_val_acc:.2f}% test {test} reward {e.total_reward:+.3f} "
+            f"params +{e.params_added:,} fossilized {e.seeds_fossilized} pruned {e.seeds_pruned} "
+            f"rollbacks {e.rollbacks}"
+        )
+
+    def flush(self) -> None:
+        self._draw()
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._draw(force=True)
+            self._live.stop()
+            self._live = None
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"info": None if self.info is None else self.info.to_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state.get("info") is not None:
+            self.info = RunInfo.from_state(state["info"])
+
+
+@hookimpl
+def esper_register_telemetry(register: Any) -> None:
+    register(ConsoleBackend)

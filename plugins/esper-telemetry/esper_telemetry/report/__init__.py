@@ -1,0 +1,37 @@
+"""``esper report RUN_DIR``: figures and report.md from a run's events.jsonl."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from esper_core.checkpoint import write_text
+from esper_telemetry.report.data import RunData, load_run
+
+REPORT_FILE = "report.md"
+FIGURES = ("accuracy.png", "lifecycle.png", "rewards.png")
+
+__all__ = ["FIGURES", "REPORT_FILE", "RunData", "build_report", "load_run"]
+
+
+def build_report(
+    run_dir: Path,
+    out_dir: Path | None = None,
+    *,
+    dpi: int = 120,
+    max_series: int = 8,
+    max_groups: int = 4,
+) -> list[Path]:
+    """Write the three figures and report.md; return their paths."""
+    from esper_telemetry.report import figures, markdown
+
+    data = load_run(Path(run_dir))
+    out = Path(out_dir) if out_dir is not None else Path(run_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = [
+        figures.save(figures.accuracy_figure(data, max_series=max_series), out / FIGURES[0], dpi),
+        figures.save(figures.lifecycle_figure(data, max_groups=max_groups), out / FIGURES[1], dpi),
+        figures.save(figures.reward_figure(data), out / FIGURES[2], dpi),
+    ]
+    report = out / REPORT_FILE
+    write_text(report, markdown.render(data, [p.name for p in written]))
+    return [*written, report]

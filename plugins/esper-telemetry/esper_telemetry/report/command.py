@@ -1,0 +1,59 @@
+"""The ``esper report`` command.
+
+It reads what ``telemetry.jsonl`` writes, so that plugin adds it to the CLI (its
+``esper_register_commands`` hook).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+
+@click.command("report")
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write the figures and report.md here instead of RUN_DIR.",
+)
+@click.option(
+    "--dpi",
+    type=click.IntRange(30, 600),
+    default=120,
+    show_default=True,
+    help="Resolution of the PNGs.",
+)
+@click.option(
+    "--curves",
+    "max_series",
+    type=click.IntRange(1, 50),
+    default=8,
+    show_default=True,
+    help="Env-episodes drawn in the accuracy figure (the last ones).",
+)
+@click.option(
+    "--lanes",
+    "max_groups",
+    type=click.IntRange(1, 50),
+    default=4,
+    show_default=True,
+    help="Env-episodes drawn as swimlanes in the lifecycle figure (the last ones).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the written files as JSON.")
+def report(
+    run_dir: Path, out: Path | None, dpi: int, max_series: int, max_groups: int, as_json: bool
+) -> None:
+    """Plot a run: accuracy curves, per-slot lifecycle swimlanes and reward components
+    (PNG), plus report.md listing every seed with its blueprint, slot, lifespan, fate and
+    contribution. Reads RUN_DIR/events.jsonl."""
+    from esper_telemetry.report import build_report
+
+    written = build_report(run_dir, out, dpi=dpi, max_series=max_series, max_groups=max_groups)
+    if as_json:
+        click.echo(json.dumps([str(p) for p in written], indent=2))
+        return
+    for path in written:
+        click.echo(f"wrote {path}")

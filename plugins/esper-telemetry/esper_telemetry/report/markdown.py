@@ -1,0 +1,221 @@
+"""``report.md``: the run at a glance, every episode and every seed with its fate.
+
+Seeds come from :class:`esper_core.ledger.SeedLedger` over the run's events, the same
+records the runner's ``summary.json`` holds.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from esper_core.ledger import SeedRecord
+from esper_core.telemetry import GovernorRollback
+from esper_telemetry.report.data import RunData
+
+FATES = {
+    "fossilized": "fossilized",
+    "pruned": "pruned (policy)",
+    "pruned_by_rollback": "pruned (rollback)",
+    "live": "live at the end",
+}
+
+
+def _fmt(value: Any, digits: int = 2, signed: bool = False) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> list[str]:
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(":---" if a == "l" else "---:" for a in align) + "|",
+    ]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def last_contribution(data: RunData, record: SeedRecord) -> float | None:
+    """The contribution the ledger recorded, or for a live seed the last one measured."""
+    if record.contribution is not None or record.fate != "live":
+        return record.contribution
+    for row in reversed(data.epochs.get((record.env, record.episode), [])):
+        for slot in row.slots:
+            if slot.seed_id == record.seed_id and slot.contribution is not None:
+                return slot.contribution
+    return None
+
+
+def lifespan(data: RunData, record: SeedRecord) -> str:
+    if record.lifespan is not None:
+        return str(record.lifespan)
+    alive = data.last_epoch((record.env, record.episode)) - record.germinated_epoch
+    return f"≥ {alive}"
+
+
+def render(data: RunData, figures: Sequence[str]) -> str:
+    s = data.started
+    out = [f"# Esper run report: {data.name}", ""]
+    if s is not None:
+        out += [
+            f"- **command**: `esper {s.mode}`, task **{s.task}**, policy **{s.policy}**, reward **{s.reward}**, "
+            f"executor {s.executor}",
+            f"- **envs**: {s.n_envs}, {data.outer_name}s: {s.episodes}, epochs per episode: {s.max_epochs}, "
+            f"slots: {', '.join(s.slot_ids)}, host parameters: {s.host_params:,}",
+            f"- **Esper version**: {s.esper_version}",
+        ]
+    status = data.finished.status if data.finished else "not finished (no RunFinished event)"
+    out.append(
+        f"- **status**: {status}"
+        + (f" after {data.finished.wall_time:.1f} s" if data.finished else "")
+    )
+    tests = [e.final_test_acc for e in data.episodes if e.final_test_acc is not None]
+    if data.episodes:
+        out.append(
+            f"- **final accuracy** (mean over {len(data.episodes)} env-{data.outer_name}s): validation "
+            f"{statistics.fmean(e.final_val_acc for e in data.episodes):.2f}%"
+            + (f", test {statistics.fmean(tests):.2f}%" if tests else "")
+        )
+    records = data.ledger.rows()
+    fates = {fate: sum(1 for r in records if r.fate == fate) for fate in FATES}
+    out.append(
+        f"- **seeds**: {len(records)} germinated: {fates['fossilized']} fossilized, {fates['pruned']} pruned by the "
+        f"policy, {fates['pruned_by_rollback']} pruned by a rollback, {fates['live']} live at the end"
+    )
+    out += ["", "## Figures", ""]
+    captions = {
+        "accuracy.png": "Validation and test accuracy",
+        "lifecycle.png": "Seed lifecycle per slot",
+        "rewards.png": "Reward components",
+    }
+    for name in figures:
+        out += [f"![{captions.get(name, name)}]({name})", ""]
+
+    out += ["## Episodes", ""]
+    if data.episodes:
+        rows = [
+            [
+                str(e.env),
+                str(e.episode),
+                str(e.seed),
+                _fmt(e.final_val_acc),
+                _fmt(e.final_test_acc),
+                _fmt(e.total_reward, 3, signed=True),
+                _fmt(e.params_added),
+                str(e.seeds_germinated),
+                str(e.seeds_fossilized),
+                str(e.seeds_pruned),
+                str(e.rollbacks),
+                str(e.refused_actions),
+            ]
+            for e in sorted(data.episodes, key=lambda e: (e.episode, e.env))
+        ]
+        out += _table(
+            [
+                "env",
+                data.outer_name,
+                "seed",
+                "val acc %",
+                "test acc %",
+                "return",
+                "params added",
+                "germinated",
+                "fossilized",
+                "pruned",
+                "rollbacks",
+                "refused",
+            ],
+            rows,
+            "lllrrrrrrrrr",
+        )
+    else:
+        out.append("No episode finished.")
+
+    out += ["", "## Seeds", ""]
+    if records:
+        rows = [
+            [
+                str(r.env),
+                str(r.episode),
+                r.seed_id,
+                r.blueprint,
+                r.slot_id,
+                r.style,
+                str(r.germinated_epoch),
+                _fmt(r.ended_epoch),
+                lifespan(data, r),
+                FATES.get(r.fate, r.fate),
+                _fmt(last_contribution(data, r), signed=True),
+                _fmt(r.params),
+            ]
+            for r in records
+        ]
+        out += _table(
+            [
+                "env",
+                data.outer_name,
+                "seed",
+                "blueprint",
+                "slot",
+                "style",
+                "germinated",
+                "ended",
+                "lifespan (epochs)",
+                "fate",
+                "contribution (pts)",
+                "params",
+            ],
+            rows,
+            "lllllllrrlrr",
+        )
+        out += [
+            "",
+            "Epochs are epoch boundaries: a seed germinated at 0 trains from the first epoch. "
+            "Contribution = validation accuracy with the seed minus without it, in points "
+            "(the last measurement; for live seeds the last epoch's).",
+        ]
+    else:
+        out.append("No seed was germinated.")
+
+    rollbacks = [
+        e
+        for key in data.env_episodes()
+        for e in data.lifecycle.get(key, [])
+        if isinstance(e, GovernorRollback)
+    ]
+    if rollbacks:
+        out += ["", "## Governor rollbacks", ""]
+        out += _table(
+            ["env", data.outer_name, "epoch", "reason", "val loss", "restored to epoch", "penalty"],
+            [
+                [
+                    str(e.env),
+                    str(e.episode),
+                    str(e.epoch),
+                    e.reason,
+                    _fmt(e.val_loss, 4),
+                    str(e.snapshot_epoch),
+                    _fmt(e.penalty),
+                ]
+                for e in rollbacks
+            ],
+            "lllllrr",
+        )
+    if data.updates:
+        out += ["", "## PPO updates", ""]
+        keys = list(dict.fromkeys(k for u in data.updates for k in u.diagnostics))
+        out += _table(
+            ["update", *keys],
+            [[str(u.update), *(_fmt(u.diagnostics.get(k), 4) for k in keys)] for u in data.updates],
+            "l" + "r" * len(keys),
+        )
+    return "\n".join(out) + "\n"
