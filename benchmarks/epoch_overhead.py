@@ -29,12 +29,16 @@ from esper_core.runner import resolve
 from esper_core.training import validate
 
 
-def plain_epoch(host: torch.nn.Module, task, data, batch_size: int, generator: torch.Generator, cfg) -> float:  # type: ignore[no-untyped-def]
+def plain_epoch(
+    host: torch.nn.Module, task, data, batch_size: int, generator: torch.Generator, cfg
+) -> float:  # type: ignore[no-untyped-def]
     """A textbook epoch: train every batch, then validate with a single sync."""
     opt = plain_epoch.opt  # type: ignore[attr-defined]
     host.train()
     loss_sum = torch.zeros((), dtype=torch.float64)
-    for x, y in make_loader(data.train, batch_size, device="cpu", generator=generator, shuffle=True):
+    for x, y in make_loader(
+        data.train, batch_size, device="cpu", generator=generator, shuffle=True
+    ):
         opt.zero_grad(set_to_none=True)
         out = host(x)
         loss = torch.nn.functional.cross_entropy(out, y)
@@ -45,7 +49,9 @@ def plain_epoch(host: torch.nn.Module, task, data, batch_size: int, generator: t
     host.eval()
     correct = torch.zeros((), dtype=torch.float64)
     with torch.inference_mode():
-        for x, y in make_loader(data.val, task.default_eval_batch_size, device="cpu", generator=None, shuffle=False):
+        for x, y in make_loader(
+            data.val, task.default_eval_batch_size, device="cpu", generator=None, shuffle=False
+        ):
             correct += (host(x).argmax(-1) == y).sum()
     return float(correct.item() + loss_sum.item())
 
@@ -57,8 +63,15 @@ def main() -> None:
     args = parser.parse_args()
 
     pm = PluginManager()
-    cfg = load_config(overrides=[f"run.task={args.task}", "run.policy=wait", "run.telemetry=[]",
-                                 "env.eval_test_every=0", f"env.max_epochs={10 * args.reps + 10}"])
+    cfg = load_config(
+        overrides=[
+            f"run.task={args.task}",
+            "run.policy=wait",
+            "run.telemetry=[]",
+            "env.eval_test_every=0",
+            f"env.max_epochs={10 * args.reps + 10}",
+        ]
+    )
     resolved = resolve(cfg, pm)
     cfg = resolved.config
     task = resolved.make_task()
@@ -72,8 +85,12 @@ def main() -> None:
         torch.manual_seed(0)
         host = task.build_host()
     c = cfg.training
-    plain_epoch.opt = torch.optim.SGD(host.parameters(), lr=c.host_lr, momentum=c.host_momentum,  # type: ignore[attr-defined]
-                                      weight_decay=c.host_weight_decay)
+    plain_epoch.opt = torch.optim.SGD(
+        host.parameters(),
+        lr=c.host_lr,
+        momentum=c.host_momentum,  # type: ignore[attr-defined]
+        weight_decay=c.host_weight_decay,
+    )
     data = task.load_data(torch.device("cpu"))
     batch_size = env.batch_size
     gen = torch.Generator().manual_seed(0)
@@ -102,18 +119,23 @@ def main() -> None:
             esper_times.append(epoch)
             controller.append(((t2 - t1) + (t3 - t2) + max(0.0, (t5 - t4) - (t6 - t5))) / epoch)
     ratio = statistics.median(e / p for e, p in zip(esper_times, plain_times))
-    print(json.dumps({
-        "benchmark": "epoch_overhead",
-        "task": args.task,
-        "reps": args.reps,
-        "threads": torch.get_num_threads(),
-        "esper_epoch_s_median": statistics.median(esper_times),
-        "plain_epoch_s_median": statistics.median(plain_times),
-        "epoch_ratio_median": ratio,
-        "epoch_ratio_target": 1.05,
-        "controller_fraction_median": statistics.median(controller),
-        "controller_fraction_target": 0.02,
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "benchmark": "epoch_overhead",
+                "task": args.task,
+                "reps": args.reps,
+                "threads": torch.get_num_threads(),
+                "esper_epoch_s_median": statistics.median(esper_times),
+                "plain_epoch_s_median": statistics.median(plain_times),
+                "epoch_ratio_median": ratio,
+                "epoch_ratio_target": 1.05,
+                "controller_fraction_median": statistics.median(controller),
+                "controller_fraction_target": 0.02,
+            },
+            indent=2,
+        )
+    )
     assert WAIT is not None
 
 

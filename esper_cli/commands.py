@@ -14,7 +14,9 @@ from esper_cli.main import dumps, plugin_manager
 from esper_cli.options import build_config, config_options
 
 
-def _run_or_train(ctx: click.Context, mode: str, params: dict[str, Any], extra_run: dict[str, Any]) -> None:
+def _run_or_train(
+    ctx: click.Context, mode: str, params: dict[str, Any], extra_run: dict[str, Any]
+) -> None:
     from esper_core import runner
 
     pm = plugin_manager(ctx)
@@ -24,12 +26,15 @@ def _run_or_train(ctx: click.Context, mode: str, params: dict[str, Any], extra_r
         run_dir = Path(resume)
         config = runner.load_run_config(run_dir)
         # On resume the config names the components; only extra plugin modules still need loading.
-        pm.extend([p for p in params.get("plugins") or () if p.count(".") != 1 or p.endswith(".py")])
+        pm.extend(
+            [p for p in params.get("plugins") or () if p.count(".") != 1 or p.endswith(".py")]
+        )
     else:
         config = build_config(pm, params, extra_run)
         run_dir = Path(params["out"]) if params.get("out") else None
     quiet = bool(params.get("quiet") or params.get("as_json"))
     fn = runner.run if mode == "run" else runner.train
+
     def notify(message: str) -> None:
         click.echo(message, err=True)
 
@@ -50,7 +55,13 @@ def _run_or_train(ctx: click.Context, mode: str, params: dict[str, Any], extra_r
 
 
 def _launch(
-    pm: Any, config: Any, mode: str, params: dict[str, Any], run_dir: Path, resume: bool, quiet: bool
+    pm: Any,
+    config: Any,
+    mode: str,
+    params: dict[str, Any],
+    run_dir: Path,
+    resume: bool,
+    quiet: bool,
 ) -> dict[str, Any]:
     """``--nproc N``: the executor starts N local processes, each running this run as one rank."""
     from esper_core import runner
@@ -60,9 +71,11 @@ def _launch(
     resolved = runner.resolve(config, pm)
     launcher = getattr(resolved.executor.cls, "launch_local", None)
     if launcher is None:
-        raise ConfigError([
-            f"--nproc: executor {config.run.executor!r} runs in one process; use --executor distributed"
-        ])
+        raise ConfigError(
+            [
+                f"--nproc: executor {config.run.executor!r} runs in one process; use --executor distributed"
+            ]
+        )
     loads, _ = split_selections(params.get("plugins") or ())
     job = functools.partial(rank_job, mode, config, tuple(loads), run_dir, resume, quiet)
     summary: dict[str, Any] = launcher(int(params["nproc"]), job, resolved.executor.options)
@@ -79,7 +92,14 @@ def rank_job(
     pm = PluginManager()
     pm.extend(list(plugins))
     fn = runner.run if mode == "run" else runner.train
-    return fn(config, pm, run_dir=run_dir, resume=resume, quiet=quiet, notify=lambda msg: click.echo(msg, err=True))
+    return fn(
+        config,
+        pm,
+        run_dir=run_dir,
+        resume=resume,
+        quiet=quiet,
+        notify=lambda msg: click.echo(msg, err=True),
+    )
 
 
 NPROC_HELP = "Start N local processes, one rank each (with --executor distributed)."
@@ -88,8 +108,16 @@ NPROC_HELP = "Start N local processes, one rank each (with --executor distribute
 @click.command()
 @config_options
 @click.option("--episodes", type=int, help="Episodes per env.")
-@click.option("--out", type=click.Path(file_okay=False), help="Run directory (default: runs/<task>-<policy>-run-<time>).")
-@click.option("--resume", type=click.Path(file_okay=False, exists=True), help="Continue the run in this directory.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    help="Run directory (default: runs/<task>-<policy>-run-<time>).",
+)
+@click.option(
+    "--resume",
+    type=click.Path(file_okay=False, exists=True),
+    help="Continue the run in this directory.",
+)
 @click.option("--nproc", type=click.IntRange(min=1), help=NPROC_HELP)
 @click.option("--quiet", is_flag=True, help="No live display.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
@@ -102,9 +130,15 @@ def run(ctx: click.Context, **params: Any) -> None:
 
 @click.command()
 @config_options
-@click.option("--updates", type=int, help="Policy updates (one rollout = one episode of every env).")
+@click.option(
+    "--updates", type=int, help="Policy updates (one rollout = one episode of every env)."
+)
 @click.option("--out", type=click.Path(file_okay=False), help="Run directory.")
-@click.option("--resume", type=click.Path(file_okay=False, exists=True), help="Continue training in this directory.")
+@click.option(
+    "--resume",
+    type=click.Path(file_okay=False, exists=True),
+    help="Continue training in this directory.",
+)
 @click.option("--nproc", type=click.IntRange(min=1), help=NPROC_HELP)
 @click.option("--quiet", is_flag=True, help="No live display.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
@@ -115,7 +149,12 @@ def train(ctx: click.Context, **params: Any) -> None:
     if params.get("updates") is not None:
         sets.insert(0, f"train.updates={params['updates']}")
     params["sets"] = tuple(sets)
-    extra = {} if params.get("policy") or any(p.startswith("policies.") for p in params.get("plugins") or ()) else {"policy": "ppo"}
+    extra = (
+        {}
+        if params.get("policy")
+        or any(p.startswith("policies.") for p in params.get("plugins") or ())
+        else {"policy": "ppo"}
+    )
     _run_or_train(ctx, "train", params, extra)
 
 
@@ -150,11 +189,15 @@ def plugins(ctx: click.Context, plugins: tuple[str, ...], as_json: bool) -> None
 
 @click.command()
 @click.option("--topology", type=click.Choice(["cnn", "transformer"]), help="Only this topology.")
-@click.option("--channels", type=int, default=64, show_default=True, help="Width for the parameter counts.")
+@click.option(
+    "--channels", type=int, default=64, show_default=True, help="Width for the parameter counts."
+)
 @click.option("--plugin", "plugins", multiple=True, help="Also load this plugin module or file.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def blueprints(ctx: click.Context, topology: str | None, channels: int, plugins: tuple[str, ...], as_json: bool) -> None:
+def blueprints(
+    ctx: click.Context, topology: str | None, channels: int, plugins: tuple[str, ...], as_json: bool
+) -> None:
     """List registered blueprints with their parameter count at a given width."""
     pm = plugin_manager(ctx)
     pm.extend(list(plugins))
@@ -162,11 +205,17 @@ def blueprints(ctx: click.Context, topology: str | None, channels: int, plugins:
     for key, bp in pm.registry("blueprints").items():
         if topology and bp.topology != topology:
             continue
-        rows.append({
-            "name": bp.name, "topology": bp.topology, "key": key, "params": int(bp.param_estimate(channels)),
-            "identity_at_birth": bp.identity_at_birth, "description": bp.description,
-            "plugin": pm.registry("blueprints").plugin_of(key),
-        })
+        rows.append(
+            {
+                "name": bp.name,
+                "topology": bp.topology,
+                "key": key,
+                "params": int(bp.param_estimate(channels)),
+                "identity_at_birth": bp.identity_at_birth,
+                "description": bp.description,
+                "plugin": pm.registry("blueprints").plugin_of(key),
+            }
+        )
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -177,8 +226,14 @@ def blueprints(ctx: click.Context, topology: str | None, channels: int, plugins:
     for column in ("name", "topology", "params", "identity at birth", "description", "plugin"):
         table.add_column(column)
     for r in rows:
-        table.add_row(r["name"], r["topology"], f"{r['params']:,}", "yes" if r["identity_at_birth"] else "no",
-                      r["description"], r["plugin"])
+        table.add_row(
+            r["name"],
+            r["topology"],
+            f"{r['params']:,}",
+            "yes" if r["identity_at_birth"] else "no",
+            r["description"],
+            r["plugin"],
+        )
     Console().print(table)
 
 

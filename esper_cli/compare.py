@@ -10,7 +10,9 @@ import click
 from esper_cli.main import dumps, plugin_manager
 
 
-def _experiment_data(params: dict[str, Any], selections: dict[str, list[str]]) -> tuple[dict[str, Any], str]:
+def _experiment_data(
+    params: dict[str, Any], selections: dict[str, list[str]]
+) -> tuple[dict[str, Any], str]:
     """The experiment file's content with the flags applied over it."""
     from esper_core.config import read_file
     from esper_core.errors import ConfigError
@@ -66,34 +68,70 @@ def print_tables(results: Any, console: Any) -> None:
 
 @click.command()
 @click.argument("experiment", required=False, type=click.Path(dir_okay=False))
-@click.option("--policy", "policies", multiple=True,
-              help="A policy to compare (repeatable): heuristic, random, wait, ppo:DIR/checkpoint.pt.")
-@click.option("--task", "tasks", multiple=True, help="A task (repeatable; default: the config's run.task).")
-@click.option("--seeds", type=int, help="Seeds per policy and task (default 5): --seed, --seed + 1, ...")
+@click.option(
+    "--policy",
+    "policies",
+    multiple=True,
+    help="A policy to compare (repeatable): heuristic, random, wait, ppo:DIR/checkpoint.pt.",
+)
+@click.option(
+    "--task", "tasks", multiple=True, help="A task (repeatable; default: the config's run.task)."
+)
+@click.option(
+    "--seeds", type=int, help="Seeds per policy and task (default 5): --seed, --seed + 1, ..."
+)
 @click.option("--seed", type=int, help="First seed (run.seed).")
 @click.option("--jobs", "-j", type=int, help="Cells run in parallel processes (default 1).")
 @click.option("--baseline", help="Policy label for P(policy > baseline), e.g. wait.")
-@click.option("--out", type=click.Path(file_okay=False),
-              help="Experiment directory (default runs/compare-<tasks>-<policies>); running again continues it.")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Shared TOML or JSON run config.")
-@click.option("--set", "sets", multiple=True, metavar="SECTION.KEY=VALUE", help="Override one shared config value.")
-@click.option("--plugin", "plugins", multiple=True, metavar="KIND.NAME|MODULE|FILE.py",
-              help="Load a plugin module or file, or select a component (policies.NAME adds a policy).")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    help="Experiment directory (default runs/compare-<file stem> or runs/compare-<tasks>-<policies>); "
+    "running again continues it.",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    help="Shared TOML or JSON run config.",
+)
+@click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="SECTION.KEY=VALUE",
+    help="Override one shared config value.",
+)
+@click.option(
+    "--plugin",
+    "plugins",
+    multiple=True,
+    metavar="KIND.NAME|MODULE|FILE.py",
+    help="Load a plugin module or file, or select a component (policies.NAME adds a policy).",
+)
 @click.option("--reward", help="Reward family (only logged: policies are evaluated, not trained).")
 @click.option("--device", help="Device of every cell, e.g. cpu.")
 @click.option("--max-epochs", type=int, help="Epochs per episode (default: the task's).")
 @click.option("--resamples", type=int, help="Bootstrap resamples (default 2000).")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Check the whole experiment and show what would run; run nothing.",
+)
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-@click.option("--json", "as_json", is_flag=True, help="Print results.json to stdout instead of tables.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print results.json to stdout instead of tables."
+)
 @click.pass_context
 def compare(ctx: click.Context, **params: Any) -> None:
     """Compare policies over seeds (and tasks): IQM, 95% bootstrap CIs, P(improvement).
 
     Either flags (esper compare --policy heuristic --policy wait --task digits --seeds 5
     --baseline wait) or an experiment file (esper compare experiments/x.toml; flags
-    override it). Every (task, policy, seed) is a run directory under OUT/cells/;
-    finished ones are reused when the command runs again. Writes OUT/results.json,
-    OUT/results.md and OUT/intervals.png.
+    override it). Every (task, policy, seed) is a run directory under OUT/cells/
+    with one episode of one env; finished ones are reused and interrupted ones
+    resumed when the command runs again. The whole experiment is checked before any
+    run starts. Writes OUT/results.json, OUT/results.md and OUT/intervals.png.
     """
     from rich.console import Console
     from rich.progress import (
@@ -105,7 +143,8 @@ def compare(ctx: click.Context, **params: Any) -> None:
         TimeRemainingColumn,
     )
 
-    from esper_core.comparison import Plan, compare as run_compare
+    from esper_core.comparison import Plan, prepare
+    from esper_core.comparison import compare as run_compare
     from esper_core.converter import unstructure
     from esper_core.experiment import build_experiment, parse_experiment, shared_config
     from esper_core.plugins import split_selections
@@ -115,28 +154,48 @@ def compare(ctx: click.Context, **params: Any) -> None:
     pm.extend(loads)
     data, source = _experiment_data(params, selections)
     spec = parse_experiment(data, source)
-    base = shared_config(spec, params.get("config_path"), _extra(params, selections), params.get("sets") or ())
+    base = shared_config(
+        spec, params.get("config_path"), _extra(params, selections), params.get("sets") or ()
+    )
     experiment = build_experiment(spec, base, loads)
-    out = Path(spec.out) if spec.out else experiment.default_out()
+    if spec.out:
+        out = Path(spec.out)
+    elif params.get("experiment"):
+        out = Path(base.run.out_dir) / f"compare-{Path(params['experiment']).stem}"
+    else:
+        out = experiment.default_out()
     jobs = spec.jobs or 1
     quiet = bool(params.get("quiet") or params.get("as_json"))
     err = Console(stderr=True)
     progress = Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        TimeRemainingColumn(), console=err, disable=quiet,
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        disable=quiet,
     )
     bar: dict[str, Any] = {}
 
+    def describe_plan(plan: Plan) -> str:
+        notes = [f"{plan.total} runs in {plan.directory}"]
+        if plan.completed:
+            notes.append(f"{plan.completed} already finished")
+        if plan.resumable:
+            notes.append(f"{plan.resumable} to resume from their checkpoint")
+        if plan.broken:
+            notes.append(f"{plan.broken} unfinished to run again")
+        return "; ".join(notes)
+
+    if params.get("dry_run"):
+        _, _, plan = prepare(experiment, pm, out, jobs)
+        click.echo(f"experiment OK: {describe_plan(plan)}")
+        return
+
     def on_plan(plan: Plan) -> None:
         if not quiet:
-            notes = [f"{plan.total} runs in {plan.directory}"]
-            if plan.completed:
-                notes.append(f"{plan.completed} already finished")
-            if plan.resumable:
-                notes.append(f"{plan.resumable} to resume from their checkpoint")
-            if plan.broken:
-                notes.append(f"{plan.broken} unfinished to run again")
-            err.print("; ".join(notes))
+            err.print(describe_plan(plan))
         progress.start()
         bar["id"] = progress.add_task("cells", total=plan.total, completed=plan.completed)
 
@@ -151,7 +210,9 @@ def compare(ctx: click.Context, **params: Any) -> None:
         progress.console.print(message)
 
     try:
-        report = run_compare(experiment, pm, out, jobs=jobs, on_plan=on_plan, on_outcome=on_outcome, notify=notify)
+        report = run_compare(
+            experiment, pm, out, jobs=jobs, on_plan=on_plan, on_outcome=on_outcome, notify=notify
+        )
     finally:
         progress.stop()
     if params.get("as_json"):
@@ -159,7 +220,9 @@ def compare(ctx: click.Context, **params: Any) -> None:
     else:
         console = Console()
         print_tables(report.results, console)
-        console.print(f"results: {out / 'results.md'}, {out / 'results.json'}, {out / 'intervals.png'}")
+        console.print(
+            f"results: {out / 'results.md'}, {out / 'results.json'}, {out / 'intervals.png'}"
+        )
     if report.failed:
         click.echo(
             f"error: {len(report.failed)} run(s) failed (listed above); run the same command again to retry them",

@@ -20,8 +20,14 @@ DEBUG_ENV = "ESPER_DEBUG"
 class EsperGroup(click.Group):
     """Turns every error a user can cause into one line on stderr and exit code 2."""
 
-    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
-             standalone_mode: bool = True, **extra: Any) -> Any:
+    def main(
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         try:
@@ -61,8 +67,14 @@ def _debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
 
 @click.group(cls=EsperGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="esper")
-@click.option("--debug", is_flag=True, expose_value=False, is_eager=True, callback=_debug,
-              help="Show full tracebacks instead of one-line errors.")
+@click.option(
+    "--debug",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_debug,
+    help="Show full tracebacks instead of one-line errors.",
+)
 @click.pass_context
 def cli(ctx: click.Context) -> None:
     """Esper: grow neural networks while they train.

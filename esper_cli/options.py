@@ -13,26 +13,49 @@ from esper_core.plugins import PluginManager, split_selections
 
 F = Callable[..., Any]
 
-_SELECTION_FIELD = {"tasks": "task", "rewards": "reward", "policies": "policy", "executors": "executor"}
+_SELECTION_FIELD = {
+    "tasks": "task",
+    "rewards": "reward",
+    "policies": "policy",
+    "executors": "executor",
+}
 
 
 def config_options(fn: F) -> F:
     """--config, --set, --plugin and the convenience flags, in one decorator."""
     decorators = [
-        click.option("--config", "config_path", type=click.Path(dir_okay=False), help="TOML or JSON config file."),
-        click.option("--set", "sets", multiple=True, metavar="SECTION.KEY=VALUE", help="Override one config value."),
         click.option(
-            "--plugin", "plugins", multiple=True, metavar="KIND.NAME|MODULE|FILE.py",
+            "--config",
+            "config_path",
+            type=click.Path(dir_okay=False),
+            help="TOML or JSON config file.",
+        ),
+        click.option(
+            "--set",
+            "sets",
+            multiple=True,
+            metavar="SECTION.KEY=VALUE",
+            help="Override one config value.",
+        ),
+        click.option(
+            "--plugin",
+            "plugins",
+            multiple=True,
+            metavar="KIND.NAME|MODULE|FILE.py",
             help="Select a component (rewards.pbrs) or load a plugin module or file; repeatable.",
         ),
         click.option("--task", help="Task component, e.g. digits."),
-        click.option("--policy", help="Policy, e.g. heuristic, random, wait, ppo:DIR/checkpoint.pt."),
+        click.option(
+            "--policy", help="Policy, e.g. heuristic, random, wait, ppo:DIR/checkpoint.pt."
+        ),
         click.option("--reward", help="Reward family, e.g. pbrs."),
         click.option("--executor", help="Executor, e.g. serial, streams."),
         click.option("--telemetry", multiple=True, help="Add a telemetry backend (repeatable)."),
         click.option("--seed", type=int, help="Base seed (env i uses seed + i)."),
         click.option("--device", help="Device, e.g. cpu or cuda:0."),
-        click.option("--devices", multiple=True, help="Devices for envs round-robin (streams executor)."),
+        click.option(
+            "--devices", multiple=True, help="Devices for envs round-robin (streams executor)."
+        ),
         click.option("--envs", "n_envs", type=int, help="Number of parallel environments."),
         click.option("--max-epochs", type=int, help="Epochs per episode (default: the task's)."),
     ]
@@ -41,7 +64,9 @@ def config_options(fn: F) -> F:
     return fn
 
 
-def build_config(pm: PluginManager, params: dict[str, Any], extra_run: dict[str, Any] | None = None) -> RunConfig:
+def build_config(
+    pm: PluginManager, params: dict[str, Any], extra_run: dict[str, Any] | None = None
+) -> RunConfig:
     """Config file <- convenience flags and ``--plugin KIND.NAME`` <- ``--set``."""
     loads, selections = split_selections(params.get("plugins") or ())
     pm.extend(loads)

@@ -99,11 +99,15 @@ class ActionSpace:
             return f"SET_ALPHA_TARGET {slot} {self.alpha_targets[action.alpha_target]}"
         return f"{op.name} {slot}"
 
-    def germinate(self, slot_id: str, blueprint: str, style: str | None = None, tempo: int | None = None) -> Action:
+    def germinate(
+        self, slot_id: str, blueprint: str, style: str | None = None, tempo: int | None = None
+    ) -> Action:
         """Build a GERMINATE action from names (``blueprint`` may omit the topology prefix)."""
         keys = [b for b in self.blueprints if b == blueprint or b.split("/", 1)[-1] == blueprint]
         if not keys:
-            raise ValueError(f"unknown blueprint {blueprint!r}; available: {', '.join(self.blueprints)}")
+            raise ValueError(
+                f"unknown blueprint {blueprint!r}; available: {', '.join(self.blueprints)}"
+            )
         return Action(
             LifecycleOp.GERMINATE,
             slot=self.slot_ids.index(slot_id),
@@ -153,16 +157,22 @@ def _alpha_targets_legal(report: SlotReport, targets: Sequence[float]) -> list[b
     return [False] * len(targets)
 
 
-def compute_masks(reports: Sequence[SlotReport], space: ActionSpace, rules: MaskRules) -> ActionMasks:
+def compute_masks(
+    reports: Sequence[SlotReport], space: ActionSpace, rules: MaskRules
+) -> ActionMasks:
     """The one place that decides which actions are legal."""
     import torch
 
     n_slots = len(space.slot_ids)
     slot = torch.zeros(len(OPS), n_slots, dtype=torch.bool)
     alpha = torch.zeros(n_slots, len(space.alpha_targets), dtype=torch.bool)
-    seeds_in_model = sum(1 for r in reports if r.stage in LIVE_STAGES or r.stage == Stage.FOSSILIZED)
+    seeds_in_model = sum(
+        1 for r in reports if r.stage in LIVE_STAGES or r.stage == Stage.FOSSILIZED
+    )
     incubating = any(r.stage in (Stage.GERMINATED, Stage.TRAINING) for r in reports)
-    can_germinate = seeds_in_model < rules.max_seeds and not incubating and len(space.blueprints) > 0
+    can_germinate = (
+        seeds_in_model < rules.max_seeds and not incubating and len(space.blueprints) > 0
+    )
     for i, r in enumerate(reports):
         slot[LifecycleOp.GERMINATE, i] = can_germinate and r.stage == Stage.DORMANT
         slot[LifecycleOp.ADVANCE, i] = r.stage in ADVANCE_TARGET
@@ -199,6 +209,8 @@ def refusal_reason(action: Action, masks: ActionMasks, space: ActionSpace) -> st
         return None
     if not bool(masks.slot[action.op, action.slot]):
         return f"{action.op.name} is not legal in slot {space.slot_ids[action.slot]} now"
-    if action.op == LifecycleOp.SET_ALPHA_TARGET and not bool(masks.alpha_target[action.slot, action.alpha_target]):
+    if action.op == LifecycleOp.SET_ALPHA_TARGET and not bool(
+        masks.alpha_target[action.slot, action.alpha_target]
+    ):
         return f"alpha target {space.alpha_targets[action.alpha_target]} is not legal for slot {space.slot_ids[action.slot]}"
     return None

@@ -88,7 +88,9 @@ class AlphaSchedule:
 # the seed's input; each is exactly h when alpha is 0.
 
 
-def blend_add(h: torch.Tensor, s: torch.Tensor, alpha: torch.Tensor, seed_input: torch.Tensor) -> torch.Tensor:
+def blend_add(
+    h: torch.Tensor, s: torch.Tensor, alpha: torch.Tensor, seed_input: torch.Tensor
+) -> torch.Tensor:
     return torch.lerp(h, s, alpha.to(h.dtype))
 
 

@@ -68,7 +68,9 @@ def write_json(path: str | Path, data: Any) -> None:
     write_text(path, json.dumps(data, indent=2, sort_keys=True, allow_nan=True) + "\n")
 
 
-def save_checkpoint(path: str | Path, payload: dict[str, Any], metadata: dict[str, Any] | None = None) -> None:
+def save_checkpoint(
+    path: str | Path, payload: dict[str, Any], metadata: dict[str, Any] | None = None
+) -> None:
     """Write ``payload`` with ``torch.save`` atomically, and ``metadata`` as a JSON sibling."""
     import torch
 
@@ -97,7 +99,9 @@ def load_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, An
             ) from None
         raise CheckpointError(f"checkpoint {p} is corrupt or truncated ({exc})") from None
     except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError) as exc:
-        raise CheckpointError(f"checkpoint {p} is corrupt or truncated: {type(exc).__name__}: {exc}") from None
+        raise CheckpointError(
+            f"checkpoint {p} is corrupt or truncated: {type(exc).__name__}: {exc}"
+        ) from None
     if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         raise CheckpointError(
@@ -112,5 +116,7 @@ def guarded(action: Callable[[], Any], what: str) -> Any:
         return action()
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
-            raise DiskFullError(f"no space left on the device while writing {what}; free disk space and resume") from exc
+            raise DiskFullError(
+                f"no space left on the device while writing {what}; free disk space and resume"
+            ) from exc
         raise

@@ -45,7 +45,9 @@ def _device(value: Any) -> str | None:
 class RunSection:
     """What to run and where."""
 
-    name: str | None = options_field(None, doc="Run directory name (default: derived from task and policy).")
+    name: str | None = options_field(
+        None, doc="Run directory name (default: derived from task and policy)."
+    )
     seed: int = options_field(0, in_range(0, integer=True), "Base seed; env i uses seed + i.")
     episodes: int = options_field(1, in_range(1, integer=True), "Episodes per env for `esper run`.")
     n_envs: int = options_field(1, in_range(1, integer=True), "Parallel environments.")
@@ -53,19 +55,25 @@ class RunSection:
     devices: list[str] = options_field([], each(_device), "Devices for envs round-robin (streams).")
     out_dir: str = options_field("runs", doc="Parent directory of run directories.")
     task: str = options_field("digits", doc="Task component (tasks.*).")
-    policy: str = options_field("heuristic", doc="Policy component (policies.*), e.g. ppo:path/ckpt.pt.")
+    policy: str = options_field(
+        "heuristic", doc="Policy component (policies.*), e.g. ppo:path/ckpt.pt."
+    )
     reward: str = options_field("pbrs", doc="Reward family (rewards.*).")
     executor: str = options_field("serial", doc="Executor (executors.*).")
     telemetry: list[str] = options_field(["console", "jsonl", "csv"], doc="Telemetry backends.")
     gamma: float = options_field(
-        0.995, in_range(0, 1, lo_open=True), "Discount of the run: PPO and reward shaping both use it."
+        0.995,
+        in_range(0, 1, lo_open=True),
+        "Discount of the run: PPO and reward shaping both use it.",
     )
     checkpoint_every: int = options_field(
         5, in_range(0, integer=True), "Write a checkpoint every N epochs (0: only at episode ends)."
     )
     quiet: bool = options_field(False, doc="Suppress the live console display.")
     threads: int = options_field(
-        0, in_range(0, integer=True), "torch intra-op threads for this process (0: torch's default)."
+        0,
+        in_range(0, integer=True),
+        "torch intra-op threads for this process (0: torch's default).",
     )
 
 
@@ -73,19 +81,44 @@ class RunSection:
 class EnvSection:
     """The environment: one RL step is one host epoch."""
 
-    max_epochs: int | None = options_field(None, in_range(1, integer=True), "Epochs per episode (task default).")
-    batch_size: int | None = options_field(None, in_range(1, integer=True), "Training batch size (task default).")
-    eval_batch_size: int | None = options_field(None, in_range(1, integer=True), "Validation/test batch size.")
-    max_batches: int | None = options_field(None, in_range(1, integer=True), "Cap on training batches per epoch.")
-    slots: list[str] | None = options_field(None, non_empty, "Enabled slot ids (default: all the host has).")
-    max_seeds: int = options_field(3, in_range(0, integer=True), "Cap on seeds in the model (live + fossilized).")
-    min_prune_age: int = options_field(1, in_range(0, integer=True), "Epochs a seed must live before PRUNE.")
-    history_length: int = options_field(5, in_range(1, integer=True), "Loss/accuracy history in observations.")
-    plateau_delta: float = options_field(0.5, in_range(0), "Accuracy gain (points) below which an epoch counts as plateau.")
-    eval_test_every: int = options_field(1, in_range(0, integer=True), "Measure test accuracy every N epochs (0: at episode end only).")
-    num_workers: int = options_field(0, in_range(0, integer=True), "DataLoader workers for datasets that do not fit in memory.")
+    max_epochs: int | None = options_field(
+        None, in_range(1, integer=True), "Epochs per episode (task default)."
+    )
+    batch_size: int | None = options_field(
+        None, in_range(1, integer=True), "Training batch size (task default)."
+    )
+    eval_batch_size: int | None = options_field(
+        None, in_range(1, integer=True), "Validation/test batch size."
+    )
+    max_batches: int | None = options_field(
+        None, in_range(1, integer=True), "Cap on training batches per epoch."
+    )
+    slots: list[str] | None = options_field(
+        None, non_empty, "Enabled slot ids (default: all the host has)."
+    )
+    max_seeds: int = options_field(
+        3, in_range(0, integer=True), "Cap on seeds in the model (live + fossilized)."
+    )
+    min_prune_age: int = options_field(
+        1, in_range(0, integer=True), "Epochs a seed must live before PRUNE."
+    )
+    history_length: int = options_field(
+        5, in_range(1, integer=True), "Loss/accuracy history in observations."
+    )
+    plateau_delta: float = options_field(
+        0.5, in_range(0), "Accuracy gain (points) below which an epoch counts as plateau."
+    )
+    eval_test_every: int = options_field(
+        1,
+        in_range(0, integer=True),
+        "Measure test accuracy every N epochs (0: at episode end only).",
+    )
+    num_workers: int = options_field(
+        0, in_range(0, integer=True), "DataLoader workers for datasets that do not fit in memory."
+    )
     fossil_contribution_points: float = options_field(
-        1.0, doc="A fossil whose last contribution is at least this many points counts as contributing."
+        1.0,
+        doc="A fossil whose last contribution is at least this many points counts as contributing.",
     )
 
 
@@ -99,12 +132,22 @@ class TrainingSection:
     seed_lr: float = options_field(0.01, in_range(0, lo_open=True), "Seed SGD learning rate.")
     seed_momentum: float = options_field(0.9, in_range(0, 1, hi_open=True))
     seed_weight_decay: float = options_field(0.0, in_range(0))
-    grad_clip: float = options_field(1.0, in_range(0, lo_open=True), "Max grad norm, per parameter group.")
-    vanishing_grad: float = options_field(1e-7, in_range(0), "A seed grad norm below this counts as vanishing.")
-    exploding_grad: float = options_field(100.0, in_range(0, lo_open=True), "A seed grad norm above this counts as exploding.")
-    amp: str = options_field("off", one_of("off", "bf16", "fp16"), "Mixed precision (CUDA only for fp16).")
+    grad_clip: float = options_field(
+        1.0, in_range(0, lo_open=True), "Max grad norm, per parameter group."
+    )
+    vanishing_grad: float = options_field(
+        1e-7, in_range(0), "A seed grad norm below this counts as vanishing."
+    )
+    exploding_grad: float = options_field(
+        100.0, in_range(0, lo_open=True), "A seed grad norm above this counts as exploding."
+    )
+    amp: str = options_field(
+        "off", one_of("off", "bf16", "fp16"), "Mixed precision (CUDA only for fp16)."
+    )
     compile: str = options_field(
-        "off", one_of("off", "default", "reduce-overhead", "max-autotune"), "torch.compile mode for the model."
+        "off",
+        one_of("off", "default", "reduce-overhead", "max-autotune"),
+        "torch.compile mode for the model.",
     )
 
 
@@ -113,15 +156,27 @@ class LifecycleSection:
     """Gates, alpha schedules and cooldowns (DOMAIN §2)."""
 
     gate_mode: str = options_field("permissive", one_of("permissive", "strict"))
-    auto_advance: bool = options_field(False, doc="Let slots advance themselves when a gate passes.")
-    min_training_epochs: int = options_field(10, in_range(0, integer=True), "G2: epochs in TRAINING.")
-    min_gradient_health: float = options_field(0.7, in_range(0, 1), "G2/G5: gradient health threshold.")
+    auto_advance: bool = options_field(
+        False, doc="Let slots advance themselves when a gate passes."
+    )
+    min_training_epochs: int = options_field(
+        10, in_range(0, integer=True), "G2: epochs in TRAINING."
+    )
+    min_gradient_health: float = options_field(
+        0.7, in_range(0, 1), "G2/G5: gradient health threshold."
+    )
     min_grad_ratio: float = options_field(0.10, in_range(0), "G2 strict: seed/host gradient ratio.")
     strict_min_blending_epochs: int = options_field(10, in_range(0, integer=True), "G3 strict.")
     strict_min_contribution: float = options_field(1.0, doc="G5 strict: contribution in points.")
-    embargo_epochs: int = options_field(5, in_range(0, integer=True), "Epochs a pruned slot is embargoed.")
-    resetting_epochs: int = options_field(1, in_range(0, integer=True), "Epochs in RESETTING before DORMANT.")
-    tempos: list[int] = options_field([3, 5, 8], each(in_range(1, integer=True)), "Alpha ramp lengths (epochs).")
+    embargo_epochs: int = options_field(
+        5, in_range(0, integer=True), "Epochs a pruned slot is embargoed."
+    )
+    resetting_epochs: int = options_field(
+        1, in_range(0, integer=True), "Epochs in RESETTING before DORMANT."
+    )
+    tempos: list[int] = options_field(
+        [3, 5, 8], each(in_range(1, integer=True)), "Alpha ramp lengths (epochs)."
+    )
     default_tempo: int = options_field(5, in_range(1, integer=True))
     alpha_targets: list[float] = options_field([0.5, 0.7, 1.0], each(in_range(0, 1, lo_open=True)))
     styles: list[str] = options_field(
@@ -129,12 +184,16 @@ class LifecycleSection:
         each(one_of("linear_add", "cosine_add", "sigmoid_add", "linear_multiply", "gated")),
     )
     sigmoid_steepness: float = options_field(10.0, in_range(0, lo_open=True))
-    stage_history: int = options_field(32, in_range(1, integer=True), "Stage transitions kept per slot.")
+    stage_history: int = options_field(
+        32, in_range(1, integer=True), "Stage transitions kept per slot."
+    )
 
     def __esper_validate__(self) -> list[str]:
         problems = []
         if self.default_tempo not in self.tempos:
-            problems.append(f"default_tempo {self.default_tempo} is not one of tempos {self.tempos}")
+            problems.append(
+                f"default_tempo {self.default_tempo} is not one of tempos {self.tempos}"
+            )
         if 1.0 not in self.alpha_targets:
             problems.append("alpha_targets must contain 1.0 (HOLDING needs a full blend)")
         return problems
@@ -146,11 +205,21 @@ class GovernorSection:
 
     enabled: bool = options_field(True)
     snapshot_every: int = options_field(5, in_range(1, integer=True), "Epochs between snapshots.")
-    k_chance: float = options_field(1.5, in_range(0, lo_open=True), "Panic floor = k_chance x chance-level loss.")
-    sigma: float = options_field(6.0, in_range(0, lo_open=True), "Panic floor = mean + sigma x std of history.")
-    mean_multiplier: float = options_field(3.0, in_range(0, lo_open=True), "Panic floor = multiplier x mean.")
-    consecutive: int = options_field(3, in_range(1, integer=True), "Epochs above every floor before panic.")
-    min_history: int = options_field(3, in_range(1, integer=True), "Losses needed before statistical checks.")
+    k_chance: float = options_field(
+        1.5, in_range(0, lo_open=True), "Panic floor = k_chance x chance-level loss."
+    )
+    sigma: float = options_field(
+        6.0, in_range(0, lo_open=True), "Panic floor = mean + sigma x std of history."
+    )
+    mean_multiplier: float = options_field(
+        3.0, in_range(0, lo_open=True), "Panic floor = multiplier x mean."
+    )
+    consecutive: int = options_field(
+        3, in_range(1, integer=True), "Epochs above every floor before panic."
+    )
+    min_history: int = options_field(
+        3, in_range(1, integer=True), "Losses needed before statistical checks."
+    )
     history: int = options_field(20, in_range(2, integer=True), "Validation losses remembered.")
     penalty: float = options_field(-10.0, doc="Reward given to the controller at a rollback.")
 
@@ -160,7 +229,9 @@ class TrainSection:
     """``esper train``: PPO-style updates, one rollout = one episode of every env."""
 
     updates: int = options_field(20, in_range(1, integer=True), "Policy updates (rollouts) to run.")
-    checkpoint_every: int = options_field(1, in_range(1, integer=True), "Checkpoint every N updates.")
+    checkpoint_every: int = options_field(
+        1, in_range(1, integer=True), "Checkpoint every N updates."
+    )
 
 
 @define
@@ -195,7 +266,9 @@ def parse_text(text: str, source: str) -> dict[str, Any]:
         else:
             data = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError([f"{source}: not valid {'JSON' if source.endswith('.json') else 'TOML'}: {exc}"]) from None
+        raise ConfigError(
+            [f"{source}: not valid {'JSON' if source.endswith('.json') else 'TOML'}: {exc}"]
+        ) from None
     if not isinstance(data, dict):
         raise ConfigError([f"{source}: expected a table of settings at the top level"])
     return data

@@ -19,7 +19,15 @@ from typing import Any
 import torch
 from attrs import frozen
 
-from esper_core.actions import Action, ActionMasks, ActionSpace, LifecycleOp, MaskRules, compute_masks, refusal_reason
+from esper_core.actions import (
+    Action,
+    ActionMasks,
+    ActionSpace,
+    LifecycleOp,
+    MaskRules,
+    compute_masks,
+    refusal_reason,
+)
 from esper_core.blueprint import Blueprint
 from esper_core.config import RunConfig
 from esper_core.data import make_loader
@@ -43,7 +51,15 @@ from esper_core.telemetry import (
     SlotSummary,
     StageChanged,
 )
-from esper_core.training import EpochTrainer, EvalResult, Pending, TrainStats, fetch, validate, validate_pending
+from esper_core.training import (
+    EpochTrainer,
+    EvalResult,
+    Pending,
+    TrainStats,
+    fetch,
+    validate,
+    validate_pending,
+)
 
 
 def slot_settings(config: RunConfig) -> SlotSettings:
@@ -122,9 +138,9 @@ class MorphogeneticEnv:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             host = self.task.build_host()
-        self.model = MorphogeneticModel(host, self._resolve_blueprint, self.settings, self.config.env.slots).to(
-            self.device
-        )
+        self.model = MorphogeneticModel(
+            host, self._resolve_blueprint, self.settings, self.config.env.slots
+        ).to(self.device)
         self.trainer = EpochTrainer(self.model, self.task, self.config.training, self.device)
         self.governor = Governor(self.config.governor, self.task.chance_loss)
         self.data: TaskData = self.task.load_data(self.device)
@@ -132,12 +148,19 @@ class MorphogeneticEnv:
         # Built once per episode: each iteration draws a fresh permutation from the
         # generator, and DataLoader workers (for datasets that do not fit) persist.
         self._train_loader = make_loader(
-            self.data.train, self.batch_size, device=self.device, generator=self.generator, shuffle=True,
-            max_batches=self.config.env.max_batches, num_workers=self.config.env.num_workers,
+            self.data.train,
+            self.batch_size,
+            device=self.device,
+            generator=self.generator,
+            shuffle=True,
+            max_batches=self.config.env.max_batches,
+            num_workers=self.config.env.num_workers,
         )
 
     def _eval_batches(self, split: Any) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        loader = make_loader(split, self.eval_batch_size, device=self.device, generator=None, shuffle=False)
+        loader = make_loader(
+            split, self.eval_batch_size, device=self.device, generator=None, shuffle=False
+        )
         for inputs, targets in loader:
             yield self.task.prepare_batch(inputs, targets, False, None)
 
@@ -162,7 +185,9 @@ class MorphogeneticEnv:
         self.reward_total = 0.0
         self.reward_components: dict[str, float] = {}
         self.host_params = self.model.host_param_count()
-        ev = validate(self.model, self.task, self._eval_batches(self.data.val), amp=self.config.training.amp)
+        ev = validate(
+            self.model, self.task, self._eval_batches(self.data.val), amp=self.config.training.amp
+        )
         self.last_eval = ev
         self.last_train: TrainStats | None = None
         self.last_test: EvalResult | None = None
@@ -193,7 +218,9 @@ class MorphogeneticEnv:
     def _observe(self, rolled_back: bool) -> Observation:
         reports = tuple(self.model.reports())
         train = self.last_train
-        since_prune = self.epoch - self.last_prune_epoch if self.last_prune_epoch is not None else 10_000
+        since_prune = (
+            self.epoch - self.last_prune_epoch if self.last_prune_epoch is not None else 10_000
+        )
         return Observation(
             env_index=self.env_index,
             epoch=self.epoch,
@@ -218,7 +245,9 @@ class MorphogeneticEnv:
 
     def _snapshots(self) -> tuple[SlotSnapshot, ...]:
         return tuple(
-            SlotSnapshot(r.slot_id, r.stage, r.epochs_in_stage, r.alpha, r.contribution, r.seed_params)
+            SlotSnapshot(
+                r.slot_id, r.stage, r.epochs_in_stage, r.alpha, r.contribution, r.seed_params
+            )
             for r in self.model.reports()
         )
 
@@ -231,19 +260,47 @@ class MorphogeneticEnv:
         if slot.stage == before:
             return []
         return [
-            self._ev(StageChanged, slot_id=slot.slot_id, seed_id=slot.state.seed_id,
-                     from_stage=before.value, to_stage=slot.stage.value)
+            self._ev(
+                StageChanged,
+                slot_id=slot.slot_id,
+                seed_id=slot.state.seed_id,
+                from_stage=before.value,
+                to_stage=slot.stage.value,
+            )
         ]
 
     def _gate_event(self, slot: SeedSlot, gate: Any) -> Event:
-        return self._ev(GateEvaluated, slot_id=slot.slot_id, seed_id=slot.state.seed_id,
-                        gate=gate.gate, passed=gate.passed, failed=list(gate.failed))
+        return self._ev(
+            GateEvaluated,
+            slot_id=slot.slot_id,
+            seed_id=slot.state.seed_id,
+            gate=gate.gate,
+            passed=gate.passed,
+            failed=list(gate.failed),
+        )
 
-    def _pruned_event(self, slot: SeedSlot, stage: Stage, seed_id: str, blueprint: str,
-                      contribution: float | None, params: int, germinated: int, reason: str) -> Event:
-        return self._ev(SeedPruned, slot_id=slot.slot_id, seed_id=seed_id, blueprint=blueprint,
-                        stage=stage.value, contribution=contribution, params=params,
-                        germinated_epoch=germinated, reason=reason)
+    def _pruned_event(
+        self,
+        slot: SeedSlot,
+        stage: Stage,
+        seed_id: str,
+        blueprint: str,
+        contribution: float | None,
+        params: int,
+        germinated: int,
+        reason: str,
+    ) -> Event:
+        return self._ev(
+            SeedPruned,
+            slot_id=slot.slot_id,
+            seed_id=seed_id,
+            blueprint=blueprint,
+            stage=stage.value,
+            contribution=contribution,
+            params=params,
+            germinated_epoch=germinated,
+            reason=reason,
+        )
 
     # ------------------------------------------------------------ the step
 
@@ -280,13 +337,26 @@ class MorphogeneticEnv:
             self.n_germinated += 1
             seed_id = f"{slot.slot_id}-s{self.n_germinated}"
             slot.germinate(
-                seed_id, blueprint, self.space.styles[action.style], tempo=self.space.tempos[action.tempo],
-                epoch=self.epoch, accuracy=acc, init_seed=self.seed * 1_000_003 + self.n_germinated,
+                seed_id,
+                blueprint,
+                self.space.styles[action.style],
+                tempo=self.space.tempos[action.tempo],
+                epoch=self.epoch,
+                accuracy=acc,
+                init_seed=self.seed * 1_000_003 + self.n_germinated,
             )
             self.trainer.sync_optimizers()
-            events.append(self._ev(SeedGerminated, slot_id=slot.slot_id, seed_id=seed_id, blueprint=blueprint.key,
-                                   style=self.space.styles[action.style], tempo=self.space.tempos[action.tempo],
-                                   params=slot.seed_param_count()))
+            events.append(
+                self._ev(
+                    SeedGerminated,
+                    slot_id=slot.slot_id,
+                    seed_id=seed_id,
+                    blueprint=blueprint.key,
+                    style=self.space.styles[action.style],
+                    tempo=self.space.tempos[action.tempo],
+                    params=slot.seed_param_count(),
+                )
+            )
             events.extend(self._stage_event(slot, before))
             return ActionOutcome(refused=None, illegal=False)
         if op == LifecycleOp.ADVANCE:
@@ -300,9 +370,18 @@ class MorphogeneticEnv:
             return ActionOutcome(refused=None, illegal=False)
         if op == LifecycleOp.PRUNE:
             contribution = slot.state.contribution
-            events.append(self._pruned_event(slot, before, slot.state.seed_id or "", slot.state.blueprint or "",
-                                             contribution, slot.seed_param_count(), slot.state.germinated_epoch,
-                                             "policy"))
+            events.append(
+                self._pruned_event(
+                    slot,
+                    before,
+                    slot.state.seed_id or "",
+                    slot.state.blueprint or "",
+                    contribution,
+                    slot.seed_param_count(),
+                    slot.state.germinated_epoch,
+                    "policy",
+                )
+            )
             slot.prune()
             self.trainer.sync_optimizers()
             self.n_pruned += 1
@@ -315,14 +394,24 @@ class MorphogeneticEnv:
         if not gate.passed:
             return ActionOutcome(refused=gate.reason, illegal=False)
         self._fossilized(slot, before)
-        return ActionOutcome(refused=None, illegal=False, fossilized_contribution=slot.state.contribution)
+        return ActionOutcome(
+            refused=None, illegal=False, fossilized_contribution=slot.state.contribution
+        )
 
     def _fossilized(self, slot: SeedSlot, before: Stage) -> None:
         """Bookkeeping of a fossilization (by action or auto-advance): events and a snapshot."""
         self.n_fossilized += 1
-        self._events.append(self._ev(SeedFossilized, slot_id=slot.slot_id, seed_id=slot.state.seed_id or "",
-                                     blueprint=slot.state.blueprint or "", contribution=slot.state.contribution,
-                                     params=slot.seed_param_count(), germinated_epoch=slot.state.germinated_epoch))
+        self._events.append(
+            self._ev(
+                SeedFossilized,
+                slot_id=slot.slot_id,
+                seed_id=slot.state.seed_id or "",
+                blueprint=slot.state.blueprint or "",
+                contribution=slot.state.contribution,
+                params=slot.seed_param_count(),
+                germinated_epoch=slot.state.germinated_epoch,
+            )
+        )
         self._events.extend(self._stage_event(slot, before))
         self.governor.take_snapshot(self.model, self.epoch)
 
@@ -350,7 +439,13 @@ class MorphogeneticEnv:
         ]
         if self._test_due(epoch):
             pendings.append(
-                validate_pending(self.model, self.task, self._eval_batches(self.data.test), counterfactual=False, amp=amp)
+                validate_pending(
+                    self.model,
+                    self.task,
+                    self._eval_batches(self.data.test),
+                    counterfactual=False,
+                    amp=amp,
+                )
             )
         fetched = fetch(*pendings)  # the epoch's one host synchronisation
         train: TrainStats = fetched[0]
@@ -362,8 +457,12 @@ class MorphogeneticEnv:
         for slot in self.model.iter_slots():
             stats = train.seeds.get(slot.slot_id)
             if stats is not None:
-                slot.record_gradients(stats.health, stats.exploding, stats.grad_ratio, stats.grad_norm)
-            slot.record_contribution(ev.contributions.get(slot.slot_id), loss_finite=ev.finite and train.finite)
+                slot.record_gradients(
+                    stats.health, stats.exploding, stats.grad_ratio, stats.grad_norm
+                )
+            slot.record_contribution(
+                ev.contributions.get(slot.slot_id), loss_finite=ev.finite and train.finite
+            )
 
         verdict = self.governor.check(ev.loss, train.finite)
         rolled_back = verdict.panic
@@ -391,44 +490,88 @@ class MorphogeneticEnv:
         done = epoch >= self.max_epochs
         self._observation = self._observe(rolled_back)
         metrics = EpochMetrics(
-            train_loss=train.loss, train_acc=train.accuracy, val_loss=ev.loss, val_acc=ev.accuracy,
-            test_loss=test.loss if test else None, test_acc=test.accuracy if test else None,
-            epoch_time=time.perf_counter() - self._step_started, batches=train.batches,
+            train_loss=train.loss,
+            train_acc=train.accuracy,
+            val_loss=ev.loss,
+            val_acc=ev.accuracy,
+            test_loss=test.loss if test else None,
+            test_acc=test.accuracy if test else None,
+            epoch_time=time.perf_counter() - self._step_started,
+            batches=train.batches,
         )
         events = self._events
         events.append(self._epoch_event(metrics, breakdown))
         if done:
             events.append(self._episode_event())
         return StepResult(
-            env_index=self.env_index, observation=self._observation, reward=breakdown.total,
-            reward_components=dict(breakdown.components), done=done, terminal=done or rolled_back,
-            metrics=metrics, refused=self._outcome.refused, rolled_back=rolled_back, events=events,
-            info={"illegal": self._outcome.illegal, "refused_actions": self.n_refused,
-                  "gate_failures": self.n_gate_failures},
+            env_index=self.env_index,
+            observation=self._observation,
+            reward=breakdown.total,
+            reward_components=dict(breakdown.components),
+            done=done,
+            terminal=done or rolled_back,
+            metrics=metrics,
+            refused=self._outcome.refused,
+            rolled_back=rolled_back,
+            events=events,
+            info={
+                "illegal": self._outcome.illegal,
+                "refused_actions": self.n_refused,
+                "gate_failures": self.n_gate_failures,
+            },
         )
 
-    def _rollback(self, reason: str, loss: float, with_test: bool) -> tuple[EvalResult, EvalResult | None]:
-        live = {s.slot_id: (s.stage, s.state.seed_id or "", s.state.blueprint or "", s.state.contribution,
-                            s.seed_param_count(), s.state.germinated_epoch)
-                for s in self.model.iter_slots() if s.stage in LIVE_STAGES}
+    def _rollback(
+        self, reason: str, loss: float, with_test: bool
+    ) -> tuple[EvalResult, EvalResult | None]:
+        live = {
+            s.slot_id: (
+                s.stage,
+                s.state.seed_id or "",
+                s.state.blueprint or "",
+                s.state.contribution,
+                s.seed_param_count(),
+                s.state.germinated_epoch,
+            )
+            for s in self.model.iter_slots()
+            if s.stage in LIVE_STAGES
+        }
         pruned = self.governor.rollback(self.model)
         self.trainer.reset_optimizers()
         self.n_pruned += len(pruned)
-        self._events.append(self._ev(GovernorRollback, reason=reason, val_loss=loss,
-                                     penalty=self.config.governor.penalty,
-                                     snapshot_epoch=self.governor.snapshot_epoch))
+        self._events.append(
+            self._ev(
+                GovernorRollback,
+                reason=reason,
+                val_loss=loss,
+                penalty=self.config.governor.penalty,
+                snapshot_epoch=self.governor.snapshot_epoch,
+            )
+        )
         for slot_id in pruned:
             slot = self.model.slot(slot_id)
             stage, seed_id, blueprint, contribution, params, germinated = live[slot_id]
-            self._events.append(self._pruned_event(slot, stage, seed_id, blueprint, contribution, params,
-                                                   germinated, "rollback"))
+            self._events.append(
+                self._pruned_event(
+                    slot, stage, seed_id, blueprint, contribution, params, germinated, "rollback"
+                )
+            )
             self._events.extend(self._stage_event(slot, stage))
         # Observe the restored model, not the one that diverged.
         amp = self.config.training.amp
-        pendings = [validate_pending(self.model, self.task, self._eval_batches(self.data.val), amp=amp)]
+        pendings = [
+            validate_pending(self.model, self.task, self._eval_batches(self.data.val), amp=amp)
+        ]
         if with_test:
-            pendings.append(validate_pending(self.model, self.task, self._eval_batches(self.data.test),
-                                             counterfactual=False, amp=amp))
+            pendings.append(
+                validate_pending(
+                    self.model,
+                    self.task,
+                    self._eval_batches(self.data.test),
+                    counterfactual=False,
+                    amp=amp,
+                )
+            )
         fetched = fetch(*pendings)
         return fetched[0], (fetched[1] if with_test else None)
 
@@ -451,20 +594,31 @@ class MorphogeneticEnv:
         targeted = action.op != LifecycleOp.WAIT and 0 <= action.slot < len(self.space.slot_ids)
         target = self.space.slot_ids[action.slot] if targeted else None
         fossils_contributing = sum(
-            1 for s in self.model.iter_slots()
-            if s.stage == Stage.FOSSILIZED and (s.state.contribution or 0.0) >= self.config.env.fossil_contribution_points
+            1
+            for s in self.model.iter_slots()
+            if s.stage == Stage.FOSSILIZED
+            and (s.state.contribution or 0.0) >= self.config.env.fossil_contribution_points
         )
         ctx = RewardContext(
-            action=action, op=action.op, target_slot=target, applied=self._outcome.refused is None,
-            epoch=self.epoch, max_epochs=self.max_epochs,
-            val_acc_prev=self._val_before[0], val_acc=ev.accuracy,
-            val_loss_prev=self._val_before[1], val_loss=ev.loss,
-            slots_before=self._slots_before, slots_after=self._snapshots(),
-            host_params=self.host_params, seed_params=self.model.seed_param_count(),
+            action=action,
+            op=action.op,
+            target_slot=target,
+            applied=self._outcome.refused is None,
+            epoch=self.epoch,
+            max_epochs=self.max_epochs,
+            val_acc_prev=self._val_before[0],
+            val_acc=ev.accuracy,
+            val_loss_prev=self._val_before[1],
+            val_loss=ev.loss,
+            slots_before=self._slots_before,
+            slots_after=self._snapshots(),
+            host_params=self.host_params,
+            seed_params=self.model.seed_param_count(),
             fossil_params=self.model.fossil_param_count(),
             pruned_contribution=self._outcome.pruned_contribution,
             fossilized_contribution=self._outcome.fossilized_contribution,
-            fossils_contributing=fossils_contributing, rolled_back=rolled_back,
+            fossils_contributing=fossils_contributing,
+            rolled_back=rolled_back,
             chance_loss=self.task.chance_loss,
         )
         breakdown = self.reward.compute(ctx)
@@ -474,26 +628,54 @@ class MorphogeneticEnv:
 
     def _epoch_event(self, m: EpochMetrics, breakdown: RewardBreakdown) -> Event:
         slots = [
-            SlotSummary(slot_id=r.slot_id, stage=r.stage.value, seed_id=r.seed_id, blueprint=r.blueprint,
-                        alpha=r.alpha, contribution=r.contribution, seed_params=r.seed_params)
+            SlotSummary(
+                slot_id=r.slot_id,
+                stage=r.stage.value,
+                seed_id=r.seed_id,
+                blueprint=r.blueprint,
+                alpha=r.alpha,
+                contribution=r.contribution,
+                seed_params=r.seed_params,
+            )
             for r in self._observation.slots
         ]
-        return self._ev(EpochCompleted, train_loss=m.train_loss, train_acc=m.train_acc, val_loss=m.val_loss,
-                        val_acc=m.val_acc, test_loss=m.test_loss, test_acc=m.test_acc,
-                        action=self.space.describe(self._action), action_refused=self._outcome.refused,
-                        reward=breakdown.total, reward_components=dict(breakdown.components),
-                        host_params=self.host_params, seed_params=self.model.seed_param_count(), slots=slots,
-                        epoch_time=m.epoch_time)
+        return self._ev(
+            EpochCompleted,
+            train_loss=m.train_loss,
+            train_acc=m.train_acc,
+            val_loss=m.val_loss,
+            val_acc=m.val_acc,
+            test_loss=m.test_loss,
+            test_acc=m.test_acc,
+            action=self.space.describe(self._action),
+            action_refused=self._outcome.refused,
+            reward=breakdown.total,
+            reward_components=dict(breakdown.components),
+            host_params=self.host_params,
+            seed_params=self.model.seed_param_count(),
+            slots=slots,
+            epoch_time=m.epoch_time,
+        )
 
     def _episode_event(self) -> Event:
         test = self.last_test
         return EpisodeFinished(
-            env=self.env_index, episode=self.episode, epochs=self.epoch, final_val_acc=self.last_eval.accuracy,
-            final_test_acc=test.accuracy if test else None, final_test_loss=test.loss if test else None,
-            total_reward=self.reward_total, reward_components=dict(self.reward_components),
-            host_params=self.host_params, params_added=self.model.seed_param_count(),
-            seeds_germinated=self.n_germinated, seeds_fossilized=self.n_fossilized, seeds_pruned=self.n_pruned,
-            rollbacks=self.governor.rollbacks, refused_actions=self.n_refused, seed=self.seed,
+            env=self.env_index,
+            episode=self.episode,
+            epochs=self.epoch,
+            final_val_acc=self.last_eval.accuracy,
+            final_test_acc=test.accuracy if test else None,
+            final_test_loss=test.loss if test else None,
+            total_reward=self.reward_total,
+            reward_components=dict(self.reward_components),
+            host_params=self.host_params,
+            params_added=self.model.seed_param_count(),
+            seeds_germinated=self.n_germinated,
+            seeds_fossilized=self.n_fossilized,
+            seeds_pruned=self.n_pruned,
+            rollbacks=self.governor.rollbacks,
+            refused_actions=self.n_refused,
+            seed=self.seed,
         )
 
     def step(self, action: Action) -> StepResult:
@@ -512,16 +694,24 @@ class MorphogeneticEnv:
             "governor": self.governor.state_dict(),
             "generator": self.generator.get_state(),
             "counters": {
-                "val_history": list(self.val_history), "acc_history": list(self.acc_history),
-                "best_acc": self.best_acc, "plateau_epochs": self.plateau_epochs,
-                "last_prune_epoch": self.last_prune_epoch, "n_germinated": self.n_germinated,
-                "n_fossilized": self.n_fossilized, "n_pruned": self.n_pruned, "n_refused": self.n_refused,
-                "n_gate_failures": self.n_gate_failures, "reward_total": self.reward_total,
+                "val_history": list(self.val_history),
+                "acc_history": list(self.acc_history),
+                "best_acc": self.best_acc,
+                "plateau_epochs": self.plateau_epochs,
+                "last_prune_epoch": self.last_prune_epoch,
+                "n_germinated": self.n_germinated,
+                "n_fossilized": self.n_fossilized,
+                "n_pruned": self.n_pruned,
+                "n_refused": self.n_refused,
+                "n_gate_failures": self.n_gate_failures,
+                "reward_total": self.reward_total,
                 "reward_components": dict(self.reward_components),
             },
             "last_eval": _eval_dict(self.last_eval),
             "last_test": _eval_dict(self.last_test) if self.last_test else None,
-            "last_train": None if self.last_train is None else [self.last_train.loss, self.last_train.accuracy],
+            "last_train": None
+            if self.last_train is None
+            else [self.last_train.loss, self.last_train.accuracy],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -540,7 +730,10 @@ class MorphogeneticEnv:
         self.n_germinated, self.n_fossilized = int(c["n_germinated"]), int(c["n_fossilized"])
         self.n_pruned, self.n_refused = int(c["n_pruned"]), int(c["n_refused"])
         self.n_gate_failures = int(c["n_gate_failures"])
-        self.reward_total, self.reward_components = float(c["reward_total"]), dict(c["reward_components"])
+        self.reward_total, self.reward_components = (
+            float(c["reward_total"]),
+            dict(c["reward_components"]),
+        )
         self.host_params = self.model.host_param_count()
         self.last_eval = EvalResult(**state["last_eval"])
         self.last_test = EvalResult(**state["last_test"]) if state["last_test"] else None
@@ -551,8 +744,13 @@ class MorphogeneticEnv:
 
 
 def _eval_dict(ev: EvalResult) -> dict[str, Any]:
-    return {"loss": ev.loss, "accuracy": ev.accuracy, "contributions": dict(ev.contributions),
-            "all_off_accuracy": ev.all_off_accuracy, "finite": ev.finite}
+    return {
+        "loss": ev.loss,
+        "accuracy": ev.accuracy,
+        "contributions": dict(ev.contributions),
+        "all_off_accuracy": ev.all_off_accuracy,
+        "finite": ev.finite,
+    }
 
 
 def run_epoch(env: MorphogeneticEnv, action: Action) -> StepResult:

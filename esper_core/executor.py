@@ -30,7 +30,9 @@ class Executor(Protocol):
         """The device of each env (executors that spread envs over devices decide here)."""
         ...
 
-    def step(self, envs: Sequence[MorphogeneticEnv], actions: Sequence[Action]) -> list[StepResult]: ...
+    def step(
+        self, envs: Sequence[MorphogeneticEnv], actions: Sequence[Action]
+    ) -> list[StepResult]: ...
 
     def close(self) -> None: ...
 
@@ -51,7 +53,9 @@ class MultiProcessExecutor(Protocol):
         """Make the policy identical on every rank (and, when training, keep it so)."""
         ...
 
-    def reset_envs(self, envs: Sequence[MorphogeneticEnv], seeds: Sequence[int], episode: int) -> list[Observation]:
+    def reset_envs(
+        self, envs: Sequence[MorphogeneticEnv], seeds: Sequence[int], episode: int
+    ) -> list[Observation]:
         """Reset the envs this rank owns; return the first observation of every env."""
         ...
 

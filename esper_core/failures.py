@@ -30,7 +30,9 @@ def _resume_hint(run_dir: Path | None, mode: str) -> str:
         return ""
     checkpoint = run_dir / "checkpoint.pt"
     if checkpoint.is_file():
-        return f" The last checkpoint is {checkpoint}; continue with: esper {mode} --resume {run_dir}"
+        return (
+            f" The last checkpoint is {checkpoint}; continue with: esper {mode} --resume {run_dir}"
+        )
     return f" No checkpoint was written yet in {run_dir}."
 
 
@@ -40,7 +42,9 @@ def blame(exc: BaseException, plugin_modules: dict[str, str]) -> str | None:
     ``plugin_modules`` maps plugin name -> module name. A frame matches a plugin when it
     runs in that module or in another module of the same top-level package.
     """
-    frames = [frame.f_globals.get("__name__", "") for frame, _ in traceback.walk_tb(exc.__traceback__)]
+    frames = [
+        frame.f_globals.get("__name__", "") for frame, _ in traceback.walk_tb(exc.__traceback__)
+    ]
     by_module = {module: name for name, module in plugin_modules.items()}
     by_package: dict[str, list[str]] = {}
     for name, module in plugin_modules.items():
@@ -56,7 +60,9 @@ def blame(exc: BaseException, plugin_modules: dict[str, str]) -> str | None:
     return None
 
 
-def explain(exc: BaseException, plugin_modules: dict[str, str], run_dir: Path | None, mode: str) -> EsperError | None:
+def explain(
+    exc: BaseException, plugin_modules: dict[str, str], run_dir: Path | None, mode: str
+) -> EsperError | None:
     """An :class:`EsperError` describing ``exc`` for the user, or None to let it propagate."""
     if isinstance(exc, EsperError):
         return None

@@ -44,14 +44,22 @@ class Governor:
             return None
         mean = statistics.fmean(self.history)
         std = statistics.pstdev(self.history)
-        return max(self.cfg.k_chance * self.chance_loss, mean + self.cfg.sigma * std, self.cfg.mean_multiplier * mean)
+        return max(
+            self.cfg.k_chance * self.chance_loss,
+            mean + self.cfg.sigma * std,
+            self.cfg.mean_multiplier * mean,
+        )
 
     def check(self, val_loss: float, train_finite: bool = True) -> Verdict:
         """Judge one epoch's validation loss; healthy losses join the history."""
         if not self.cfg.enabled:
             return Verdict(False)
         if not math.isfinite(val_loss) or not train_finite:
-            return Verdict(True, "non-finite loss" + ("" if math.isfinite(val_loss) else f" (validation {val_loss})"))
+            return Verdict(
+                True,
+                "non-finite loss"
+                + ("" if math.isfinite(val_loss) else f" (validation {val_loss})"),
+            )
         floor = self.floor()
         if floor is not None and val_loss > floor:
             self.strikes += 1
@@ -70,7 +78,9 @@ class Governor:
     def take_snapshot(self, model: MorphogeneticModel, epoch: int) -> None:
         """Copy host and fossil weights to the CPU, replacing the previous snapshot."""
         state: dict[str, Any] = {
-            "host": {k: v.detach().to("cpu", copy=True) for k, v in model.host.state_dict().items()},
+            "host": {
+                k: v.detach().to("cpu", copy=True) for k, v in model.host.state_dict().items()
+            },
             "fossils": {},
         }
         for slot in model.iter_slots():
@@ -88,7 +98,9 @@ class Governor:
     def rollback(self, model: MorphogeneticModel) -> list[str]:
         """Restore the snapshot and prune every live seed; return the pruned slot ids."""
         if self.snapshot_state is None:
-            raise RuntimeError("governor rollback without a snapshot; take_snapshot() runs at reset")
+            raise RuntimeError(
+                "governor rollback without a snapshot; take_snapshot() runs at reset"
+            )
         model.host.load_state_dict(self.snapshot_state["host"])
         for slot_id, slot_state in self.snapshot_state["fossils"].items():
             model.slot(slot_id).load_state_dict(slot_state)

@@ -24,7 +24,9 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError("esper_core.gym needs gymnasium: pip install 'esper[gym]'") from exc
 
 
-def make_env(config: RunConfig | None = None, pm: Any = None, env_index: int = 0) -> MorphogeneticEnv:
+def make_env(
+    config: RunConfig | None = None, pm: Any = None, env_index: int = 0
+) -> MorphogeneticEnv:
     """Build one env from a config through the plugin registries."""
     from esper_core.plugins import PluginManager
     from esper_core.runner import resolve
@@ -33,13 +35,17 @@ def make_env(config: RunConfig | None = None, pm: Any = None, env_index: int = 0
     resolved = resolve(config, pm or PluginManager())
     cfg = resolved.config
     reward = resolved.reward.cls(resolved.reward.options, gamma=cfg.run.gamma)
-    return MorphogeneticEnv(resolved.make_task(), reward, resolved.blueprints, cfg, env_index, cfg.run.device)
+    return MorphogeneticEnv(
+        resolved.make_task(), reward, resolved.blueprints, cfg, env_index, cfg.run.device
+    )
 
 
 class EsperGymEnv(gym.Env[np.ndarray, np.ndarray]):
     metadata = {"render_modes": []}
 
-    def __init__(self, env: MorphogeneticEnv | None = None, config: RunConfig | None = None, pm: Any = None) -> None:
+    def __init__(
+        self, env: MorphogeneticEnv | None = None, config: RunConfig | None = None, pm: Any = None
+    ) -> None:
         super().__init__()
         self.env = env if env is not None else make_env(config, pm)
         space = self.env.space
@@ -64,7 +70,9 @@ class EsperGymEnv(gym.Env[np.ndarray, np.ndarray]):
         )
         return {"action_mask": mask, "masks": m, "observation": obs, **extra}
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         if seed is not None:
             self._seed = seed
@@ -72,10 +80,17 @@ class EsperGymEnv(gym.Env[np.ndarray, np.ndarray]):
         return self._encode(obs), self._info(obs)
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        result = self.env.step(Action.from_indices([int(a) for a in np.asarray(action).reshape(-1)]))
+        result = self.env.step(
+            Action.from_indices([int(a) for a in np.asarray(action).reshape(-1)])
+        )
         obs = result.observation
-        info = self._info(obs, refused=result.refused, rolled_back=result.rolled_back,
-                          reward_components=result.reward_components, test_acc=result.metrics.test_acc)
+        info = self._info(
+            obs,
+            refused=result.refused,
+            rolled_back=result.rolled_back,
+            reward_components=result.reward_components,
+            test_acc=result.metrics.test_acc,
+        )
         # The last epoch is a true terminal state (the epoch fraction is observed and the
         # terminal bonus is paid), so it is `terminated`, not a time-limit truncation.
         return self._encode(obs), float(result.reward), bool(result.done), False, info

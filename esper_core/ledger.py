@@ -47,8 +47,13 @@ class SeedLedger:
         for event in events:
             if isinstance(event, SeedGerminated):
                 self.records[self.key(event.env, event.episode, event.seed_id)] = SeedRecord(
-                    seed_id=event.seed_id, env=event.env, episode=event.episode, slot_id=event.slot_id,
-                    blueprint=event.blueprint, style=event.style, params=event.params,
+                    seed_id=event.seed_id,
+                    env=event.env,
+                    episode=event.episode,
+                    slot_id=event.slot_id,
+                    blueprint=event.blueprint,
+                    style=event.style,
+                    params=event.params,
                     germinated_epoch=event.epoch,
                 )
             elif isinstance(event, StageChanged) and event.seed_id:
@@ -68,7 +73,9 @@ class SeedLedger:
                     record.fate = "pruned" if event.reason == "policy" else "pruned_by_rollback"
 
     def rows(self) -> list[SeedRecord]:
-        return sorted(self.records.values(), key=lambda r: (r.episode, r.env, r.germinated_epoch, r.seed_id))
+        return sorted(
+            self.records.values(), key=lambda r: (r.episode, r.env, r.germinated_epoch, r.seed_id)
+        )
 
     def state_dict(self) -> list[dict[str, Any]]:
         return [converter.unstructure(r) for r in self.rows()]

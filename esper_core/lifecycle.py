@@ -146,7 +146,9 @@ def evaluate_gate(target: Stage, inputs: GateInputs, t: GateThresholds) -> GateR
         if inputs.alpha_target < 1.0 or inputs.alpha < 1.0:
             failed.append(f"alpha {inputs.alpha:.3f} has not reached target 1.0")
         if t.strict and inputs.epochs_in_stage < t.strict_min_blending_epochs:
-            failed.append(f"{inputs.epochs_in_stage} epochs in BLENDING < {t.strict_min_blending_epochs}")
+            failed.append(
+                f"{inputs.epochs_in_stage} epochs in BLENDING < {t.strict_min_blending_epochs}"
+            )
     elif target == Stage.FOSSILIZED:
         gate = "G5"
         if inputs.stage != Stage.HOLDING:

@@ -48,7 +48,11 @@ class MorphogeneticModel(nn.Module):
                 raise ValueError(f"slot ids repeat in {list(slots)}")
         enabled = set(available if slots is None else slots)
         self.slots = nn.ModuleDict(
-            {spec.slot_id: SeedSlot(spec, resolve_blueprint, settings) for spec in specs if spec.slot_id in enabled}
+            {
+                spec.slot_id: SeedSlot(spec, resolve_blueprint, settings)
+                for spec in specs
+                if spec.slot_id in enabled
+            }
         )
         self._slot_after: dict[int, str] = {
             spec.segment: spec.slot_id for spec in specs if spec.slot_id in enabled
@@ -97,7 +101,9 @@ class MorphogeneticModel(nn.Module):
 
     def seed_param_count(self, stages: frozenset[Stage] | None = None) -> int:
         return sum(
-            slot.seed_param_count() for slot in self.iter_slots() if stages is None or slot.stage in stages
+            slot.seed_param_count()
+            for slot in self.iter_slots()
+            if stages is None or slot.stage in stages
         )
 
     def fossil_param_count(self) -> int:

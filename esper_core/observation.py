@@ -90,14 +90,20 @@ def features(obs: Observation, space: ActionSpace, history_length: int) -> list[
             ]
         )
         onehot = [0.0] * (len(space.blueprints) + 1)
-        index = space.blueprints.index(report.blueprint) if report.blueprint in space.blueprints else -1
+        index = (
+            space.blueprints.index(report.blueprint) if report.blueprint in space.blueprints else -1
+        )
         onehot[index] = 1.0
         out.extend(onehot)
     return out
 
 
-def feature_tensor(observations: Sequence[Observation], space: ActionSpace, history_length: int) -> torch.Tensor:
-    return torch.tensor([features(o, space, history_length) for o in observations], dtype=torch.float32)
+def feature_tensor(
+    observations: Sequence[Observation], space: ActionSpace, history_length: int
+) -> torch.Tensor:
+    return torch.tensor(
+        [features(o, space, history_length) for o in observations], dtype=torch.float32
+    )
 
 
 class RunningMeanStd:
@@ -129,13 +135,20 @@ class RunningMeanStd:
         return ((x - mean) / std).clamp(-self.clip, self.clip)
 
     def state_dict(self) -> dict[str, object]:
-        return {"mean": self.mean.clone(), "var": self.var.clone(), "count": float(self.count), "clip": self.clip}
+        return {
+            "mean": self.mean.clone(),
+            "var": self.var.clone(),
+            "count": float(self.count),
+            "clip": self.clip,
+        }
 
     def load_state_dict(self, state: dict[str, object]) -> None:
         mean, var = state["mean"], state["var"]
         assert isinstance(mean, torch.Tensor) and isinstance(var, torch.Tensor)
         if mean.shape != self.mean.shape:
-            raise ValueError(f"normalizer shape {tuple(mean.shape)} does not match {tuple(self.mean.shape)}")
+            raise ValueError(
+                f"normalizer shape {tuple(mean.shape)} does not match {tuple(self.mean.shape)}"
+            )
         self.mean, self.var = mean.clone(), var.clone()
         self.count = float(state["count"])  # type: ignore[arg-type]
         self.clip = float(state["clip"])  # type: ignore[arg-type]

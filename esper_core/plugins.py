@@ -12,7 +12,6 @@ import importlib
 import importlib.metadata
 import importlib.util
 import os
-
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -103,9 +102,7 @@ def _component_key(kind: str, component: Any, plugin: str) -> str:
                 "register esper_core.blueprint.Blueprint values"
             )
         return component.key
-    missing = [
-        attr for attr in ("name", "description", "Options") if not hasattr(component, attr)
-    ]
+    missing = [attr for attr in ("name", "description", "Options") if not hasattr(component, attr)]
     if missing:
         raise PluginError(
             f"plugin {plugin!r} registered {component!r} as a {kind} component, but it lacks "
@@ -135,7 +132,9 @@ class PluginManager:
         from esper_core import executor
 
         self._register_module(executor, "executors.serial", "esper", _own_version())
-        self._entry_points = {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+        self._entry_points = {
+            ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+        }
         if autoload:
             for ep in self._entry_points.values():
                 self._load_entry_point(ep)
@@ -152,14 +151,18 @@ class PluginManager:
 
     # ------------------------------------------------------------ loading
 
-    def _register_module(self, module: ModuleType, name: str, dist: str | None, version: str | None) -> None:
+    def _register_module(
+        self, module: ModuleType, name: str, dist: str | None, version: str | None
+    ) -> None:
         if self.pm.is_registered(module) or name in self.infos:
             return
         try:
             self.pm.register(module, name=name)
         except ValueError as exc:
             raise PluginError(f"plugin {name!r} could not be registered: {exc}") from exc
-        self.infos[name] = PluginInfo(name=name, module=module.__name__, distribution=dist, version=version)
+        self.infos[name] = PluginInfo(
+            name=name, module=module.__name__, distribution=dist, version=version
+        )
 
     def _load_entry_point(self, ep: importlib.metadata.EntryPoint) -> None:
         try:
@@ -196,7 +199,9 @@ class PluginManager:
         try:
             spec.loader.exec_module(module)
         except Exception as exc:
-            raise PluginError(f"plugin {str(path)!r} failed to import: {type(exc).__name__}: {exc}") from exc
+            raise PluginError(
+                f"plugin {str(path)!r} failed to import: {type(exc).__name__}: {exc}"
+            ) from exc
         self._register_module(module, name, None, None)
 
     def _load_module(self, dotted: str) -> None:
@@ -210,7 +215,9 @@ class PluginManager:
                 ) from None
             raise PluginError(f"plugin {dotted!r} failed to import: {exc}") from exc
         except Exception as exc:
-            raise PluginError(f"plugin {dotted!r} failed to import: {type(exc).__name__}: {exc}") from exc
+            raise PluginError(
+                f"plugin {dotted!r} failed to import: {type(exc).__name__}: {exc}"
+            ) from exc
         self._register_module(module, dotted, None, None)
 
     def _check_pending(self) -> None:
@@ -218,7 +225,7 @@ class PluginManager:
             self.pm.check_pending()
         except pluggy.PluginValidationError as exc:
             plugin = self.pm.get_name(exc.plugin) or repr(exc.plugin)
-            known = ", ".join(sorted(_HOOK_OF_KIND.values()) + ["esper_register_commands"])
+            known = ", ".join([*sorted(_HOOK_OF_KIND.values()), "esper_register_commands"])
             raise PluginError(
                 f"plugin {plugin!r} implements an unknown hook ({exc}); known hooks: {known}"
             ) from None
@@ -242,7 +249,9 @@ class PluginManager:
         for kind, hook_name in _HOOK_OF_KIND.items():
             registry = self.registries[kind]
 
-            def make_args(plugin: str, kind: str = kind, registry: Registry[Any] = registry) -> dict[str, Any]:
+            def make_args(
+                plugin: str, kind: str = kind, registry: Registry[Any] = registry
+            ) -> dict[str, Any]:
                 def register(component: Any) -> None:
                     key = _component_key(kind, component, plugin)
                     registry.add(key, component, plugin)
@@ -296,5 +305,3 @@ def split_selections(specs: Iterable[str]) -> tuple[list[str], dict[str, list[st
         else:
             loads.append(spec)
     return loads, selections
-
-

@@ -68,13 +68,18 @@ class RewardBreakdown:
 
     @classmethod
     def of(cls, **components: float) -> RewardBreakdown:
-        return cls(total=float(sum(components.values())), components={k: float(v) for k, v in components.items()})
+        return cls(
+            total=float(sum(components.values())),
+            components={k: float(v) for k, v in components.items()},
+        )
 
     def plus(self, **components: float) -> RewardBreakdown:
         merged = dict(self.components)
         for key, value in components.items():
             merged[key] = merged.get(key, 0.0) + float(value)
-        return RewardBreakdown(total=self.total + float(sum(components.values())), components=merged)
+        return RewardBreakdown(
+            total=self.total + float(sum(components.values())), components=merged
+        )
 
 
 @runtime_checkable

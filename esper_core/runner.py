@@ -76,11 +76,15 @@ class Resolved:
         return self.task.cls(self.task.options)
 
 
-def _component(pm: PluginManager, kind: str, name: str, config: RunConfig, problems: list[str]) -> Component | None:
+def _component(
+    pm: PluginManager, kind: str, name: str, config: RunConfig, problems: list[str]
+) -> Component | None:
     registry = pm.registry(kind)
     cls = registry.get(name)  # an unknown name fails here, listing what is available
     try:
-        options = structure(config.component_options(kind, name), cls.Options, path=f"{kind}.{name}")
+        options = structure(
+            config.component_options(kind, name), cls.Options, path=f"{kind}.{name}"
+        )
     except ConfigError as exc:
         problems.extend(exc.problems)
         return None
@@ -95,7 +99,10 @@ def resolve(config: RunConfig, pm: PluginManager) -> Resolved:
     reward = _component(pm, "rewards", config.run.reward, config, problems)
     policy = _component(pm, "policies", ref.name, config, problems)
     executor = _component(pm, "executors", config.run.executor, config, problems)
-    telemetry = [_component(pm, "telemetry", name, config, problems) for name in dict.fromkeys(config.run.telemetry)]
+    telemetry = [
+        _component(pm, "telemetry", name, config, problems)
+        for name in dict.fromkeys(config.run.telemetry)
+    ]
     if problems:
         raise ConfigError(problems)
     assert task and reward and policy and executor
@@ -107,14 +114,24 @@ def resolve(config: RunConfig, pm: PluginManager) -> Resolved:
         executors={**config.executors, config.run.executor: unstructure(executor.options)},
         telemetry={
             **config.telemetry,
-            **{name: unstructure(c.options) for name, c in zip(dict.fromkeys(config.run.telemetry), telemetry) if c},
+            **{
+                name: unstructure(c.options)
+                for name, c in zip(dict.fromkeys(config.run.telemetry), telemetry)
+                if c
+            },
         },
     )
     task_topology = getattr(task.cls, "topology", None)
     blueprints = pm.blueprints_for(task_topology) if task_topology else []
     return Resolved(
-        config=filled, task=task, reward=reward, policy=policy, policy_ref=ref, executor=executor,
-        telemetry=[c for c in telemetry if c], blueprints=blueprints,
+        config=filled,
+        task=task,
+        reward=reward,
+        policy=policy,
+        policy_ref=ref,
+        executor=executor,
+        telemetry=[c for c in telemetry if c],
+        blueprints=blueprints,
     )
 
 
@@ -138,9 +155,9 @@ def prepare_run_dir(path: Path, config: RunConfig, resume: bool) -> None:
             stale.unlink()
         return
     if path.exists() and ((path / CHECKPOINT).exists() or (path / SUMMARY).exists()):
-            raise RunDirError(
-                f"{path} already holds a run; resume it with --resume {path}, or choose another --out"
-            )
+        raise RunDirError(
+            f"{path} already holds a run; resume it with --resume {path}, or choose another --out"
+        )
     path.mkdir(parents=True, exist_ok=True)
     write_text(path / CONFIG, dump_toml(config))
 
@@ -173,7 +190,9 @@ class StopFlag:
             if self.requested:
                 raise KeyboardInterrupt
             self.requested = True
-            notify("Interrupt received: finishing this epoch, then writing a checkpoint (Ctrl-C again to abort).")
+            notify(
+                "Interrupt received: finishing this epoch, then writing a checkpoint (Ctrl-C again to abort)."
+            )
 
         previous = signal.signal(signal.SIGINT, handler)
         try:
@@ -244,7 +263,11 @@ class Session:
         self.hub.emit(events)
 
     def checkpoint(self) -> None:
-        env_states = [env.state_dict() for env in self.envs] if self.ranks is None else self.ranks.env_states(self.envs)
+        env_states = (
+            [env.state_dict() for env in self.envs]
+            if self.ranks is None
+            else self.ranks.env_states(self.envs)
+        )
         if not self.writer:
             return
         payload = {
@@ -312,7 +335,12 @@ def _make_policy_context(resolved: Resolved, envs: Sequence[Any], total_updates:
 
 
 def open_session(
-    config: RunConfig, pm: PluginManager, mode: str, run_dir: Path | None, resume: bool, quiet: bool = False
+    config: RunConfig,
+    pm: PluginManager,
+    mode: str,
+    run_dir: Path | None,
+    resume: bool,
+    quiet: bool = False,
 ) -> Session:
     import torch
 
@@ -330,21 +358,34 @@ def open_session(
     if writer:
         prepare_run_dir(path, config, resume)
     elif resume and not (path / CHECKPOINT).is_file():
-        raise RunDirError(f"cannot resume {path}: it has no {CHECKPOINT} (every rank must see the run directory)")
+        raise RunDirError(
+            f"cannot resume {path}: it has no {CHECKPOINT} (every rank must see the run directory)"
+        )
     task = resolved.make_task()
     devices = executor.env_devices(config.run.n_envs)
     envs = [
         MorphogeneticEnv(
-            task, resolved.reward.cls(resolved.reward.options, gamma=config.run.gamma), resolved.blueprints,
-            config, i, devices[i],
+            task,
+            resolved.reward.cls(resolved.reward.options, gamma=config.run.gamma),
+            resolved.blueprints,
+            config,
+            i,
+            devices[i],
         )
         for i in range(config.run.n_envs)
     ]
     total_updates = config.train.updates if mode == "train" else 0
-    policy = resolved.policy.cls(resolved.policy.options, _make_policy_context(resolved, envs, total_updates))
-    backends = [
-        c.cls(c.options, run_dir=path, quiet=quiet or config.run.quiet) for c in resolved.telemetry
-    ] if writer else []
+    policy = resolved.policy.cls(
+        resolved.policy.options, _make_policy_context(resolved, envs, total_updates)
+    )
+    backends = (
+        [
+            c.cls(c.options, run_dir=path, quiet=quiet or config.run.quiet)
+            for c in resolved.telemetry
+        ]
+        if writer
+        else []
+    )
     session = Session(resolved, mode, path, envs, policy, executor, Hub(backends))
     if resume:
         session.restore(load_checkpoint(path / CHECKPOINT))
@@ -352,11 +393,19 @@ def open_session(
         session.hub.emit(
             [
                 RunStarted(
-                    run_name=path.name, run_dir=str(path), mode=mode, task=config.run.task,
-                    policy=config.run.policy, reward=config.run.reward, executor=config.run.executor,
-                    n_envs=config.run.n_envs, episodes=config.run.episodes if mode == "run" else total_updates,
-                    max_epochs=envs[0].max_epochs, slot_ids=list(envs[0].space.slot_ids),
-                    host_params=envs[0].model.host_param_count(), config=config_to_dict(config),
+                    run_name=path.name,
+                    run_dir=str(path),
+                    mode=mode,
+                    task=config.run.task,
+                    policy=config.run.policy,
+                    reward=config.run.reward,
+                    executor=config.run.executor,
+                    n_envs=config.run.n_envs,
+                    episodes=config.run.episodes if mode == "run" else total_updates,
+                    max_epochs=envs[0].max_epochs,
+                    slot_ids=list(envs[0].space.slot_ids),
+                    host_params=envs[0].model.host_param_count(),
+                    config=config_to_dict(config),
                     esper_version=__version__,
                 )
             ]
@@ -366,7 +415,9 @@ def open_session(
     return session
 
 
-def _epoch_loop(session: Session, stop: StopFlag, outer_count: int, after_outer: Callable[[], None]) -> None:
+def _epoch_loop(
+    session: Session, stop: StopFlag, outer_count: int, after_outer: Callable[[], None]
+) -> None:
     """Episodes (or rollouts) of every env, epoch by epoch, with checkpoints and interrupts."""
     cfg = session.config
     envs, policy, executor = session.envs, session.policy, session.executor
@@ -388,7 +439,9 @@ def _epoch_loop(session: Session, stop: StopFlag, outer_count: int, after_outer:
             for result in results:
                 events.extend(result.events)
             if session.mode == "train":
-                events = [attrs.evolve(e, update=session.outer) if hasattr(e, "update") else e for e in events]  # type: ignore[call-arg]
+                # Epoch and episode events of a training run say which update they belong to.
+                tag: dict[str, Any] = {"update": session.outer}
+                events = [attrs.evolve(e, **tag) if hasattr(e, "update") else e for e in events]
             session.emit(events)
             session.hub.flush()
             observations = [r.observation for r in results]
@@ -400,13 +453,22 @@ def _epoch_loop(session: Session, stop: StopFlag, outer_count: int, after_outer:
                     f"epoch {session.epoch}; checkpoint written to {session.run_dir / CHECKPOINT}. "
                     f"Resume with: esper {session.mode} --resume {session.run_dir}"
                 )
-            if session.mode == "run" and every and session.epoch % every == 0 and session.epoch < max_epochs:
+            if (
+                session.mode == "run"
+                and every
+                and session.epoch % every == 0
+                and session.epoch < max_epochs
+            ):
                 session.checkpoint()
         session.last_observations = observations
         after_outer()
         session.outer += 1
         session.epoch = 0
-        if session.mode == "run" or session.outer % cfg.train.checkpoint_every == 0 or session.outer == outer_count:
+        if (
+            session.mode == "run"
+            or session.outer % cfg.train.checkpoint_every == 0
+            or session.outer == outer_count
+        ):
             session.checkpoint()
 
 
@@ -439,8 +501,12 @@ def build_summary(session: Session, status: str) -> dict[str, Any]:
         "n_envs": len(session.envs),
         "episodes_completed": len(episodes),
         "final_test_acc_mean": statistics.fmean(final_tests) if final_tests else None,
-        "final_val_acc_mean": statistics.fmean([e["final_val_acc"] for e in episodes]) if episodes else None,
-        "params_added_mean": statistics.fmean([e["params_added"] for e in episodes]) if episodes else None,
+        "final_val_acc_mean": statistics.fmean([e["final_val_acc"] for e in episodes])
+        if episodes
+        else None,
+        "params_added_mean": statistics.fmean([e["params_added"] for e in episodes])
+        if episodes
+        else None,
         "host_params": session.envs[0].model.host_param_count() if session.envs else None,
         "seeds_fossilized": sum(e["seeds_fossilized"] for e in episodes),
         "seeds_pruned": sum(e["seeds_pruned"] for e in episodes),

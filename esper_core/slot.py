@@ -194,7 +194,11 @@ class SeedSlot(nn.Module):
 
     def _build_modules(self, blueprint: Blueprint, style: str) -> None:
         seed = blueprint.build(self.spec.channels)
-        gate = BlendGate(self.spec.channels, self.spec.topology) if STYLES[style].operator == "gate" else None
+        gate = (
+            BlendGate(self.spec.channels, self.spec.topology)
+            if STYLES[style].operator == "gate"
+            else None
+        )
         self.seed = seed.to(device=self._anchor.device, dtype=self._anchor.dtype)
         self.gate = gate.to(device=self._anchor.device, dtype=self._anchor.dtype) if gate else None
         self.param_version += 1
@@ -255,7 +259,9 @@ class SeedSlot(nn.Module):
     def next_gate(self) -> GateResult | None:
         """The gate of the next forward step (ADVANCE, or G5 from HOLDING), if any."""
         if self.state.stage in ADVANCE_TARGET:
-            return evaluate_gate(ADVANCE_TARGET[self.state.stage], self.gate_inputs(), self.settings.gates)
+            return evaluate_gate(
+                ADVANCE_TARGET[self.state.stage], self.gate_inputs(), self.settings.gates
+            )
         if self.state.stage == Stage.HOLDING:
             return evaluate_gate(Stage.FOSSILIZED, self.gate_inputs(), self.settings.gates)
         return None
@@ -269,7 +275,9 @@ class SeedSlot(nn.Module):
         stage = self.state.stage
         if stage not in ADVANCE_TARGET:
             raise LifecycleError(
-                stage, Stage.FOSSILIZED, self.slot_id,
+                stage,
+                Stage.FOSSILIZED,
+                self.slot_id,
                 "advance() moves GERMINATED, TRAINING and BLENDING seeds; "
                 "a HOLDING seed is fossilized with fossilize()",
             )
@@ -297,15 +305,23 @@ class SeedSlot(nn.Module):
             raise ValueError(f"slot {self.slot_id}: alpha target {target} is outside [0, 1]")
         if stage == Stage.HOLDING:
             if target >= 1.0:
-                raise ValueError(f"slot {self.slot_id}: already HOLDING at alpha 1; retarget below 1")
+                raise ValueError(
+                    f"slot {self.slot_id}: already HOLDING at alpha 1; retarget below 1"
+                )
             self.state.alpha_schedule = AlphaSchedule(
-                curve=STYLES[self.state.style or "linear_add"].curve, start=1.0, target=1.0, ticks=1, step=1,
+                curve=STYLES[self.state.style or "linear_add"].curve,
+                start=1.0,
+                target=1.0,
+                ticks=1,
+                step=1,
                 steepness=self.settings.sigmoid_steepness,
             )
             self._enter(Stage.BLENDING, accuracy)
         elif stage != Stage.BLENDING:
             raise LifecycleError(
-                stage, Stage.BLENDING, self.slot_id,
+                stage,
+                Stage.BLENDING,
+                self.slot_id,
                 "set_alpha_target() retargets BLENDING and HOLDING seeds; "
                 "a TRAINING seed starts blending with advance()",
             )
@@ -362,10 +378,19 @@ class SeedSlot(nn.Module):
     # ------------------------------------------------------------ measurements
 
     def record_gradients(
-        self, health: float | None, exploding: bool, grad_ratio: float | None, grad_norm: float | None
+        self,
+        health: float | None,
+        exploding: bool,
+        grad_ratio: float | None,
+        grad_norm: float | None,
     ) -> None:
         s = self.state
-        s.gradient_health, s.exploding, s.grad_ratio, s.seed_grad_norm = health, exploding, grad_ratio, grad_norm
+        s.gradient_health, s.exploding, s.grad_ratio, s.seed_grad_norm = (
+            health,
+            exploding,
+            grad_ratio,
+            grad_norm,
+        )
 
     def record_contribution(self, contribution: float | None, loss_finite: bool = True) -> None:
         s = self.state
@@ -442,7 +467,9 @@ class SeedSlot(nn.Module):
         x = h.detach() if stage == Stage.BLENDING else h
         s = seed(x)
         alpha = self._alpha_for(h)
-        alpha_t = alpha if isinstance(alpha, torch.Tensor) else torch.full((), alpha, device=h.device)
+        alpha_t = (
+            alpha if isinstance(alpha, torch.Tensor) else torch.full((), alpha, device=h.device)
+        )
         operator = STYLES[self.state.style or "linear_add"].operator
         if operator == "add":
             return blend_add(h, s, alpha_t, x)
@@ -475,6 +502,3 @@ def force_alpha(slot: SeedSlot, value: float) -> Iterator[None]:
     """Run the model with ``slot``'s alpha forced to ``value`` (e.g. 0 to switch a seed off)."""
     with slot.alpha_override(value):
         yield
-
-
-

@@ -65,7 +65,11 @@ class Task(Protocol):
         ...
 
     def prepare_batch(
-        self, inputs: torch.Tensor, targets: torch.Tensor, train: bool, generator: torch.Generator | None
+        self,
+        inputs: torch.Tensor,
+        targets: torch.Tensor,
+        train: bool,
+        generator: torch.Generator | None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-batch transform on device (dtype conversion, batched augmentation)."""
         ...

@@ -112,7 +112,11 @@ class CompiledForward:
     def _fall_back(self, exc: BaseException) -> None:
         self.fallback_reason = f"{type(exc).__name__}: {exc}"
         self._compiled = None
-        log.warning("torch.compile(mode=%r) failed, training eagerly instead: %s", self.mode, self.fallback_reason)
+        log.warning(
+            "torch.compile(mode=%r) failed, training eagerly instead: %s",
+            self.mode,
+            self.fallback_reason,
+        )
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self._compiled is None:
@@ -129,14 +133,18 @@ class CompiledForward:
 class EpochTrainer:
     """Trains one env's model: host optimizer, one optimizer per seed, clipping, AMP."""
 
-    def __init__(self, model: MorphogeneticModel, task: Task, cfg: TrainingSection, device: torch.device) -> None:
+    def __init__(
+        self, model: MorphogeneticModel, task: Task, cfg: TrainingSection, device: torch.device
+    ) -> None:
         self.model = model
         self.task = task
         self.cfg = cfg
         self.device = device
         self.amp_dtype = _amp_dtype(cfg.amp)
         if cfg.amp == "fp16" and device.type != "cuda":
-            raise ValueError(f"training.amp = fp16 needs a CUDA device, this env runs on {device}; use bf16 or off")
+            raise ValueError(
+                f"training.amp = fp16 needs a CUDA device, this env runs on {device}; use bf16 or off"
+            )
         self.forward = CompiledForward(model, cfg.compile)
         self._host_params = model.host_parameters()
         self._n_host = sum(p.numel() for p in self._host_params)
@@ -151,7 +159,12 @@ class EpochTrainer:
 
     def _make_host_optimizer(self) -> torch.optim.Optimizer:
         c = self.cfg
-        return torch.optim.SGD(self._host_params, lr=c.host_lr, momentum=c.host_momentum, weight_decay=c.host_weight_decay)
+        return torch.optim.SGD(
+            self._host_params,
+            lr=c.host_lr,
+            momentum=c.host_momentum,
+            weight_decay=c.host_weight_decay,
+        )
 
     def _make_scaler(self) -> torch.amp.GradScaler:
         # One scaler per env: its scale and inf checks must not mix envs or devices.
@@ -166,7 +179,9 @@ class EpochTrainer:
                 continue
             params = slot.seed_parameters()
             if params:
-                opt = torch.optim.SGD(params, lr=c.seed_lr, momentum=c.seed_momentum, weight_decay=c.seed_weight_decay)
+                opt = torch.optim.SGD(
+                    params, lr=c.seed_lr, momentum=c.seed_momentum, weight_decay=c.seed_weight_decay
+                )
                 self.seed_optimizers[slot.slot_id] = (slot.param_version, opt)
             else:
                 self.seed_optimizers.pop(slot.slot_id, None)
@@ -206,7 +221,9 @@ class EpochTrainer:
         self._acc = {"main": self._zeros(5)}
         # per seed: norm_sum, healthy, exploding, ratio_sum, batches
         self._seed_acc = {
-            slot.slot_id: self._zeros(5) for slot in self.model.iter_slots() if slot.stage in GRADIENT_STAGES
+            slot.slot_id: self._zeros(5)
+            for slot in self.model.iter_slots()
+            if slot.stage in GRADIENT_STAGES
         }
         self._batches = 0
 
@@ -244,8 +261,13 @@ class EpochTrainer:
             exploding = (~finite) | (norm > cfg.exploding_grad)
             ratio = (norm / math.sqrt(n_seed)) / (host_scaled + 1e-12)
             acc += torch.stack(
-                [torch.nan_to_num(norm, nan=0.0, posinf=0.0), healthy.float(), exploding.float(),
-                 torch.nan_to_num(ratio, nan=0.0, posinf=0.0), torch.ones((), device=self.device)]
+                [
+                    torch.nan_to_num(norm, nan=0.0, posinf=0.0),
+                    healthy.float(),
+                    exploding.float(),
+                    torch.nan_to_num(ratio, nan=0.0, posinf=0.0),
+                    torch.ones((), device=self.device),
+                ]
             )
         self.scaler.step(self.host_optimizer)
         for _, opt in seed_opts:
@@ -254,9 +276,13 @@ class EpochTrainer:
         with torch.no_grad():
             m = self.task.metrics(outputs.detach().float(), targets)
             self._acc["main"] += torch.stack(
-                [m.loss_sum.float(), m.correct.float(), m.count.float(),
-                 torch.nan_to_num(host_norm, nan=0.0, posinf=0.0).float(),
-                 (~torch.isfinite(loss.detach())).float()]
+                [
+                    m.loss_sum.float(),
+                    m.correct.float(),
+                    m.count.float(),
+                    torch.nan_to_num(host_norm, nan=0.0, posinf=0.0).float(),
+                    (~torch.isfinite(loss.detach())).float(),
+                ]
             )
         self._batches += 1
 
@@ -277,7 +303,9 @@ class EpochTrainer:
             if n == 0:
                 seeds[slot_id] = SeedGradStats(None, False, None, None)
             else:
-                seeds[slot_id] = SeedGradStats(healthy / n, exploding > 0, ratio_sum / n, norm_sum / n)
+                seeds[slot_id] = SeedGradStats(
+                    healthy / n, exploding > 0, ratio_sum / n, norm_sum / n
+                )
         finite = nonfinite == 0 and math.isfinite(loss_sum)
         return TrainStats(
             loss=loss_sum / count if count else float("nan"),
@@ -306,7 +334,9 @@ def validate(
     amp: str = "off",
 ) -> EvalResult:
     """:func:`validate_pending` followed by its own synchronisation."""
-    result: EvalResult = fetch(validate_pending(model, task, batches, counterfactual=counterfactual, amp=amp))[0]
+    result: EvalResult = fetch(
+        validate_pending(model, task, batches, counterfactual=counterfactual, amp=amp)
+    )[0]
     return result
 
 
@@ -358,7 +388,9 @@ def validate_pending(
             rows = []
             for chunk in chunks:
                 m = task.metrics(chunk, targets)
-                rows.append(torch.stack([m.loss_sum.double(), m.correct.double(), m.count.double()]))
+                rows.append(
+                    torch.stack([m.loss_sum.double(), m.correct.double(), m.count.double()])
+                )
             acc += torch.stack(rows)
     finally:
         model.train(was_training)

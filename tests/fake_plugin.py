@@ -49,16 +49,26 @@ class ScriptedPolicy:
             action = WAIT
             for i, gate in enumerate(obs.gates):
                 if gate is not None and gate.passed:
-                    op = LifecycleOp.FOSSILIZE if obs.slots[i].stage.value == "HOLDING" else LifecycleOp.ADVANCE
+                    op = (
+                        LifecycleOp.FOSSILIZE
+                        if obs.slots[i].stage.value == "HOLDING"
+                        else LifecycleOp.ADVANCE
+                    )
                     action = Action(op, slot=i)
                     break
             else:
                 if bool(m.op[LifecycleOp.GERMINATE]):
                     slot = int(m.slot[LifecycleOp.GERMINATE].nonzero()[0])
-                    action = Action(LifecycleOp.GERMINATE, slot=slot, blueprint=self.rng.randrange(len(space.blueprints)),
-                                    style=self.rng.randrange(len(space.styles)))
+                    action = Action(
+                        LifecycleOp.GERMINATE,
+                        slot=slot,
+                        blueprint=self.rng.randrange(len(space.blueprints)),
+                        style=self.rng.randrange(len(space.styles)),
+                    )
                 elif bool(m.op[LifecycleOp.PRUNE]) and self.rng.random() < 0.05:
-                    action = Action(LifecycleOp.PRUNE, slot=int(m.slot[LifecycleOp.PRUNE].nonzero()[0]))
+                    action = Action(
+                        LifecycleOp.PRUNE, slot=int(m.slot[LifecycleOp.PRUNE].nonzero()[0])
+                    )
             actions.append(action)
         return actions
 
@@ -95,8 +105,6 @@ def esper_register_rewards(register: Any) -> None:
     register(AccuracyDeltaReward)
 
 
-
-
 @define
 class InterrupterOptions:
     at_epoch: int = 3
@@ -110,7 +118,9 @@ class Interrupter:
     description: ClassVar[str] = "test backend that interrupts the run"
     Options: ClassVar[type] = InterrupterOptions
 
-    def __init__(self, options: InterrupterOptions, run_dir: Any = None, quiet: bool = False) -> None:
+    def __init__(
+        self, options: InterrupterOptions, run_dir: Any = None, quiet: bool = False
+    ) -> None:
         self.options = options
 
     def handle(self, events: Sequence[Any]) -> None:
@@ -119,9 +129,17 @@ class Interrupter:
         from esper_core.telemetry import EpochCompleted
 
         for event in events:
-            outer = event.update if getattr(event, "update", None) is not None else getattr(event, "episode", -1)
-            if isinstance(event, EpochCompleted) and event.env == 0 and event.epoch == self.options.at_epoch \
-                    and outer == self.options.at_outer:
+            outer = (
+                event.update
+                if getattr(event, "update", None) is not None
+                else getattr(event, "episode", -1)
+            )
+            if (
+                isinstance(event, EpochCompleted)
+                and event.env == 0
+                and event.epoch == self.options.at_epoch
+                and outer == self.options.at_outer
+            ):
                 signal.raise_signal(signal.SIGINT)
 
     def flush(self) -> None:
@@ -129,8 +147,6 @@ class Interrupter:
 
     def close(self) -> None:
         pass
-
-
 
 
 @define
@@ -150,14 +166,23 @@ class ChurnPolicy(ScriptedPolicy):
         for obs in observations:
             m = obs.masks
             if bool(m.op[LifecycleOp.PRUNE]):
-                actions.append(Action(LifecycleOp.PRUNE, slot=int(m.slot[LifecycleOp.PRUNE].nonzero()[0])))
+                actions.append(
+                    Action(LifecycleOp.PRUNE, slot=int(m.slot[LifecycleOp.PRUNE].nonzero()[0]))
+                )
             elif bool(m.op[LifecycleOp.GERMINATE]):
                 slot = int(m.slot[LifecycleOp.GERMINATE].nonzero()[0])
-                actions.append(Action(LifecycleOp.GERMINATE, slot=slot,
-                                      blueprint=self.rng.randrange(len(self.context.space.blueprints)),
-                                      style=self.rng.randrange(len(self.context.space.styles))))
+                actions.append(
+                    Action(
+                        LifecycleOp.GERMINATE,
+                        slot=slot,
+                        blueprint=self.rng.randrange(len(self.context.space.blueprints)),
+                        style=self.rng.randrange(len(self.context.space.styles)),
+                    )
+                )
             elif bool(m.op[LifecycleOp.ADVANCE]):
-                actions.append(Action(LifecycleOp.ADVANCE, slot=int(m.slot[LifecycleOp.ADVANCE].nonzero()[0])))
+                actions.append(
+                    Action(LifecycleOp.ADVANCE, slot=int(m.slot[LifecycleOp.ADVANCE].nonzero()[0]))
+                )
             else:
                 actions.append(WAIT)
         return actions

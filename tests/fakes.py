@@ -19,15 +19,23 @@ from esper_core.task import BatchMetrics, TaskData
 class TinyCNNHost(nn.Module):
     topology = "cnn"
 
-    def __init__(self, in_channels: int = 1, width: int = 4, blocks: int = 2, classes: int = 4) -> None:
+    def __init__(
+        self, in_channels: int = 1, width: int = 4, blocks: int = 2, classes: int = 4
+    ) -> None:
         super().__init__()
         chans = [in_channels] + [width * 2**i for i in range(blocks)]
         self.blocks = nn.ModuleList(
-            nn.Sequential(nn.Conv2d(chans[i], chans[i + 1], 3, padding=1), nn.BatchNorm2d(chans[i + 1]), nn.ReLU())
+            nn.Sequential(
+                nn.Conv2d(chans[i], chans[i + 1], 3, padding=1),
+                nn.BatchNorm2d(chans[i + 1]),
+                nn.ReLU(),
+            )
             for i in range(blocks)
         )
         self.head = nn.Linear(chans[-1], classes)
-        self._specs = tuple(InjectionSpec(slot_id(0, i), chans[i + 1], "cnn", i) for i in range(blocks))
+        self._specs = tuple(
+            InjectionSpec(slot_id(0, i), chans[i + 1], "cnn", i) for i in range(blocks)
+        )
 
     def num_segments(self) -> int:
         return len(self.blocks)
@@ -60,7 +68,14 @@ class Residual1x1(nn.Module):
 
 
 RES = Blueprint("res", "cnn", Residual1x1, lambda c: c * c + c, "zero-init 1x1 residual", True)
-RES_RANDOM = Blueprint("res_random", "cnn", lambda c: Residual1x1(c, zero=False), lambda c: c * c + c, "1x1 residual", False)
+RES_RANDOM = Blueprint(
+    "res_random",
+    "cnn",
+    lambda c: Residual1x1(c, zero=False),
+    lambda c: c * c + c,
+    "1x1 residual",
+    False,
+)
 BLUEPRINTS = (RES, RES_RANDOM)
 
 
@@ -110,8 +125,12 @@ class TinyTask:
         key = str(device)
         if key not in self._cache:
             o = self.options
-            data = TaskData(self._split(o.n_train, 1), self._split(o.n_val, 2), self._split(o.n_test, 3))
-            self._cache[key] = TaskData(data.train.to(device), data.val.to(device), data.test.to(device))
+            data = TaskData(
+                self._split(o.n_train, 1), self._split(o.n_val, 2), self._split(o.n_test, 3)
+            )
+            self._cache[key] = TaskData(
+                data.train.to(device), data.val.to(device), data.test.to(device)
+            )
         return self._cache[key]
 
     def prepare_batch(self, inputs, targets, train, generator):  # type: ignore[no-untyped-def]
@@ -143,7 +162,9 @@ class AccuracyDeltaReward:
         self.gamma = gamma
 
     def compute(self, ctx: RewardContext) -> RewardBreakdown:
-        return RewardBreakdown.of(accuracy=self.options.scale * (ctx.val_acc - ctx.val_acc_prev) / 100.0)
+        return RewardBreakdown.of(
+            accuracy=self.options.scale * (ctx.val_acc - ctx.val_acc_prev) / 100.0
+        )
 
 
 def make_env(*overrides: str, env_index: int = 0, seed: int = 0):  # type: ignore[no-untyped-def]
@@ -151,7 +172,9 @@ def make_env(*overrides: str, env_index: int = 0, seed: int = 0):  # type: ignor
     from esper_core.config import load_config
     from esper_core.env import MorphogeneticEnv
 
-    config = load_config(overrides=["lifecycle.min_training_epochs=2", "env.max_epochs=12", *overrides])
+    config = load_config(
+        overrides=["lifecycle.min_training_epochs=2", "env.max_epochs=12", *overrides]
+    )
     env = MorphogeneticEnv(TinyTask(), AccuracyDeltaReward(), BLUEPRINTS, config, env_index, "cpu")
     env.reset(seed)
     return env
@@ -247,7 +270,9 @@ class FaultyTask(TinyTask):
             if self.fault.fault == "inf":
                 return loss * float("inf")
             if self.fault.fault == "oom":
-                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB (injected)")
+                raise torch.OutOfMemoryError(
+                    "CUDA out of memory. Tried to allocate 20.00 GiB (injected)"
+                )
         return loss
 
     def metrics(self, outputs: torch.Tensor, targets: torch.Tensor) -> BatchMetrics:

@@ -19,7 +19,11 @@ FAKE_PLUGIN = str(Path(__file__).parents[1] / "fake_plugin.py")
 
 def esper(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "esper_cli", *args], capture_output=True, text=True, env=env, timeout=120
+        [sys.executable, "-m", "esper_cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
 
 
@@ -60,7 +64,11 @@ def test_broken_toml_exits_2(tmp_path: Path) -> None:
     bad = tmp_path / "broken.toml"
     bad.write_text("[run]\nseed = = 3\n")
     result = esper("config", "show", "--config", str(bad))
-    assert result.returncode == 2 and str(bad) in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert (
+        result.returncode == 2
+        and str(bad) in result.stderr
+        and len(result.stderr.strip().splitlines()) == 1
+    )
 
 
 def test_debug_shows_the_traceback() -> None:
@@ -69,8 +77,22 @@ def test_debug_shows_the_traceback() -> None:
 
 
 def test_config_show_round_trips(invoke, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    result = invoke("config", "show", "--plugin", FAKE_PLUGIN, "--task", "tiny", "--policy", "scripted",
-                    "--reward", "acc_delta", "--set", "run.seed=4", "--set", "rewards.acc_delta.scale=2.0")
+    result = invoke(
+        "config",
+        "show",
+        "--plugin",
+        FAKE_PLUGIN,
+        "--task",
+        "tiny",
+        "--policy",
+        "scripted",
+        "--reward",
+        "acc_delta",
+        "--set",
+        "run.seed=4",
+        "--set",
+        "rewards.acc_delta.scale=2.0",
+    )
     assert result.exit_code == 0, result.output
     data = tomllib.loads(result.output)
     assert data["rewards"]["acc_delta"] == {"scale": 2.0}
@@ -82,8 +104,22 @@ def test_config_show_round_trips(invoke, tmp_path: Path) -> None:  # type: ignor
 
 
 def test_component_options_are_validated_with_their_path(invoke) -> None:  # type: ignore[no-untyped-def]
-    result = invoke("config", "show", "--plugin", FAKE_PLUGIN, "--task", "tiny", "--reward", "acc_delta",
-                    "--policy", "scripted", "--set", "rewards.acc_delta.scale=\"big\"", "--set", "tasks.tiny.nope=1")
+    result = invoke(
+        "config",
+        "show",
+        "--plugin",
+        FAKE_PLUGIN,
+        "--task",
+        "tiny",
+        "--reward",
+        "acc_delta",
+        "--policy",
+        "scripted",
+        "--set",
+        'rewards.acc_delta.scale="big"',
+        "--set",
+        "tasks.tiny.nope=1",
+    )
     assert result.exit_code == 2
     assert 'rewards.acc_delta.scale: expected a number, got "big"' in result.stderr
     assert "tasks.tiny: unknown key(s) nope" in result.stderr
@@ -103,7 +139,9 @@ def test_third_party_example_is_listed_and_usable(invoke) -> None:  # type: igno
     """examples/third-party-plugin is installed in the test environment (requirements-test.txt)."""
     listing = json.loads(invoke("plugins", "--json").output)
     example = next(p for p in listing if p["name"] == "blueprints.example")
-    assert example["distribution"] == "esper-example-plugin" and example["components"] == ["blueprints.cnn/dilated"]
+    assert example["distribution"] == "esper-example-plugin" and example["components"] == [
+        "blueprints.cnn/dilated"
+    ]
     blueprints = json.loads(invoke("blueprints", "--topology", "cnn", "--json").output)
     assert any(b["key"] == "cnn/dilated" and b["identity_at_birth"] for b in blueprints)
 
@@ -128,5 +166,9 @@ def test_third_party_blueprint_germinates_by_name(tmp_path: Path) -> None:
     assert "cnn/dilated" in env.space.blueprints
     result = env.step(env.space.germinate("r0c0", "dilated"))
     slot = env.model.slot("r0c0")
-    assert result.refused is None and slot.stage == Stage.GERMINATED and slot.state.blueprint == "cnn/dilated"
+    assert (
+        result.refused is None
+        and slot.stage == Stage.GERMINATED
+        and slot.state.blueprint == "cnn/dilated"
+    )
     assert type(slot.seed).__module__ == "esper_example_plugin.blueprints"

@@ -19,7 +19,11 @@ def problems(**kwargs: object) -> list[str]:
 
 def test_defaults_match_domain() -> None:
     c = RunConfig()
-    assert (c.training.host_lr, c.training.host_momentum, c.training.host_weight_decay) == (0.01, 0.9, 5e-4)
+    assert (c.training.host_lr, c.training.host_momentum, c.training.host_weight_decay) == (
+        0.01,
+        0.9,
+        5e-4,
+    )
     assert c.training.grad_clip == 1.0
     assert c.lifecycle.min_training_epochs == 10 and c.lifecycle.min_gradient_health == 0.7
     assert c.lifecycle.embargo_epochs == 5 and c.lifecycle.tempos == [3, 5, 8]
@@ -39,9 +43,15 @@ def test_wrong_type_has_a_path() -> None:
 
 
 def test_out_of_range_and_enum() -> None:
-    assert problems(overrides=["run.gamma=2"]) == ["run.gamma: expected a number in (0, 1], got 2.0"]
-    assert problems(overrides=["env.max_epochs=0"]) == ["env.max_epochs: expected an integer >= 1, got 0"]
-    assert problems(overrides=["training.amp=fp8"]) == ['training.amp: expected one of off, bf16, fp16, got "fp8"']
+    assert problems(overrides=["run.gamma=2"]) == [
+        "run.gamma: expected a number in (0, 1], got 2.0"
+    ]
+    assert problems(overrides=["env.max_epochs=0"]) == [
+        "env.max_epochs: expected an integer >= 1, got 0"
+    ]
+    assert problems(overrides=["training.amp=fp8"]) == [
+        'training.amp: expected one of off, bf16, fp16, got "fp8"'
+    ]
 
 
 def test_every_problem_is_reported_at_once() -> None:
@@ -70,7 +80,7 @@ def test_json_config(tmp_path) -> None:  # type: ignore[no-untyped-def]
 
 def test_overrides_parse_toml_values_and_bare_words() -> None:
     assert parse_override("run.seed=3") == (["run", "seed"], 3)
-    assert parse_override("run.telemetry=[\"jsonl\"]") == (["run", "telemetry"], ["jsonl"])
+    assert parse_override('run.telemetry=["jsonl"]') == (["run", "telemetry"], ["jsonl"])
     assert parse_override("run.task=digits") == (["run", "task"], "digits")
     with pytest.raises(ConfigError, match=r"section\.key=value"):
         parse_override("nonsense")
@@ -91,7 +101,7 @@ def test_component_tables_are_kept_raw_for_their_components() -> None:
 def test_toml_round_trip() -> None:
     import tomllib
 
-    c = load_config(overrides=["run.seed=9", "env.slots=[\"r0c1\"]", "rewards.pbrs.weight=0.25"])
+    c = load_config(overrides=["run.seed=9", 'env.slots=["r0c1"]', "rewards.pbrs.weight=0.25"])
     text = dump_toml(c)
     data = tomllib.loads(text)
     assert data["schema_version"] == 1

@@ -86,9 +86,16 @@ def test_same_seed_same_episode() -> None:
         env = make_env(seed=3)
         out = []
         for _ in range(env.max_epochs):
-            first = next(i for i, r in enumerate(env.observation.slots) if r.stage == Stage.DORMANT) if bool(
-                env.observation.masks.op[LifecycleOp.GERMINATE]) else None
-            action = env.space.germinate(env.space.slot_ids[first], "res_random") if first is not None else WAIT
+            first = (
+                next(i for i, r in enumerate(env.observation.slots) if r.stage == Stage.DORMANT)
+                if bool(env.observation.masks.op[LifecycleOp.GERMINATE])
+                else None
+            )
+            action = (
+                env.space.germinate(env.space.slot_ids[first], "res_random")
+                if first is not None
+                else WAIT
+            )
             r = env.step(action)
             out.append((r.metrics.train_loss, r.metrics.val_acc, r.reward))
         return out
@@ -101,7 +108,9 @@ def test_illegal_action_is_refused_and_counted() -> None:
     result = env.step(env.space.on_slot(LifecycleOp.FOSSILIZE, "r0c0"))
     assert result.refused is not None and "FOSSILIZE" in result.refused
     assert result.info["illegal"] and result.info["refused_actions"] == 1
-    result = env.step(env.space.germinate("r0c0", "res").__class__(op=LifecycleOp.GERMINATE, slot=99))
+    result = env.step(
+        env.space.germinate("r0c0", "res").__class__(op=LifecycleOp.GERMINATE, slot=99)
+    )
     assert "out of range" in (result.refused or "")
 
 
@@ -173,7 +182,10 @@ def test_state_dict_round_trip_mid_episode() -> None:
     for _ in range(3):
         a, b = env.step(WAIT), twin.step(WAIT)
         assert (a.metrics.val_acc, a.metrics.train_loss, a.metrics.val_loss) == (
-            b.metrics.val_acc, b.metrics.train_loss, b.metrics.val_loss)
+            b.metrics.val_acc,
+            b.metrics.train_loss,
+            b.metrics.val_loss,
+        )
         assert a.reward == b.reward and a.observation.slots == b.observation.slots
 
 

@@ -47,16 +47,34 @@ def make_dist(root: Path, dist: str, module: str, entry_name: str, body: str) ->
 
 
 def test_entry_point_discovery(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    make_dist(tmp_path, "esper-fake-dist", "esper_fake_mod", "rewards.fake", REWARD_PLUGIN.format(cls="Fake", name="fake"))
+    make_dist(
+        tmp_path,
+        "esper-fake-dist",
+        "esper_fake_mod",
+        "rewards.fake",
+        REWARD_PLUGIN.format(cls="Fake", name="fake"),
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     pm = PluginManager(autoload=True)
     info = next(i for i in pm.plugins() if i.name == "rewards.fake")
-    assert (info.distribution, info.version, info.components) == ("esper-fake-dist", "1.2.3", ("rewards.fake",))
+    assert (info.distribution, info.version, info.components) == (
+        "esper-fake-dist",
+        "1.2.3",
+        ("rewards.fake",),
+    )
     assert pm.get("rewards", "fake").description == "test reward"
 
 
-def test_autoload_can_be_disabled_and_an_entry_point_loaded_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    make_dist(tmp_path, "esper-fake-dist", "esper_fake_mod2", "rewards.fake2", REWARD_PLUGIN.format(cls="Fake", name="fake2"))
+def test_autoload_can_be_disabled_and_an_entry_point_loaded_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_dist(
+        tmp_path,
+        "esper-fake-dist",
+        "esper_fake_mod2",
+        "rewards.fake2",
+        REWARD_PLUGIN.format(cls="Fake", name="fake2"),
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("ESPER_DISABLE_PLUGIN_AUTOLOAD", "1")
     pm = PluginManager()
@@ -67,7 +85,9 @@ def test_autoload_can_be_disabled_and_an_entry_point_loaded_by_name(tmp_path: Pa
 
 def test_plugin_file_and_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = write(tmp_path / "myplugin.py", REWARD_PLUGIN.format(cls="FromFile", name="from_file"))
-    write(tmp_path / "my_module_plugin.py", REWARD_PLUGIN.format(cls="FromModule", name="from_module"))
+    write(
+        tmp_path / "my_module_plugin.py", REWARD_PLUGIN.format(cls="FromModule", name="from_module")
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     pm = PluginManager(autoload=False, extra=[str(path), "my_module_plugin"])
     assert pm.get("rewards", "from_file").__name__ == "FromFile"
@@ -76,13 +96,16 @@ def test_plugin_file_and_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 
 def test_misspelled_hook_fails_at_load(tmp_path: Path) -> None:
-    path = write(tmp_path / "typo.py", """
+    path = write(
+        tmp_path / "typo.py",
+        """
         from esper_core import hookimpl
 
         @hookimpl
         def esper_register_reward(register):
             pass
-    """)
+    """,
+    )
     with pytest.raises(PluginError, match=r"typo\.py.*unknown hook.*esper_register_reward"):
         PluginManager(autoload=False, extra=[str(path)])
 
@@ -97,25 +120,34 @@ def test_duplicate_component_names_both_plugins(tmp_path: Path) -> None:
 
 
 def test_raising_hook_names_the_plugin(tmp_path: Path) -> None:
-    path = write(tmp_path / "broken.py", """
+    path = write(
+        tmp_path / "broken.py",
+        """
         from esper_core import hookimpl
 
         @hookimpl
         def esper_register_policies(register):
             raise RuntimeError("boom")
-    """)
-    with pytest.raises(PluginError, match=r"broken\.py.*esper_register_policies.*RuntimeError: boom"):
+    """,
+    )
+    with pytest.raises(
+        PluginError, match=r"broken\.py.*esper_register_policies.*RuntimeError: boom"
+    ):
         PluginManager(autoload=False, extra=[str(path)])
 
 
 def test_import_error_names_the_plugin(tmp_path: Path) -> None:
     path = write(tmp_path / "badimport.py", "import does_not_exist_anywhere\n")
-    with pytest.raises(PluginError, match=r"badimport\.py.*failed to import.*does_not_exist_anywhere"):
+    with pytest.raises(
+        PluginError, match=r"badimport\.py.*failed to import.*does_not_exist_anywhere"
+    ):
         PluginManager(autoload=False, extra=[str(path)])
 
 
 def test_component_without_options_is_refused(tmp_path: Path) -> None:
-    path = write(tmp_path / "shapeless.py", """
+    path = write(
+        tmp_path / "shapeless.py",
+        """
         from esper_core import hookimpl
 
         class NoOptions:
@@ -125,14 +157,17 @@ def test_component_without_options_is_refused(tmp_path: Path) -> None:
         @hookimpl
         def esper_register_rewards(register):
             register(NoOptions)
-    """)
+    """,
+    )
     with pytest.raises(PluginError, match="lacks Options"):
         PluginManager(autoload=False, extra=[str(path)])
 
 
 def test_unknown_name_lists_available() -> None:
     pm = PluginManager(autoload=False)
-    with pytest.raises(UnknownComponentError, match="unknown executors component 'nope'; available: serial"):
+    with pytest.raises(
+        UnknownComponentError, match="unknown executors component 'nope'; available: serial"
+    ):
         pm.get("executors", "nope")
 
 
@@ -144,7 +179,9 @@ def test_unknown_plugin_module() -> None:
 
 
 def test_selections_are_split_from_loads() -> None:
-    loads, selections = split_selections(["rewards.pbrs", "telemetry.tensorboard", "x/y.py", "pkg.mod.sub"])
+    loads, selections = split_selections(
+        ["rewards.pbrs", "telemetry.tensorboard", "x/y.py", "pkg.mod.sub"]
+    )
     assert selections == {"rewards": ["pbrs"], "telemetry": ["tensorboard"]}
     assert "x/y.py" in loads and "pkg.mod.sub" in loads
 

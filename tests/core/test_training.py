@@ -14,7 +14,7 @@ from tests.fakes import drive_to, make_env
 
 
 def test_bf16_autocast_trains_on_cpu() -> None:
-    env = make_env("training.amp=\"bf16\"", "env.max_epochs=4")
+    env = make_env('training.amp="bf16"', "env.max_epochs=4")
     drive_to(env, "r0c0", "TRAINING")
     result = env.step(WAIT)
     assert math.isfinite(result.metrics.train_loss) and result.metrics.val_acc > 25.0
@@ -23,7 +23,7 @@ def test_bf16_autocast_trains_on_cpu() -> None:
 
 def test_fp16_needs_cuda() -> None:
     with pytest.raises(ValueError, match="fp16 needs a CUDA device"):
-        make_env("training.amp=\"fp16\"")
+        make_env('training.amp="fp16"')
 
 
 def test_each_env_has_its_own_grad_scaler() -> None:
@@ -31,8 +31,9 @@ def test_each_env_has_its_own_grad_scaler() -> None:
     assert a.trainer.scaler is not b.trainer.scaler
 
 
-def test_compile_failure_is_logged_and_falls_back_to_eager(monkeypatch: pytest.MonkeyPatch,
-                                                           caplog: pytest.LogCaptureFixture) -> None:
+def test_compile_failure_is_logged_and_falls_back_to_eager(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     def broken_compile(model, mode):  # type: ignore[no-untyped-def]
         def compiled(x):  # type: ignore[no-untyped-def]
             raise RuntimeError("backend exploded (injected)")
@@ -52,7 +53,7 @@ def test_compile_failure_is_logged_and_falls_back_to_eager(monkeypatch: pytest.M
 
 
 def test_compile_mode_is_per_env_not_global() -> None:
-    compiled = make_env("training.compile=\"default\"")
+    compiled = make_env('training.compile="default"')
     eager = make_env()
     assert compiled.trainer.forward.mode == "default" and eager.trainer.forward.mode == "off"
     assert eager.trainer.forward._compiled is None

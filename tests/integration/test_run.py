@@ -16,8 +16,14 @@ from esper_core.runner import Interrupted, run
 
 FAKE = str(Path(__file__).parents[1] / "fake_plugin.py")
 BASE = [
-    "run.task=tiny", "run.policy=scripted", "run.reward=acc_delta", "run.telemetry=[]",
-    "lifecycle.min_training_epochs=2", "env.max_epochs=10", "run.n_envs=2", "run.episodes=2",
+    "run.task=tiny",
+    "run.policy=scripted",
+    "run.reward=acc_delta",
+    "run.telemetry=[]",
+    "lifecycle.min_training_epochs=2",
+    "env.max_epochs=10",
+    "run.n_envs=2",
+    "run.episodes=2",
     "run.checkpoint_every=4",
 ]
 
@@ -54,8 +60,12 @@ def test_same_seed_same_summary(pm: PluginManager, tmp_path: Path) -> None:
 
 def test_interrupted_run_resumes_identically(pm: PluginManager, tmp_path: Path) -> None:
     reference = run(load_config(overrides=BASE), pm, run_dir=tmp_path / "ref", quiet=True)
-    interrupted = [*BASE, 'run.telemetry=["interrupter"]', "telemetry.interrupter.at_epoch=6",
-                   "telemetry.interrupter.at_outer=1"]
+    interrupted = [
+        *BASE,
+        'run.telemetry=["interrupter"]',
+        "telemetry.interrupter.at_epoch=6",
+        "telemetry.interrupter.at_outer=1",
+    ]
     with pytest.raises(Interrupted, match=r"episode 1 epoch 6.*esper run --resume"):
         run(load_config(overrides=interrupted), pm, run_dir=tmp_path / "cut", quiet=True)
     state = load_checkpoint(tmp_path / "cut" / "checkpoint.pt")
@@ -66,7 +76,12 @@ def test_interrupted_run_resumes_identically(pm: PluginManager, tmp_path: Path) 
 
 
 def test_existing_run_is_not_overwritten(pm: PluginManager, tmp_path: Path) -> None:
-    run(load_config(overrides=[*BASE, "run.episodes=1", "env.max_epochs=2"]), pm, run_dir=tmp_path / "x", quiet=True)
+    run(
+        load_config(overrides=[*BASE, "run.episodes=1", "env.max_epochs=2"]),
+        pm,
+        run_dir=tmp_path / "x",
+        quiet=True,
+    )
     with pytest.raises(RunDirError, match="already holds a run"):
         run(load_config(overrides=BASE), pm, run_dir=tmp_path / "x", quiet=True)
     with pytest.raises(RunDirError, match=r"no checkpoint\.pt"):

@@ -93,7 +93,9 @@ def test_missing_and_foreign_checkpoints(tmp_path: Path) -> None:
         load_checkpoint(tmp_path / "other.pt")
 
 
-def test_disk_full_while_writing_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_disk_full_while_writing_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "checkpoint.pt"
     save_checkpoint(path, payload(1))
     before = path.read_bytes()
@@ -103,7 +105,7 @@ def test_disk_full_while_writing_leaves_nothing_behind(tmp_path: Path, monkeypat
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "fsync", full_disk)
-    with pytest.raises(DiskFullError, match="no space left.*previous version.*intact") as info:
+    with pytest.raises(DiskFullError, match=r"no space left.*previous version.*intact") as info:
         save_checkpoint(path, payload(2))
     assert str(path) in str(info.value)
     monkeypatch.setattr(os, "fsync", real_fsync)

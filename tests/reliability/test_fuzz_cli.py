@@ -15,11 +15,33 @@ from esper_cli.main import build_cli
 
 FAKE = str(Path(__file__).parents[1] / "fake_plugin.py")
 SECTIONS = ["run", "env", "training", "lifecycle", "governor", "train", "rewards", "tasks", "bogus"]
-KEYS = ["seed", "gamma", "max_epochs", "batch_size", "amp", "compile", "gate_mode", "tempos", "episodes",
-        "n_envs", "device", "telemetry", "k_chance", "penalty", "embargo_epochs", "slots", "x", "task"]
+KEYS = [
+    "seed",
+    "gamma",
+    "max_epochs",
+    "batch_size",
+    "amp",
+    "compile",
+    "gate_mode",
+    "tempos",
+    "episodes",
+    "n_envs",
+    "device",
+    "telemetry",
+    "k_chance",
+    "penalty",
+    "embargo_epochs",
+    "slots",
+    "x",
+    "task",
+]
 SCALARS = st.one_of(
-    st.integers(-10**6, 10**6), st.floats(allow_nan=False, allow_infinity=False), st.booleans(),
-    st.text(max_size=8), st.lists(st.integers(-5, 5), max_size=3), st.lists(st.text(max_size=4), max_size=3),
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(),
+    st.text(max_size=8),
+    st.lists(st.integers(-5, 5), max_size=3),
+    st.lists(st.text(max_size=4), max_size=3),
 )
 
 
@@ -36,7 +58,9 @@ def invoke():  # type: ignore[no-untyped-def]
 
 
 def check(result) -> None:  # type: ignore[no-untyped-def]
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(
+        result.exception
+    )
     assert result.exit_code in (0, 2), (result.exit_code, result.stderr)
     if result.exit_code == 2:
         lines = result.stderr.strip().splitlines()
@@ -51,7 +75,9 @@ config_tables = st.dictionaries(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(config_tables)
 def test_random_config_files(invoke, tmp_path_factory, data) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path_factory.mktemp("cfg") / "c.toml"
@@ -59,8 +85,12 @@ def test_random_config_files(invoke, tmp_path_factory, data) -> None:  # type: i
     check(invoke("config", "show", "--plugin", FAKE, "--config", str(path)))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=24), max_size=4))
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=24), max_size=4)
+)
 def test_random_set_overrides(invoke, sets) -> None:  # type: ignore[no-untyped-def]
     args = ["config", "show", "--plugin", FAKE]
     for s in sets:
@@ -68,13 +98,33 @@ def test_random_set_overrides(invoke, sets) -> None:  # type: ignore[no-untyped-
     check(invoke(*args))
 
 
-OPTIONS = ["--seed", "--envs", "--max-epochs", "--episodes", "--device", "--task", "--policy", "--reward",
-           "--executor", "--telemetry", "--set", "--config", "--out", "--resume", "--plugin", "--bogus"]
+OPTIONS = [
+    "--seed",
+    "--envs",
+    "--max-epochs",
+    "--episodes",
+    "--device",
+    "--task",
+    "--policy",
+    "--reward",
+    "--executor",
+    "--telemetry",
+    "--set",
+    "--config",
+    "--out",
+    "--resume",
+    "--plugin",
+    "--bogus",
+]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.tuples(st.sampled_from(OPTIONS), st.text(max_size=10)), min_size=1, max_size=4),
-       st.sampled_from(["run", "train", "config show"]))
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(st.tuples(st.sampled_from(OPTIONS), st.text(max_size=10)), min_size=1, max_size=4),
+    st.sampled_from(["run", "train", "config show"]),
+)
 def test_random_arguments(invoke, pairs, command) -> None:  # type: ignore[no-untyped-def]
     # A final invalid value makes sure nothing actually starts training.
     args = [*command.split(), "--plugin", FAKE]
@@ -85,7 +135,13 @@ def test_random_arguments(invoke, pairs, command) -> None:  # type: ignore[no-un
 
 
 def test_toml_that_is_not_a_table_of_tables(invoke, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    for text in ["run = 3\n", "[run]\nseed = [1, 2]\n", "[env]\nslots = []\n", "x = \"\\u0000\"\n", "\x00\x01"]:
+    for text in [
+        "run = 3\n",
+        "[run]\nseed = [1, 2]\n",
+        "[env]\nslots = []\n",
+        'x = "\\u0000"\n',
+        "\x00\x01",
+    ]:
         path = tmp_path / "c.toml"
         path.write_text(text)
         result = invoke("config", "show", "--plugin", FAKE, "--config", str(path))

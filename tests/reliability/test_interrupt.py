@@ -12,16 +12,37 @@ from pathlib import Path
 
 FAKE = str(Path(__file__).parents[1] / "fake_plugin.py")
 ARGS = [
-    "run", "--plugin", FAKE, "--task", "tiny", "--policy", "scripted", "--reward", "acc_delta",
-    "--set", "run.telemetry=[]", "--set", "lifecycle.min_training_epochs=2", "--max-epochs", "12",
-    "--episodes", "2", "--quiet", "--json",
+    "run",
+    "--plugin",
+    FAKE,
+    "--task",
+    "tiny",
+    "--policy",
+    "scripted",
+    "--reward",
+    "acc_delta",
+    "--set",
+    "run.telemetry=[]",
+    "--set",
+    "lifecycle.min_training_epochs=2",
+    "--max-epochs",
+    "12",
+    "--episodes",
+    "2",
+    "--quiet",
+    "--json",
 ]
 
 
 def esper(*args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen([sys.executable, "-m", "esper_cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "esper_cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 def stable(summary: dict) -> dict:  # type: ignore[type-arg]
@@ -40,7 +61,9 @@ def test_sigint_checkpoints_exits_cleanly_and_resumes_identically(tmp_path: Path
     proc = esper(*ARGS, "--out", str(run_dir))
     deadline = time.time() + 120
     while not (run_dir / "checkpoint.pt").exists():  # first periodic checkpoint: mid-episode
-        assert time.time() < deadline and proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        assert time.time() < deadline and proc.poll() is None, (
+            proc.stderr.read() if proc.stderr else ""
+        )
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)

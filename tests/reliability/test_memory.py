@@ -18,11 +18,34 @@ MIB = 2**20
 def test_200_epochs_of_churn_on_digits_keep_rss_bounded(tmp_path: Path) -> None:
     out = tmp_path / "mem"
     result = subprocess.run(
-        [sys.executable, "-m", "esper_cli", "run", "--plugin", FAKE, "--task", "digits", "--policy", "churn",
-         "--set", 'run.telemetry=["memory_probe"]', "--max-epochs", "200",
-         "--set", "lifecycle.min_training_epochs=1", "--set", "env.min_prune_age=2",
-         "--out", str(out), "--quiet", "--json"],
-        capture_output=True, text=True, timeout=1800, env={**os.environ, "OMP_NUM_THREADS": "1"},
+        [
+            sys.executable,
+            "-m",
+            "esper_cli",
+            "run",
+            "--plugin",
+            FAKE,
+            "--task",
+            "digits",
+            "--policy",
+            "churn",
+            "--set",
+            'run.telemetry=["memory_probe"]',
+            "--max-epochs",
+            "200",
+            "--set",
+            "lifecycle.min_training_epochs=1",
+            "--set",
+            "env.min_prune_age=2",
+            "--out",
+            str(out),
+            "--quiet",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)

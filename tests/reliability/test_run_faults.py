@@ -19,8 +19,13 @@ from esper_core.runner import run
 
 FAKE = str(Path(__file__).parents[1] / "fake_plugin.py")
 BASE = [
-    "run.task=faulty", "run.policy=scripted", "run.reward=acc_delta", "run.telemetry=[]",
-    "lifecycle.min_training_epochs=2", "env.max_epochs=10", "run.checkpoint_every=2",
+    "run.task=faulty",
+    "run.policy=scripted",
+    "run.reward=acc_delta",
+    "run.telemetry=[]",
+    "lifecycle.min_training_epochs=2",
+    "env.max_epochs=10",
+    "run.checkpoint_every=2",
     "governor.min_history=2",
 ]
 
@@ -41,10 +46,18 @@ def assert_consistent(run_dir: Path, checkpoint_epoch: int | None) -> None:
 
 
 @pytest.mark.parametrize("fault", ["nan", "inf", "explode"])
-def test_bad_losses_roll_back_and_the_run_finishes(pm: PluginManager, tmp_path: Path, fault: str) -> None:
+def test_bad_losses_roll_back_and_the_run_finishes(
+    pm: PluginManager, tmp_path: Path, fault: str
+) -> None:
     epochs = 3 if fault == "explode" else 1  # the statistical check needs 3 consecutive epochs
-    config = load_config(overrides=[*BASE, f"tasks.faulty.fault={fault!r}".replace("'", '"'),
-                                    "tasks.faulty.at_epoch=5", f"tasks.faulty.epochs={epochs}"])
+    config = load_config(
+        overrides=[
+            *BASE,
+            f"tasks.faulty.fault={fault!r}".replace("'", '"'),
+            "tasks.faulty.at_epoch=5",
+            f"tasks.faulty.epochs={epochs}",
+        ]
+    )
     summary = run(config, pm, run_dir=tmp_path / "r", quiet=True)
     assert summary["status"] == "completed" and summary["rollbacks"] >= 1
     episode = summary["episodes"][0]
@@ -63,16 +76,25 @@ def test_out_of_memory_ends_with_advice_and_a_checkpoint(pm: PluginManager, tmp_
 
 
 def test_dataloader_worker_crash_ends_with_advice(pm: PluginManager, tmp_path: Path) -> None:
-    config = load_config(overrides=[*BASE, 'tasks.faulty.fault="worker_crash"', "tasks.faulty.at_epoch=3",
-                                    "env.num_workers=1"])
+    config = load_config(
+        overrides=[
+            *BASE,
+            'tasks.faulty.fault="worker_crash"',
+            "tasks.faulty.at_epoch=3",
+            "env.num_workers=1",
+        ]
+    )
     with pytest.raises(DataError) as info:
         run(config, pm, run_dir=tmp_path / "r", quiet=True)
-    assert "data-loading worker process died" in str(info.value) and "env.num_workers=0" in str(info.value)
+    assert "data-loading worker process died" in str(info.value) and "env.num_workers=0" in str(
+        info.value
+    )
     assert_consistent(tmp_path / "r", checkpoint_epoch=2)
 
 
-def test_disk_full_during_a_checkpoint_keeps_the_previous_one(pm: PluginManager, tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_disk_full_during_a_checkpoint_keeps_the_previous_one(
+    pm: PluginManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     calls = {"n": 0}
     real_fsync = os.fsync
 
@@ -137,7 +159,9 @@ def test_a_plugin_raising_in_each_hook_is_named(tmp_path: Path, kind: str) -> No
         pm = PluginManager(autoload=False, extra=[str(plugin)])
         from esper_cli.main import cli
 
-        with pytest.raises(PluginError, match=rf"raising_commands\.py.*esper_register_commands.*KeyError"):
+        with pytest.raises(
+            PluginError, match=r"raising_commands\.py.*esper_register_commands.*KeyError"
+        ):
             pm.add_commands(cli)
         return
     with pytest.raises(PluginError, match=rf"raising_{kind}\.py.*esper_register_{kind}.*KeyError"):
@@ -155,6 +179,10 @@ def test_telemetry_backend_raising_is_disabled_and_the_run_finishes(tmp_path: Pa
         "@hookimpl\ndef esper_register_telemetry(register):\n    register(Bad)\n"
     )
     pm = PluginManager(extra=[FAKE, str(plugin)])
-    summary: dict[str, Any] = run(load_config(overrides=[*BASE, 'run.telemetry=["bad"]']), pm,
-                                  run_dir=tmp_path / "r", quiet=True)
+    summary: dict[str, Any] = run(
+        load_config(overrides=[*BASE, 'run.telemetry=["bad"]']),
+        pm,
+        run_dir=tmp_path / "r",
+        quiet=True,
+    )
     assert summary["status"] == "completed"
