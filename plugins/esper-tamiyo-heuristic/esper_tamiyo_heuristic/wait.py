@@ -1,0 +1,55 @@
+"""``policies.wait``: always WAIT, the no-growth baseline (the host trains alone)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from attrs import define
+
+from esper_core import hookimpl
+
+if TYPE_CHECKING:
+    from esper_core.actions import Action
+    from esper_core.observation import Observation
+    from esper_core.policy import PolicyContext
+    from esper_core.step import StepResult
+
+
+@define
+class WaitOptions:
+    """The wait policy has no options."""
+
+
+class WaitPolicy:
+    """Never grows anything: every action is WAIT."""
+
+    name: ClassVar[str] = "wait"
+    description: ClassVar[str] = "Always WAIT: the host trains alone (the no-growth baseline)"
+    Options: ClassVar[type] = WaitOptions
+
+    def __init__(self, options: WaitOptions, context: PolicyContext) -> None:
+        self.options = options
+        self.context = context
+
+    def reset(self, env_indices: Sequence[int]) -> None:
+        """Nothing to forget."""
+
+    def act(self, observations: Sequence[Observation]) -> list[Action]:
+        from esper_core.actions import WAIT
+
+        return [WAIT for _ in observations]
+
+    def observe(self, results: Sequence[StepResult]) -> None:
+        """Outcomes change nothing."""
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Stateless: any saved state (an empty dict) restores it."""
+
+
+@hookimpl
+def esper_register_policies(register: Any) -> None:
+    register(WaitPolicy)
