@@ -633,3 +633,10 @@ def _train(
         if status != "completed":
             session.hub.emit([RunFinished(status=status, wall_time=time.time() - session.started)])
         _close(session)
+
+
+def compare(*args: Any, **kwargs: Any) -> Any:
+    """Policies x tasks x seeds with IQM and bootstrap intervals: see :func:`esper_core.comparison.compare`."""
+    from esper_core.comparison import compare as run_comparison
+
+    return run_comparison(*args, **kwargs)

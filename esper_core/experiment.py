@@ -1,0 +1,441 @@
+"""Comparison experiments: which policies, on which tasks, over which seeds.
+
+An experiment comes from a TOML file (``esper compare experiments/x.toml``) or from
+flags (``esper compare --policy heuristic --policy wait --task digits --seeds 5``)::
+
+    seeds = 5                      # cells use run.seed, run.seed + 1, ...
+    baseline = "wait"              # P(policy > baseline) is reported against it
+    jobs = 2
+
+    [[policies]]
+    name = "heuristic"             # or "ppo:runs/x/checkpoint.pt"
+    label = "heuristic"            # directory and table name (default: derived from name)
+    options = { plateau_epochs = 3 }
+
+    [[tasks]]
+    name = "digits"
+    options = { preset = "impaired" }
+
+    [config]                       # the shared run config, as in `esper run --config`
+    env = { max_epochs = 30 }
+
+Each (task, policy, seed) is one *cell*: an ordinary run directory with one episode of
+one env. A policy's ``options`` are merged over ``[config.policies.NAME]`` (a task's over
+``[config.tasks.NAME]``), so two entries may run the same component with different
+options under different labels. The whole experiment is validated before any cell runs.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+from attrs import define, frozen
+
+from esper_core.config import (
+    RunConfig,
+    apply_overrides,
+    config_to_dict,
+    load_config,
+    merge,
+    read_file,
+)
+from esper_core.converter import in_range, options_field, structure
+from esper_core.errors import ConfigError, EsperError
+from esper_core.plugins import PluginManager
+
+CELLS_DIR = "cells"
+LOCKS_DIR = ".locks"
+LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# Settings that do not change a cell's result (thread count, display, telemetry backends):
+# a finished or checkpointed cell is reused whatever they are.
+NEUTRAL_KEYS = ("run.threads", "run.quiet", "run.telemetry")
+NEUTRAL_SECTIONS = ("telemetry",)
+
+
+class ExperimentError(ConfigError):
+    """The experiment is inconsistent (labels, baseline, seeds, existing cells)."""
+
+
+# ---------------------------------------------------------------- the file
+
+
+def _problem(what: str) -> str | None:
+    return (
+        None
+        if LABEL.match(what)
+        else (f'expected letters, digits, ".", "_" or "-" (it names a directory), got "{what}"')
+    )
+
+
+def _label(value: Any) -> str | None:
+    return None if value is None else _problem(value)
+
+
+@define
+class PolicyEntry:
+    """One policy of the experiment."""
+
+    name: str = options_field(
+        "heuristic", doc="Policy component, or NAME:ARGUMENT (ppo:DIR/checkpoint.pt)."
+    )
+    label: str | None = options_field(
+        None, _label, "Name in tables and cell directories (default: from name)."
+    )
+    options: dict[str, Any] = options_field({}, doc="Options merged over [config.policies.NAME].")
+
+
+@define
+class TaskEntry:
+    """One task of the experiment."""
+
+    name: str = options_field("digits", doc="Task component.")
+    label: str | None = options_field(
+        None, _label, "Name in tables and cell directories (default: name)."
+    )
+    options: dict[str, Any] = options_field({}, doc="Options merged over [config.tasks.NAME].")
+
+
+@define
+class ExperimentFile:
+    """The content of an experiment file; every key is optional."""
+
+    policies: list[PolicyEntry] = options_field([], doc="The policies to compare.")
+    tasks: list[TaskEntry] = options_field([], doc="The tasks (default: the config's run.task).")
+    seeds: int = options_field(
+        5, in_range(1, integer=True), "Seeds per (task, policy): run.seed + 0..seeds-1."
+    )
+    baseline: str | None = options_field(
+        None, doc="Policy label for the probability of improvement."
+    )
+    jobs: int | None = options_field(None, in_range(1, integer=True), "Cells run in parallel.")
+    out: str | None = options_field(None, doc="Experiment directory.")
+    confidence: float = options_field(
+        0.95, in_range(0, 1, lo_open=True, hi_open=True), "Confidence level."
+    )
+    resamples: int = options_field(2000, in_range(100, integer=True), "Bootstrap resamples.")
+    bootstrap_seed: int = options_field(
+        0, in_range(0, integer=True), "Seed of the bootstrap generator."
+    )
+    config: dict[str, Any] = options_field(
+        {}, doc="The shared run config (as an `esper run --config` file)."
+    )
+
+
+def _entries(data: dict[str, Any], key: str) -> None:
+    # `policies = ["heuristic", "wait"]` is shorthand for tables with only a name.
+    value = data.get(key)
+    if isinstance(value, list):
+        data[key] = [{"name": v} if isinstance(v, str) else v for v in value]
+
+
+def parse_experiment(data: dict[str, Any], source: str = "experiment") -> ExperimentFile:
+    data = dict(data)
+    data.pop("schema_version", None)
+    for key in ("policies", "tasks"):
+        _entries(data, key)
+    try:
+        return structure(data, ExperimentFile)
+    except ConfigError as exc:
+        raise ConfigError([f"{source}: {p}" for p in exc.problems]) from None
+
+
+def load_experiment_file(path: str | Path) -> ExperimentFile:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError([f"{p}: experiment file not found"])
+    return parse_experiment(read_file(p), str(p))
+
+
+# ---------------------------------------------------------------- the resolved experiment
+
+
+@frozen
+class Arm:
+    """A policy or task of the experiment, with its label and its own options."""
+
+    label: str
+    spec: str  # what run.policy / run.task is set to ("ppo:runs/x/checkpoint.pt")
+    name: str  # the component name ("ppo")
+    options: dict[str, Any] = attrs.field(factory=dict)
+
+
+@frozen
+class Cell:
+    """One run: a policy on a task with one seed; ``config`` is fully resolved."""
+
+    task: str
+    policy: str
+    seed: int
+    config: RunConfig = attrs.field(eq=False)
+
+    def directory(self, root: Path) -> Path:
+        return root / CELLS_DIR / self.task / self.policy / f"seed-{self.seed}"
+
+    def lock(self, root: Path) -> Path:
+        return root / LOCKS_DIR / f"{self.task}--{self.policy}--seed-{self.seed}.lock"
+
+
+@frozen
+class Experiment:
+    policies: tuple[Arm, ...]
+    tasks: tuple[Arm, ...]
+    seeds: tuple[int, ...]
+    base: RunConfig = attrs.field(eq=False)
+    baseline: str | None = None
+    confidence: float = 0.95
+    resamples: int = 2000
+    bootstrap_seed: int = 0
+    plugins: tuple[str, ...] = ()  # extra plugin modules/files every worker loads
+
+    def default_out(self) -> Path:
+        """A deterministic directory, so re-running the same command continues it."""
+        labels = "-".join([*(t.label for t in self.tasks), *(p.label for p in self.policies)])
+        return Path(self.base.run.out_dir) / f"compare-{labels}"
+
+
+def policy_label(spec: str) -> str:
+    """``heuristic`` -> heuristic; ``ppo:runs/x/checkpoint.pt`` -> ppo-x; ``ppo:runs/x`` -> ppo-x."""
+    name, _, argument = spec.partition(":")
+    name = name.strip()
+    if not argument:
+        return name
+    path = Path(argument.strip())
+    stem = path.parent.name if path.suffix == ".pt" and path.parent.name else path.stem or path.name
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", f"{name}-{stem}").strip("-")
+
+
+def _arms(entries: Sequence[PolicyEntry | TaskEntry], kind: str) -> tuple[list[Arm], list[str]]:
+    arms: list[Arm] = []
+    problems: list[str] = []
+    for i, entry in enumerate(entries):
+        name = entry.name.partition(":")[0].strip() if kind == "policy" else entry.name
+        if kind == "task" and ":" in entry.name:
+            problems.append(f"tasks[{i}].name: a task takes no argument, got {entry.name!r}")
+        label = entry.label or (policy_label(entry.name) if kind == "policy" else entry.name)
+        problem = _problem(label) if label else "expected a name"
+        if problem:
+            problems.append(f"{kind} {entry.name!r}: label: {problem}; give it a `label`")
+        arms.append(Arm(label, entry.name.strip(), name, dict(entry.options)))
+    seen: dict[str, str] = {}
+    for arm in arms:
+        if arm.label in seen:
+            problems.append(
+                f"two {kind} entries have the label {arm.label!r} ({seen[arm.label]!r} and {arm.spec!r}); "
+                "give them distinct `label`s in an experiment file"
+            )
+        seen[arm.label] = arm.spec
+    return arms, problems
+
+
+def shared_config(
+    spec: ExperimentFile,
+    config_path: str | None = None,
+    extra: dict[str, Any] | None = None,
+    sets: Sequence[str] = (),
+) -> RunConfig:
+    """``--config`` file <- the experiment's [config] <- flags <- ``--set``."""
+    data: dict[str, Any] = read_file(config_path) if config_path else {}
+    data.pop("schema_version", None)
+    data = merge(data, spec.config)
+    data.pop("schema_version", None)
+    if extra:
+        data = merge(data, extra)
+    if sets:
+        data = apply_overrides(data, list(sets))
+    return structure(data, RunConfig)
+
+
+def build_experiment(
+    spec: ExperimentFile, base: RunConfig, plugins: Sequence[str] = ()
+) -> Experiment:
+    """Check labels, the baseline and the lists; fill defaults (the config's task)."""
+    tasks = spec.tasks or [TaskEntry(name=base.run.task)]
+    policy_arms, problems = _arms(spec.policies, "policy")
+    task_arms, task_problems = _arms(tasks, "task")
+    problems += task_problems
+    if not spec.policies:
+        problems.append(
+            "no policies: pass --policy NAME (repeatable) or add [[policies]] to the experiment file"
+        )
+    labels = [a.label for a in policy_arms]
+    if spec.baseline is not None and spec.baseline not in labels:
+        problems.append(
+            f"baseline {spec.baseline!r} is not one of the policies: {', '.join(labels) or '(none)'}"
+        )
+    if problems:
+        raise ExperimentError(problems)
+    seeds = tuple(base.run.seed + k for k in range(spec.seeds))
+    return Experiment(
+        policies=tuple(policy_arms),
+        tasks=tuple(task_arms),
+        seeds=seeds,
+        base=base,
+        baseline=spec.baseline,
+        confidence=spec.confidence,
+        resamples=spec.resamples,
+        bootstrap_seed=spec.bootstrap_seed,
+        plugins=tuple(plugins),
+    )
+
+
+# ---------------------------------------------------------------- cells
+
+
+def _cell_data(base: RunConfig, task: Arm, policy: Arm, seed: int, threads: int) -> dict[str, Any]:
+    data = config_to_dict(base)
+    data.pop("schema_version", None)
+    run = data.setdefault("run", {})
+    run.pop("name", None)
+    # One episode of one env per cell: the seed alone decides the host and the data order.
+    run.update(
+        task=task.name,
+        policy=policy.spec,
+        seed=seed,
+        episodes=1,
+        n_envs=1,
+        quiet=True,
+        threads=threads,
+    )
+    for kind, arm in (("tasks", task), ("policies", policy)):
+        table = data.setdefault(kind, {})
+        table[arm.name] = merge(table.get(arm.name, {}), arm.options)
+    return data
+
+
+def plan_cells(experiment: Experiment, pm: PluginManager, threads: int = 0) -> list[Cell]:
+    """Every cell, seed-major (all policies of a seed finish close together), with its config
+    resolved: unknown names and bad options of any (task, policy) are all reported at once."""
+    from esper_core.runner import resolve
+
+    problems: list[str] = []
+    resolved: dict[tuple[str, str], RunConfig] = {}
+    for task in experiment.tasks:
+        for policy in experiment.policies:
+            where = f"{policy.label} on {task.label}"
+            try:
+                data = _cell_data(experiment.base, task, policy, experiment.seeds[0], threads)
+                resolved[task.label, policy.label] = resolve(structure(data, RunConfig), pm).config
+            except ConfigError as exc:
+                problems.extend(f"{where}: {p}" for p in exc.problems)
+            except EsperError as exc:
+                problems.append(f"{where}: {exc}")
+    if problems:
+        raise ConfigError(list(dict.fromkeys(problems)))
+    cells = []
+    for seed in experiment.seeds:
+        for task in experiment.tasks:
+            for policy in experiment.policies:
+                config = resolved[task.label, policy.label]
+                config = attrs.evolve(config, run=attrs.evolve(config.run, seed=seed))
+                cells.append(Cell(task.label, policy.label, seed, config))
+    return cells
+
+
+def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(data, dict):
+        return {prefix: data}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        out.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def comparable(config: RunConfig) -> dict[str, Any]:
+    """The settings that decide a cell's result, flattened to dotted keys."""
+    data = config_to_dict(config)
+    for section in NEUTRAL_SECTIONS:
+        data.pop(section, None)
+    return {k: v for k, v in _flatten(data).items() if k not in NEUTRAL_KEYS}
+
+
+def _short(value: Any, limit: int = 48) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def config_differences(stored: RunConfig, planned: RunConfig) -> list[str]:
+    a, b = comparable(stored), comparable(planned)
+    return [
+        f"{k}: {_short(a.get(k, '(unset)'))} there, {_short(b.get(k, '(unset)'))} now"
+        for k in sorted(set(a) | set(b))
+        if a.get(k) != b.get(k)
+    ]
+
+
+def stored_config(directory: Path) -> RunConfig | None:
+    """The config a cell directory was run with, or None if it has none or it is unreadable."""
+    from esper_core.runner import CONFIG
+
+    try:
+        return load_config(directory / CONFIG)
+    except ConfigError:
+        return None
+
+
+def check_existing_cells(cells: Sequence[Cell], root: Path) -> None:
+    """Refuse to reuse finished cells of a different experiment under the same directory."""
+    from esper_core.cells import CellState, cell_state
+
+    stale: list[tuple[Path, list[str]]] = []
+    for cell in cells:
+        directory = cell.directory(root)
+        if cell_state(directory) is not CellState.COMPLETED:
+            continue
+        stored = stored_config(directory)
+        differences = (
+            ["its config.toml is unreadable"]
+            if stored is None
+            else config_differences(stored, cell.config)
+        )
+        if differences:
+            stale.append((directory, differences))
+    if stale:
+        directory, differences = stale[0]
+        raise ExperimentError(
+            [
+                f"{len(stale)} finished run(s) under {root / CELLS_DIR} were made with another config than "
+                f"this experiment's, e.g. {directory.relative_to(root)}: {'; '.join(differences[:3])}. "
+                "Choose another --out, or delete those run directories to run them again"
+            ]
+        )
+
+
+def check_constructible(experiment: Experiment, cells: Sequence[Cell], pm: PluginManager) -> None:
+    """Build each (task, policy) once as a cell would (task data, env, policy) in a scratch
+    directory: a missing dataset or a PPO checkpoint that does not fit fails here, before
+    any cell starts."""
+    from esper_core.runner import open_session
+
+    problems: list[str] = []
+    firsts: dict[tuple[str, str], Cell] = {}
+    for cell in cells:
+        firsts.setdefault((cell.task, cell.policy), cell)
+    with tempfile.TemporaryDirectory(prefix="esper-compare-check-") as scratch:
+        for i, ((task, policy), cell) in enumerate(firsts.items()):
+            config = attrs.evolve(
+                cell.config, run=attrs.evolve(cell.config.run, telemetry=[], threads=0)
+            )
+            try:
+                session = open_session(
+                    config, pm, "run", Path(scratch) / str(i), resume=False, quiet=True
+                )
+            except EsperError as exc:
+                problems.append(f"{policy} on {task}: {exc}")
+                continue
+            session.hub.close()
+            session.executor.close()
+    if problems:
+        raise ExperimentError(problems)
+
+
+def validate(experiment: Experiment, pm: PluginManager, root: Path, threads: int = 0) -> list[Cell]:
+    """Plan the cells and check everything that can be checked before one starts."""
+    cells = plan_cells(experiment, pm, threads)
+    check_existing_cells(cells, root)
+    check_constructible(experiment, cells, pm)
+    return cells

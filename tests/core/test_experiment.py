@@ -1,0 +1,294 @@
+"""Comparison experiments without running cells: the file, labels, cell configs, validation,
+identical starting points across policies, and aggregation of finished cells."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import attrs
+import pytest
+import torch
+
+from esper_core.comparison import (
+    RESULTS_JSON,
+    RESULTS_MD,
+    aggregate,
+    load_results,
+    to_markdown,
+    write_results,
+)
+from esper_core.config import dump_toml
+from esper_core.errors import ConfigError
+from esper_core.experiment import (
+    ExperimentError,
+    build_experiment,
+    check_existing_cells,
+    load_experiment_file,
+    parse_experiment,
+    plan_cells,
+    policy_label,
+    shared_config,
+    validate,
+)
+from esper_core.plugins import PluginManager
+from esper_core.runner import open_session
+
+FAKE = str(Path(__file__).parents[1] / "fake_plugin.py")
+SHARED = {"run": {"reward": "acc_delta", "telemetry": []}, "env": {"max_epochs": 3}}
+
+EXPERIMENT = """
+seeds = 3
+baseline = "scripted"
+
+[[policies]]
+name = "scripted"
+
+[[policies]]
+name = "scripted"
+label = "scripted-7"
+options = { seed = 7 }
+
+[[tasks]]
+name = "tiny"
+
+[[tasks]]
+name = "tiny"
+label = "tiny-small"
+options = { n_train = 64 }
+
+[config]
+run = { reward = "acc_delta", telemetry = [], seed = 10 }
+env = { max_epochs = 4 }
+policies.scripted = { seed = 1 }
+"""
+
+
+@pytest.fixture(scope="module")
+def pm() -> PluginManager:
+    return PluginManager(extra=[FAKE])
+
+
+def experiment_of(data: dict, sets: tuple[str, ...] = ()):  # type: ignore[no-untyped-def]
+    spec = parse_experiment(data)
+    return build_experiment(spec, shared_config(spec, sets=sets))
+
+
+def test_experiment_file_plans_every_cell(pm: PluginManager, tmp_path: Path) -> None:
+    path = tmp_path / "x.toml"
+    path.write_text(EXPERIMENT)
+    spec = load_experiment_file(path)
+    experiment = build_experiment(spec, shared_config(spec, sets=["env.max_epochs=2"]))
+    assert [p.label for p in experiment.policies] == ["scripted", "scripted-7"]
+    assert [t.label for t in experiment.tasks] == ["tiny", "tiny-small"]
+    assert experiment.seeds == (10, 11, 12)  # run.seed of the shared config, then +1, +2
+    cells = plan_cells(experiment, pm, threads=1)
+    assert len(cells) == 2 * 2 * 3
+    assert [c.seed for c in cells[:4]] == [10] * 4  # seed-major order
+    for cell in cells:
+        run = cell.config.run
+        assert (run.task, run.policy, run.seed, run.episodes, run.n_envs) == (
+            "tiny",
+            "scripted",
+            cell.seed,
+            1,
+            1,
+        )
+        assert cell.config.env.max_epochs == 2  # --set wins over [config]
+        assert cell.config.tasks["tiny"]["n_train"] == (64 if cell.task == "tiny-small" else 256)
+        # [[policies]] options are merged over [config.policies.scripted]
+        assert cell.config.policies["scripted"]["seed"] == (7 if cell.policy == "scripted-7" else 1)
+        assert (
+            cell.directory(tmp_path)
+            == tmp_path / "cells" / cell.task / cell.policy / f"seed-{cell.seed}"
+        )
+
+
+def test_policy_labels() -> None:
+    assert policy_label("heuristic") == "heuristic"
+    assert policy_label("ppo:runs/x/checkpoint.pt") == "ppo-x"
+    assert policy_label("ppo:runs/best") == "ppo-best"
+    assert policy_label("ppo:my policy.pt") == "ppo-my-policy"
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"policies": ["scripted", "scripted"]}, "two policy entries have the label 'scripted'"),
+        (
+            {"policies": ["scripted"], "baseline": "wait"},
+            "baseline 'wait' is not one of the policies: scripted",
+        ),
+        ({"policies": [{"name": "scripted", "label": "a/b"}]}, "label: expected letters"),
+        ({"policies": ["scripted"], "tasks": ["tiny:x"]}, "a task takes no argument"),
+        ({}, "no policies"),
+        ({"policies": ["scripted"], "seeds": 0}, "seeds: expected an integer >= 1, got 0"),
+        ({"policies": [{"name": "scripted", "colour": 1}]}, "policies.0: unknown key(s) colour"),
+    ],
+)
+def test_inconsistent_experiments_fail_clearly(data: dict, expected: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        experiment_of({**data, "config": SHARED})
+    assert expected in str(info.value)
+
+
+def test_unknown_names_and_bad_options_are_all_reported(pm: PluginManager) -> None:
+    experiment = experiment_of(
+        {
+            "policies": [
+                "scripted",
+                "nope",
+                {"name": "scripted", "label": "bad", "options": {"speed": 1}},
+            ],
+            "tasks": ["tiny"],
+            "config": SHARED,
+        }
+    )
+    with pytest.raises(ConfigError) as info:
+        plan_cells(experiment, pm)
+    message = str(info.value)
+    assert "nope on tiny: unknown policies component 'nope'; available:" in message
+    assert "bad on tiny: policies.scripted: unknown key(s) speed" in message
+
+
+def test_same_seed_same_host_and_first_batch_for_every_policy(
+    pm: PluginManager, tmp_path: Path
+) -> None:
+    # The scripted policy with two option sets, plus wait and random when they are installed.
+    policies: list = ["scripted", {"name": "scripted", "label": "other", "options": {"seed": 5}}]
+    policies += [p for p in ("wait", "random") if p in pm.registry("policies")]
+    experiment = experiment_of(
+        {"policies": policies, "tasks": ["tiny"], "seeds": 2, "config": SHARED}
+    )
+    starts = {}
+    for cell in plan_cells(experiment, pm):
+        if cell.seed == 1 and cell.policy != "scripted":
+            continue  # seed 1 only shows that another seed starts elsewhere
+        config = attrs.evolve(cell.config, run=attrs.evolve(cell.config.run, threads=0))
+        session = open_session(
+            config, pm, "run", tmp_path / f"{cell.policy}-{cell.seed}", resume=False, quiet=True
+        )
+        session.reset_envs()
+        env = session.envs[0]
+        env.begin_epoch()
+        inputs, targets = next(iter(env.train_batches()))
+        weights = {
+            k: v.clone() for k, v in env.model.state_dict().items() if isinstance(v, torch.Tensor)
+        }
+        starts[cell.policy, cell.seed] = (weights, inputs, targets)
+        session.hub.close()
+    ref_weights, ref_inputs, ref_targets = starts["scripted", 0]
+    for (policy, seed), (weights, inputs, targets) in starts.items():
+        if seed == 0:
+            assert weights.keys() == ref_weights.keys() and len(weights) > 4
+            assert all(torch.equal(weights[k], ref_weights[k]) for k in weights), policy
+            assert torch.equal(inputs, ref_inputs) and torch.equal(targets, ref_targets), policy
+    assert len(starts) == len(policies) + 1
+    # ... and another seed really is another start.
+    w0, x0, _ = starts["scripted", 0]
+    w1, x1, _ = starts["scripted", 1]
+    assert not all(torch.equal(w0[k], w1[k]) for k in w0 if w0[k].is_floating_point())
+    assert not torch.equal(x0, x1)
+
+
+def test_missing_ppo_checkpoint_fails_validation(pm: PluginManager, tmp_path: Path) -> None:
+    if "ppo" not in pm.registry("policies"):
+        pytest.skip("esper-tamiyo-ppo is not installed")
+    experiment = experiment_of(
+        {"policies": ["scripted", "ppo:nowhere/checkpoint.pt"], "tasks": ["tiny"], "config": SHARED}
+    )
+    with pytest.raises(
+        ExperimentError,
+        match=r"ppo-nowhere on tiny: PPO checkpoint nowhere/checkpoint\.pt not found",
+    ):
+        validate(experiment, pm, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_finished_cells_of_another_config_are_not_reused(pm: PluginManager, tmp_path: Path) -> None:
+    experiment = experiment_of(
+        {"policies": ["scripted"], "tasks": ["tiny"], "seeds": 1, "config": SHARED}
+    )
+    (cell,) = plan_cells(experiment, pm)
+    directory = cell.directory(tmp_path)
+    directory.mkdir(parents=True)
+    other = attrs.evolve(cell.config, env=attrs.evolve(cell.config.env, max_epochs=9))
+    (directory / "config.toml").write_text(dump_toml(other))
+    (directory / "summary.json").write_text(json.dumps({"status": "completed"}))
+    with pytest.raises(ExperimentError, match=r"env\.max_epochs: 9 there, 3 now"):
+        check_existing_cells([cell], tmp_path)
+    # Same config except the thread count: reusable.
+    same = attrs.evolve(cell.config, run=attrs.evolve(cell.config.run, threads=7))
+    (directory / "config.toml").write_text(dump_toml(same))
+    check_existing_cells([cell], tmp_path)
+
+
+def _finished(directory: Path, acc: float, params: float = 0.0) -> None:
+    directory.mkdir(parents=True)
+    (directory / "summary.json").write_text(
+        json.dumps(
+            {
+                "status": "completed",
+                "final_test_acc_mean": acc,
+                "params_added_mean": params,
+                "seeds_fossilized": 1,
+                "seeds_pruned": 0,
+                "wall_time": 2.0,
+            }
+        )
+    )
+
+
+def test_aggregate_rows_pooled_rows_and_outputs(pm: PluginManager, tmp_path: Path) -> None:
+    experiment = experiment_of(
+        {
+            "policies": ["scripted", {"name": "scripted", "label": "other"}],
+            "tasks": ["tiny", {"name": "tiny", "label": "t2"}],
+            "seeds": 4,
+            "baseline": "other",
+            "config": SHARED,
+        }
+    )
+    cells = plan_cells(experiment, pm)
+    acc = {
+        ("tiny", "scripted"): [1, 2, 3, 100],
+        ("tiny", "other"): [0, 0, 0, 0],
+        ("t2", "scripted"): [10, 10, 10, 10],
+        ("t2", "other"): [20, 20, 20, 20],
+    }
+    for cell in cells:
+        if (cell.task, cell.policy, cell.seed) != ("t2", "other", 3):  # one run missing
+            _finished(
+                cell.directory(tmp_path), acc[cell.task, cell.policy][cell.seed], params=cell.seed
+            )
+    results = aggregate(experiment, cells, tmp_path)
+    assert results.missing == [str(tmp_path / "cells" / "t2" / "other" / "seed-3")]
+    row = results.row("tiny", "scripted")
+    assert row is not None and row.n == 4
+    assert row.metrics["final_test_acc"].iqm == pytest.approx(2.5)  # middle of 1, 2, 3, 100
+    assert row.metrics["final_test_acc"].mean == pytest.approx(26.5)
+    assert row.metrics["params_added"].iqm == pytest.approx(1.5)
+    assert row.improvement is not None and row.improvement.probability == 1.0
+    t2 = results.row("t2", "scripted")
+    assert t2 is not None and t2.improvement is not None and t2.improvement.probability == 0.0
+    assert results.row("t2", "other").n == 3  # type: ignore[union-attr]
+    # Paired by seed: t2/other has no seed 3, so that run of scripted has no partner.
+    assert (row.improvement.wins, row.improvement.ties, row.improvement.losses) == (4, 0, 0)
+    assert (t2.improvement.wins, t2.improvement.ties, t2.improvement.losses) == (0, 0, 3)
+    pooled = results.row(None, "scripted")
+    assert pooled is not None and pooled.n == 8
+    assert pooled.improvement is not None and pooled.improvement.probability == pytest.approx(0.5)
+    assert (pooled.improvement.wins, pooled.improvement.losses) == (4, 3)
+    assert pooled.metrics["final_test_acc"].iqm == pytest.approx(
+        8.25
+    )  # 1,2,3,10,10,10,10,100 -> 3,10,10,10
+    write_results(results, tmp_path)
+    assert load_results(tmp_path / RESULTS_JSON) == results
+    markdown = (tmp_path / RESULTS_MD).read_text()
+    assert markdown == to_markdown(results)
+    assert (
+        "| scripted | 4 | 2.50 [" in markdown
+        and "| other | 4 | 0.00 [0.00, 0.00] | baseline |" in markdown
+    )
+    assert "## all tasks (bootstrap stratified over tasks)" in markdown
+    assert (tmp_path / "intervals.png").stat().st_size > 10_000
