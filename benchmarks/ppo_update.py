@@ -1,0 +1,205 @@
+"""Throughput of one PPO update: Esper's learner vs a minimal CleanRL-style update.
+
+Both sides train the same factored actor-critic (same initial weights, same Adam
+settings) on the same rollout batch for the same K epochs and minibatch count, with the
+KL early stop off so both process every sample K times. The CleanRL-style side is the
+textbook loop: evaluate the stored actions, one joint log-prob ratio, clipped surrogate,
+clipped value loss, entropy bonus, backward, global grad clip, Adam step, plus CleanRL's
+per-minibatch approx-KL and clip-fraction bookkeeping. Esper's side is
+``PPOLearner.update`` (per-head clipped surrogate over the heads the op used, per-head
+entropies and per-epoch diagnostics), which uses torch's fused Adam; CleanRL uses the
+default Adam, so ``speed_ratio`` compares against that, and ``speed_ratio_same_optimizer``
+against the CleanRL loop given the fused Adam too (the cost of the loss alone).
+Repetitions are interleaved so machine noise hits every side alike; the median is
+reported. Samples/second = n_envs x T x epochs / seconds.
+
+    OMP_NUM_THREADS=1 python benchmarks/ppo_update.py [--envs 8] [--steps 30] [--reps 7] [--trunk mlp]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+import time
+
+import torch
+from esper_tamiyo_ppo.distributions import BatchMasks, run_heads, used_heads_table
+from esper_tamiyo_ppo.learner import PPOLearner, RolloutBatch
+from esper_tamiyo_ppo.network import ActorCritic
+from esper_tamiyo_ppo.options import PPOOptions
+from torch import nn
+
+from esper_core.actions import OPS, ActionMasks, ActionSpace, LifecycleOp
+from esper_core.observation import feature_dim
+
+# The shape of the digits task: 3 slots, 8 CNN blueprints, the default lifecycle vocabulary.
+SPACE = ActionSpace(
+    slot_ids=("r0c0", "r0c1", "r0c2"),
+    blueprints=tuple(f"cnn/bp{i}" for i in range(8)),
+    styles=("linear_add", "sigmoid_add", "linear_multiply", "gated"),
+    tempos=(3, 5, 8),
+    alpha_targets=(0.5, 0.7, 1.0),
+)
+HISTORY = 5
+
+
+def random_masks(g: torch.Generator) -> ActionMasks:
+    sizes = SPACE.head_sizes
+    slot = torch.rand(len(OPS), sizes["slot"], generator=g) < 0.5
+    alpha = torch.rand(sizes["slot"], sizes["alpha_target"], generator=g) < 0.5
+    slot[LifecycleOp.SET_ALPHA_TARGET] &= alpha.any(dim=1)
+    slot[LifecycleOp.WAIT] = True
+    ones = {h: torch.ones(sizes[h], dtype=torch.bool) for h in ("blueprint", "style", "tempo")}
+    return ActionMasks(op=slot.any(dim=1), slot=slot, alpha_target=alpha, **ones)
+
+
+def make_batch(net: ActorCritic, n_envs: int, n_steps: int, seed: int) -> RolloutBatch:
+    """A rollout sampled from ``net`` itself, so stored log-probs are consistent."""
+    g = torch.Generator().manual_seed(seed)
+    dim = feature_dim(SPACE, HISTORY)
+    obs = torch.randn(n_envs, n_steps, dim, generator=g)
+    masks = BatchMasks.stack([random_masks(g) for _ in range(n_envs * n_steps)])
+    with torch.no_grad():
+        features = net.encoder(obs.flatten(0, 1))
+        out = run_heads(net, features, masks, generator=g)
+        values = net.value(features)
+    shape = (n_envs, n_steps)
+    empty = torch.zeros(n_envs, n_steps, 0)
+    return RolloutBatch(
+        obs=obs,
+        actions=out.actions.view(*shape, -1),
+        log_probs=out.log_probs.view(*shape, -1),
+        values=values.view(shape),
+        advantages=torch.randn(shape, generator=g),
+        returns=values.view(shape) + torch.randn(shape, generator=g),
+        starts=torch.zeros(shape, dtype=torch.bool),
+        state_h=empty,
+        state_c=empty,
+        masks=masks.map(lambda m: m.view(*shape, *m.shape[1:])),
+    )
+
+
+def cleanrl_update(
+    net: ActorCritic, batch: RolloutBatch, o: PPOOptions, g: torch.Generator, fused: bool = False
+) -> None:
+    """CleanRL's ppo.py update loop, written out for the factored policy."""
+    optimizer = torch.optim.Adam(
+        net.parameters(), lr=o.learning_rate, eps=o.adam_eps, fused=fused or None
+    )
+    b_obs = batch.obs.flatten(0, 1)
+    b_actions = batch.actions.flatten(0, 1)
+    b_logprobs = batch.log_probs.flatten(0, 1).sum(1)
+    b_values, b_returns = batch.values.flatten(), batch.returns.flatten()
+    b_advantages = batch.advantages.flatten()
+    b_masks = batch.masks.map(lambda m: m.flatten(0, 1))
+    table = used_heads_table()
+    batch_size = b_obs.shape[0]
+    minibatch_size = batch_size // o.num_minibatches
+    clipfracs = []
+    for _epoch in range(o.update_epochs):
+        b_inds = torch.randperm(batch_size, generator=g)
+        for start in range(0, batch_size, minibatch_size):
+            mb = b_inds[start : start + minibatch_size]
+            features = net.encoder(b_obs[mb])
+            out = run_heads(
+                net,
+                features,
+                b_masks.map(lambda m, mb=mb: m[mb]),
+                actions=b_actions[mb],
+                used_table=table,
+            )
+            newvalue = net.value(features)
+            logratio = out.log_probs.sum(1) - b_logprobs[mb]
+            ratio = logratio.exp()
+            with torch.no_grad():
+                approx_kl = ((ratio - 1) - logratio).mean()
+                clipfracs += [((ratio - 1.0).abs() > o.clip_coef).float().mean().item()]
+            mb_adv = b_advantages[mb]
+            mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
+            pg_loss = torch.max(
+                -mb_adv * ratio, -mb_adv * torch.clamp(ratio, 1 - o.clip_coef, 1 + o.clip_coef)
+            ).mean()
+            v_unclipped = (newvalue - b_returns[mb]) ** 2
+            v_clipped = b_values[mb] + torch.clamp(
+                newvalue - b_values[mb], -o.clip_coef, o.clip_coef
+            )
+            v_loss = 0.5 * torch.max(v_unclipped, (v_clipped - b_returns[mb]) ** 2).mean()
+            entropy_loss = out.entropies.sum(1).mean()
+            loss = pg_loss - o.ent_coef * entropy_loss + v_loss * o.vf_coef
+            optimizer.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(net.parameters(), o.max_grad_norm)
+            optimizer.step()
+        _ = approx_kl.item()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--envs", type=int, default=8)
+    parser.add_argument(
+        "--steps", type=int, default=30, help="rollout length T (digits: 30 epochs)"
+    )
+    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--hidden", type=int, default=128)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+
+    options = PPOOptions(hidden_size=args.hidden, target_kl=0.0, anneal_lr=False)
+    torch.manual_seed(0)
+    template = ActorCritic(feature_dim(SPACE, HISTORY), SPACE.head_sizes, "mlp", args.hidden)
+    batch = make_batch(template, args.envs, args.steps, seed=1)
+    samples = args.envs * args.steps * options.update_epochs
+
+    def ours() -> float:
+        net = copy.deepcopy(template)
+        learner = PPOLearner(
+            net, options, total_updates=0, generator=torch.Generator().manual_seed(2)
+        )
+        t0 = time.perf_counter()
+        diagnostics = learner.update(batch, 0)
+        elapsed = time.perf_counter() - t0
+        assert diagnostics["epochs_run"] == options.update_epochs
+        return elapsed
+
+    def reference(fused: bool = False) -> float:
+        net = copy.deepcopy(template)
+        t0 = time.perf_counter()
+        cleanrl_update(net, batch, options, torch.Generator().manual_seed(2), fused=fused)
+        return time.perf_counter() - t0
+
+    ours(), reference(), reference(fused=True)  # warm-up
+    times: dict[str, list[float]] = {"esper": [], "cleanrl": [], "cleanrl_fused": []}
+    for _ in range(args.reps):
+        times["esper"].append(ours())
+        times["cleanrl"].append(reference())
+        times["cleanrl_fused"].append(reference(fused=True))
+    esper_sps = samples / statistics.median(times["esper"])
+    cleanrl_sps = samples / statistics.median(times["cleanrl"])
+    fused_sps = samples / statistics.median(times["cleanrl_fused"])
+    print(
+        json.dumps(
+            {
+                "benchmark": "ppo_update",
+                "n_envs": args.envs,
+                "rollout_steps": args.steps,
+                "update_epochs": options.update_epochs,
+                "num_minibatches": options.num_minibatches,
+                "hidden_size": args.hidden,
+                "samples_per_update": samples,
+                "esper_samples_per_s": round(esper_sps, 1),
+                "cleanrl_samples_per_s": round(cleanrl_sps, 1),
+                "speed_ratio": round(esper_sps / cleanrl_sps, 3),
+                "target_ratio": 1.0,
+                "cleanrl_fused_adam_samples_per_s": round(fused_sps, 1),
+                "speed_ratio_same_optimizer": round(esper_sps / fused_sps, 3),
+                "torch_threads": torch.get_num_threads(),
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

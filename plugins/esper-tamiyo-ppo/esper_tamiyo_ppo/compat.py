@@ -1,0 +1,108 @@
+"""Reading a trained policy back: where its checkpoint is, and whether it fits this run.
+
+A PPO policy only makes sense for the action vocabulary it was trained on: the same
+slot ids, the same blueprints in the same order, the same styles, tempos and alpha
+targets, and the same feature layout. Any difference is a
+:class:`~esper_core.errors.CheckpointError` that says exactly what differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from esper_core.actions import ActionSpace
+from esper_core.errors import CheckpointError
+
+CHECKPOINT_NAME = "checkpoint.pt"
+STATE_KIND = "esper_tamiyo_ppo"
+STATE_VERSION = 1
+
+_VOCABULARY = (
+    ("slot_ids", "slot ids"),
+    ("blueprints", "blueprint vocabulary"),
+    ("styles", "germination styles"),
+    ("tempos", "tempos"),
+    ("alpha_targets", "alpha targets"),
+)
+
+
+def space_to_dict(space: ActionSpace) -> dict[str, list[Any]]:
+    return {key: list(getattr(space, key)) for key, _ in _VOCABULARY}
+
+
+def _fmt(values: Sequence[Any]) -> str:
+    return "[" + ", ".join(str(v) for v in values) + "]"
+
+
+def vocabulary_problems(saved: dict[str, list[Any]], space: ActionSpace) -> list[str]:
+    """One line per vocabulary that differs between a checkpoint and this run's task."""
+    problems = []
+    for key, label in _VOCABULARY:
+        theirs, ours = list(saved.get(key, [])), list(getattr(space, key))
+        if theirs == ours:
+            continue
+        only_saved = [v for v in theirs if v not in ours]
+        only_task = [v for v in ours if v not in theirs]
+        detail = []
+        if only_saved:
+            detail.append(f"only in the checkpoint: {_fmt(only_saved)}")
+        if only_task:
+            detail.append(f"only in this task: {_fmt(only_task)}")
+        if not detail:
+            detail.append("same entries in a different order")
+        problems.append(
+            f"{label}: checkpoint has {_fmt(theirs)}, this task has {_fmt(ours)} ({'; '.join(detail)})"
+        )
+    return problems
+
+
+def check_compatible(
+    state: dict[str, Any], space: ActionSpace, feature_dim: int, source: str
+) -> None:
+    """Raise :class:`CheckpointError` unless ``state`` (a PPO state dict) fits this run."""
+    if not isinstance(state, dict) or state.get("kind") != STATE_KIND:
+        kind = state.get("kind") if isinstance(state, dict) else type(state).__name__
+        raise CheckpointError(
+            f"{source} does not hold a PPO policy (found {kind!r}); pass the checkpoint.pt of an "
+            "`esper train --policy ppo` run"
+        )
+    if state.get("version") != STATE_VERSION:
+        raise CheckpointError(
+            f"{source} holds PPO state version {state.get('version')!r}; this plugin reads version {STATE_VERSION}"
+        )
+    problems = vocabulary_problems(state["space"], space)
+    if int(state["feature_dim"]) != feature_dim:
+        problems.append(
+            f"feature vector: checkpoint has {state['feature_dim']} features, this run has {feature_dim} "
+            f"(env.history_length was {state['history_length']} in training)"
+        )
+    if problems:
+        raise CheckpointError(f"{source} does not match this run: " + "; ".join(problems))
+
+
+def resolve_checkpoint_path(argument: str) -> Path:
+    """``ppo:PATH`` may name a checkpoint file or the run directory that holds one."""
+    path = Path(argument).expanduser()
+    if path.is_dir():
+        path = path / CHECKPOINT_NAME
+    if not path.is_file():
+        raise CheckpointError(
+            f"PPO checkpoint {path} not found; train a policy with `esper train --policy ppo --out DIR` "
+            f"and evaluate it with `--policy ppo:DIR/{CHECKPOINT_NAME}`"
+        )
+    return path
+
+
+def load_policy_state(argument: str) -> tuple[dict[str, Any], str]:
+    """The ``policy`` entry of a runner checkpoint, and a description of where it came from."""
+    from esper_core.checkpoint import load_checkpoint
+
+    path = resolve_checkpoint_path(argument)
+    data = load_checkpoint(path)
+    if "policy" not in data:
+        raise CheckpointError(
+            f"checkpoint {path} holds no policy state; is it an Esper run checkpoint?"
+        )
+    return data["policy"], f"checkpoint {path}"

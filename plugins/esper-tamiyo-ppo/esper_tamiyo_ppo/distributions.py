@@ -1,0 +1,147 @@
+"""Masked, factored categorical distributions over the action heads.
+
+Illegal choices get the logit ``MASK_VALUE`` (-1e4): large and negative but FINITE, so a
+head whose every choice is masked (possible only for heads the chosen op ignores) gives
+a uniform distribution instead of NaNs, and fp16 stays finite. Their probability is
+exactly 0 in float32 (``exp(-1e4)`` underflows), so they are never sampled; there is no
+probability floor anywhere.
+
+The op is chosen first; the slot head uses ``masks.slot[op]`` and the alpha-target head
+``masks.alpha_target[slot]``. Heads the op does not read (:data:`OP_HEADS`) are set to
+the canonical value 0 and their log-probabilities and entropies are excluded (zeroed),
+so they neither change the ratio nor receive gradient.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NamedTuple
+
+import torch
+
+from esper_core.actions import HEADS, OP_HEADS, OPS, ActionMasks
+
+if TYPE_CHECKING:
+    from esper_tamiyo_ppo.network import ActorCritic
+
+MASK_VALUE = -1e4
+CANONICAL = 0  # the value of a head the chosen op does not read
+HEAD_INDEX = {name: i for i, name in enumerate(HEADS)}
+SLOT_CHILDREN = ("blueprint", "style", "tempo", "alpha_target")
+assert ("op", "slot", *SLOT_CHILDREN) == HEADS, "run_heads decides the heads in this order"
+
+
+def used_heads_table(device: torch.device | str = "cpu") -> torch.Tensor:
+    """``[n_ops, n_heads]`` bool: which heads each op reads."""
+    table = torch.zeros(len(OPS), len(HEADS), dtype=torch.bool, device=device)
+    for op, heads in OP_HEADS.items():
+        for head in heads:
+            table[int(op), HEAD_INDEX[head]] = True
+    return table
+
+
+def masked_logits(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return logits.masked_fill(~mask, MASK_VALUE)
+
+
+class BatchMasks(NamedTuple):
+    """The :class:`~esper_core.actions.ActionMasks` of a batch, stacked (True = legal)."""
+
+    op: torch.Tensor  # [B, n_ops]
+    slot: torch.Tensor  # [B, n_ops, n_slots]
+    blueprint: torch.Tensor  # [B, n_blueprints]
+    style: torch.Tensor  # [B, n_styles]
+    tempo: torch.Tensor  # [B, n_tempos]
+    alpha_target: torch.Tensor  # [B, n_slots, n_targets]
+
+    @classmethod
+    def stack(cls, masks: Sequence[ActionMasks]) -> BatchMasks:
+        return cls(
+            op=torch.stack([m.op for m in masks]),
+            slot=torch.stack([m.slot for m in masks]),
+            blueprint=_at_least_one(torch.stack([m.blueprint for m in masks])),
+            style=_at_least_one(torch.stack([m.style for m in masks])),
+            tempo=_at_least_one(torch.stack([m.tempo for m in masks])),
+            alpha_target=_at_least_one(torch.stack([m.alpha_target for m in masks])),
+        )
+
+    def map(self, fn: object) -> BatchMasks:
+        """Apply a tensor function (indexing, reshaping, ``.to``) to every mask."""
+        return BatchMasks(*(fn(m) for m in self))  # type: ignore[operator]
+
+
+def _at_least_one(mask: torch.Tensor) -> torch.Tensor:
+    """A head of size 0 (e.g. no blueprints) gets the network's one dummy choice."""
+    if mask.shape[-1] > 0:
+        return mask
+    return torch.ones(*mask.shape[:-1], 1, dtype=torch.bool, device=mask.device)
+
+
+class HeadOutputs(NamedTuple):
+    actions: torch.Tensor  # [B, n_heads] long, canonical 0 in unused heads
+    log_probs: torch.Tensor  # [B, n_heads], 0 in unused heads
+    entropies: torch.Tensor  # [B, n_heads], 0 in unused heads
+    used: torch.Tensor  # [B, n_heads] bool
+
+
+def _choose(
+    logits: torch.Tensor,
+    given: torch.Tensor | None,
+    generator: torch.Generator | None,
+    deterministic: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(choice, its log-prob, sum of p·log p) of each row of masked ``logits``."""
+    log_p = torch.log_softmax(logits, dim=-1)
+    p = log_p.exp()
+    if given is not None:
+        choice = given
+    elif deterministic:
+        choice = logits.argmax(dim=-1)
+    else:
+        choice = torch.multinomial(p, 1, generator=generator).squeeze(-1)
+    return choice, log_p.gather(-1, choice.unsqueeze(-1)).squeeze(-1), (p * log_p).sum(dim=-1)
+
+
+def run_heads(
+    net: ActorCritic,
+    features: torch.Tensor,
+    masks: BatchMasks,
+    actions: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+    deterministic: bool = False,
+    used_table: torch.Tensor | None = None,
+) -> HeadOutputs:
+    """Sample (``actions=None``) or evaluate ``actions [B, n_heads]`` under the masks.
+
+    ``features`` is the trunk output ``[B, H]`` of ``net``.
+    """
+    table = used_table if used_table is not None else used_heads_table(features.device)
+    rows = torch.arange(features.shape[0], device=features.device)
+    chosen, log_probs, neg_entropies = [], [], []
+
+    def decide(head: str, inputs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        logits = masked_logits(net.heads[head](inputs), mask)
+        given = actions[:, HEAD_INDEX[head]] if actions is not None else None
+        choice, log_p, neg_entropy = _choose(logits, given, generator, deterministic)
+        chosen.append(choice)
+        log_probs.append(log_p)
+        neg_entropies.append(neg_entropy)
+        return choice
+
+    op = decide("op", features, masks.op)
+    used = table[op]
+    slot = decide("slot", net.conditioned(features, "op", op), masks.slot[rows, op])
+    if actions is None:  # the children are conditioned on the canonical slot (given ones are)
+        slot = chosen[1] = torch.where(used[:, 1], slot, CANONICAL)
+    slot_inputs = net.conditioned(features, "slot", slot)
+    for head in SLOT_CHILDREN:
+        mask = masks.alpha_target[rows, slot] if head == "alpha_target" else getattr(masks, head)
+        decide(head, slot_inputs, mask)
+    # Heads the op ignores: canonical value, and no log-prob or entropy (hence no gradient).
+    choices = torch.stack(chosen, 1)
+    return HeadOutputs(
+        actions=choices if actions is not None else torch.where(used, choices, CANONICAL),
+        log_probs=torch.where(used, torch.stack(log_probs, 1), 0.0),
+        entropies=torch.where(used, -torch.stack(neg_entropies, 1), 0.0),
+        used=used,
+    )

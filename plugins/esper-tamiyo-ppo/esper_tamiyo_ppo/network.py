@@ -1,0 +1,132 @@
+"""The factored actor-critic: a shared trunk (MLP, or MLP encoder + LSTM), one
+categorical head per action part and a separate value head.
+
+The op is decided first; the slot head sees the chosen op (one-hot) and the heads that
+describe what to do in a slot (blueprint, style, tempo, alpha target) see the chosen
+slot, so "prune slot 2" and "germinate slot 0" are distinct decisions. Sampling and
+evaluation of the heads live in :mod:`esper_tamiyo_ppo.distributions`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from esper_core.actions import HEADS
+
+
+def layer_init(layer: nn.Linear, gain: float = math.sqrt(2), bias: float = 0.0) -> nn.Linear:
+    """Orthogonal weights, constant bias (CleanRL's initialisation)."""
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.constant_(layer.bias, bias)
+    return layer
+
+
+# What each head is conditioned on, besides the trunk features.
+HEAD_CONDITION = {
+    "op": None,
+    "slot": "op",
+    "blueprint": "slot",
+    "style": "slot",
+    "tempo": "slot",
+    "alpha_target": "slot",
+}
+POLICY_HEAD_GAIN = 0.01  # near-uniform initial policy
+VALUE_HEAD_GAIN = 1.0
+
+
+class ActorCritic(nn.Module):
+    """``head_sizes`` maps every name of :data:`esper_core.actions.HEADS` to its size
+    (a head of size 0, e.g. no blueprints, gets one dummy choice that masks never use)."""
+
+    def __init__(
+        self,
+        feature_dim: int,
+        head_sizes: dict[str, int],
+        trunk: str = "mlp",
+        hidden_size: int = 128,
+        mlp_layers: int = 2,
+    ) -> None:
+        super().__init__()
+        if trunk not in ("mlp", "lstm"):
+            raise ValueError(f"unknown trunk {trunk!r}; expected mlp or lstm")
+        self.trunk = trunk
+        self.hidden_size = hidden_size
+        self.head_sizes = {name: max(int(head_sizes[name]), 1) for name in HEADS}
+        layers: list[nn.Module] = []
+        width = feature_dim
+        for _ in range(mlp_layers):
+            layers += [layer_init(nn.Linear(width, hidden_size)), nn.Tanh()]
+            width = hidden_size
+        self.encoder = nn.Sequential(*layers)
+        self.lstm: nn.LSTM | None = None
+        if trunk == "lstm":
+            self.lstm = nn.LSTM(hidden_size, hidden_size)
+            for name, param in self.lstm.named_parameters():
+                if "bias" in name:
+                    nn.init.constant_(param, 0.0)
+                else:
+                    nn.init.orthogonal_(param, 1.0)
+        self.heads = nn.ModuleDict(
+            {
+                name: layer_init(
+                    nn.Linear(hidden_size + self._condition_size(name), self.head_sizes[name]),
+                    gain=POLICY_HEAD_GAIN,
+                )
+                for name in HEADS
+            }
+        )
+        self.value_head = layer_init(nn.Linear(hidden_size, 1), gain=VALUE_HEAD_GAIN)
+
+    def _condition_size(self, head: str) -> int:
+        condition = HEAD_CONDITION[head]
+        return 0 if condition is None else self.head_sizes[condition]
+
+    # ------------------------------------------------------------ trunk
+
+    def initial_state(self, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Zero LSTM state ``(h, c)``, each ``[batch, hidden]`` (empty tensors for the MLP)."""
+        width = self.hidden_size if self.lstm is not None else 0
+        zeros = torch.zeros(batch, width, device=self.value_head.weight.device)
+        return zeros, zeros.clone()
+
+    def step(
+        self, obs: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """One time step for a batch of envs: ``obs [B, D]`` -> features ``[B, H]``, next state."""
+        z = self.encoder(obs)
+        if self.lstm is None:
+            return z, state
+        h, c = state
+        out, (h1, c1) = self.lstm(z.unsqueeze(0), (h.unsqueeze(0), c.unsqueeze(0)))
+        return out.squeeze(0), (h1.squeeze(0), c1.squeeze(0))
+
+    def unroll(
+        self, obs: torch.Tensor, starts: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]
+    ) -> torch.Tensor:
+        """Features of sequences ``obs [L, B, D]``; the LSTM state is zeroed where
+        ``starts [L, B]`` marks the first step of a segment (after a terminal)."""
+        z = self.encoder(obs)
+        if self.lstm is None:
+            return z
+        h, c = state
+        keep = (~starts).to(z.dtype).unsqueeze(-1)
+        outputs = []
+        for t in range(z.shape[0]):
+            h, c = h * keep[t], c * keep[t]
+            out, (h1, c1) = self.lstm(z[t].unsqueeze(0), (h.unsqueeze(0), c.unsqueeze(0)))
+            h, c = h1.squeeze(0), c1.squeeze(0)
+            outputs.append(out.squeeze(0))
+        return torch.stack(outputs)
+
+    # ------------------------------------------------------------ heads
+
+    def value(self, features: torch.Tensor) -> torch.Tensor:
+        return self.value_head(features).squeeze(-1)
+
+    def conditioned(self, features: torch.Tensor, parent: str, index: torch.Tensor) -> torch.Tensor:
+        """The input of the heads conditioned on ``parent``: features and the chosen index, one-hot."""
+        onehot = nn.functional.one_hot(index, self.head_sizes[parent]).to(features.dtype)
+        return torch.cat([features, onehot], dim=-1)

@@ -1,0 +1,76 @@
+"""The two normalisers of the learner.
+
+- Observations: a running mean/std (Welford, :class:`esper_core.observation.RunningMeanStd`)
+  that is FROZEN while a rollout is collected and updated between rollouts with the raw
+  features of that rollout, so every stored observation was normalised with the same
+  statistics the policy acted with.
+- Rewards: divided by the running std of the discounted return (no mean shift, which
+  would change the optimal policy), then clipped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from esper_core.observation import RunningMeanStd
+
+VAR_EPS = 1e-8
+
+
+class ObservationNormalizer:
+    def __init__(self, dim: int, clip: float, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.rms = RunningMeanStd((dim,), clip=clip)
+
+    def normalize(self, raw: torch.Tensor) -> torch.Tensor:
+        return self.rms.normalize(raw) if self.enabled else raw
+
+    def update(self, raw: torch.Tensor) -> None:
+        if self.enabled:
+            self.rms.update(raw)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.rms.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rms.load_state_dict(state)
+
+
+class RewardNormalizer:
+    """Std-only reward scaling: ``r / std(discounted return)``, clipped to ``±clip``.
+
+    The discounted return is accumulated per env with the run's γ and restarts after a
+    terminal step; it carries over between rollouts for segments still open.
+    """
+
+    def __init__(self, n_envs: int, gamma: float, clip: float, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.gamma = gamma
+        self.clip = clip
+        self.rms = RunningMeanStd(())
+        self.returns = torch.zeros(n_envs, dtype=torch.float64)
+
+    def normalize_rollout(self, rewards: torch.Tensor, terminals: torch.Tensor) -> torch.Tensor:
+        """Update the statistics with this rollout's returns and scale its rewards ``[n_envs, T]``."""
+        if not self.enabled:
+            return rewards
+        seen = []
+        for t in range(rewards.shape[1]):
+            self.returns = self.returns * self.gamma + rewards[:, t].to(torch.float64)
+            seen.append(self.returns)
+            self.returns = torch.where(terminals[:, t], 0.0, self.returns)
+        self.rms.update(torch.stack(seen))
+        return (rewards / self.std).clamp(-self.clip, self.clip)
+
+    @property
+    def std(self) -> float:
+        return float(torch.sqrt(self.rms.var + VAR_EPS))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"rms": self.rms.state_dict(), "returns": self.returns.clone()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rms.load_state_dict(state["rms"])
+        self.returns = state["returns"].clone()

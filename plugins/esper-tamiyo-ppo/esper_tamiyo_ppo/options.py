@@ -1,0 +1,86 @@
+"""The options of the ``ppo`` policy (``[policies.ppo]`` in a config, ``--set policies.ppo.X=...``).
+
+Defaults follow DOMAIN.md §7 and CleanRL's PPO. The discount γ is deliberately NOT an
+option: GAE and the reward normaliser use the run's ``run.gamma`` (from the
+:class:`~esper_core.policy.PolicyContext`), the same γ the reward shaping uses.
+This module imports no torch, so discovering the plugin stays fast.
+"""
+
+from __future__ import annotations
+
+from attrs import define
+
+from esper_core.converter import in_range, one_of, options_field
+
+# Fields that define how the network reads its input: a trained checkpoint loaded with
+# ``ppo:PATH`` brings its own values of these, whatever the evaluation config says.
+MODEL_FIELDS = ("trunk", "hidden_size", "mlp_layers", "normalize_observations", "obs_clip")
+
+
+@define
+class PPOOptions:
+    # ---------------------------------------------------------------- network
+    trunk: str = options_field(
+        "mlp", one_of("mlp", "lstm"), "Shared trunk: an MLP, or an MLP encoder + LSTM."
+    )
+    hidden_size: int = options_field(
+        128, in_range(1, integer=True), "Width of the trunk (and LSTM state)."
+    )
+    mlp_layers: int = options_field(
+        2, in_range(1, integer=True), "Linear+tanh layers of the encoder."
+    )
+    # ---------------------------------------------------------------- optimisation
+    learning_rate: float = options_field(3e-4, in_range(0, lo_open=True), "Adam learning rate.")
+    adam_eps: float = options_field(1e-5, in_range(0, lo_open=True), "Adam epsilon.")
+    anneal_lr: bool = options_field(
+        True, doc="Decay the learning rate linearly to 0 over train.updates."
+    )
+    update_epochs: int = options_field(4, in_range(1, integer=True), "K: passes over each rollout.")
+    num_minibatches: int = options_field(
+        4,
+        in_range(1, integer=True),
+        "Minibatches per pass (of samples, or of sequence chunks for the LSTM).",
+    )
+    lstm_chunk_length: int = options_field(
+        0,
+        in_range(0, integer=True),
+        "LSTM training sequence length (0: the whole rollout of an env).",
+    )
+    max_grad_norm: float = options_field(
+        0.5, in_range(0, lo_open=True), "Global gradient-norm clip."
+    )
+    # ---------------------------------------------------------------- PPO objective
+    gae_lambda: float = options_field(0.95, in_range(0, 1), "GAE lambda (gamma is run.gamma).")
+    clip_coef: float = options_field(
+        0.2, in_range(0, lo_open=True), "Surrogate (and value) clip range."
+    )
+    clip_value_loss: bool = options_field(
+        True, doc="Clip the value loss around the rollout's values."
+    )
+    vf_coef: float = options_field(0.5, in_range(0), "Value-loss weight.")
+    ent_coef: float = options_field(0.01, in_range(0), "Entropy bonus at the first update.")
+    ent_coef_final: float = options_field(
+        0.0, in_range(0), "Entropy bonus at the last update (linear annealing over train.updates)."
+    )
+    normalize_advantages: bool = options_field(True, doc="Normalise advantages per minibatch.")
+    target_kl: float = options_field(
+        0.015, in_range(0), "Approx-KL target of the early stop (0 disables it)."
+    )
+    kl_stop_factor: float = options_field(
+        1.5, in_range(0, lo_open=True), "Stop the update once approx KL > factor x target_kl."
+    )
+    # ---------------------------------------------------------------- normalisers
+    normalize_observations: bool = options_field(
+        True, doc="Running mean/std of features, frozen during a rollout, updated between rollouts."
+    )
+    obs_clip: float = options_field(10.0, in_range(0, lo_open=True), "Clip of normalised features.")
+    normalize_rewards: bool = options_field(
+        True, doc="Divide rewards by the running std of discounted returns (no mean shift)."
+    )
+    reward_clip: float = options_field(
+        10.0, in_range(0, lo_open=True), "Clip of normalised rewards."
+    )
+    # ---------------------------------------------------------------- acting
+    deterministic: bool = options_field(
+        False, doc="Outside training, take the most likely action of each head instead of sampling."
+    )

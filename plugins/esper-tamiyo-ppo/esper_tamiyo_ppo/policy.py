@@ -1,0 +1,309 @@
+"""``policies.ppo``: the PPO Tamiyo, both a Policy (``act``) and a Trainable.
+
+How ``esper train`` drives it, once per update: ``reset(all envs)`` ->
+``begin_rollout(obs)`` -> T x (``act(obs)`` -> envs step -> ``observe(results)``) ->
+``update(last_obs)``. ``act`` normalises the features with the FROZEN normaliser, samples
+every head with the policy's own generator and, while training, records exactly those
+normalised features in the rollout buffer. ``update`` scales the rewards, runs GAE with
+the run's γ and the PPO epochs, then updates the normaliser with the rollout's raw
+features. ``state_dict`` holds everything (network, optimiser, normalisers, generators,
+buffer and position, LSTM states) so a run interrupted mid-rollout resumes exactly.
+
+``--policy ppo:DIR/checkpoint.pt`` (or ``ppo:DIR``) loads a trained policy's network and
+observation normaliser for evaluation; the checkpoint's architecture options win.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import attrs
+import torch
+
+from esper_core.actions import Action
+from esper_core.converter import unstructure
+from esper_core.errors import CheckpointError
+from esper_core.observation import Observation, feature_tensor
+from esper_core.policy import PolicyContext
+from esper_core.step import StepResult
+from esper_tamiyo_ppo.buffer import RolloutBuffer
+from esper_tamiyo_ppo.compat import (
+    STATE_KIND,
+    STATE_VERSION,
+    check_compatible,
+    load_policy_state,
+    space_to_dict,
+)
+from esper_tamiyo_ppo.distributions import BatchMasks, run_heads, used_heads_table
+from esper_tamiyo_ppo.gae import compute_gae
+from esper_tamiyo_ppo.learner import GradientSync, PPOLearner, RolloutBatch
+from esper_tamiyo_ppo.network import ActorCritic
+from esper_tamiyo_ppo.normalizers import ObservationNormalizer, RewardNormalizer
+from esper_tamiyo_ppo.options import MODEL_FIELDS, PPOOptions
+from esper_tamiyo_ppo.plugin import PPO
+
+SHUFFLE_SEED_OFFSET = 1  # the minibatch generator is seeded apart from the sampling one
+
+
+class PPOPolicy:
+    name: ClassVar[str] = "ppo"
+    description: ClassVar[str] = PPO.description
+    Options: ClassVar[type] = PPOOptions
+
+    def __init__(self, options: PPOOptions, context: PolicyContext) -> None:
+        trained: tuple[dict[str, Any], str] | None = None
+        if context.argument:
+            trained = load_policy_state(context.argument)
+            check_compatible(trained[0], context.space, context.feature_dim, trained[1])
+            saved = trained[0]["options"]
+            options = attrs.evolve(options, **{k: saved[k] for k in MODEL_FIELDS})
+        self.options = options
+        self.context = context
+        self.device = torch.device(context.device)
+        n_envs, n_steps, dim = context.n_envs, context.max_epochs, context.feature_dim
+
+        # Initialise the weights from the run's seed without touching the global RNG.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(context.seed)
+            self.net = ActorCritic(
+                dim,
+                context.space.head_sizes,
+                options.trunk,
+                options.hidden_size,
+                options.mlp_layers,
+            ).to(self.device)
+        self.generator = torch.Generator(device=self.device).manual_seed(context.seed)
+        self.shuffle_generator = torch.Generator().manual_seed(context.seed + SHUFFLE_SEED_OFFSET)
+        self.obs_normalizer = ObservationNormalizer(
+            dim, options.obs_clip, options.normalize_observations
+        )
+        self.reward_normalizer = RewardNormalizer(
+            n_envs, context.gamma, options.reward_clip, options.normalize_rewards
+        )
+        self.learner = PPOLearner(self.net, options, context.total_updates, self.shuffle_generator)
+        self.recurrent_state = self.net.initial_state(n_envs)
+        self.buffer = RolloutBuffer(
+            n_envs, n_steps, dim, self.net.head_sizes, self.recurrent_state[0].shape[1], self.device
+        )
+        self.segment_start = torch.ones(n_envs, dtype=torch.bool, device=self.device)
+        self.updates_done = 0
+        self.training = False
+        self._used_table = used_heads_table(self.device)
+        self._rollout_started: float | None = None
+        if trained is not None:  # evaluation (or fine-tuning): weights and feature statistics
+            self._load_network(*trained)
+
+    @property
+    def gradient_sync(self) -> GradientSync | None:
+        """See :attr:`PPOLearner.gradient_sync` (the hook of the distributed executor)."""
+        return self.learner.gradient_sync
+
+    @gradient_sync.setter
+    def gradient_sync(self, hook: GradientSync | None) -> None:
+        self.learner.gradient_sync = hook
+
+    # ------------------------------------------------------------ Policy
+
+    def set_training(self, training: bool) -> None:
+        self.training = training
+
+    def reset(self, env_indices: Sequence[int]) -> None:
+        rows = self._rows(env_indices)
+        for part in self.recurrent_state:
+            part[rows] = 0.0
+        self.segment_start[rows] = True
+
+    def _rows(self, env_indices: Sequence[int]) -> torch.Tensor:
+        rows = torch.as_tensor(list(env_indices), dtype=torch.long, device=self.device)
+        if rows.numel() and (int(rows.min()) < 0 or int(rows.max()) >= self.context.n_envs):
+            raise ValueError(f"env indices {list(env_indices)} outside [0, {self.context.n_envs})")
+        return rows
+
+    def _features(self, observations: Sequence[Observation]) -> torch.Tensor:
+        raw = feature_tensor(observations, self.context.space, self.context.history_length).to(
+            self.device
+        )
+        if raw.shape[1] != self.context.feature_dim:
+            raise ValueError(
+                f"observations have {raw.shape[1]} features, the policy expects {self.context.feature_dim}"
+            )
+        return raw
+
+    def act(self, observations: Sequence[Observation]) -> list[Action]:
+        rows = self._rows([o.env_index for o in observations])
+        raw = self._features(observations)
+        obs = self.obs_normalizer.normalize(raw)  # frozen statistics during a rollout
+        masks = BatchMasks.stack([o.masks for o in observations]).map(lambda m: m.to(self.device))
+        state = (self.recurrent_state[0][rows], self.recurrent_state[1][rows])
+        with torch.no_grad():
+            features, next_state = self.net.step(obs, state)
+            out = run_heads(
+                self.net,
+                features,
+                masks,
+                generator=self.generator,
+                deterministic=self.options.deterministic and not self.training,
+                used_table=self._used_table,
+            )
+            values = self.net.value(features)
+        if self.training:
+            if self._rollout_started is None:
+                self._rollout_started = time.perf_counter()
+            self.buffer.add_actions(
+                rows,
+                obs=obs,
+                raw_obs=raw,
+                actions=out.actions,
+                log_probs=out.log_probs,
+                values=values,
+                masks=masks,
+                starts=self.segment_start[rows],
+                state=state,
+            )
+        self.recurrent_state[0][rows] = next_state[0]
+        self.recurrent_state[1][rows] = next_state[1]
+        self.segment_start[rows] = False
+        return [Action.from_indices(a) for a in out.actions.tolist()]
+
+    def observe(self, results: Sequence[StepResult]) -> None:
+        rows = self._rows([r.env_index for r in results])
+        terminals = torch.tensor(
+            [r.terminal for r in results], dtype=torch.bool, device=self.device
+        )
+        if self.training:
+            rewards = torch.tensor(
+                [r.reward for r in results], dtype=torch.float32, device=self.device
+            )
+            self.buffer.add_outcomes(rows, rewards, terminals)
+        # A terminal (episode end or governor rollback) starts a new segment: no memory
+        # carries across it.
+        ended = rows[terminals]
+        for part in self.recurrent_state:
+            part[ended] = 0.0
+        self.segment_start[ended] = True
+
+    # ------------------------------------------------------------ Trainable
+
+    def begin_rollout(self, observations: Sequence[Observation]) -> None:
+        self.buffer.clear()
+        self._rollout_started = time.perf_counter()
+
+    def update(self, last_observations: Sequence[Observation]) -> dict[str, float]:
+        buffer = self.buffer
+        if not buffer.full:
+            raise RuntimeError(f"update() after {buffer.step} of {buffer.n_steps} rollout steps")
+        rollout_time = time.perf_counter() - (self._rollout_started or time.perf_counter())
+        with torch.no_grad():
+            last_values = torch.zeros(self.context.n_envs, device=self.device)
+            if last_observations:
+                rows = self._rows([o.env_index for o in last_observations])
+                obs = self.obs_normalizer.normalize(self._features(last_observations))
+                state = (self.recurrent_state[0][rows], self.recurrent_state[1][rows])
+                features, _ = self.net.step(obs, state)
+                last_values[rows] = self.net.value(features)
+        raw_rewards = buffer.rewards.clone()
+        rewards = self.reward_normalizer.normalize_rollout(raw_rewards, buffer.terminals)
+        advantages, returns = compute_gae(
+            rewards,
+            buffer.values,
+            buffer.terminals,
+            last_values,
+            self.context.gamma,
+            self.options.gae_lambda,
+        )
+        batch = RolloutBatch(
+            obs=buffer.obs,
+            actions=buffer.actions,
+            log_probs=buffer.log_probs,
+            values=buffer.values,
+            advantages=advantages,
+            returns=returns,
+            starts=buffer.starts,
+            state_h=buffer.state_h,
+            state_c=buffer.state_c,
+            masks=buffer.masks(),
+        )
+        diagnostics = self.learner.update(batch, self.updates_done)
+        # Unfreeze: the next rollout acts with statistics that include this one.
+        self.obs_normalizer.update(buffer.raw_obs.flatten(0, 1))
+        self.updates_done += 1
+        samples = buffer.n_envs * buffer.n_steps
+        diagnostics.update(
+            {
+                "reward_mean": float(raw_rewards.mean()),
+                "reward_scale": self.reward_normalizer.std
+                if self.options.normalize_rewards
+                else 1.0,
+                "segments_ended": float(buffer.terminals.sum()),
+                "rollout_sps": samples / rollout_time if rollout_time > 0 else 0.0,
+                "update_sps": samples
+                * diagnostics["epochs_run"]
+                / max(diagnostics["update_time"], 1e-9),
+            }
+        )
+        buffer.clear()
+        self._rollout_started = None
+        return diagnostics
+
+    # ------------------------------------------------------------ checkpoints
+
+    def state_dict(self) -> dict[str, Any]:
+        ctx = self.context
+        return {
+            "kind": STATE_KIND,
+            "version": STATE_VERSION,
+            "options": unstructure(self.options),
+            "space": space_to_dict(ctx.space),
+            "feature_dim": ctx.feature_dim,
+            "history_length": ctx.history_length,
+            "network": {k: v.detach().clone() for k, v in self.net.state_dict().items()},
+            "optimizer": self.learner.optimizer.state_dict(),
+            "obs_normalizer": self.obs_normalizer.state_dict(),
+            "reward_normalizer": self.reward_normalizer.state_dict(),
+            "generator": self.generator.get_state(),
+            "shuffle_generator": self.shuffle_generator.get_state(),
+            "updates_done": self.updates_done,
+            "buffer": self.buffer.state_dict(),
+            "recurrent_state": [part.clone() for part in self.recurrent_state],
+            "segment_start": self.segment_start.clone(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a state of THIS run exactly (resume); see ``ppo:PATH`` for evaluation."""
+        source = "the policy state of the checkpoint"
+        check_compatible(state, self.context.space, self.context.feature_dim, source)
+        ours = unstructure(self.options)
+        differ = [
+            f"policies.ppo.{k}: checkpoint {state['options'][k]!r}, this run {ours[k]!r}"
+            for k in MODEL_FIELDS
+            if state["options"].get(k) != ours[k]
+        ]
+        if differ:
+            raise CheckpointError(f"{source} has another network: " + "; ".join(differ))
+        self._load_network(state, source)
+        try:
+            self.learner.optimizer.load_state_dict(state["optimizer"])
+            self.reward_normalizer.load_state_dict(state["reward_normalizer"])
+            self.buffer.load_state_dict(state["buffer"])
+        except (ValueError, KeyError, RuntimeError) as exc:
+            raise CheckpointError(
+                f"{source} was written by a run with other settings (envs, epochs or options): {exc}"
+            ) from None
+        self.generator.set_state(state["generator"])
+        self.shuffle_generator.set_state(state["shuffle_generator"])
+        self.updates_done = int(state["updates_done"])
+        for part, saved in zip(self.recurrent_state, state["recurrent_state"], strict=True):
+            part.copy_(saved)
+        self.segment_start.copy_(state["segment_start"])
+
+    def _load_network(self, state: dict[str, Any], source: str) -> None:
+        try:
+            self.net.load_state_dict(state["network"])
+        except RuntimeError as exc:
+            raise CheckpointError(
+                f"{source}: its network does not fit ({state['options'].get('trunk')} trunk, "
+                f"hidden_size {state['options'].get('hidden_size')}): {exc}"
+            ) from None
+        self.obs_normalizer.load_state_dict(state["obs_normalizer"])

@@ -1,0 +1,160 @@
+"""The PPO update: it learns, its clip and KL stop really act, it is reproducible."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from esper_tamiyo_ppo.options import PPOOptions
+
+from .helpers import BanditEnv, collect_rollout, make_policy, run_updates
+
+BANDIT_UPDATES = 30
+
+
+def test_learns_a_contextual_bandit() -> None:
+    """Three contexts, each paying for a different op: ≥ 95% optimal actions (sampled,
+    i.e. while still exploring) within a fixed budget of updates, with default options."""
+    n_envs, epochs = 8, 8
+    policy = make_policy(
+        PPOOptions(), n_envs=n_envs, max_epochs=epochs, total_updates=BANDIT_UPDATES
+    )
+    envs = [BanditEnv(i, epochs) for i in range(n_envs)]
+    diagnostics, optimal = run_updates(policy, envs, BANDIT_UPDATES)
+    assert optimal[0] < 0.6  # it starts near chance (1/3 with three legal ops)
+    assert sum(optimal[-3:]) / 3 >= 0.95, optimal
+    assert diagnostics[-1]["entropy/op"] < diagnostics[0]["entropy/op"]
+
+
+@pytest.mark.slow
+def test_lstm_learns_a_contextual_bandit() -> None:
+    n_envs, epochs, updates = 8, 8, 30
+    policy = make_policy(
+        PPOOptions(trunk="lstm", learning_rate=1e-3),
+        n_envs=n_envs,
+        max_epochs=epochs,
+        total_updates=updates,
+    )
+    envs = [BanditEnv(i, epochs, rollback_at=[4] if i % 2 else []) for i in range(n_envs)]
+    _, optimal = run_updates(policy, envs, updates)
+    assert sum(optimal[-3:]) / 3 >= 0.95, optimal
+
+
+def _one_update(options: PPOOptions, seed: int = 0) -> dict[str, float]:
+    policy = make_policy(options, n_envs=4, max_epochs=8, seed=seed)
+    envs = [BanditEnv(i, 8) for i in range(4)]
+    last = collect_rollout(policy, envs, seed=seed)
+    return policy.update(last)
+
+
+def test_later_epochs_move_the_ratio_and_clip() -> None:
+    """K > 1: from the second epoch on the policy differs from the one that acted, so
+    the ratio leaves 1 and the clip is active (with one minibatch per epoch, the first
+    epoch's ratio is exactly 1)."""
+    d = _one_update(
+        PPOOptions(num_minibatches=1, update_epochs=4, learning_rate=0.02, target_kl=0.0)
+    )
+    assert d["epochs_run"] == 4
+    assert d["ratio_deviation/epoch1"] == pytest.approx(0.0, abs=1e-6)
+    assert d["clip_fraction/epoch1"] == 0.0
+    for k in (2, 3, 4):
+        assert d[f"ratio_deviation/epoch{k}"] > 1e-3
+    assert d["clip_fraction/epoch4"] > 0.0 and d["clip_fraction"] > 0.0
+    assert d["approx_kl"] > 0.0
+
+
+def test_kl_early_stop_cuts_the_epochs() -> None:
+    free = _one_update(PPOOptions(learning_rate=0.02, target_kl=0.0))
+    stopped = _one_update(PPOOptions(learning_rate=0.02, target_kl=0.001))
+    assert free["epochs_run"] == 4 and free["kl_stopped"] == 0.0
+    assert stopped["kl_stopped"] == 1.0 and stopped["minibatches_run"] < free["minibatches_run"]
+
+
+def test_diagnostics_cover_the_checklist() -> None:
+    d = _one_update(PPOOptions())
+    for key in (
+        "policy_loss",
+        "value_loss",
+        "entropy",
+        "clip_fraction",
+        "approx_kl",
+        "explained_variance",
+        "rollout_sps",
+        "update_sps",
+        "epochs_run",
+        "learning_rate",
+        "ent_coef",
+    ):
+        assert key in d, key
+    for head in ("op", "slot", "blueprint", "style", "tempo", "alpha_target"):
+        assert f"entropy/{head}" in d
+    assert all(isinstance(v, float) for v in d.values())
+
+
+def test_same_seed_same_result_and_other_seed_differs() -> None:
+    def train(seed: int) -> dict[str, torch.Tensor]:
+        policy = make_policy(
+            PPOOptions(hidden_size=32), n_envs=2, max_epochs=6, seed=seed, total_updates=3
+        )
+        run_updates(policy, [BanditEnv(i, 6) for i in range(2)], 3)
+        return policy.net.state_dict()
+
+    a, b, c = train(7), train(7), train(8)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not all(torch.equal(a[k], c[k]) for k in a)
+
+
+def test_schedules_decay_linearly_over_total_updates() -> None:
+    policy = make_policy(
+        PPOOptions(learning_rate=1e-3, ent_coef=0.02, ent_coef_final=0.0), total_updates=5
+    )
+    learner = policy.learner
+    assert [learner.learning_rate(u) for u in range(5)] == pytest.approx(
+        [1e-3, 8e-4, 6e-4, 4e-4, 2e-4]
+    )
+    assert [learner.entropy_coef(u) for u in range(5)] == pytest.approx(
+        [0.02, 0.015, 0.01, 0.005, 0.0]
+    )
+    fixed = make_policy(PPOOptions(anneal_lr=False), total_updates=5).learner
+    assert fixed.learning_rate(4) == 3e-4
+
+
+def test_gradient_sync_hook_sees_every_gradient_before_the_step() -> None:
+    policy = make_policy(
+        PPOOptions(update_epochs=1, num_minibatches=2, target_kl=0.0), n_envs=2, max_epochs=4
+    )
+    calls: list[int] = []
+
+    def halve(grads: list[torch.Tensor]) -> None:  # e.g. an all-reduce average over 2 ranks
+        calls.append(len(grads))
+        for g in grads:
+            g.mul_(0.5)
+
+    policy.gradient_sync = halve
+    last = collect_rollout(policy, [BanditEnv(i, 4) for i in range(2)])
+    policy.update(last)
+    assert len(calls) == 2 and calls[0] > 0
+
+
+@pytest.mark.parametrize(("n_steps", "length"), [(7, 1), (7, 3), (6, 3), (5, 5)])
+def test_chunks_cover_every_step_once(n_steps: int, length: int) -> None:
+    from esper_tamiyo_ppo.learner import chunk_layout
+
+    envs, times, valid = chunk_layout(3, n_steps, length)
+    assert envs.shape == times.shape == valid.shape and envs.shape[0] == length
+    steps = sorted(zip(envs[valid].tolist(), times[valid].tolist()))
+    assert steps == [(e, t) for e in range(3) for t in range(n_steps)]
+    # consecutive steps of one env inside each chunk
+    assert bool(((times[1:] - times[:-1])[valid[1:]] == 1).all()) and bool((envs == envs[0]).all())
+
+
+def test_plugin_discovery_does_not_import_torch() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from esper_core.plugins import PluginManager; "
+        "pm = PluginManager(extra=['policies.ppo'], autoload=False); "
+        "assert 'ppo' in pm.registry('policies').names(); print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stderr
