@@ -31,7 +31,7 @@ def _run_or_train(
         )
     else:
         config = build_config(pm, params, extra_run)
-        run_dir = Path(params["out"]) if params.get("out") else None
+        run_dir = Path(params["out"]) if params.get("out") else runner.default_run_dir(config, mode)
     quiet = bool(params.get("quiet") or params.get("as_json"))
     fn = runner.run if mode == "run" else runner.train
 
@@ -39,19 +39,17 @@ def _run_or_train(
         click.echo(message, err=True)
 
     if params.get("nproc") is not None:
-        run_dir = run_dir or runner.default_run_dir(config, mode)  # one directory for every rank
         summary = _launch(pm, config, mode, params, run_dir, bool(resume), quiet)
     else:
         summary = fn(config, pm, run_dir=run_dir, resume=bool(resume), quiet=quiet, notify=notify)
         if os.environ.get("RANK", "0") != "0":  # under torchrun only rank 0 reports
             return
-    directory = str(run_dir or Path(config.run.out_dir))
     if params.get("as_json"):
         click.echo(dumps(summary))
     else:
         from esper_cli.display import print_summary
 
-        print_summary(summary, str(run_dir) if run_dir else directory)
+        print_summary(summary, str(run_dir))
 
 
 def _launch(

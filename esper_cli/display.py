@@ -16,27 +16,31 @@ def _fmt(value: Any, digits: int = 2) -> str:
     return str(value)
 
 
+def _short(blueprint: str | None) -> str:
+    """``cnn/conv_light`` -> ``conv_light``: the topology is the task's, shown once above."""
+    return "-" if not blueprint else blueprint.split("/", 1)[-1]
+
+
 def print_summary(summary: dict[str, Any], run_dir: str, console: Console | None = None) -> None:
     console = console or Console()
-    status = summary["status"]
     console.print(
         f"[bold]{summary['mode']}[/bold] {summary['task']} / {summary['policy']} / {summary['reward']}: "
-        f"{status} in {summary['wall_time']:.1f}s"
+        f"{summary['status']} in {summary['wall_time']:.1f}s"
     )
-    table = Table(title="Episodes", show_lines=False)
+    table = Table(title="Episodes", title_justify="left")
     for column in (
         "env",
-        "episode",
+        "ep",
         "seed",
-        "test acc %",
-        "val acc %",
-        "params added",
-        "fossilized",
-        "pruned",
-        "rollbacks",
+        "test%",
+        "val%",
+        "+params",
+        "fossil",
+        "prune",
+        "rollbk",
         "reward",
     ):
-        table.add_column(column, justify="right")
+        table.add_column(column, justify="right", no_wrap=True)
     for e in summary["episodes"]:
         table.add_row(
             str(e["env"]),
@@ -52,26 +56,15 @@ def print_summary(summary: dict[str, Any], run_dir: str, console: Console | None
         )
     console.print(table)
     if summary["seeds"]:
-        seeds = Table(title="Seeds")
-        for column in (
-            "env",
-            "ep",
-            "seed",
-            "slot",
-            "blueprint",
-            "germinated",
-            "ended",
-            "fate",
-            "contribution",
-        ):
-            seeds.add_column(column)
+        seeds = Table(title="Seeds (epochs; contribution in accuracy points)", title_justify="left")
+        for column in ("env", "ep", "seed", "blueprint", "born", "ended", "fate", "contrib"):
+            seeds.add_column(column, no_wrap=column != "blueprint")
         for s in summary["seeds"]:
             seeds.add_row(
                 str(s["env"]),
                 str(s["episode"]),
                 s["seed_id"],
-                s["slot_id"],
-                s["blueprint"],
+                _short(s["blueprint"]),
                 str(s["germinated_epoch"]),
                 _fmt(s["ended_epoch"]),
                 s["fate"],
