@@ -425,28 +425,27 @@ class MorphogeneticEnv:
         inputs, targets = self.task.prepare_batch(batch[0], batch[1], True, self.generator)
         self.trainer.train_batch(inputs, targets)
 
+    def _evaluations(self, with_test: bool) -> list[Pending]:
+        """Validation with fused counterfactuals, plus the test split when it is due."""
+        amp = self.config.training.amp
+        pendings = [
+            validate_pending(self.model, self.task, self._eval_batches(self.data.val), amp=amp)
+        ]
+        if with_test:
+            test_batches = self._eval_batches(self.data.test)
+            pendings.append(
+                validate_pending(self.model, self.task, test_batches, counterfactual=False, amp=amp)
+            )
+        return pendings
+
     def _test_due(self, epoch: int) -> bool:
         every = self.config.env.eval_test_every
         return epoch >= self.max_epochs or (every > 0 and epoch % every == 0)
 
     def end_epoch(self) -> StepResult:
         """Validate, run the governor, tick the slots, compute the reward and observe."""
-        amp = self.config.training.amp
         epoch = self.epoch + 1
-        pendings: list[Pending] = [
-            self.trainer.end_epoch(),
-            validate_pending(self.model, self.task, self._eval_batches(self.data.val), amp=amp),
-        ]
-        if self._test_due(epoch):
-            pendings.append(
-                validate_pending(
-                    self.model,
-                    self.task,
-                    self._eval_batches(self.data.test),
-                    counterfactual=False,
-                    amp=amp,
-                )
-            )
+        pendings = [self.trainer.end_epoch(), *self._evaluations(self._test_due(epoch))]
         fetched = fetch(*pendings)  # the epoch's one host synchronisation
         train: TrainStats = fetched[0]
         ev: EvalResult = fetched[1]
@@ -558,21 +557,7 @@ class MorphogeneticEnv:
             )
             self._events.extend(self._stage_event(slot, stage))
         # Observe the restored model, not the one that diverged.
-        amp = self.config.training.amp
-        pendings = [
-            validate_pending(self.model, self.task, self._eval_batches(self.data.val), amp=amp)
-        ]
-        if with_test:
-            pendings.append(
-                validate_pending(
-                    self.model,
-                    self.task,
-                    self._eval_batches(self.data.test),
-                    counterfactual=False,
-                    amp=amp,
-                )
-            )
-        fetched = fetch(*pendings)
+        fetched = fetch(*self._evaluations(with_test))
         return fetched[0], (fetched[1] if with_test else None)
 
     def _auto_advance(self, accuracy: float) -> None:

@@ -550,35 +550,7 @@ def run(
     notify: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Run ``run.episodes`` episodes of ``run.n_envs`` envs under the configured policy."""
-    run_dir = run_dir or default_run_dir(config, "run")
-    with explained_failures(pm, run_dir, "run"):
-        return _run(config, pm, run_dir=run_dir, resume=resume, quiet=quiet, notify=notify)
-
-
-def _run(
-    config: RunConfig,
-    pm: PluginManager,
-    *,
-    run_dir: Path | None,
-    resume: bool,
-    quiet: bool,
-    notify: Callable[[str], None],
-) -> dict[str, Any]:
-    session = open_session(config, pm, "run", run_dir, resume, quiet)
-    stop = StopFlag()
-    status = "failed"
-    try:
-        with stop.installed(notify):
-            _epoch_loop(session, stop, config.run.episodes, lambda: None)
-        status = "completed"
-        return _finish(session, status)
-    except Interrupted:
-        status = "interrupted"
-        raise
-    finally:
-        if status != "completed":
-            session.hub.emit([RunFinished(status=status, wall_time=time.time() - session.started)])
-        _close(session)
+    return _execute("run", config, pm, run_dir, resume, quiet, notify)
 
 
 def train(
@@ -591,15 +563,13 @@ def train(
     notify: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Train a Trainable policy for ``train.updates`` rollouts (each one episode of every env)."""
-    run_dir = run_dir or default_run_dir(config, "train")
-    with explained_failures(pm, run_dir, "train"):
-        return _train(config, pm, run_dir=run_dir, resume=resume, quiet=quiet, notify=notify)
+    return _execute("train", config, pm, run_dir, resume, quiet, notify)
 
 
-def _train(
+def _execute(
+    mode: str,
     config: RunConfig,
     pm: PluginManager,
-    *,
     run_dir: Path | None,
     resume: bool,
     quiet: bool,
@@ -607,32 +577,44 @@ def _train(
 ) -> dict[str, Any]:
     from esper_core.policy import Trainable
 
-    session = open_session(config, pm, "train", run_dir, resume, quiet)
-    if not isinstance(session.policy, Trainable):
-        _close(session)
-        raise ConfigError([f"run.policy: {config.run.policy!r} is not trainable; try --policy ppo"])
-    session.policy.set_training(True)
+    run_dir = run_dir or default_run_dir(config, mode)
+    with explained_failures(pm, run_dir, mode):
+        session = open_session(config, pm, mode, run_dir, resume, quiet)
+        outer_count = config.run.episodes
+        if mode == "train":
+            if not isinstance(session.policy, Trainable):
+                _close(session)
+                raise ConfigError(
+                    [f"run.policy: {config.run.policy!r} is not trainable; try --policy ppo"]
+                )
+            session.policy.set_training(True)
+            outer_count = config.train.updates
 
-    def after_update() -> None:
-        diagnostics = session.policy.update(session.last_observations)
-        session.updates.append(dict(diagnostics))
-        session.hub.emit([PolicyUpdate(update=session.outer, diagnostics=dict(diagnostics))])
-        session.hub.flush()
+        def after_outer() -> None:
+            """A training run learns from each finished rollout; evaluation runs do nothing."""
+            if mode != "train":
+                return
+            diagnostics = session.policy.update(session.last_observations)
+            session.updates.append(dict(diagnostics))
+            session.hub.emit([PolicyUpdate(update=session.outer, diagnostics=dict(diagnostics))])
+            session.hub.flush()
 
-    stop = StopFlag()
-    status = "failed"
-    try:
-        with stop.installed(notify):
-            _epoch_loop(session, stop, config.train.updates, after_update)
-        status = "completed"
-        return _finish(session, status)
-    except Interrupted:
-        status = "interrupted"
-        raise
-    finally:
-        if status != "completed":
-            session.hub.emit([RunFinished(status=status, wall_time=time.time() - session.started)])
-        _close(session)
+        stop = StopFlag()
+        status = "failed"
+        try:
+            with stop.installed(notify):
+                _epoch_loop(session, stop, outer_count, after_outer)
+            status = "completed"
+            return _finish(session, status)
+        except Interrupted:
+            status = "interrupted"
+            raise
+        finally:
+            if status != "completed":
+                session.hub.emit(
+                    [RunFinished(status=status, wall_time=time.time() - session.started)]
+                )
+            _close(session)
 
 
 def compare(*args: Any, **kwargs: Any) -> Any:

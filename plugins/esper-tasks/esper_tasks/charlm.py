@@ -20,13 +20,11 @@ from attrs import define, field
 from esper_core import hookimpl
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.errors import DataError
-from esper_core.task import BatchMetrics, TaskData
+from esper_core.task import TaskData
 from esper_tasks.common import (
+    CrossEntropyTask,
     TransformerPreset,
-    classification_metrics,
-    cross_entropy,
     resolve_preset,
-    validate_options,
 )
 
 if TYPE_CHECKING:
@@ -79,7 +77,7 @@ class CharLMOptions:
 
 
 @define
-class CharLMTask:
+class CharLMTask(CrossEntropyTask):
     """Next-character prediction with a GPT-style transformer host."""
 
     name: ClassVar[str] = "charlm"
@@ -98,9 +96,6 @@ class CharLMTask:
     _vocab: tuple[str, ...] | None = field(default=None, init=False, repr=False)
     _index: dict[str, int] | None = field(default=None, init=False, repr=False)
     _cache: dict[str, TaskData] = field(factory=dict, init=False, repr=False)
-
-    def __attrs_post_init__(self) -> None:
-        validate_options(self.options, self.name)
 
     # ------------------------------------------------------------ corpus
 
@@ -138,12 +133,6 @@ class CharLMTask:
     @property
     def num_classes(self) -> int:
         return len(self.vocab)
-
-    @property
-    def chance_loss(self) -> float:
-        import math
-
-        return math.log(self.num_classes)
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text``; every character must be in the vocabulary."""
@@ -209,11 +198,6 @@ class CharLMTask:
         train, val, test = (chunks(*bounds) for bounds in self.split_bounds())
         return TaskData(train=train, val=val, test=test)
 
-    def load_data(self, device: torch.device | str) -> TaskData:
-        from esper_core.data import cached_on_device
-
-        return cached_on_device(self._cache, device, self._load_cpu)
-
     def prepare_batch(
         self,
         inputs: torch.Tensor,
@@ -222,14 +206,6 @@ class CharLMTask:
         generator: torch.Generator | None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         return inputs, targets
-
-    def loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """Mean next-character cross-entropy over every token of ``[B, T, V]`` outputs."""
-        return cross_entropy(outputs, targets, "mean")
-
-    def metrics(self, outputs: torch.Tensor, targets: torch.Tensor) -> BatchMetrics:
-        """Sums over tokens: perplexity = exp(loss_sum / count), accuracy = correct / count."""
-        return classification_metrics(outputs, targets)
 
 
 @hookimpl

@@ -22,14 +22,12 @@ from attrs import define, field
 from esper_core import hookimpl
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.errors import DataError
-from esper_core.task import BatchMetrics, TaskData
+from esper_core.task import TaskData
 from esper_tasks.common import (
     CNNPreset,
-    classification_metrics,
-    cross_entropy,
+    CrossEntropyTask,
     resolve_preset,
     stratified_split,
-    validate_options,
 )
 
 if TYPE_CHECKING:
@@ -106,7 +104,7 @@ def _read_batches(folder: Path, names: list[str]) -> tuple[np.ndarray, np.ndarra
 
 
 @define
-class Cifar10Task:
+class Cifar10Task(CrossEntropyTask):
     """Classify CIFAR-10 (32x32 colour images, 10 classes) with a CNN host."""
 
     name: ClassVar[str] = "cifar10"
@@ -123,15 +121,6 @@ class Cifar10Task:
     options: Cifar10Options = field(factory=Cifar10Options)
     _cache: dict[str, TaskData] = field(factory=dict, init=False, repr=False)
     _norm: dict[str, Any] = field(factory=dict, init=False, repr=False)
-
-    def __attrs_post_init__(self) -> None:
-        validate_options(self.options, self.name)
-
-    @property
-    def chance_loss(self) -> float:
-        import math
-
-        return math.log(self.num_classes)
 
     @property
     def preset(self) -> CNNPreset:
@@ -227,11 +216,6 @@ class Cifar10Task:
             test=TensorSplit(torch.from_numpy(x_test), torch.from_numpy(y_test)),
         )
 
-    def load_data(self, device: torch.device | str) -> TaskData:
-        from esper_core.data import cached_on_device
-
-        return cached_on_device(self._cache, device, self._load_cpu)
-
     # ------------------------------------------------------------ batches
 
     def _mean_std(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -265,12 +249,6 @@ class Cifar10Task:
             x = random_crop_flip(x, self.padding, generator)
         mean, std = self._mean_std(x.device)
         return (x - mean) / std, targets
-
-    def loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return cross_entropy(outputs, targets, "mean")
-
-    def metrics(self, outputs: torch.Tensor, targets: torch.Tensor) -> BatchMetrics:
-        return classification_metrics(outputs, targets)
 
 
 @hookimpl

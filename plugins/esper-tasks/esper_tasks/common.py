@@ -5,14 +5,14 @@ Nothing here imports torch or numpy at module level: plugin discovery imports th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from attrs import frozen
 
 from esper_core.converter import check_values
 from esper_core.errors import ConfigError
-from esper_core.task import BatchMetrics
+from esper_core.task import BatchMetrics, TaskData
 
 if TYPE_CHECKING:
     import numpy as np
@@ -113,3 +113,38 @@ def stratified_split(labels: Any, sizes: Sequence[int], seed: int) -> list[np.nd
         taken += counts
         remaining -= counts
     return parts
+
+
+class CrossEntropyTask:
+    """What the tasks share: options checked at construction, the chance-level loss,
+    cross-entropy loss and metrics over the last dimension, and data loaded once on the
+    CPU and copied once per device (a subclass provides ``_load_cpu`` and ``_cache``)."""
+
+    name: ClassVar[str]
+    num_classes: int
+    options: Any
+    _cache: dict[str, TaskData]
+    _load_cpu: Callable[[], TaskData]  # each task reads its own dataset
+
+    def __attrs_post_init__(self) -> None:
+        validate_options(self.options, self.name)
+
+    @property
+    def chance_loss(self) -> float:
+        """ln(num_classes): the loss of a uniform guess, the governor's reference."""
+        import math
+
+        return math.log(self.num_classes)
+
+    def load_data(self, device: torch.device | str) -> TaskData:
+        from esper_core.data import cached_on_device
+
+        return cached_on_device(self._cache, device, self._load_cpu)
+
+    def loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Mean cross-entropy over every prediction (``[B, K]`` or ``[B, T, K]`` outputs)."""
+        return cross_entropy(outputs, targets, "mean")
+
+    def metrics(self, outputs: torch.Tensor, targets: torch.Tensor) -> BatchMetrics:
+        """Sums over predictions: loss_sum / count is the mean loss (its exp the perplexity)."""
+        return classification_metrics(outputs, targets)

@@ -13,14 +13,12 @@ from attrs import define, field
 
 from esper_core import hookimpl
 from esper_core.converter import in_range, one_of, options_field
-from esper_core.task import BatchMetrics, TaskData
+from esper_core.task import TaskData
 from esper_tasks.common import (
     CNNPreset,
-    classification_metrics,
-    cross_entropy,
+    CrossEntropyTask,
     resolve_preset,
     stratified_split,
-    validate_options,
 )
 
 if TYPE_CHECKING:
@@ -73,7 +71,7 @@ class DigitsOptions:
 
 
 @define
-class DigitsTask:
+class DigitsTask(CrossEntropyTask):
     """Classify scikit-learn's 8x8 digits with a CNN host."""
 
     name: ClassVar[str] = "digits"
@@ -88,15 +86,6 @@ class DigitsTask:
 
     options: DigitsOptions = field(factory=DigitsOptions)
     _cache: dict[str, TaskData] = field(factory=dict, init=False, repr=False)
-
-    def __attrs_post_init__(self) -> None:
-        validate_options(self.options, self.name)
-
-    @property
-    def chance_loss(self) -> float:
-        import math
-
-        return math.log(self.num_classes)
 
     @property
     def preset(self) -> CNNPreset:
@@ -134,11 +123,6 @@ class DigitsTask:
             splits.append(TensorSplit(images[index].contiguous(), labels[index].contiguous()))
         return TaskData(train=splits[0], val=splits[1], test=splits[2])
 
-    def load_data(self, device: torch.device | str) -> TaskData:
-        from esper_core.data import cached_on_device
-
-        return cached_on_device(self._cache, device, self._load_cpu)
-
     def prepare_batch(
         self,
         inputs: torch.Tensor,
@@ -147,12 +131,6 @@ class DigitsTask:
         generator: torch.Generator | None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         return inputs, targets  # already float in [0, 1]; no augmentation
-
-    def loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return cross_entropy(outputs, targets, "mean")
-
-    def metrics(self, outputs: torch.Tensor, targets: torch.Tensor) -> BatchMetrics:
-        return classification_metrics(outputs, targets)
 
 
 @hookimpl
