@@ -1,4 +1,4 @@
-"""Batches per second: esper_core.data.TensorLoader vs torch.utils.data.DataLoader.
+"""Batches per second: esper_core.env.data.TensorLoader vs torch.utils.data.DataLoader.
 
 Both iterate the same CPU tensors with the same batch size, shuffled by a seeded
 generator, for whole epochs. ``dataloader`` is the usual
@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 import torch
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler, TensorDataset
 
-from esper_core.data import TensorLoader, TensorSplit
+from esper_core.env.data import TensorLoader, TensorSplit
 
 
 def _rate(make_epoch: Callable[[], Iterable], min_seconds: float) -> float:

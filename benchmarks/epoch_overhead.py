@@ -20,13 +20,13 @@ import time
 
 import torch
 
-from esper_core.actions import WAIT
 from esper_core.config import load_config
-from esper_core.data import make_loader
-from esper_core.env import MorphogeneticEnv
+from esper_core.env.data import make_loader
+from esper_core.env.env import MorphogeneticEnv
+from esper_core.env.training import validate
+from esper_core.lifecycle.actions import WAIT
 from esper_core.plugins import PluginManager
-from esper_core.runner import resolve
-from esper_core.training import validate
+from esper_core.run.runner import resolve
 
 
 def plain_epoch(
@@ -140,7 +140,7 @@ def main() -> None:
 
 
 def _context(resolved, env):  # type: ignore[no-untyped-def]
-    from esper_core.runner import _make_policy_context
+    from esper_core.run.runner import _make_policy_context
 
     return _make_policy_context(resolved, [env], 0)
 

@@ -31,8 +31,8 @@ from esper_tamiyo_ppo.network import ActorCritic
 from esper_tamiyo_ppo.options import PPOOptions
 from torch import nn
 
-from esper_core.actions import OPS, ActionMasks, ActionSpace, LifecycleOp
-from esper_core.observation import feature_dim
+from esper_core.env.observation import feature_dim
+from esper_core.lifecycle.actions import OPS, ActionMasks, ActionSpace, LifecycleOp
 
 # The shape of the digits task: 3 slots, 8 CNN blueprints, the default lifecycle vocabulary.
 SPACE = ActionSpace(

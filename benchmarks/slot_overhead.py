@@ -34,10 +34,10 @@ import torch
 from torch import nn
 from torch.utils.benchmark import Timer
 
-from esper_core.blueprint import Blueprint
-from esper_core.lifecycle import GateThresholds, Stage
-from esper_core.model import MorphogeneticModel
-from esper_core.slot import SlotSettings
+from esper_core.components.blueprint import Blueprint
+from esper_core.lifecycle.model import MorphogeneticModel
+from esper_core.lifecycle.slot import SlotSettings
+from esper_core.lifecycle.stages import GateThresholds, Stage
 
 
 class _ConvLight(nn.Module):

@@ -1,7 +1,7 @@
 """Wall time of a run with the file and display backends vs the same run without telemetry.
 
 Prints JSON. Both variants run the same config (same seed, task, policy, reward, envs
-and epochs) through ``esper_core.runner.run`` in this one process; ``telemetry`` is
+and epochs) through ``esper_core.run.runner.run`` in this one process; ``telemetry`` is
 ``console`` (live, not quiet, drawn to a null file as if it were a terminal), ``jsonl``,
 ``csv`` and ``tensorboard``; ``none`` has no backend at all. A warm-up run of each
 variant comes first (imports, caches), then the repetitions alternate which variant
@@ -31,10 +31,10 @@ from typing import Any
 
 import torch
 
-from esper_core import runner
 from esper_core.config import load_config
 from esper_core.plugins import PluginManager
-from esper_core.telemetry import Hub
+from esper_core.run import runner
+from esper_core.run.telemetry import Hub
 
 BACKENDS = ["console", "jsonl", "csv", "tensorboard"]
 HUB_METHODS = ("emit", "flush", "close", "state_dict", "load_state_dict")
@@ -43,7 +43,7 @@ HUB_METHODS = ("emit", "flush", "close", "state_dict", "load_state_dict")
 class HubClock:
     """Seconds the training loop spends inside the telemetry hub (every backend call).
 
-    Wraps the methods of ``esper_core.telemetry.Hub`` for the life of the benchmark: a
+    Wraps the methods of ``esper_core.run.telemetry.Hub`` for the life of the benchmark: a
     direct measure of the main thread's telemetry cost that machine noise cannot fake.
     """
 

@@ -17,7 +17,7 @@ from esper_cli.options import build_config, config_options
 def _run_or_train(
     ctx: click.Context, mode: str, params: dict[str, Any], extra_run: dict[str, Any]
 ) -> None:
-    from esper_core import runner
+    from esper_core.run import runner
 
     pm = plugin_manager(ctx)
     resume = params.get("resume")
@@ -62,9 +62,9 @@ def _launch(
     quiet: bool,
 ) -> dict[str, Any]:
     """``--nproc N``: the executor starts N local processes, each running this run as one rank."""
-    from esper_core import runner
     from esper_core.errors import ConfigError
     from esper_core.plugins import split_selections
+    from esper_core.run import runner
 
     resolved = runner.resolve(config, pm)
     launcher = getattr(resolved.executor.cls, "launch_local", None)
@@ -84,8 +84,8 @@ def rank_job(
     mode: str, config: Any, plugins: tuple[str, ...], run_dir: Path, resume: bool, quiet: bool
 ) -> dict[str, Any]:
     """One rank of a ``--nproc`` run (module level, so worker processes can unpickle it)."""
-    from esper_core import runner
     from esper_core.plugins import PluginManager
+    from esper_core.run import runner
 
     pm = PluginManager()
     pm.extend(list(plugins))
@@ -246,7 +246,7 @@ def config() -> None:
 def config_show(ctx: click.Context, **params: Any) -> None:
     """Print the fully resolved config (defaults and component options filled in) as TOML."""
     from esper_core.config import dump_toml
-    from esper_core.runner import resolve
+    from esper_core.run.runner import resolve
 
     pm = plugin_manager(ctx)
     cfg = build_config(pm, params)

@@ -1,4 +1,4 @@
-"""``esper compare``: policies x tasks x seeds with robust statistics (logic in esper_core.comparison)."""
+"""``esper compare``: policies x tasks x seeds with robust statistics (logic in esper_core.compare.comparison)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def _extra(params: dict[str, Any], selections: dict[str, list[str]]) -> dict[str
 def print_tables(results: Any, console: Any) -> None:
     from rich.table import Table
 
-    from esper_core.comparison import describe, sections, table_rows
+    from esper_core.compare.comparison import describe, sections, table_rows
 
     for task, heading in sections(results):
         header, rows = table_rows(results, task, short=True)
@@ -143,10 +143,10 @@ def compare(ctx: click.Context, **params: Any) -> None:
         TimeRemainingColumn,
     )
 
-    from esper_core.comparison import Plan, prepare
-    from esper_core.comparison import compare as run_compare
+    from esper_core.compare.comparison import Plan, prepare
+    from esper_core.compare.comparison import compare as run_compare
+    from esper_core.compare.experiment import build_experiment, parse_experiment, shared_config
     from esper_core.converter import unstructure
-    from esper_core.experiment import build_experiment, parse_experiment, shared_config
     from esper_core.plugins import split_selections
 
     pm = plugin_manager(ctx)

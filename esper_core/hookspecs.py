@@ -26,7 +26,7 @@ def esper_register_tasks(register: Register) -> None:
 
 @hookspec
 def esper_register_blueprints(register: Register) -> None:
-    """Register ``esper_core.blueprint.Blueprint`` values."""
+    """Register ``esper_core.components.blueprint.Blueprint`` values."""
 
 
 @hookspec

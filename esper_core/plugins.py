@@ -94,12 +94,12 @@ class Registry(Generic[T]):
 def _component_key(kind: str, component: Any, plugin: str) -> str:
     """Validate a registered component's shape and return its registry key."""
     if kind == "blueprints":
-        from esper_core.blueprint import Blueprint
+        from esper_core.components.blueprint import Blueprint
 
         if not isinstance(component, Blueprint):
             raise PluginError(
                 f"plugin {plugin!r} registered {component!r} as a blueprint; "
-                "register esper_core.blueprint.Blueprint values"
+                "register esper_core.components.blueprint.Blueprint values"
             )
         return component.key
     missing = [attr for attr in ("name", "description", "Options") if not hasattr(component, attr)]
@@ -129,7 +129,7 @@ class PluginManager:
         self.pm.add_hookspecs(hookspecs)
         self.infos: dict[str, PluginInfo] = {}
         self.registries: dict[str, Registry[Any]] = {kind: Registry(kind) for kind in KINDS}
-        from esper_core import executor
+        from esper_core.run import executor
 
         self._register_module(executor, "executors.serial", "esper", _own_version())
         self._entry_points = {

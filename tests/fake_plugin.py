@@ -16,8 +16,8 @@ from esper_core import hookimpl
 # make `tests.fakes` importable.
 if str(Path(__file__).parents[1]) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parents[1]))
-from esper_core.actions import WAIT, Action, LifecycleOp
-from esper_core.observation import Observation
+from esper_core.env.observation import Observation
+from esper_core.lifecycle.actions import WAIT, Action, LifecycleOp
 
 
 @define
@@ -126,7 +126,7 @@ class Interrupter:
     def handle(self, events: Sequence[Any]) -> None:
         import signal
 
-        from esper_core.telemetry import EpochCompleted
+        from esper_core.run.telemetry import EpochCompleted
 
         for event in events:
             outer = (
@@ -205,7 +205,7 @@ class MemoryProbe:
         self.samples: list[tuple[int, int]] = []
 
     def handle(self, events: Sequence[Any]) -> None:
-        from esper_core.telemetry import EpochCompleted
+        from esper_core.run.telemetry import EpochCompleted
 
         for event in events:
             if isinstance(event, EpochCompleted) and event.env == 0:

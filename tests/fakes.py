@@ -9,11 +9,11 @@ import torch
 from attrs import define
 from torch import nn
 
-from esper_core.blueprint import Blueprint
-from esper_core.data import TensorSplit
-from esper_core.host import InjectionSpec, slot_id
-from esper_core.rewards import RewardBreakdown, RewardContext
-from esper_core.task import BatchMetrics, TaskData
+from esper_core.components.blueprint import Blueprint
+from esper_core.components.host import InjectionSpec, slot_id
+from esper_core.components.reward import RewardBreakdown, RewardContext
+from esper_core.components.task import BatchMetrics, TaskData
+from esper_core.env.data import TensorSplit
 
 
 class TinyCNNHost(nn.Module):
@@ -170,7 +170,7 @@ class AccuracyDeltaReward:
 def make_env(*overrides: str, env_index: int = 0, seed: int = 0):  # type: ignore[no-untyped-def]
     """A MorphogeneticEnv on the tiny task, reset with ``seed``."""
     from esper_core.config import load_config
-    from esper_core.env import MorphogeneticEnv
+    from esper_core.env.env import MorphogeneticEnv
 
     config = load_config(
         overrides=["lifecycle.min_training_epochs=2", "env.max_epochs=12", *overrides]
@@ -182,7 +182,7 @@ def make_env(*overrides: str, env_index: int = 0, seed: int = 0):  # type: ignor
 
 def drive_to(env, slot_id: str, stage: str, blueprint: str = "res", style: str = "linear_add"):  # type: ignore[no-untyped-def]
     """Step ``env`` with scripted actions until ``slot_id`` reaches ``stage``; returns the results."""
-    from esper_core.actions import WAIT, LifecycleOp
+    from esper_core.lifecycle.actions import WAIT, LifecycleOp
 
     space = env.space
     results = []

@@ -157,8 +157,8 @@ def test_help_and_plugins_answer_quickly() -> None:
 
 def test_third_party_blueprint_germinates_by_name(tmp_path: Path) -> None:
     from esper_core.config import load_config
-    from esper_core.gym import make_env
-    from esper_core.lifecycle import Stage
+    from esper_core.env.gym import make_env
+    from esper_core.lifecycle.stages import Stage
     from esper_core.plugins import PluginManager
 
     env = make_env(load_config(overrides=["run.telemetry=[]", "env.max_epochs=2"]), PluginManager())

@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from esper_core.blueprint import Blueprint
-from esper_core.host import InjectionSpec
-from esper_core.lifecycle import GateThresholds, Stage
-from esper_core.slot import SeedSlot, SlotSettings
+from esper_core.components.blueprint import Blueprint
+from esper_core.components.host import InjectionSpec
+from esper_core.lifecycle.slot import SeedSlot, SlotSettings
+from esper_core.lifecycle.stages import GateThresholds, Stage
 from tests.fakes import BLUEPRINTS, RES_RANDOM
 
 # Permissive gates with no minimum TRAINING time, so a slot reaches any stage in a few calls.

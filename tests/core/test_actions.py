@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from esper_core.actions import (
+from esper_core.lifecycle.actions import (
     OPS,
     WAIT,
     Action,
@@ -19,8 +19,8 @@ from esper_core.actions import (
     compute_masks,
     refusal_reason,
 )
-from esper_core.lifecycle import ADVANCE_TARGET, LIVE_STAGES, STAGES, LifecycleError, Stage
-from esper_core.slot import SeedSlot, SlotReport
+from esper_core.lifecycle.slot import SeedSlot, SlotReport
+from esper_core.lifecycle.stages import ADVANCE_TARGET, LIVE_STAGES, STAGES, LifecycleError, Stage
 from tests.core.lifecycle_helpers import drive_to, make_slot
 from tests.fakes import RES, RES_RANDOM
 

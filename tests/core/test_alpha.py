@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from esper_core.alpha import (
+from esper_core.lifecycle.alpha import (
     CURVES,
     STYLES,
     AlphaSchedule,

@@ -6,7 +6,8 @@ import pytest
 import torch
 from torch.utils.data import TensorDataset
 
-from esper_core.data import (
+from esper_core.components.task import TaskData
+from esper_core.env.data import (
     BatchSizeError,
     DataLoaderSource,
     TensorLoader,
@@ -17,7 +18,6 @@ from esper_core.data import (
     make_loader,
 )
 from esper_core.errors import DataError
-from esper_core.task import TaskData
 
 
 def _split(n: int = 103) -> TensorSplit:

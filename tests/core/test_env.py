@@ -8,18 +8,18 @@ import math
 import pytest
 import torch
 
-from esper_core.actions import WAIT, LifecycleOp
-from esper_core.lifecycle import Stage
-from esper_core.slot import force_alpha
-from esper_core.telemetry import GovernorRollback, SeedGerminated
-from esper_core.training import validate
+from esper_core.env.training import validate
+from esper_core.lifecycle.actions import WAIT, LifecycleOp
+from esper_core.lifecycle.slot import force_alpha
+from esper_core.lifecycle.stages import Stage
+from esper_core.run.telemetry import GovernorRollback, SeedGerminated
 from tests.fakes import drive_to, make_env
 
 
 def test_step_runs_in_domain_order(monkeypatch: pytest.MonkeyPatch) -> None:
     env = make_env()
     log: list[str] = []
-    import esper_core.env as env_module
+    import esper_core.env.env as env_module
 
     slot = env.model.slot("r0c0")
     original = {
@@ -193,7 +193,7 @@ def test_gymnasium_env_checker_passes() -> None:
     gymnasium = pytest.importorskip("gymnasium")
     from gymnasium.utils.env_checker import check_env
 
-    from esper_core.gym import EsperGymEnv
+    from esper_core.env.gym import EsperGymEnv
 
     env = EsperGymEnv(make_env("env.max_epochs=4"))
     check_env(env, skip_render_check=True)
@@ -205,7 +205,7 @@ def test_gymnasium_env_checker_passes() -> None:
 
 
 def test_auto_advance_completes_a_lifecycle_with_its_events() -> None:
-    from esper_core.ledger import SeedLedger
+    from esper_core.run.ledger import SeedLedger
 
     env = make_env("lifecycle.auto_advance=true", "env.max_epochs=14")
     events = []

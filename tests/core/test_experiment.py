@@ -10,7 +10,7 @@ import attrs
 import pytest
 import torch
 
-from esper_core.comparison import (
+from esper_core.compare.comparison import (
     RESULTS_JSON,
     RESULTS_MD,
     aggregate,
@@ -18,9 +18,7 @@ from esper_core.comparison import (
     to_markdown,
     write_results,
 )
-from esper_core.config import dump_toml
-from esper_core.errors import ConfigError
-from esper_core.experiment import (
+from esper_core.compare.experiment import (
     ExperimentError,
     build_experiment,
     check_existing_cells,
@@ -31,8 +29,10 @@ from esper_core.experiment import (
     shared_config,
     validate,
 )
+from esper_core.config import dump_toml
+from esper_core.errors import ConfigError
 from esper_core.plugins import PluginManager
-from esper_core.runner import open_session
+from esper_core.run.runner import open_session
 
 FAKE = str(Path(__file__).parents[1] / "fake_plugin.py")
 SHARED = {"run": {"reward": "acc_delta", "telemetry": []}, "env": {"max_epochs": 3}}

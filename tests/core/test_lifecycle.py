@@ -9,8 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from esper_core.alpha import STYLES
-from esper_core.lifecycle import (
+from esper_core.lifecycle.alpha import STYLES
+from esper_core.lifecycle.slot import SeedSlot, SlotSettings
+from esper_core.lifecycle.stages import (
     ADVANCE_TARGET,
     BLENDED_STAGES,
     COOLDOWN_STAGES,
@@ -24,7 +25,6 @@ from esper_core.lifecycle import (
     check_transition,
     evaluate_gate,
 )
-from esper_core.slot import SeedSlot, SlotSettings
 from tests.core.lifecycle_helpers import drive_to, healthy, make_slot
 from tests.fakes import RES, RES_RANDOM
 

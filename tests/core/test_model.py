@@ -10,9 +10,9 @@ import torch
 from torch import nn
 
 from esper_core.converter import converter
-from esper_core.lifecycle import Stage
-from esper_core.model import MorphogeneticModel
-from esper_core.slot import SlotState
+from esper_core.lifecycle.model import MorphogeneticModel
+from esper_core.lifecycle.slot import SlotState
+from esper_core.lifecycle.stages import Stage
 from tests.core.lifecycle_helpers import FAST, LIN_RES, drive_to, resolve_any
 from tests.fakes import RES, RES_RANDOM, TinyCNNHost
 

@@ -9,10 +9,10 @@ import pytest
 import torch
 from torch import nn
 
-from esper_core.alpha import STYLES, blend_add, blend_gated, blend_multiply
-from esper_core.lifecycle import Stage
-from esper_core.model import MorphogeneticModel
-from esper_core.slot import SeedSlot, force_alpha
+from esper_core.lifecycle.alpha import STYLES, blend_add, blend_gated, blend_multiply
+from esper_core.lifecycle.model import MorphogeneticModel
+from esper_core.lifecycle.slot import SeedSlot, force_alpha
+from esper_core.lifecycle.stages import Stage
 from tests.core.lifecycle_helpers import FAST, LIN_RES, drive_to, make_slot, resolve_any
 from tests.fakes import RES, RES_RANDOM, TinyCNNHost
 

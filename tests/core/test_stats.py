@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from esper_core.stats import (
+from esper_core.compare.stats import (
     Interval,
     improvement_interval,
     iqm,

@@ -16,12 +16,17 @@ from typing import Any
 import attrs
 import pytest
 
-from esper_core.cells import CellJob, CellState, cell_state, run_cell
-from esper_core.comparison import ComparisonResults, compare, load_results
+from esper_core.compare.cells import CellJob, CellState, cell_state, run_cell
+from esper_core.compare.comparison import ComparisonResults, compare, load_results
+from esper_core.compare.experiment import (
+    build_experiment,
+    parse_experiment,
+    plan_cells,
+    shared_config,
+)
 from esper_core.converter import unstructure
-from esper_core.experiment import build_experiment, parse_experiment, plan_cells, shared_config
 from esper_core.plugins import PluginManager
-from esper_core.runner import Interrupted, run
+from esper_core.run.runner import Interrupted, run
 
 REPO = Path(__file__).parents[2]
 FAKE = str(REPO / "tests" / "fake_plugin.py")
@@ -163,10 +168,10 @@ def test_dry_run_checks_and_starts_nothing(invoke, tmp_path: Path) -> None:  # t
 def test_mismatching_ppo_checkpoint_fails_validation(pm: PluginManager, tmp_path: Path) -> None:
     if "policies.ppo" not in INSTALLED:
         pytest.skip("esper-tamiyo-ppo is not installed")
+    from esper_core.compare.experiment import validate
     from esper_core.config import load_config
     from esper_core.errors import ConfigError
-    from esper_core.experiment import validate
-    from esper_core.runner import train
+    from esper_core.run.runner import train
 
     # A policy trained on both slots of the tiny host cannot drive a run with only one.
     overrides = [

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from esper_core.checkpoint import load_checkpoint
 from esper_core.config import load_config
 from esper_core.errors import RunDirError
 from esper_core.plugins import PluginManager
-from esper_core.runner import Interrupted, run
+from esper_core.run.checkpoint import load_checkpoint
+from esper_core.run.runner import Interrupted, run
 
 FAKE = str(Path(__file__).parents[1] / "fake_plugin.py")
 BASE = [

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from esper_core.checkpoint import DiskFullError, atomic_writer, load_checkpoint, save_checkpoint
 from esper_core.errors import CheckpointError
+from esper_core.run.checkpoint import DiskFullError, atomic_writer, load_checkpoint, save_checkpoint
 
 
 def payload(step: int) -> dict[str, object]:
@@ -36,7 +36,7 @@ def test_sigkill_during_writes_leaves_the_previous_checkpoint_intact(tmp_path: P
     save_checkpoint(target, payload(0))
     script = textwrap.dedent(f"""
         import torch
-        from esper_core.checkpoint import save_checkpoint
+        from esper_core.run.checkpoint import save_checkpoint
         step = 1
         while True:
             save_checkpoint({str(target)!r}, {{"step": step, "weights": torch.full((256, 1024), float(step))}})

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from esper_core.checkpoint import DiskFullError, load_checkpoint
 from esper_core.config import load_config
 from esper_core.errors import DataError, PluginError
-from esper_core.failures import ResourceError
 from esper_core.plugins import PluginManager
-from esper_core.runner import run
+from esper_core.run.checkpoint import DiskFullError, load_checkpoint
+from esper_core.run.failures import ResourceError
+from esper_core.run.runner import run
 
 FAKE = str(Path(__file__).parents[1] / "fake_plugin.py")
 BASE = [

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from esper_core import hookimpl
-from esper_core.blueprint import Blueprint
+from esper_core.components.blueprint import Blueprint
 
 
 def build_dilated(channels: int) -> Any:

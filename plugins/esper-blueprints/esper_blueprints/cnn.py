@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from esper_core import hookimpl
-from esper_core.blueprint import Blueprint
+from esper_core.components.blueprint import Blueprint
 
 if TYPE_CHECKING:
     from torch import nn

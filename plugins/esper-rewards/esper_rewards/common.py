@@ -14,10 +14,10 @@ import math
 
 from attrs import define
 
+from esper_core.components.reward import RewardContext, SlotSnapshot
 from esper_core.converter import in_range, options_field
 from esper_core.errors import ConfigError
-from esper_core.lifecycle import LIVE_STAGES, Stage
-from esper_core.rewards import RewardContext, SlotSnapshot
+from esper_core.lifecycle.stages import LIVE_STAGES, Stage
 
 # Stages that hold a seed. Only these earn the epochs-in-stage bonus: on DORMANT the
 # bonus would make germinating *lower* Φ (an idle slot would be worth up to 2, a fresh

@@ -15,8 +15,8 @@ from typing import Any, ClassVar
 from attrs import define
 
 from esper_core import hookimpl
+from esper_core.components.reward import RewardBreakdown, RewardContext
 from esper_core.converter import in_range, options_field
-from esper_core.rewards import RewardBreakdown, RewardContext
 from esper_rewards.common import ShapingRentOptions, check_gamma, refused, rent, shaping
 
 

@@ -8,9 +8,9 @@ from typing import Any, ClassVar
 from attrs import define
 
 from esper_core import hookimpl
-from esper_core.actions import LifecycleOp
+from esper_core.components.reward import RewardBreakdown, RewardContext
 from esper_core.converter import in_range, options_field
-from esper_core.rewards import RewardBreakdown, RewardContext
+from esper_core.lifecycle.actions import LifecycleOp
 from esper_rewards.common import ShapingOptions, check_gamma, shaping
 
 

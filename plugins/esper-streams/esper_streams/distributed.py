@@ -38,10 +38,10 @@ from esper_core.errors import ConfigError
 if TYPE_CHECKING:
     import torch
 
-    from esper_core.actions import Action
-    from esper_core.env import MorphogeneticEnv
-    from esper_core.observation import Observation
-    from esper_core.step import StepResult
+    from esper_core.env.env import MorphogeneticEnv
+    from esper_core.env.observation import Observation
+    from esper_core.env.step import StepResult
+    from esper_core.lifecycle.actions import Action
 
 GRADIENT_SYNC = "gradient_sync"  # the attribute a trainable policy (or its learner) exposes
 

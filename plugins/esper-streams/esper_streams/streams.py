@@ -33,9 +33,9 @@ from esper_core.converter import options_field
 if TYPE_CHECKING:
     import torch
 
-    from esper_core.actions import Action
-    from esper_core.env import MorphogeneticEnv
-    from esper_core.step import StepResult
+    from esper_core.env.env import MorphogeneticEnv
+    from esper_core.env.step import StepResult
+    from esper_core.lifecycle.actions import Action
     from esper_streams.stream_api import StreamAPI
 
 

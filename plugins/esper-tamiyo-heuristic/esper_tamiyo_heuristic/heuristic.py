@@ -20,7 +20,7 @@ Once per epoch and env it takes the first rule that yields a legal action:
 6. Otherwise WAIT.
 
 Every candidate is checked against ``Observation.masks`` with
-``esper_core.actions.refusal_reason``; an illegal one is skipped, never sent.
+``esper_core.lifecycle.actions.refusal_reason``; an illegal one is skipped, never sent.
 Memory (rotation position, blueprint penalties, the live seeds last seen) is kept per
 env, keyed by ``Observation.env_index``, and is part of the state dict.
 """
@@ -35,13 +35,13 @@ from attrs import define, field, frozen
 from esper_core import hookimpl
 from esper_core.converter import each, in_range, non_empty, options_field, structure, unstructure
 from esper_core.errors import CheckpointError, ConfigError
-from esper_core.lifecycle import LIVE_STAGES, Stage
+from esper_core.lifecycle.stages import LIVE_STAGES, Stage
 
 if TYPE_CHECKING:
-    from esper_core.actions import Action, ActionSpace
-    from esper_core.observation import Observation
-    from esper_core.policy import PolicyContext
-    from esper_core.step import StepResult
+    from esper_core.components.policy import PolicyContext
+    from esper_core.env.observation import Observation
+    from esper_core.env.step import StepResult
+    from esper_core.lifecycle.actions import Action, ActionSpace
 
 STATE_VERSION = 1
 
@@ -304,7 +304,7 @@ class HeuristicPolicy:
         for candidate in self._candidates(memory, obs):
             if self._legal(candidate.action, obs):
                 return candidate
-        from esper_core.actions import WAIT
+        from esper_core.lifecycle.actions import WAIT
 
         return Decision(WAIT, "wait", "no rule applies")
 
@@ -315,7 +315,7 @@ class HeuristicPolicy:
 
     def _candidates(self, memory: EnvMemory, obs: Observation) -> list[Decision]:
         """Every action a rule suggests now, in priority order (legality checked later)."""
-        from esper_core.actions import Action, LifecycleOp
+        from esper_core.lifecycle.actions import Action, LifecycleOp
 
         o = self.options
         out: list[Decision] = []
@@ -391,7 +391,7 @@ class HeuristicPolicy:
         return out
 
     def _germination(self, memory: EnvMemory, obs: Observation) -> Decision | None:
-        from esper_core.actions import Action, LifecycleOp
+        from esper_core.lifecycle.actions import Action, LifecycleOp
 
         o = self.options
         if obs.epoch < o.min_epoch or obs.plateau_epochs < o.plateau_epochs:

@@ -1,6 +1,6 @@
 """Legal choices under the action masks, as Python lists.
 
-The masks (``esper_core.actions.compute_masks``) are the one authority on legality;
+The masks (``esper_core.lifecycle.actions.compute_masks``) are the one authority on legality;
 this module only reads them. Imported lazily by the policies because it needs torch.
 """
 
@@ -10,7 +10,14 @@ import random
 
 from attrs import frozen
 
-from esper_core.actions import OPS, Action, ActionMasks, ActionSpace, LifecycleOp, refusal_reason
+from esper_core.lifecycle.actions import (
+    OPS,
+    Action,
+    ActionMasks,
+    ActionSpace,
+    LifecycleOp,
+    refusal_reason,
+)
 
 
 def _indices(row: object) -> list[int]:

@@ -19,10 +19,10 @@ from esper_core.converter import in_range, options_field
 from esper_core.errors import CheckpointError
 
 if TYPE_CHECKING:
-    from esper_core.actions import Action
-    from esper_core.observation import Observation
-    from esper_core.policy import PolicyContext
-    from esper_core.step import StepResult
+    from esper_core.components.policy import PolicyContext
+    from esper_core.env.observation import Observation
+    from esper_core.env.step import StepResult
+    from esper_core.lifecycle.actions import Action
 
 STATE_VERSION = 1
 

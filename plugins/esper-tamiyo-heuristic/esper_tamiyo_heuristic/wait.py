@@ -10,10 +10,10 @@ from attrs import define
 from esper_core import hookimpl
 
 if TYPE_CHECKING:
-    from esper_core.actions import Action
-    from esper_core.observation import Observation
-    from esper_core.policy import PolicyContext
-    from esper_core.step import StepResult
+    from esper_core.components.policy import PolicyContext
+    from esper_core.env.observation import Observation
+    from esper_core.env.step import StepResult
+    from esper_core.lifecycle.actions import Action
 
 
 @define
@@ -36,7 +36,7 @@ class WaitPolicy:
         """Nothing to forget."""
 
     def act(self, observations: Sequence[Observation]) -> list[Action]:
-        from esper_core.actions import WAIT
+        from esper_core.lifecycle.actions import WAIT
 
         return [WAIT for _ in observations]
 

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from esper_core.actions import ActionSpace
 from esper_core.errors import CheckpointError
+from esper_core.lifecycle.actions import ActionSpace
 
 CHECKPOINT_NAME = "checkpoint.pt"
 STATE_KIND = "esper_tamiyo_ppo"
@@ -97,7 +97,7 @@ def resolve_checkpoint_path(argument: str) -> Path:
 
 def load_policy_state(argument: str) -> tuple[dict[str, Any], str]:
     """The ``policy`` entry of a runner checkpoint, and a description of where it came from."""
-    from esper_core.checkpoint import load_checkpoint
+    from esper_core.run.checkpoint import load_checkpoint
 
     path = resolve_checkpoint_path(argument)
     data = load_checkpoint(path)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
-from esper_core.actions import HEADS, OP_HEADS, OPS, ActionMasks
+from esper_core.lifecycle.actions import HEADS, OP_HEADS, OPS, ActionMasks
 
 if TYPE_CHECKING:
     from esper_tamiyo_ppo.network import ActorCritic
@@ -45,7 +45,7 @@ def masked_logits(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 class BatchMasks(NamedTuple):
-    """The :class:`~esper_core.actions.ActionMasks` of a batch, stacked (True = legal)."""
+    """The :class:`~esper_core.lifecycle.actions.ActionMasks` of a batch, stacked (True = legal)."""
 
     op: torch.Tensor  # [B, n_ops]
     slot: torch.Tensor  # [B, n_ops, n_slots]

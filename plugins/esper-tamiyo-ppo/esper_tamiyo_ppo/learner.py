@@ -23,7 +23,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from esper_core.actions import HEADS
+from esper_core.lifecycle.actions import HEADS
 from esper_tamiyo_ppo.distributions import BatchMasks, run_heads, used_heads_table
 from esper_tamiyo_ppo.network import ActorCritic
 from esper_tamiyo_ppo.options import PPOOptions

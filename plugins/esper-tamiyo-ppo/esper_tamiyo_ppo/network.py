@@ -14,7 +14,7 @@ import math
 import torch
 from torch import nn
 
-from esper_core.actions import HEADS
+from esper_core.lifecycle.actions import HEADS
 
 
 def layer_init(layer: nn.Linear, gain: float = math.sqrt(2), bias: float = 0.0) -> nn.Linear:
@@ -38,7 +38,7 @@ VALUE_HEAD_GAIN = 1.0
 
 
 class ActorCritic(nn.Module):
-    """``head_sizes`` maps every name of :data:`esper_core.actions.HEADS` to its size
+    """``head_sizes`` maps every name of :data:`esper_core.lifecycle.actions.HEADS` to its size
     (a head of size 0, e.g. no blueprints, gets one dummy choice that masks never use)."""
 
     def __init__(

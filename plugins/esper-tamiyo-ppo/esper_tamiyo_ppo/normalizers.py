@@ -1,6 +1,6 @@
 """The two normalisers of the learner.
 
-- Observations: a running mean/std (Welford, :class:`esper_core.observation.RunningMeanStd`)
+- Observations: a running mean/std (Welford, :class:`esper_core.env.observation.RunningMeanStd`)
   that is FROZEN while a rollout is collected and updated between rollouts with the raw
   features of that rollout, so every stored observation was normalised with the same
   statistics the policy acted with.
@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from esper_core.observation import RunningMeanStd
+from esper_core.env.observation import RunningMeanStd
 
 VAR_EPS = 1e-8
 

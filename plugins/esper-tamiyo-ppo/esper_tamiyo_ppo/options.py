@@ -2,7 +2,7 @@
 
 Defaults follow DOMAIN.md §7 and CleanRL's PPO. The discount γ is deliberately NOT an
 option: GAE and the reward normaliser use the run's ``run.gamma`` (from the
-:class:`~esper_core.policy.PolicyContext`), the same γ the reward shaping uses.
+:class:`~esper_core.components.policy.PolicyContext`), the same γ the reward shaping uses.
 This module imports no torch, so discovering the plugin stays fast.
 """
 

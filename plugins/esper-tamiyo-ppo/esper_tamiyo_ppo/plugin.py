@@ -13,7 +13,7 @@ from esper_core import hookimpl
 from esper_tamiyo_ppo.options import PPOOptions
 
 if TYPE_CHECKING:
-    from esper_core.policy import PolicyContext
+    from esper_core.components.policy import PolicyContext
     from esper_tamiyo_ppo.policy import PPOPolicy
 
 

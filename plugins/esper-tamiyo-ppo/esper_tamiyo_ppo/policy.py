@@ -22,12 +22,12 @@ from typing import Any, ClassVar
 import attrs
 import torch
 
-from esper_core.actions import Action
+from esper_core.components.policy import PolicyContext
 from esper_core.converter import unstructure
+from esper_core.env.observation import Observation, feature_tensor
+from esper_core.env.step import StepResult
 from esper_core.errors import CheckpointError
-from esper_core.observation import Observation, feature_tensor
-from esper_core.policy import PolicyContext
-from esper_core.step import StepResult
+from esper_core.lifecycle.actions import Action
 from esper_tamiyo_ppo.buffer import RolloutBuffer
 from esper_tamiyo_ppo.compat import (
     STATE_KIND,

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from attrs import define, field
 
 from esper_core import hookimpl
+from esper_core.components.task import TaskData
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.errors import DataError
-from esper_core.task import TaskData
 from esper_tasks.common import (
     CrossEntropyTask,
     TransformerPreset,
@@ -178,7 +178,7 @@ class CharLMTask(CrossEntropyTask):
     def _load_cpu(self) -> TaskData:
         import torch
 
-        from esper_core.data import TensorSplit
+        from esper_core.env.data import TensorSplit
 
         stream = torch.tensor(self.encode(self.text), dtype=torch.int64)
         bs = self.options.block_size

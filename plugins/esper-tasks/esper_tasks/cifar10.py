@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from attrs import define, field
 
 from esper_core import hookimpl
+from esper_core.components.task import TaskData
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.errors import DataError
-from esper_core.task import TaskData
 from esper_tasks.common import (
     CNNPreset,
     CrossEntropyTask,
@@ -197,7 +197,7 @@ class Cifar10Task(CrossEntropyTask):
     def _load_cpu(self) -> TaskData:
         import torch
 
-        from esper_core.data import TensorSplit
+        from esper_core.env.data import TensorSplit
 
         folder = self._ensure_present()
         _, train, test, _ = _batch_names()

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from attrs import frozen
 
+from esper_core.components.task import BatchMetrics, TaskData
 from esper_core.converter import check_values
 from esper_core.errors import ConfigError
-from esper_core.task import BatchMetrics, TaskData
 
 if TYPE_CHECKING:
     import numpy as np
@@ -137,7 +137,7 @@ class CrossEntropyTask:
         return math.log(self.num_classes)
 
     def load_data(self, device: torch.device | str) -> TaskData:
-        from esper_core.data import cached_on_device
+        from esper_core.env.data import cached_on_device
 
         return cached_on_device(self._cache, device, self._load_cpu)
 

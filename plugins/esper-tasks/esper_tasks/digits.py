@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from attrs import define, field
 
 from esper_core import hookimpl
+from esper_core.components.task import TaskData
 from esper_core.converter import in_range, one_of, options_field
-from esper_core.task import TaskData
 from esper_tasks.common import (
     CNNPreset,
     CrossEntropyTask,
@@ -112,7 +112,7 @@ class DigitsTask(CrossEntropyTask):
         import torch
         from sklearn.datasets import load_digits
 
-        from esper_core.data import TensorSplit
+        from esper_core.env.data import TensorSplit
 
         digits = load_digits()
         images = torch.as_tensor(digits.images, dtype=torch.float32).div_(16.0).unsqueeze(1)

@@ -12,7 +12,7 @@ from attrs import define, field
 
 from esper_core.converter import converter
 from esper_core.errors import RunDirError
-from esper_core.telemetry import (
+from esper_core.run.telemetry import (
     EpisodeFinished,
     EpochCompleted,
     Event,

@@ -24,7 +24,7 @@ from attrs import define, field
 
 from esper_core import hookimpl
 from esper_core.converter import in_range, options_field
-from esper_core.telemetry import (
+from esper_core.run.telemetry import (
     EpisodeFinished,
     EpochCompleted,
     Event,

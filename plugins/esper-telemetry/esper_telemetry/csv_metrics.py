@@ -23,7 +23,7 @@ from attrs import define
 
 from esper_core import hookimpl
 from esper_core.converter import options_field
-from esper_core.telemetry import EpochCompleted, Event
+from esper_core.run.telemetry import EpochCompleted, Event
 from esper_telemetry.common import need_run_dir
 from esper_telemetry.files import AppendFile
 

@@ -1,6 +1,6 @@
 """``telemetry.jsonl``: every event, one JSON object per line, in ``RUN_DIR/events.jsonl``.
 
-The file is the run's record: ``esper report`` and ``esper_core.telemetry.read_events``
+The file is the run's record: ``esper report`` and ``esper_core.run.telemetry.read_events``
 read it back into typed events through the one converter of ``esper_core``. This plugin
 also adds the ``esper report`` command to the CLI.
 """
@@ -15,7 +15,7 @@ from attrs import define
 
 from esper_core import hookimpl
 from esper_core.converter import options_field
-from esper_core.telemetry import Event, dumps
+from esper_core.run.telemetry import Event, dumps
 from esper_telemetry.common import need_run_dir
 from esper_telemetry.files import AppendFile
 

@@ -5,7 +5,7 @@ One table, so a stage looks the same in the terminal and in ``lifecycle.png``.
 
 from __future__ import annotations
 
-from esper_core.lifecycle import STAGES, Stage
+from esper_core.lifecycle.stages import STAGES, Stage
 
 STAGE_COLOURS: dict[str, str] = {
     Stage.DORMANT.value: "#9e9e9e",

@@ -28,7 +28,7 @@ from attrs import define
 from esper_core import hookimpl
 from esper_core.converter import in_range, options_field
 from esper_core.errors import RunDirError
-from esper_core.telemetry import (
+from esper_core.run.telemetry import (
     EpisodeFinished,
     EpochCompleted,
     Event,

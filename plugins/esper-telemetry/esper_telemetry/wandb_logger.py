@@ -35,7 +35,7 @@ from attrs import define
 from esper_core import hookimpl
 from esper_core.converter import one_of, options_field
 from esper_core.errors import PluginError
-from esper_core.telemetry import (
+from esper_core.run.telemetry import (
     EpisodeFinished,
     EpochCompleted,
     Event,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from esper_core.blueprint import Blueprint
+from esper_core.components.blueprint import Blueprint
 from esper_core.plugins import PluginManager
 
 

@@ -9,7 +9,7 @@ from esper_blueprints.cnn import BLUEPRINTS as CNN
 from esper_blueprints.cnn_modules import num_groups
 from esper_blueprints.transformer import BLUEPRINTS as TRANSFORMER
 
-from esper_core.blueprint import Blueprint
+from esper_core.components.blueprint import Blueprint
 
 ALL = CNN + TRANSFORMER
 CHANNELS = (2, 4, 8, 32, 128)

@@ -11,10 +11,10 @@ from esper_rewards.shaped import ShapedReward
 from esper_rewards.simplified import SimplifiedReward
 from esper_rewards.sparse import SparseReward
 
-from esper_core.actions import Action, LifecycleOp
+from esper_core.components.reward import RewardContext, SlotSnapshot
 from esper_core.converter import structure
-from esper_core.lifecycle import Stage
-from esper_core.rewards import RewardContext, SlotSnapshot
+from esper_core.lifecycle.actions import Action, LifecycleOp
+from esper_core.lifecycle.stages import Stage
 
 FAMILIES = (PBRSReward, ShapedReward, SimplifiedReward, SparseReward, LossReward)
 SHAPING_FAMILIES = (PBRSReward, ShapedReward, SimplifiedReward, LossReward)

@@ -17,9 +17,9 @@ from esper_rewards.common import (
 from hypothesis import given
 from hypothesis import strategies as st
 
-from esper_core.actions import LifecycleOp
 from esper_core.errors import ConfigError
-from esper_core.lifecycle import Stage
+from esper_core.lifecycle.actions import LifecycleOp
+from esper_core.lifecycle.stages import Stage
 from tests.plugins.esper_rewards.builders import (
     FAMILIES,
     SHAPING_FAMILIES,

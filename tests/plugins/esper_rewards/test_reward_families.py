@@ -14,8 +14,8 @@ from esper_rewards.sparse import SparseReward
 from hypothesis import given
 from hypothesis import strategies as st
 
-from esper_core.actions import LifecycleOp
-from esper_core.lifecycle import Stage
+from esper_core.lifecycle.actions import LifecycleOp
+from esper_core.lifecycle.stages import Stage
 from tests.plugins.esper_rewards.builders import FAMILIES, ctx, dormant, family, snap
 
 GAMMA = 0.9

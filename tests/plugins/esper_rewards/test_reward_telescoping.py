@@ -12,9 +12,9 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from esper_core.actions import LifecycleOp
-from esper_core.lifecycle import Stage
-from esper_core.rewards import SlotSnapshot
+from esper_core.components.reward import SlotSnapshot
+from esper_core.lifecycle.actions import LifecycleOp
+from esper_core.lifecycle.stages import Stage
 from tests.plugins.esper_rewards.builders import SHAPING_FAMILIES, SLOT_IDS, ctx, family, snap
 
 SPEC_POTENTIAL = {

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 from attrs import define
 
 from esper_core import hookimpl
-from esper_core.rewards import RewardBreakdown, RewardContext
+from esper_core.components.reward import RewardBreakdown, RewardContext
 
 
 @define

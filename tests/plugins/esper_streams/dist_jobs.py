@@ -46,7 +46,7 @@ def summarize(result: Any) -> dict[str, Any]:
 
 def scripted_episode(n_envs: int, epochs: int) -> tuple[list[Any], list[list[dict[str, Any]]], Any]:
     """Envs, their per-step summaries and the executor, stepped like the runner does."""
-    from esper_core.env import MorphogeneticEnv
+    from esper_core.env.env import MorphogeneticEnv
 
     config = make_config(f"run.n_envs={n_envs}")
     executor = DistributedExecutor(DistributedOptions(timeout=60.0), config)
@@ -130,8 +130,8 @@ def ppo_train_job(out: str, config: Any, fake_plugin: str, run_dir: str) -> dict
     """``esper train`` with PPO, recording a fingerprint of the policy's parameters after each update."""
     from esper_tamiyo_ppo.policy import PPOPolicy
 
-    from esper_core import runner
     from esper_core.plugins import PluginManager
+    from esper_core.run import runner
 
     fingerprints: list[str] = []
     original = PPOPolicy.update

@@ -24,7 +24,7 @@ def make_config(*overrides: str) -> Any:
 
 def make_envs(config: Any, devices: Sequence[Any], seed: int = 0) -> list[Any]:
     """One env per device on the tiny task, reset like the runner does (seed + index)."""
-    from esper_core.env import MorphogeneticEnv
+    from esper_core.env.env import MorphogeneticEnv
 
     task = TinyTask()
     envs = [

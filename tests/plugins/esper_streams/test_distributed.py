@@ -17,8 +17,8 @@ from click.testing import CliRunner
 from esper_streams.distributed import DistributedExecutor, DistributedOptions, env_slice
 from esper_streams.launch import launch_local
 
-from esper_core.checkpoint import load_checkpoint
-from esper_core.executor import MultiProcessExecutor, SerialExecutor
+from esper_core.run.checkpoint import load_checkpoint
+from esper_core.run.executor import MultiProcessExecutor, SerialExecutor
 from tests.plugins.esper_streams import dist_jobs
 from tests.plugins.esper_streams.helpers import FAKE_PLUGIN, drive, make_config, make_envs
 
@@ -107,8 +107,8 @@ def test_two_ranks_split_the_envs_gather_serial_results_and_average_gradients(
 @pytest.mark.slow
 def test_ppo_policies_stay_identical_on_both_ranks_and_match_one_process(tmp_path: Path) -> None:
     pytest.importorskip("esper_tamiyo_ppo")
-    from esper_core import runner
     from esper_core.plugins import PluginManager
+    from esper_core.run import runner
 
     overrides = [
         "run.task=tiny",

@@ -14,9 +14,9 @@ from esper_streams.devices import check_one_type, parse_device
 from esper_streams.stream_api import CudaStreams, NullStreams, StreamAPI, default_stream_api
 from esper_streams.streams import StreamsExecutor, StreamsOptions
 
+from esper_core.env.training import EpochTrainer
 from esper_core.errors import ConfigError
-from esper_core.executor import SerialExecutor
-from esper_core.training import EpochTrainer
+from esper_core.run.executor import SerialExecutor
 from tests.plugins.esper_streams.helpers import (
     drive,
     make_config,
@@ -177,7 +177,7 @@ def recorded() -> dict[str, Any]:
 
 
 def _record(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    import esper_core.env as env_module
+    import esper_core.env.env as env_module
 
     api = RecordingStreams()
     config = make_config("run.n_envs=3")
@@ -399,9 +399,9 @@ def test_streams_over_two_gpus_keep_each_env_on_its_device() -> None:
 
 
 def test_esper_run_with_streams_writes_the_serial_summary_and_checkpoint(tmp_path: Any) -> None:
-    from esper_core import runner
-    from esper_core.checkpoint import load_checkpoint
     from esper_core.plugins import PluginManager
+    from esper_core.run import runner
+    from esper_core.run.checkpoint import load_checkpoint
     from tests.plugins.esper_streams.helpers import FAKE_PLUGIN
 
     pm = PluginManager(extra=[FAKE_PLUGIN])

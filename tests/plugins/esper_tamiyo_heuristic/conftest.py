@@ -6,11 +6,11 @@ from collections.abc import Sequence
 
 import pytest
 
-from esper_core.actions import ActionSpace, MaskRules, compute_masks
-from esper_core.lifecycle import ADVANCE_TARGET, LIVE_STAGES, GateResult, Stage
-from esper_core.observation import Observation, feature_dim
-from esper_core.policy import PolicyContext
-from esper_core.slot import SlotReport
+from esper_core.components.policy import PolicyContext
+from esper_core.env.observation import Observation, feature_dim
+from esper_core.lifecycle.actions import ActionSpace, MaskRules, compute_masks
+from esper_core.lifecycle.slot import SlotReport
+from esper_core.lifecycle.stages import ADVANCE_TARGET, LIVE_STAGES, GateResult, Stage
 
 SPACE = ActionSpace(
     slot_ids=("r0c0", "r0c1", "r0c2"),

@@ -11,10 +11,10 @@ from esper_tamiyo_heuristic.heuristic import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from esper_core.actions import Action, LifecycleOp, refusal_reason
 from esper_core.converter import structure
 from esper_core.errors import ConfigError
-from esper_core.lifecycle import Stage
+from esper_core.lifecycle.actions import Action, LifecycleOp, refusal_reason
+from esper_core.lifecycle.stages import Stage
 
 ORDER = ["conv_heavy", "conv_light", "norm"]
 

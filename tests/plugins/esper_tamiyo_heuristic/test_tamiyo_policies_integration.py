@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from esper_tamiyo_heuristic.heuristic import HeuristicPolicy
 
-from esper_core import runner
+from esper_core.components.policy import Policy, Trainable
 from esper_core.config import load_config
 from esper_core.plugins import PluginManager
-from esper_core.policy import Policy, Trainable
+from esper_core.run import runner
 
 FAKE_PLUGIN = str(Path(__file__).resolve().parents[2] / "fake_plugin.py")
 POLICIES = ["policies.heuristic", "policies.random", "policies.wait"]

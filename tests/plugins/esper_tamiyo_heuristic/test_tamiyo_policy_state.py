@@ -9,9 +9,9 @@ import pytest
 from esper_tamiyo_heuristic.heuristic import HeuristicOptions, HeuristicPolicy
 from esper_tamiyo_heuristic.random_policy import RandomOptions, RandomPolicy
 
-from esper_core.checkpoint import load_checkpoint, save_checkpoint
 from esper_core.errors import CheckpointError
-from esper_core.lifecycle import Stage
+from esper_core.lifecycle.stages import Stage
+from esper_core.run.checkpoint import load_checkpoint, save_checkpoint
 
 
 def through_checkpoint(state: dict, tmp_path: Path) -> dict:

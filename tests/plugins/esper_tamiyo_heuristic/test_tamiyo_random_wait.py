@@ -12,10 +12,10 @@ from esper_tamiyo_heuristic.wait import WaitOptions, WaitPolicy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from esper_core.actions import OP_HEADS, WAIT, LifecycleOp, MaskRules, refusal_reason
 from esper_core.converter import structure
 from esper_core.errors import CheckpointError, ConfigError
-from esper_core.lifecycle import Stage
+from esper_core.lifecycle.actions import OP_HEADS, WAIT, LifecycleOp, MaskRules, refusal_reason
+from esper_core.lifecycle.stages import Stage
 
 ALL_STAGES = list(Stage)
 

@@ -1,5 +1,5 @@
 """A contextual-bandit env that speaks the env protocol of the runner and executors,
-contexts for building policies, and a driver that mirrors ``esper_core.runner``'s loop."""
+contexts for building policies, and a driver that mirrors ``esper_core.run.runner``'s loop."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import torch
 from esper_tamiyo_ppo.options import PPOOptions
 from esper_tamiyo_ppo.policy import PPOPolicy
 
-from esper_core.actions import OPS, Action, ActionMasks, ActionSpace, LifecycleOp
-from esper_core.executor import SerialExecutor
-from esper_core.lifecycle import Stage
-from esper_core.observation import Observation, feature_dim
-from esper_core.policy import PolicyContext
-from esper_core.slot import SlotReport
-from esper_core.step import EpochMetrics, StepResult
+from esper_core.components.policy import PolicyContext
+from esper_core.env.observation import Observation, feature_dim
+from esper_core.env.step import EpochMetrics, StepResult
+from esper_core.lifecycle.actions import OPS, Action, ActionMasks, ActionSpace, LifecycleOp
+from esper_core.lifecycle.slot import SlotReport
+from esper_core.lifecycle.stages import Stage
+from esper_core.run.executor import SerialExecutor
 
 SPACE = ActionSpace(
     slot_ids=("r0c0", "r0c1"),
@@ -148,7 +148,7 @@ class BanditEnv:
     def observation(self) -> Observation:
         return self._observation
 
-    # The epoch protocol of esper_core.env.run_epoch and the executors.
+    # The epoch protocol of esper_core.env.env.run_epoch and the executors.
     def apply_action(self, action: Action) -> None:
         self.action = action
 

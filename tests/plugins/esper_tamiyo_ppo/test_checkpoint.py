@@ -12,13 +12,13 @@ import torch
 from click.testing import CliRunner
 from esper_tamiyo_ppo.options import PPOOptions
 
-from esper_core import runner
-from esper_core.actions import ActionSpace
-from esper_core.checkpoint import load_checkpoint, save_checkpoint
 from esper_core.config import load_config
 from esper_core.errors import CheckpointError
-from esper_core.executor import SerialExecutor
+from esper_core.lifecycle.actions import ActionSpace
 from esper_core.plugins import PluginManager
+from esper_core.run import runner
+from esper_core.run.checkpoint import load_checkpoint, save_checkpoint
+from esper_core.run.executor import SerialExecutor
 
 from .helpers import SPACE, BanditEnv, make_policy, run_updates
 

@@ -10,7 +10,7 @@ from esper_tamiyo_ppo.network import ActorCritic
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from esper_core.actions import (
+from esper_core.lifecycle.actions import (
     HEADS,
     OP_HEADS,
     OPS,

@@ -7,9 +7,9 @@ import torch
 from esper_tamiyo_ppo.distributions import run_heads
 from esper_tamiyo_ppo.options import PPOOptions
 
-from esper_core.actions import LifecycleOp
-from esper_core.executor import SerialExecutor
-from esper_core.observation import feature_tensor
+from esper_core.env.observation import feature_tensor
+from esper_core.lifecycle.actions import LifecycleOp
+from esper_core.run.executor import SerialExecutor
 
 from .helpers import HISTORY, SPACE, BanditEnv, collect_rollout, make_policy
 

@@ -9,9 +9,9 @@ import pytest
 import torch
 from esper_tasks.digits import DigitsOptions, DigitsTask
 
+from esper_core.components.task import BatchMetrics, Task
 from esper_core.converter import structure
 from esper_core.errors import ConfigError
-from esper_core.task import BatchMetrics, Task
 
 
 @pytest.fixture(scope="module")

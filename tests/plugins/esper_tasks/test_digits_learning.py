@@ -10,7 +10,7 @@ import pytest
 import torch
 from esper_tasks.digits import DigitsOptions, DigitsTask
 
-from esper_core.data import make_loader
+from esper_core.env.data import make_loader
 
 SEEDS = (0, 1, 2, 3, 4)
 

@@ -12,7 +12,7 @@ from esper_tasks.digits import PRESETS as DIGITS_PRESETS
 from esper_tasks.hosts.cnn import CNNHost
 from esper_tasks.hosts.transformer import TransformerHost
 
-from esper_core.host import HostProtocol, slot_id
+from esper_core.components.host import HostProtocol, slot_id
 
 
 def _segmentwise(host: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:

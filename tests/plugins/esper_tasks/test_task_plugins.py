@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from esper_core.components.task import Task
 from esper_core.plugins import PluginManager
-from esper_core.task import Task
 
 NAMES = ["tasks.digits", "tasks.cifar10", "tasks.charlm"]
 

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from attrs import define
 
 from esper_core import hookimpl
-from esper_core.telemetry import EpochCompleted, Event
+from esper_core.run.telemetry import EpochCompleted, Event
 
 CRASH_FILE = "crash-at"
 

@@ -10,9 +10,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from esper_core import runner
 from esper_core.config import load_config
 from esper_core.plugins import PluginManager
+from esper_core.run import runner
 
 TESTS = Path(__file__).resolve().parents[2]
 FAKE_PLUGIN = TESTS / "fake_plugin.py"
@@ -157,7 +157,7 @@ def wandb_history(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def slot_summary(slot_id: str, stage: str, alpha: float = 0.0, seed: str | None = None) -> Any:
-    from esper_core.telemetry import SlotSummary
+    from esper_core.run.telemetry import SlotSummary
 
     return SlotSummary(
         slot_id=slot_id,
@@ -179,7 +179,7 @@ def epoch_event(
     update: int | None = None,
     test: bool = True,
 ) -> Any:
-    from esper_core.telemetry import EpochCompleted
+    from esper_core.run.telemetry import EpochCompleted
 
     components = (
         {"accuracy": 0.1 * epoch, "rent": -0.01 * env} if components is None else components
@@ -207,7 +207,7 @@ def epoch_event(
 
 
 def run_started(n_envs: int = 2, episodes: int = 2, max_epochs: int = 4, mode: str = "run") -> Any:
-    from esper_core.telemetry import RunStarted
+    from esper_core.run.telemetry import RunStarted
 
     return RunStarted(
         run_name="synthetic",
@@ -238,7 +238,7 @@ def synthetic_batches(
     RunStarted, then per epoch every env's events, a germination at each episode's start,
     an EpisodeFinished at its end, a PolicyUpdate after each episode when training, and
     RunFinished."""
-    from esper_core.telemetry import EpisodeFinished, PolicyUpdate, RunFinished, SeedGerminated
+    from esper_core.run.telemetry import EpisodeFinished, PolicyUpdate, RunFinished, SeedGerminated
 
     batches: list[list[Any]] = [[run_started(n_envs, episodes, max_epochs, mode)]]
     for episode in range(episodes):

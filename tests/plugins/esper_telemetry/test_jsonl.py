@@ -11,7 +11,7 @@ from esper_telemetry.files import AppendFile
 from esper_telemetry.jsonl import EVENTS_FILE, JsonlBackend, JsonlOptions
 
 from esper_core.errors import RunDirError
-from esper_core.telemetry import (
+from esper_core.run.telemetry import (
     EVENT_TYPES,
     SCHEMA_VERSION,
     EpisodeFinished,

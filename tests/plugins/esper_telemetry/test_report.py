@@ -11,9 +11,9 @@ from click.testing import CliRunner
 from esper_telemetry.report import FIGURES, REPORT_FILE
 
 from esper_cli.main import build_cli
-from esper_core.ledger import SeedLedger
 from esper_core.plugins import DISABLE_AUTOLOAD_ENV
-from esper_core.telemetry import (
+from esper_core.run.ledger import SeedLedger
+from esper_core.run.telemetry import (
     SCHEMA_VERSION,
     SeedFossilized,
     SeedGerminated,

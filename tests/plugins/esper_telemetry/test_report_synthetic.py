@@ -10,7 +10,7 @@ import pytest
 from esper_telemetry.jsonl import JsonlBackend, JsonlOptions
 from esper_telemetry.report import FIGURES, REPORT_FILE, build_report, load_run
 
-from esper_core.telemetry import (
+from esper_core.run.telemetry import (
     EpisodeFinished,
     GovernorRollback,
     PolicyUpdate,

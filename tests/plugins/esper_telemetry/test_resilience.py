@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from esper_core.telemetry import Hub
+from esper_core.run.telemetry import Hub
 from tests.plugins.esper_telemetry.faulty_plugin import CRASH_FILE
 from tests.plugins.esper_telemetry.helpers import csv_rows, jsonl_records, resume_tiny, run_tiny
 

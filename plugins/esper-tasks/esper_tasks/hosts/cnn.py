@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from esper_core.host import InjectionSpec, slot_id
+from esper_core.components.host import InjectionSpec, slot_id
 
 
 def _block(c_in: int, c_out: int, convs: int) -> nn.Sequential:

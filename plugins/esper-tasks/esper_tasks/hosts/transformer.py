@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from esper_core.host import InjectionSpec, slot_id
+from esper_core.components.host import InjectionSpec, slot_id
 
 
 class CausalSelfAttention(nn.Module):

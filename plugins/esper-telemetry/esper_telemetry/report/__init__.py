@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from esper_core.checkpoint import write_text
+from esper_core.run.checkpoint import write_text
 from esper_telemetry.report.data import RunData, load_run
 
 REPORT_FILE = "report.md"

@@ -8,8 +8,8 @@ from pathlib import Path
 from attrs import define, field
 
 from esper_core.errors import RunDirError
-from esper_core.ledger import SeedLedger
-from esper_core.telemetry import (
+from esper_core.run.ledger import SeedLedger
+from esper_core.run.telemetry import (
     EpisodeFinished,
     EpochCompleted,
     Event,

@@ -11,8 +11,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from esper_core.checkpoint import atomic_writer
-from esper_core.telemetry import GovernorRollback, SeedFossilized, SeedGerminated, SeedPruned
+from esper_core.run.checkpoint import atomic_writer
+from esper_core.run.telemetry import GovernorRollback, SeedFossilized, SeedGerminated, SeedPruned
 from esper_telemetry.report.data import Key, RunData
 from esper_telemetry.stages import STAGE_ORDER, stage_colour
 

@@ -1,6 +1,6 @@
 """``report.md``: the run at a glance, every episode and every seed with its fate.
 
-Seeds come from :class:`esper_core.ledger.SeedLedger` over the run's events, the same
+Seeds come from :class:`esper_core.run.ledger.SeedLedger` over the run's events, the same
 records the runner's ``summary.json`` holds.
 """
 
@@ -10,8 +10,8 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from esper_core.ledger import SeedRecord
-from esper_core.telemetry import GovernorRollback
+from esper_core.run.ledger import SeedRecord
+from esper_core.run.telemetry import GovernorRollback
 from esper_telemetry.report.data import RunData
 
 FATES = {

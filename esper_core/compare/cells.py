@@ -1,6 +1,6 @@
 """Running the cells of a comparison experiment in parallel worker processes.
 
-Each cell is an ordinary run directory written by :func:`esper_core.runner.run`.
+Each cell is an ordinary run directory written by :func:`esper_core.run.runner.run`.
 A cell whose ``summary.json`` says ``completed`` is never run again. Any other cell
 directory is unfinished: if it holds a checkpoint and the config it was started with,
 the cell is *resumed* from that checkpoint (the runner guarantees the same result as
@@ -34,7 +34,7 @@ from typing import Any
 from attrs import frozen
 
 from esper_core.errors import EsperError
-from esper_core.runner import CHECKPOINT, CONFIG, SUMMARY, Interrupted
+from esper_core.run.runner import CHECKPOINT, CONFIG, SUMMARY, Interrupted
 
 POLL_SECONDS = 0.2  # how often a worker checks its parent is alive
 EXIT_ABORTED = 130
@@ -141,7 +141,7 @@ def _file_lock(path: Path) -> Iterator[None]:
 
 
 def _can_resume(directory: Path, config: Any) -> bool:
-    from esper_core.experiment import config_differences, stored_config
+    from esper_core.compare.experiment import config_differences, stored_config
 
     if cell_state(directory) is not CellState.RESUMABLE:
         return False
@@ -151,11 +151,11 @@ def _can_resume(directory: Path, config: Any) -> bool:
 
 def run_cell(job: CellJob) -> CellOutcome:
     """Run (or resume, or skip) one cell. Never raises for a failing run: the outcome says."""
-    from esper_core import runner
     from esper_core.config import RunConfig
     from esper_core.converter import structure
     from esper_core.errors import CheckpointError, RunDirError
     from esper_core.plugins import PluginManager
+    from esper_core.run import runner
 
     directory = Path(job.directory)
     # In a worker, the SIGINT of a stop request interrupts whatever runs until the runner

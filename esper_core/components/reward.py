@@ -11,8 +11,8 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from attrs import field, frozen
 
-from esper_core.actions import Action, LifecycleOp
-from esper_core.lifecycle import Stage
+from esper_core.lifecycle.actions import Action, LifecycleOp
+from esper_core.lifecycle.stages import Stage
 
 
 @frozen

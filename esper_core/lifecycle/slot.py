@@ -21,7 +21,10 @@ import torch
 from attrs import define, field, frozen
 from torch import nn
 
-from esper_core.alpha import (
+from esper_core.components.blueprint import Blueprint
+from esper_core.components.host import InjectionSpec
+from esper_core.converter import converter
+from esper_core.lifecycle.alpha import (
     STYLES,
     AlphaSchedule,
     BlendGate,
@@ -29,10 +32,7 @@ from esper_core.alpha import (
     blend_gated,
     blend_multiply,
 )
-from esper_core.blueprint import Blueprint
-from esper_core.converter import converter
-from esper_core.host import InjectionSpec
-from esper_core.lifecycle import (
+from esper_core.lifecycle.stages import (
     ADVANCE_TARGET,
     BLENDED_STAGES,
     LIVE_STAGES,

@@ -1,7 +1,7 @@
 """``esper compare``: policies x tasks x seeds, run as cells, summarised robustly.
 
 :func:`compare` validates the experiment, runs the unfinished cells (see
-:mod:`esper_core.cells`), then reads every finished cell's ``summary.json`` and writes
+:mod:`esper_core.compare.cells`), then reads every finished cell's ``summary.json`` and writes
 into the experiment directory:
 
 - ``results.json``: the rows below and every cell, through the one cattrs converter;
@@ -23,7 +23,7 @@ from typing import Any
 
 from attrs import frozen
 
-from esper_core.cells import (
+from esper_core.compare.cells import (
     CellJob,
     CellOutcome,
     CellsInterrupted,
@@ -32,12 +32,12 @@ from esper_core.cells import (
     run_cells,
     threads_per_job,
 )
-from esper_core.checkpoint import write_json, write_text
+from esper_core.compare.experiment import Cell, Experiment, validate
+from esper_core.compare.stats import improvement_interval, iqm_interval
 from esper_core.converter import structure, unstructure
-from esper_core.experiment import Cell, Experiment, validate
 from esper_core.plugins import PluginManager
-from esper_core.runner import SUMMARY
-from esper_core.stats import improvement_interval, iqm_interval
+from esper_core.run.checkpoint import write_json, write_text
+from esper_core.run.runner import SUMMARY
 
 RESULTS_JSON = "results.json"
 RESULTS_MD = "results.md"
@@ -385,7 +385,7 @@ def to_markdown(results: ComparisonResults) -> str:
 
 
 def write_results(results: ComparisonResults, root: Path) -> None:
-    from esper_core.interval_plot import plot_intervals
+    from esper_core.compare.interval_plot import plot_intervals
 
     write_json(root / RESULTS_JSON, unstructure(results))
     write_text(root / RESULTS_MD, to_markdown(results))

@@ -7,10 +7,10 @@ from collections.abc import Callable, Iterator, Sequence
 import torch
 from torch import nn
 
-from esper_core.blueprint import Blueprint
-from esper_core.host import HostProtocol, InjectionSpec
-from esper_core.lifecycle import LIVE_STAGES, Stage
-from esper_core.slot import SeedSlot, SlotReport, SlotSettings
+from esper_core.components.blueprint import Blueprint
+from esper_core.components.host import HostProtocol, InjectionSpec
+from esper_core.lifecycle.slot import SeedSlot, SlotReport, SlotSettings
+from esper_core.lifecycle.stages import LIVE_STAGES, Stage
 
 __all__ = ["HostProtocol", "InjectionSpec", "MorphogeneticModel"]
 
@@ -32,7 +32,7 @@ class MorphogeneticModel(nn.Module):
         super().__init__()
         if not isinstance(host, HostProtocol):
             raise TypeError(
-                f"{type(host).__name__} does not implement esper_core.host.HostProtocol "
+                f"{type(host).__name__} does not implement esper_core.components.host.HostProtocol "
                 "(topology, num_segments, injection_specs, forward_segment, forward_head)"
             )
         self.host = host

@@ -12,7 +12,7 @@ from typing import Any
 from attrs import define, field
 
 from esper_core.converter import converter
-from esper_core.telemetry import Event, SeedFossilized, SeedGerminated, SeedPruned, StageChanged
+from esper_core.run.telemetry import Event, SeedFossilized, SeedGerminated, SeedPruned, StageChanged
 
 
 @define

@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING
 
 from attrs import frozen
 
-from esper_core.lifecycle import ADVANCE_TARGET, LIVE_STAGES, Stage
+from esper_core.lifecycle.stages import ADVANCE_TARGET, LIVE_STAGES, Stage
 
 if TYPE_CHECKING:
     # torch is imported where masks are built, so plugins that only name ops and
     # actions (rewards, policies) load without it.
     import torch
 
-    from esper_core.slot import SlotReport
+    from esper_core.lifecycle.slot import SlotReport
 
 
 class LifecycleOp(enum.IntEnum):

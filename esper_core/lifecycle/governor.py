@@ -18,8 +18,8 @@ import torch
 from attrs import frozen
 
 from esper_core.config import GovernorSection
-from esper_core.lifecycle import LIVE_STAGES, Stage
-from esper_core.model import MorphogeneticModel
+from esper_core.lifecycle.model import MorphogeneticModel
+from esper_core.lifecycle.stages import LIVE_STAGES, Stage
 
 
 @frozen

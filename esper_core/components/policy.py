@@ -13,9 +13,9 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from attrs import frozen
 
-from esper_core.actions import Action, ActionSpace
-from esper_core.observation import Observation
-from esper_core.step import StepResult
+from esper_core.env.observation import Observation
+from esper_core.env.step import StepResult
+from esper_core.lifecycle.actions import Action, ActionSpace
 
 
 @frozen

@@ -12,16 +12,16 @@ from typing import Any
 
 import numpy as np
 
-from esper_core.actions import HEADS, Action
 from esper_core.config import RunConfig
-from esper_core.env import MorphogeneticEnv
-from esper_core.observation import Observation, feature_dim, features
+from esper_core.env.env import MorphogeneticEnv
+from esper_core.env.observation import Observation, feature_dim, features
+from esper_core.lifecycle.actions import HEADS, Action
 
 try:
     import gymnasium as gym
     from gymnasium import spaces
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError("esper_core.gym needs gymnasium: pip install 'esper[gym]'") from exc
+    raise ImportError("esper_core.env.gym needs gymnasium: pip install 'esper[gym]'") from exc
 
 
 def make_env(
@@ -29,7 +29,7 @@ def make_env(
 ) -> MorphogeneticEnv:
     """Build one env from a config through the plugin registries."""
     from esper_core.plugins import PluginManager
-    from esper_core.runner import resolve
+    from esper_core.run.runner import resolve
 
     config = config or RunConfig()
     resolved = resolve(config, pm or PluginManager())

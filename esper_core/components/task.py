@@ -3,7 +3,7 @@
 A task component is a class with ``name``, ``description`` and an attrs ``Options``
 class, constructed as ``TaskClass(options)`` and registered through
 ``esper_register_tasks``. Data for datasets that fit in memory is returned as
-:class:`esper_core.data.TensorSplit` values (the fast path: indexed batches on the
+:class:`esper_core.env.data.TensorSplit` values (the fast path: indexed batches on the
 env's device); larger datasets may return any ``torch.utils.data.Dataset``.
 """
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-    from esper_core.data import Split
+    from esper_core.env.data import Split
 
 
 @frozen
@@ -57,7 +57,7 @@ class Task(Protocol):
         ...
 
     def build_host(self) -> nn.Module:
-        """A fresh host (implements ``esper_core.model.HostProtocol``); the caller seeds it."""
+        """A fresh host (implements ``esper_core.lifecycle.model.HostProtocol``); the caller seeds it."""
         ...
 
     def load_data(self, device: torch.device) -> TaskData:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from esper_core.comparison import ComparisonResults
+    from esper_core.compare.comparison import ComparisonResults
 
 DPI = 150
 PANEL_WIDTH = 4.2
@@ -25,7 +25,7 @@ def _label(value: float, kind: str) -> str:
 
 
 def _panels(results: ComparisonResults) -> list[dict[str, Any]]:
-    from esper_core.comparison import IMPROVEMENT_METRIC, METRIC
+    from esper_core.compare.comparison import IMPROVEMENT_METRIC, METRIC
 
     acc = METRIC[IMPROVEMENT_METRIC]
     pooled = len(results.tasks) > 1

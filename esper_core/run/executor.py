@@ -12,10 +12,10 @@ from esper_core.hookspecs import hookimpl
 if TYPE_CHECKING:  # torch stays unimported until an executor actually steps
     import torch
 
-    from esper_core.actions import Action
-    from esper_core.env import MorphogeneticEnv
-    from esper_core.observation import Observation
-    from esper_core.step import StepResult
+    from esper_core.env.env import MorphogeneticEnv
+    from esper_core.env.observation import Observation
+    from esper_core.env.step import StepResult
+    from esper_core.lifecycle.actions import Action
 
 
 @runtime_checkable
@@ -88,7 +88,7 @@ class SerialExecutor:
         return [self.device] * n_envs
 
     def step(self, envs: Sequence[MorphogeneticEnv], actions: Sequence[Action]) -> list[StepResult]:
-        from esper_core.env import run_epoch
+        from esper_core.env.env import run_epoch
 
         if len(envs) != len(actions):
             raise ValueError(f"{len(actions)} actions for {len(envs)} envs")

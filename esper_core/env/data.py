@@ -22,8 +22,8 @@ import torch
 from attrs import frozen
 from torch.utils.data import DataLoader, Dataset
 
+from esper_core.components.task import TaskData
 from esper_core.errors import DataError
-from esper_core.task import TaskData
 
 Batch: TypeAlias = tuple[torch.Tensor, torch.Tensor]
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from esper_core.checkpoint import DiskFullError
 from esper_core.errors import DataError, EsperError, PluginError
+from esper_core.run.checkpoint import DiskFullError
 
 CORE_PACKAGES = ("esper_core", "esper_cli")
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from attrs import field, frozen
 
-from esper_core.observation import Observation
-from esper_core.telemetry import Event
+from esper_core.env.observation import Observation
+from esper_core.run.telemetry import Event
 
 
 @frozen

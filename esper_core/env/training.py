@@ -18,10 +18,10 @@ import torch
 from attrs import frozen
 from torch import nn
 
+from esper_core.components.task import Task
 from esper_core.config import TrainingSection
-from esper_core.lifecycle import BLENDED_STAGES, Stage
-from esper_core.model import MorphogeneticModel
-from esper_core.task import Task
+from esper_core.lifecycle.model import MorphogeneticModel
+from esper_core.lifecycle.stages import BLENDED_STAGES, Stage
 
 log = logging.getLogger("esper.training")
 

@@ -19,7 +19,23 @@ from typing import Any
 import torch
 from attrs import frozen
 
-from esper_core.actions import (
+from esper_core.components.blueprint import Blueprint
+from esper_core.components.reward import RewardBreakdown, RewardContext, RewardFamily, SlotSnapshot
+from esper_core.components.task import Task, TaskData
+from esper_core.config import RunConfig
+from esper_core.env.data import make_loader
+from esper_core.env.observation import Observation
+from esper_core.env.step import EpochMetrics, StepResult
+from esper_core.env.training import (
+    EpochTrainer,
+    EvalResult,
+    Pending,
+    TrainStats,
+    fetch,
+    validate,
+    validate_pending,
+)
+from esper_core.lifecycle.actions import (
     Action,
     ActionMasks,
     ActionSpace,
@@ -28,18 +44,11 @@ from esper_core.actions import (
     compute_masks,
     refusal_reason,
 )
-from esper_core.blueprint import Blueprint
-from esper_core.config import RunConfig
-from esper_core.data import make_loader
-from esper_core.governor import Governor
-from esper_core.lifecycle import LIVE_STAGES, GateThresholds, Stage
-from esper_core.model import MorphogeneticModel
-from esper_core.observation import Observation
-from esper_core.rewards import RewardBreakdown, RewardContext, RewardFamily, SlotSnapshot
-from esper_core.slot import SeedSlot, SlotSettings
-from esper_core.step import EpochMetrics, StepResult
-from esper_core.task import Task, TaskData
-from esper_core.telemetry import (
+from esper_core.lifecycle.governor import Governor
+from esper_core.lifecycle.model import MorphogeneticModel
+from esper_core.lifecycle.slot import SeedSlot, SlotSettings
+from esper_core.lifecycle.stages import LIVE_STAGES, GateThresholds, Stage
+from esper_core.run.telemetry import (
     EpisodeFinished,
     EpochCompleted,
     Event,
@@ -50,15 +59,6 @@ from esper_core.telemetry import (
     SeedPruned,
     SlotSummary,
     StageChanged,
-)
-from esper_core.training import (
-    EpochTrainer,
-    EvalResult,
-    Pending,
-    TrainStats,
-    fetch,
-    validate,
-    validate_pending,
 )
 
 

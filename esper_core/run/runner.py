@@ -1,7 +1,7 @@
 """The library API behind the CLI: resolve components, run episodes, train policies.
 
 ``run`` evaluates a policy for ``run.episodes`` episodes of ``run.n_envs`` envs;
-``train`` drives a :class:`~esper_core.policy.Trainable` policy for ``train.updates``
+``train`` drives a :class:`~esper_core.components.policy.Trainable` policy for ``train.updates``
 rollouts. Both write the run directory of DESIGN.md and can be resumed from their
 checkpoint with identical results (same seed, CPU).
 """
@@ -21,13 +21,20 @@ import attrs
 from attrs import define, frozen
 
 from esper_core import __version__
-from esper_core.checkpoint import load_checkpoint, save_checkpoint, write_json, write_text
 from esper_core.config import RunConfig, config_to_dict, dump_toml
 from esper_core.converter import structure, unstructure
 from esper_core.errors import ConfigError, EsperError, RunDirError
-from esper_core.ledger import SeedLedger
 from esper_core.plugins import PluginManager
-from esper_core.telemetry import EpisodeFinished, Event, Hub, PolicyUpdate, RunFinished, RunStarted
+from esper_core.run.checkpoint import load_checkpoint, save_checkpoint, write_json, write_text
+from esper_core.run.ledger import SeedLedger
+from esper_core.run.telemetry import (
+    EpisodeFinished,
+    Event,
+    Hub,
+    PolicyUpdate,
+    RunFinished,
+    RunStarted,
+)
 
 CHECKPOINT = "checkpoint.pt"
 SUMMARY = "summary.json"
@@ -231,7 +238,7 @@ class Session:
     @property
     def ranks(self) -> Any:
         """The executor when it spreads envs over processes (see MultiProcessExecutor), else None."""
-        from esper_core.executor import MultiProcessExecutor
+        from esper_core.run.executor import MultiProcessExecutor
 
         return self.executor if isinstance(self.executor, MultiProcessExecutor) else None
 
@@ -313,8 +320,8 @@ class Session:
 
 
 def _make_policy_context(resolved: Resolved, envs: Sequence[Any], total_updates: int) -> Any:
-    from esper_core.observation import feature_dim
-    from esper_core.policy import PolicyContext
+    from esper_core.components.policy import PolicyContext
+    from esper_core.env.observation import feature_dim
 
     env0 = envs[0]
     cfg = resolved.config
@@ -344,8 +351,8 @@ def open_session(
 ) -> Session:
     import torch
 
-    from esper_core.env import MorphogeneticEnv
-    from esper_core.executor import MultiProcessExecutor
+    from esper_core.env.env import MorphogeneticEnv
+    from esper_core.run.executor import MultiProcessExecutor
 
     resolved = resolve(config, pm)
     config = resolved.config
@@ -529,7 +536,7 @@ def _close(session: Session) -> None:
 def explained_failures(pm: PluginManager, run_dir: Path | None, mode: str) -> Iterator[None]:
     """Out-of-memory, dead workers, full disks and plugin exceptions become one clear
     :class:`EsperError` naming the cause and the last checkpoint; bugs keep their traceback."""
-    from esper_core.failures import explain, plugin_modules
+    from esper_core.run.failures import explain, plugin_modules
 
     try:
         yield
@@ -575,7 +582,7 @@ def _execute(
     quiet: bool,
     notify: Callable[[str], None],
 ) -> dict[str, Any]:
-    from esper_core.policy import Trainable
+    from esper_core.components.policy import Trainable
 
     run_dir = run_dir or default_run_dir(config, mode)
     with explained_failures(pm, run_dir, mode):
@@ -618,7 +625,7 @@ def _execute(
 
 
 def compare(*args: Any, **kwargs: Any) -> Any:
-    """Policies x tasks x seeds with IQM and bootstrap intervals: see :func:`esper_core.comparison.compare`."""
-    from esper_core.comparison import compare as run_comparison
+    """Policies x tasks x seeds with IQM and bootstrap intervals: see :func:`esper_core.compare.comparison.compare`."""
+    from esper_core.compare.comparison import compare as run_comparison
 
     return run_comparison(*args, **kwargs)

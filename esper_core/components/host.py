@@ -26,7 +26,7 @@ class InjectionSpec:
 
 @runtime_checkable
 class HostProtocol(Protocol):
-    """What :class:`esper_core.model.MorphogeneticModel` needs from a host ``nn.Module``.
+    """What :class:`esper_core.lifecycle.model.MorphogeneticModel` needs from a host ``nn.Module``.
 
     ``forward(x)`` must equal ``forward_head(forward_segment(n-1, ... forward_segment(0, x)))``
     computed by exactly those calls, so a model with every slot empty is bit-identical

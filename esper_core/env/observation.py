@@ -9,9 +9,9 @@ from collections.abc import Sequence
 import torch
 from attrs import frozen
 
-from esper_core.actions import ActionMasks, ActionSpace
-from esper_core.lifecycle import STAGES, GateResult
-from esper_core.slot import SlotReport
+from esper_core.lifecycle.actions import ActionMasks, ActionSpace
+from esper_core.lifecycle.slot import SlotReport
+from esper_core.lifecycle.stages import STAGES, GateResult
 
 
 @frozen
