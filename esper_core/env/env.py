@@ -46,8 +46,9 @@ from esper_core.lifecycle.actions import (
 )
 from esper_core.lifecycle.governor import Governor
 from esper_core.lifecycle.model import MorphogeneticModel
+from esper_core.lifecycle.rules import LIVE_STAGES
 from esper_core.lifecycle.slot import SeedSlot, SlotSettings
-from esper_core.lifecycle.stages import LIVE_STAGES, GateThresholds, Stage
+from esper_core.lifecycle.stages import GateThresholds, Stage
 from esper_core.run.telemetry import (
     EpisodeFinished,
     EpochCompleted,

@@ -21,12 +21,11 @@ from torch import nn
 from esper_core.components.task import Task
 from esper_core.config import TrainingSection
 from esper_core.lifecycle.model import MorphogeneticModel
-from esper_core.lifecycle.stages import BLENDED_STAGES, Stage
+from esper_core.lifecycle.rules import BLENDED_STAGES, GRADIENT_STAGES
 
 log = logging.getLogger("esper.training")
 
 # Stages in which a seed runs in the training forward pass and so receives gradient.
-GRADIENT_STAGES = frozenset({Stage.TRAINING, Stage.BLENDING, Stage.HOLDING, Stage.FOSSILIZED})
 
 
 @frozen

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from attrs import frozen
 
-from esper_core.lifecycle.stages import ADVANCE_TARGET, LIVE_STAGES, Stage
+from esper_core.lifecycle import rules
 
 if TYPE_CHECKING:
     # torch is imported where masks are built, so plugins that only name ops and
@@ -38,7 +38,6 @@ OP_HEADS: dict[LifecycleOp, tuple[str, ...]] = {
     LifecycleOp.PRUNE: ("op", "slot"),
     LifecycleOp.FOSSILIZE: ("op", "slot"),
 }
-PRUNABLE = LIVE_STAGES
 
 
 @frozen
@@ -149,16 +148,8 @@ class ActionMasks:
     __hash__ = None  # type: ignore[assignment]
 
 
-def _alpha_targets_legal(report: SlotReport, targets: Sequence[float]) -> list[bool]:
-    if report.stage == Stage.BLENDING:
-        return [t != report.alpha_target for t in targets]
-    if report.stage == Stage.HOLDING:
-        return [t < 1.0 for t in targets]
-    return [False] * len(targets)
-
-
 def compute_masks(
-    reports: Sequence[SlotReport], space: ActionSpace, rules: MaskRules
+    reports: Sequence[SlotReport], space: ActionSpace, limits: MaskRules
 ) -> ActionMasks:
     """The one place that decides which actions are legal."""
     import torch
@@ -166,21 +157,18 @@ def compute_masks(
     n_slots = len(space.slot_ids)
     slot = torch.zeros(len(OPS), n_slots, dtype=torch.bool)
     alpha = torch.zeros(n_slots, len(space.alpha_targets), dtype=torch.bool)
-    seeds_in_model = sum(
-        1 for r in reports if r.stage in LIVE_STAGES or r.stage == Stage.FOSSILIZED
-    )
-    incubating = any(r.stage in (Stage.GERMINATED, Stage.TRAINING) for r in reports)
     can_germinate = (
-        seeds_in_model < rules.max_seeds and not incubating and len(space.blueprints) > 0
+        rules.may_germinate((r.stage for r in reports), limits.max_seeds)
+        and len(space.blueprints) > 0
     )
     for i, r in enumerate(reports):
-        slot[LifecycleOp.GERMINATE, i] = can_germinate and r.stage == Stage.DORMANT
-        slot[LifecycleOp.ADVANCE, i] = r.stage in ADVANCE_TARGET
-        targets = _alpha_targets_legal(r, space.alpha_targets)
+        slot[LifecycleOp.GERMINATE, i] = can_germinate and rules.may_germinate_in(r.stage)
+        slot[LifecycleOp.ADVANCE, i] = rules.may_advance(r.stage)
+        targets = rules.alpha_targets_legal(r.stage, r.alpha_target, space.alpha_targets)
         alpha[i] = torch.tensor(targets, dtype=torch.bool)
         slot[LifecycleOp.SET_ALPHA_TARGET, i] = any(targets)
-        slot[LifecycleOp.PRUNE, i] = r.stage in PRUNABLE and r.epochs_total >= rules.min_prune_age
-        slot[LifecycleOp.FOSSILIZE, i] = r.stage == Stage.HOLDING
+        slot[LifecycleOp.PRUNE, i] = rules.may_prune(r, limits.min_prune_age)
+        slot[LifecycleOp.FOSSILIZE, i] = rules.may_fossilize(r.stage)
     op = slot.any(dim=1)
     op[LifecycleOp.WAIT] = True
     slot[LifecycleOp.WAIT] = True  # the slot head is irrelevant to WAIT; any value is fine

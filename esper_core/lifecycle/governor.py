@@ -19,7 +19,8 @@ from attrs import frozen
 
 from esper_core.config import GovernorSection
 from esper_core.lifecycle.model import MorphogeneticModel
-from esper_core.lifecycle.stages import LIVE_STAGES, Stage
+from esper_core.lifecycle.rules import LIVE_STAGES
+from esper_core.lifecycle.stages import Stage
 
 
 @frozen

@@ -9,8 +9,9 @@ from torch import nn
 
 from esper_core.components.blueprint import Blueprint
 from esper_core.components.host import HostProtocol, InjectionSpec
+from esper_core.lifecycle.rules import LIVE_STAGES
 from esper_core.lifecycle.slot import SeedSlot, SlotReport, SlotSettings
-from esper_core.lifecycle.stages import LIVE_STAGES, Stage
+from esper_core.lifecycle.stages import Stage
 
 __all__ = ["HostProtocol", "InjectionSpec", "MorphogeneticModel"]
 

@@ -24,6 +24,7 @@ from torch import nn
 from esper_core.components.blueprint import Blueprint
 from esper_core.components.host import InjectionSpec
 from esper_core.converter import converter
+from esper_core.lifecycle import rules
 from esper_core.lifecycle.alpha import (
     STYLES,
     AlphaSchedule,
@@ -32,10 +33,14 @@ from esper_core.lifecycle.alpha import (
     blend_gated,
     blend_multiply,
 )
-from esper_core.lifecycle.stages import (
+from esper_core.lifecycle.rules import (
     ADVANCE_TARGET,
     BLENDED_STAGES,
+    ISOLATED_STAGES,
     LIVE_STAGES,
+    SEED_STAGES,
+)
+from esper_core.lifecycle.stages import (
     GateInputs,
     GateResult,
     GateThresholds,
@@ -58,8 +63,8 @@ class SlotSettings:
 
     @property
     def cooldown_epochs(self) -> int:
-        """Epochs from a prune until the slot is DORMANT again (PRUNED lasts one)."""
-        return 1 + self.embargo_epochs + self.resetting_epochs
+        """Epochs from a prune until the slot is DORMANT again."""
+        return rules.cooldown_epochs(self)
 
 
 @define
@@ -90,11 +95,7 @@ class SlotState:
 
     @property
     def alpha(self) -> float:
-        if self.stage in (Stage.HOLDING, Stage.FOSSILIZED):
-            return 1.0
-        if self.stage == Stage.BLENDING:
-            return self.alpha_schedule.value
-        return 0.0
+        return rules.alpha_of(self.stage, self.alpha_schedule.value)
 
 
 @frozen
@@ -346,12 +347,12 @@ class SeedSlot(nn.Module):
         self.seed = None
         self.gate = None
         self.param_version += 1
-        self.state.cooldown_left = 1
+        self.state.cooldown_left = rules.PRUNED_EPOCHS
 
     def end_epoch(self) -> None:
         """Advance per-epoch counters, the alpha ramp and the cooldown: once per epoch."""
         s = self.state
-        if s.stage in LIVE_STAGES or s.stage == Stage.FOSSILIZED:
+        if s.stage in SEED_STAGES:
             s.epochs_in_stage += 1
             s.epochs_total += 1
             if s.stage == Stage.BLENDING:
@@ -364,14 +365,10 @@ class SeedSlot(nn.Module):
         s.cooldown_left -= 1
         # Zero-length cooldown stages are passed through in the same tick, in order.
         while s.cooldown_left <= 0 and s.stage != Stage.DORMANT:
-            if s.stage == Stage.PRUNED:
-                self._enter(Stage.EMBARGOED)
-                s.cooldown_left = self.settings.embargo_epochs
-            elif s.stage == Stage.EMBARGOED:
-                self._enter(Stage.RESETTING)
-                s.cooldown_left = self.settings.resetting_epochs
-            else:
-                self._enter(Stage.DORMANT)
+            after, epochs = rules.cooldown_next(s.stage, self.settings)
+            self._enter(after)
+            s.cooldown_left = epochs
+            if after == Stage.DORMANT:
                 self.state = SlotState(history=list(s.history))
                 s = self.state
 
@@ -464,7 +461,7 @@ class SeedSlot(nn.Module):
             return h + (s - s.detach())
         if stage not in BLENDED_STAGES:
             return h
-        x = h.detach() if stage == Stage.BLENDING else h
+        x = h.detach() if stage in ISOLATED_STAGES else h
         s = seed(x)
         alpha = self._alpha_for(h)
         alpha_t = (
@@ -487,7 +484,7 @@ class SeedSlot(nn.Module):
         # Runs before the children are loaded (nn.Module.load_state_dict loads a module,
         # then recurses), so rebuilding the seed here lets its weights load right after.
         state = converter.structure(extra["state"], SlotState)
-        has_module = state.stage in LIVE_STAGES or state.stage == Stage.FOSSILIZED
+        has_module = state.stage in SEED_STAGES
         if has_module and state.blueprint and state.style:
             self._build_modules(self._resolve_blueprint(state.blueprint), state.style)
         else:

@@ -34,19 +34,6 @@ TRANSITIONS: dict[Stage, frozenset[Stage]] = {
     Stage.RESETTING: frozenset({Stage.DORMANT}),
 }
 
-# Stages holding a seed that is still being decided on (it can be advanced or pruned).
-LIVE_STAGES = frozenset({Stage.GERMINATED, Stage.TRAINING, Stage.BLENDING, Stage.HOLDING})
-# Stages whose seed takes part in the forward pass with a non-zero alpha.
-BLENDED_STAGES = frozenset({Stage.BLENDING, Stage.HOLDING, Stage.FOSSILIZED})
-# Stages in which the slot is cooling down after a prune.
-COOLDOWN_STAGES = frozenset({Stage.PRUNED, Stage.EMBARGOED, Stage.RESETTING})
-# The stage an ADVANCE action moves a seed to, and the gate that guards it.
-ADVANCE_TARGET: dict[Stage, Stage] = {
-    Stage.GERMINATED: Stage.TRAINING,
-    Stage.TRAINING: Stage.BLENDING,
-    Stage.BLENDING: Stage.HOLDING,
-}
-
 
 class LifecycleError(RuntimeError):
     """An illegal stage transition. The message names both stages."""

@@ -19,8 +19,9 @@ from esper_core.lifecycle.actions import (
     compute_masks,
     refusal_reason,
 )
+from esper_core.lifecycle.rules import ADVANCE_TARGET, LIVE_STAGES, SEED_STAGES
 from esper_core.lifecycle.slot import SeedSlot, SlotReport
-from esper_core.lifecycle.stages import ADVANCE_TARGET, LIVE_STAGES, STAGES, LifecycleError, Stage
+from esper_core.lifecycle.stages import STAGES, LifecycleError, Stage
 from tests.core.lifecycle_helpers import drive_to, make_slot
 from tests.fakes import RES, RES_RANDOM
 
@@ -51,7 +52,7 @@ def report(
         )
     if alpha_target is None:
         alpha_target = 1.0 if stage == Stage.BLENDING else alpha
-    has_seed = stage in LIVE_STAGES or stage == Stage.FOSSILIZED
+    has_seed = stage in SEED_STAGES
     return SlotReport(
         slot_id=slot_id,
         stage=stage,
@@ -114,7 +115,7 @@ def test_masks_follow_the_domain_rules(
     masks = compute_masks(rs, SPACE, MaskRules(max_seeds=max_seeds, min_prune_age=min_age))
     assert bool(masks.op[Op.WAIT])  # WAIT is always legal
     assert refusal_reason(WAIT, masks, SPACE) is None
-    seeds = sum(1 for s in stages if s in LIVE_STAGES or s == Stage.FOSSILIZED)
+    seeds = sum(1 for s in stages if s in SEED_STAGES)
     incubating = any(s in (Stage.GERMINATED, Stage.TRAINING) for s in stages)
     for i, stage in enumerate(stages):
         assert bool(masks.slot[Op.GERMINATE, i]) == (

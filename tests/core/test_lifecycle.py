@@ -10,12 +10,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from esper_core.lifecycle.alpha import STYLES
-from esper_core.lifecycle.slot import SeedSlot, SlotSettings
-from esper_core.lifecycle.stages import (
+from esper_core.lifecycle.rules import (
     ADVANCE_TARGET,
     BLENDED_STAGES,
     COOLDOWN_STAGES,
     LIVE_STAGES,
+    SEED_STAGES,
+)
+from esper_core.lifecycle.slot import SeedSlot, SlotSettings
+from esper_core.lifecycle.stages import (
     STAGES,
     TRANSITIONS,
     GateInputs,
@@ -489,7 +492,7 @@ SETTINGS = st.builds(
 
 def _check_invariants(slot: SeedSlot, fossilized_before: bool) -> None:
     s = slot.state
-    holds_seed = s.stage in LIVE_STAGES or s.stage == S.FOSSILIZED
+    holds_seed = s.stage in SEED_STAGES
     assert slot.has_seed == holds_seed
     assert (slot.gate is not None) == (holds_seed and STYLES[s.style or ""].operator == "gate")
     expected_params = [] if not holds_seed else list(slot.seed.parameters())  # type: ignore[union-attr]

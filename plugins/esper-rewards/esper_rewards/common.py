@@ -17,14 +17,14 @@ from attrs import define
 from esper_core.components.reward import RewardContext, SlotSnapshot
 from esper_core.converter import in_range, options_field
 from esper_core.errors import ConfigError
-from esper_core.lifecycle.stages import LIVE_STAGES, Stage
+from esper_core.lifecycle.rules import SEED_STAGES
+from esper_core.lifecycle.stages import Stage
 
 # Stages that hold a seed. Only these earn the epochs-in-stage bonus: on DORMANT the
 # bonus would make germinating *lower* Φ (an idle slot would be worth up to 2, a fresh
 # seed 1), and on the cooldown stages it would make pruning look like progress.
 # FOSSILIZED is included so a long-lived fossil (6 + 2) stays worth more than a seed
 # held in HOLDING forever (5.5 + 2).
-SEED_STAGES: frozenset[Stage] = LIVE_STAGES | {Stage.FOSSILIZED}
 
 
 def _finite(value: object) -> str | None:

@@ -25,7 +25,7 @@ from esper_core import hookimpl
 from esper_core.components.reward import RewardBreakdown, RewardContext
 from esper_core.converter import in_range, options_field
 from esper_core.lifecycle.actions import LifecycleOp
-from esper_core.lifecycle.stages import LIVE_STAGES
+from esper_core.lifecycle.rules import LIVE_STAGES
 from esper_rewards.common import check_gamma
 from esper_rewards.pbrs import PBRSOptions, pbrs_components
 

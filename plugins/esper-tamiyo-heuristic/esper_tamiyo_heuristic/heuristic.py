@@ -35,7 +35,8 @@ from attrs import define, field, frozen
 from esper_core import hookimpl
 from esper_core.converter import each, in_range, non_empty, options_field, structure, unstructure
 from esper_core.errors import CheckpointError, ConfigError
-from esper_core.lifecycle.stages import LIVE_STAGES, Stage
+from esper_core.lifecycle.rules import LIVE_STAGES, SEED_STAGES, WATCHED_STAGES
+from esper_core.lifecycle.stages import Stage
 
 if TYPE_CHECKING:
     from esper_core.components.policy import PolicyContext
@@ -66,8 +67,6 @@ DEFAULT_BLUEPRINT_ORDER = [
 ]
 
 # The stages the regression and stall rules watch (HOLDING has its own rule).
-_WATCHED_STAGES = frozenset({Stage.TRAINING, Stage.BLENDING})
-_KEPT_STAGES = LIVE_STAGES | {Stage.FOSSILIZED}
 
 
 def _non_blank(value: Any) -> str | None:
@@ -289,7 +288,7 @@ class HeuristicPolicy:
             kept = (
                 report is not None
                 and report.seed_id == seen.seed_id
-                and report.stage in _KEPT_STAGES
+                and report.stage in SEED_STAGES
             )
             if not kept:
                 memory.penalties[seen.blueprint] = obs.epoch + self.options.blueprint_penalty_epochs
@@ -352,7 +351,7 @@ class HeuristicPolicy:
                     )
                 )
         for i, r in enumerate(obs.slots):
-            if r.stage not in _WATCHED_STAGES:
+            if r.stage not in WATCHED_STAGES:
                 continue
             drop = obs.val_acc - r.acc_at_stage_start
             if r.epochs_in_stage >= o.regression_epochs and drop < -o.regression_points:

@@ -9,8 +9,9 @@ import pytest
 from esper_core.components.policy import PolicyContext
 from esper_core.env.observation import Observation, feature_dim
 from esper_core.lifecycle.actions import ActionSpace, MaskRules, compute_masks
+from esper_core.lifecycle.rules import ADVANCE_TARGET, SEED_STAGES
 from esper_core.lifecycle.slot import SlotReport
-from esper_core.lifecycle.stages import ADVANCE_TARGET, LIVE_STAGES, GateResult, Stage
+from esper_core.lifecycle.stages import GateResult, Stage
 
 SPACE = ActionSpace(
     slot_ids=("r0c0", "r0c1", "r0c2"),
@@ -56,7 +57,7 @@ class Builders:
         alpha_target: float | None = None,
         cooldown_left: int = 0,
     ) -> SlotReport:
-        has_seed = stage in LIVE_STAGES or stage == Stage.FOSSILIZED
+        has_seed = stage in SEED_STAGES
         if alpha is None:
             alpha = 1.0 if stage in (Stage.HOLDING, Stage.FOSSILIZED) else 0.0
         return SlotReport(

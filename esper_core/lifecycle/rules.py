@@ -1,0 +1,141 @@
+"""Every lifecycle rule in one place: the named stage sets, what each stage means for
+alpha and gradients, the cooldown table and the legality predicates.
+
+Masks, slots, the epoch trainer, the governor, the heuristic and the reward families
+all ask this module; none of them re-derives a stage set. Changing a rule here changes
+it everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol
+
+from esper_core.lifecycle.stages import Stage
+
+# ---------------------------------------------------------------- stage sets
+
+# A seed that is still being decided on: it can be advanced or pruned.
+LIVE_STAGES: frozenset[Stage] = frozenset(
+    {Stage.GERMINATED, Stage.TRAINING, Stage.BLENDING, Stage.HOLDING}
+)
+# The slot holds a seed module (live or kept for good).
+SEED_STAGES: frozenset[Stage] = LIVE_STAGES | {Stage.FOSSILIZED}
+# A seed that has not touched the output yet; only one may exist at a time.
+INCUBATING_STAGES: frozenset[Stage] = frozenset({Stage.GERMINATED, Stage.TRAINING})
+# The seed is part of the forward pass with a non-zero alpha.
+BLENDED_STAGES: frozenset[Stage] = frozenset({Stage.BLENDING, Stage.HOLDING, Stage.FOSSILIZED})
+# The seed runs at alpha 1.
+FULL_ALPHA_STAGES: frozenset[Stage] = frozenset({Stage.HOLDING, Stage.FOSSILIZED})
+# The seed's input is detached from the host (isolation on).
+ISOLATED_STAGES: frozenset[Stage] = frozenset({Stage.TRAINING, Stage.BLENDING})
+# The seed's parameters receive gradient (and so need an optimizer step).
+GRADIENT_STAGES: frozenset[Stage] = frozenset(
+    {Stage.TRAINING, Stage.BLENDING, Stage.HOLDING, Stage.FOSSILIZED}
+)
+# The slot is cooling down after a prune.
+COOLDOWN_STAGES: frozenset[Stage] = frozenset({Stage.PRUNED, Stage.EMBARGOED, Stage.RESETTING})
+# Stages a seed can be pruned from (a fossil is permanent).
+PRUNABLE_STAGES: frozenset[Stage] = LIVE_STAGES
+# Stages whose seed a controller may still evaluate for pruning on a regression.
+WATCHED_STAGES: frozenset[Stage] = frozenset({Stage.TRAINING, Stage.BLENDING})
+
+# The stage an ADVANCE action moves a seed to, and so the gate that guards it.
+ADVANCE_TARGET: dict[Stage, Stage] = {
+    Stage.GERMINATED: Stage.TRAINING,
+    Stage.TRAINING: Stage.BLENDING,
+    Stage.BLENDING: Stage.HOLDING,
+}
+
+
+def holds_seed(stage: Stage) -> bool:
+    return stage in SEED_STAGES
+
+
+def alpha_of(stage: Stage, blending_alpha: float) -> float:
+    """The alpha a seed in ``stage`` runs at (``blending_alpha``: the ramp's value)."""
+    if stage in FULL_ALPHA_STAGES:
+        return 1.0
+    if stage == Stage.BLENDING:
+        return blending_alpha
+    return 0.0
+
+
+# ---------------------------------------------------------------- cooldown
+
+
+class CooldownLengths(Protocol):
+    @property
+    def embargo_epochs(self) -> int: ...
+
+    @property
+    def resetting_epochs(self) -> int: ...
+
+
+# PRUNED lasts one epoch; then the embargo, then the reset, then the slot is empty.
+PRUNED_EPOCHS = 1
+
+
+def cooldown_next(stage: Stage, lengths: CooldownLengths) -> tuple[Stage, int]:
+    """The stage after cooldown stage ``stage`` and how many epochs it lasts."""
+    if stage == Stage.PRUNED:
+        return Stage.EMBARGOED, lengths.embargo_epochs
+    if stage == Stage.EMBARGOED:
+        return Stage.RESETTING, lengths.resetting_epochs
+    if stage == Stage.RESETTING:
+        return Stage.DORMANT, 0
+    raise ValueError(f"{stage.value} is not a cooldown stage")
+
+
+def cooldown_epochs(lengths: CooldownLengths) -> int:
+    """Epochs from a prune until the slot is DORMANT again."""
+    return PRUNED_EPOCHS + lengths.embargo_epochs + lengths.resetting_epochs
+
+
+# ---------------------------------------------------------------- legality
+
+
+class StagedSeed(Protocol):
+    @property
+    def stage(self) -> Stage: ...
+
+    @property
+    def epochs_total(self) -> int: ...
+
+
+def seeds_in_model(stages: Iterable[Stage]) -> int:
+    return sum(1 for stage in stages if stage in SEED_STAGES)
+
+
+def may_germinate(stages: Iterable[Stage], max_seeds: int) -> bool:
+    """Below the seed cap, and no other seed still incubating (GERMINATED/TRAINING)."""
+    stages = list(stages)
+    incubating = any(stage in INCUBATING_STAGES for stage in stages)
+    return seeds_in_model(stages) < max_seeds and not incubating
+
+
+def may_germinate_in(stage: Stage) -> bool:
+    return stage == Stage.DORMANT
+
+
+def may_advance(stage: Stage) -> bool:
+    return stage in ADVANCE_TARGET
+
+
+def may_prune(seed: StagedSeed, min_prune_age: int) -> bool:
+    return seed.stage in PRUNABLE_STAGES and seed.epochs_total >= min_prune_age
+
+
+def may_fossilize(stage: Stage) -> bool:
+    return stage == Stage.HOLDING
+
+
+def alpha_targets_legal(
+    stage: Stage, current_target: float, targets: Iterable[float]
+) -> list[bool]:
+    """Which SET_ALPHA_TARGET values are legal: a new target while BLENDING, below 1 from HOLDING."""
+    if stage == Stage.BLENDING:
+        return [t != current_target for t in targets]
+    if stage == Stage.HOLDING:
+        return [t < 1.0 for t in targets]
+    return [False for _ in targets]
