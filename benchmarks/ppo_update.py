@@ -1,12 +1,12 @@
 """Throughput of one PPO update: Esper's learner vs a minimal CleanRL-style update.
 
 Both sides train the same factored actor-critic (same initial weights, same Adam
-settings) on the same rollout batch for the same K epochs and minibatch count, with the
-KL early stop off so both process every sample K times. The CleanRL-style side is the
-textbook loop: evaluate the stored actions, one joint log-prob ratio, clipped surrogate,
+settings) on the same rollout for the same K epochs and minibatch count, with the KL
+early stop off so both process every sample K times. The CleanRL-style side is the
+textbook loop: GAE, then evaluate the stored actions, one joint log-prob ratio, clipped surrogate,
 clipped value loss, entropy bonus, backward, global grad clip, Adam step, plus CleanRL's
 per-minibatch approx-KL and clip-fraction bookkeeping. Esper's side is
-``PPOLearner.update`` (per-head clipped surrogate over the heads the op used, per-head
+``PPOLearner.update`` (GAE, then the per-head clipped surrogate over the heads the op used, per-head
 entropies and per-epoch diagnostics), which uses torch's fused Adam; CleanRL uses the
 default Adam, so ``speed_ratio`` compares against that, and ``speed_ratio_same_optimizer``
 against the CleanRL loop given the fused Adam too (the cost of the loss alone).
@@ -25,8 +25,10 @@ import statistics
 import time
 
 import torch
+from esper_tamiyo_ppo.buffer import RolloutBuffer
 from esper_tamiyo_ppo.distributions import BatchMasks, run_heads, used_heads_table
-from esper_tamiyo_ppo.learner import PPOLearner, RolloutBatch
+from esper_tamiyo_ppo.gae import compute_gae
+from esper_tamiyo_ppo.learner import PPOLearner
 from esper_tamiyo_ppo.network import ActorCritic
 from esper_tamiyo_ppo.options import PPOOptions
 from torch import nn
@@ -43,6 +45,7 @@ SPACE = ActionSpace(
     alpha_targets=(0.5, 0.7, 1.0),
 )
 HISTORY = 5
+GAMMA = 0.995
 
 
 def random_masks(g: torch.Generator) -> ActionMasks:
@@ -55,45 +58,61 @@ def random_masks(g: torch.Generator) -> ActionMasks:
     return ActionMasks(op=slot.any(dim=1), slot=slot, alpha_target=alpha, **ones)
 
 
-def make_batch(net: ActorCritic, n_envs: int, n_steps: int, seed: int) -> RolloutBatch:
-    """A rollout sampled from ``net`` itself, so stored log-probs are consistent."""
+def make_rollout(
+    net: ActorCritic, n_envs: int, n_steps: int, seed: int
+) -> tuple[RolloutBuffer, torch.Tensor]:
+    """A full rollout sampled from ``net`` itself (so stored log-probs are consistent),
+    with random rewards, and the values that bootstrap its last step."""
     g = torch.Generator().manual_seed(seed)
     dim = feature_dim(SPACE, HISTORY)
-    obs = torch.randn(n_envs, n_steps, dim, generator=g)
-    masks = BatchMasks.stack([random_masks(g) for _ in range(n_envs * n_steps)])
-    with torch.no_grad():
-        features = net.encoder(obs.flatten(0, 1))
-        out = run_heads(net, features, masks, generator=g)
-        values = net.value(features)
-    shape = (n_envs, n_steps)
-    empty = torch.zeros(n_envs, n_steps, 0)
-    return RolloutBatch(
-        obs=obs,
-        actions=out.actions.view(*shape, -1),
-        log_probs=out.log_probs.view(*shape, -1),
-        values=values.view(shape),
-        advantages=torch.randn(shape, generator=g),
-        returns=values.view(shape) + torch.randn(shape, generator=g),
-        starts=torch.zeros(shape, dtype=torch.bool),
-        state_h=empty,
-        state_c=empty,
-        masks=masks.map(lambda m: m.view(*shape, *m.shape[1:])),
-    )
+    rollout = RolloutBuffer.allocate(n_envs, n_steps, dim, net.head_sizes, 0)
+    rows = torch.arange(n_envs)
+    no_state = (torch.zeros(n_envs, 0), torch.zeros(n_envs, 0))
+    for _ in range(n_steps):
+        obs = torch.randn(n_envs, dim, generator=g)
+        masks = BatchMasks.stack([random_masks(g) for _ in range(n_envs)])
+        with torch.no_grad():
+            features = net.encoder(obs)
+            out = run_heads(net, features, masks, generator=g)
+            values = net.value(features)
+        rollout.add_actions(
+            rows,
+            obs=obs,
+            raw_obs=obs,
+            actions=out.actions,
+            log_probs=out.log_probs,
+            values=values,
+            masks=masks,
+            starts=torch.zeros(n_envs, dtype=torch.bool),
+            state=no_state,
+        )
+        rollout.add_outcomes(
+            rows, torch.randn(n_envs, generator=g), torch.zeros(n_envs, dtype=torch.bool)
+        )
+    return rollout, torch.randn(n_envs, generator=g)
 
 
 def cleanrl_update(
-    net: ActorCritic, batch: RolloutBatch, o: PPOOptions, g: torch.Generator, fused: bool = False
+    net: ActorCritic,
+    rollout: RolloutBuffer,
+    last_values: torch.Tensor,
+    o: PPOOptions,
+    g: torch.Generator,
+    fused: bool = False,
 ) -> None:
     """CleanRL's ppo.py update loop, written out for the factored policy."""
     optimizer = torch.optim.Adam(
         net.parameters(), lr=o.learning_rate, eps=o.adam_eps, fused=fused or None
     )
-    b_obs = batch.obs.flatten(0, 1)
-    b_actions = batch.actions.flatten(0, 1)
-    b_logprobs = batch.log_probs.flatten(0, 1).sum(1)
-    b_values, b_returns = batch.values.flatten(), batch.returns.flatten()
-    b_advantages = batch.advantages.flatten()
-    b_masks = batch.masks.map(lambda m: m.flatten(0, 1))
+    advantages, returns = compute_gae(
+        rollout.rewards, rollout.values, rollout.terminals, last_values, GAMMA, o.gae_lambda
+    )
+    b_obs = rollout.obs.flatten(0, 1)
+    b_actions = rollout.actions.flatten(0, 1)
+    b_logprobs = rollout.log_probs.flatten(0, 1).sum(1)
+    b_values, b_returns = rollout.values.flatten(), returns.flatten()
+    b_advantages = advantages.flatten()
+    b_masks = rollout.masks().map(lambda m: m.flatten(0, 1))
     table = used_heads_table()
     batch_size = b_obs.shape[0]
     minibatch_size = batch_size // o.num_minibatches
@@ -149,16 +168,16 @@ def main() -> None:
     options = PPOOptions(hidden_size=args.hidden, target_kl=0.0, anneal_lr=False)
     torch.manual_seed(0)
     template = ActorCritic(feature_dim(SPACE, HISTORY), SPACE.head_sizes, "mlp", args.hidden)
-    batch = make_batch(template, args.envs, args.steps, seed=1)
+    rollout, last_values = make_rollout(template, args.envs, args.steps, seed=1)
     samples = args.envs * args.steps * options.update_epochs
 
     def ours() -> float:
         net = copy.deepcopy(template)
         learner = PPOLearner(
-            net, options, total_updates=0, generator=torch.Generator().manual_seed(2)
+            net, options, gamma=GAMMA, total_updates=0, generator=torch.Generator().manual_seed(2)
         )
         t0 = time.perf_counter()
-        diagnostics = learner.update(batch, 0)
+        diagnostics = learner.update(rollout, rollout.rewards, last_values, 0)
         elapsed = time.perf_counter() - t0
         assert diagnostics["epochs_run"] == options.update_epochs
         return elapsed
@@ -166,7 +185,9 @@ def main() -> None:
     def reference(fused: bool = False) -> float:
         net = copy.deepcopy(template)
         t0 = time.perf_counter()
-        cleanrl_update(net, batch, options, torch.Generator().manual_seed(2), fused=fused)
+        cleanrl_update(
+            net, rollout, last_values, options, torch.Generator().manual_seed(2), fused=fused
+        )
         return time.perf_counter() - t0
 
     ours(), reference(), reference(fused=True)  # warm-up

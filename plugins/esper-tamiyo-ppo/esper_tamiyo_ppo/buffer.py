@@ -1,4 +1,4 @@
-"""The rollout buffer: preallocated ``[n_envs, T]`` tensors, one row per env.
+"""The rollout buffer: preallocated ``[n_envs, T, ...]`` tensors, one row per env.
 
 It stores exactly the NORMALISED observations the policy acted on (plus the raw ones,
 which only feed the normaliser update after the rollout), the masks that were in force,
@@ -12,56 +12,76 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import torch
 
 from esper_tamiyo_ppo.distributions import BatchMasks
 
-MASK_FIELDS = tuple(f"mask_{name}" for name in BatchMasks._fields)
 
-
+@attrs.define(eq=False)
 class RolloutBuffer:
-    def __init__(
-        self,
+    """Every tensor is ``[n_envs, T, ...]``; build one with :meth:`allocate`."""
+
+    obs: torch.Tensor  # [.., D] normalised: what the policy saw
+    raw_obs: torch.Tensor  # [.., D] for the observation normaliser only
+    actions: torch.Tensor  # [.., n_heads] long
+    log_probs: torch.Tensor  # [.., n_heads] per head, 0 in heads the op ignores
+    values: torch.Tensor
+    rewards: torch.Tensor
+    terminals: torch.Tensor  # bool: the step ended its segment
+    starts: torch.Tensor  # bool: the step began a segment (zero LSTM state)
+    state_h: torch.Tensor  # [.., hidden] LSTM state before the step (empty for the MLP)
+    state_c: torch.Tensor
+    mask_op: torch.Tensor  # the BatchMasks in force, one tensor per field
+    mask_slot: torch.Tensor
+    mask_blueprint: torch.Tensor
+    mask_style: torch.Tensor
+    mask_tempo: torch.Tensor
+    mask_alpha_target: torch.Tensor
+    step: int = 0  # the time index being filled
+    acted: bool = False  # actions of ``step`` recorded, outcome not yet
+
+    @classmethod
+    def allocate(
+        cls,
         n_envs: int,
         n_steps: int,
         feature_dim: int,
         head_sizes: dict[str, int],
         state_size: int,
         device: torch.device | str = "cpu",
-    ) -> None:
-        self.n_envs, self.n_steps = n_envs, n_steps
-        n, t = n_envs, n_steps
+    ) -> RolloutBuffer:
         s = head_sizes
 
         def zeros(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-            return torch.zeros(n, t, *shape, dtype=dtype, device=device)
+            return torch.zeros(n_envs, n_steps, *shape, dtype=dtype, device=device)
 
-        self.tensors: dict[str, torch.Tensor] = {
-            "obs": zeros(feature_dim),  # normalised: what the policy saw
-            "raw_obs": zeros(feature_dim),  # for the observation normaliser only
-            "actions": zeros(len(s), dtype=torch.long),
-            "log_probs": zeros(len(s)),  # per head, 0 in heads the op ignores
-            "values": zeros(),
-            "rewards": zeros(),
-            "terminals": zeros(dtype=torch.bool),
-            "starts": zeros(dtype=torch.bool),
-            "state_h": zeros(state_size),  # LSTM state before the step (empty for the MLP)
-            "state_c": zeros(state_size),
-            "mask_op": zeros(s["op"], dtype=torch.bool),
-            "mask_slot": zeros(s["op"], s["slot"], dtype=torch.bool),
-            "mask_blueprint": zeros(s["blueprint"], dtype=torch.bool),
-            "mask_style": zeros(s["style"], dtype=torch.bool),
-            "mask_tempo": zeros(s["tempo"], dtype=torch.bool),
-            "mask_alpha_target": zeros(s["slot"], s["alpha_target"], dtype=torch.bool),
-        }
-        self.step = 0  # the time index being filled
-        self.acted = False  # actions of ``step`` recorded, outcome not yet
+        return cls(
+            obs=zeros(feature_dim),
+            raw_obs=zeros(feature_dim),
+            actions=zeros(len(s), dtype=torch.long),
+            log_probs=zeros(len(s)),
+            values=zeros(),
+            rewards=zeros(),
+            terminals=zeros(dtype=torch.bool),
+            starts=zeros(dtype=torch.bool),
+            state_h=zeros(state_size),
+            state_c=zeros(state_size),
+            mask_op=zeros(s["op"], dtype=torch.bool),
+            mask_slot=zeros(s["op"], s["slot"], dtype=torch.bool),
+            mask_blueprint=zeros(s["blueprint"], dtype=torch.bool),
+            mask_style=zeros(s["style"], dtype=torch.bool),
+            mask_tempo=zeros(s["tempo"], dtype=torch.bool),
+            mask_alpha_target=zeros(s["slot"], s["alpha_target"], dtype=torch.bool),
+        )
 
-    def __getattr__(self, name: str) -> torch.Tensor:
-        tensors = self.__dict__.get("tensors", {})
-        if name in tensors:
-            return tensors[name]
-        raise AttributeError(name)
+    @property
+    def n_envs(self) -> int:
+        return self.values.shape[0]
+
+    @property
+    def n_steps(self) -> int:
+        return self.values.shape[1]
 
     @property
     def full(self) -> bool:
@@ -72,7 +92,20 @@ class RolloutBuffer:
         self.acted = False
 
     def masks(self) -> BatchMasks:
-        return BatchMasks(*(self.tensors[f] for f in MASK_FIELDS))
+        """The stored masks (views of the buffer, not copies)."""
+        return BatchMasks(
+            op=self.mask_op,
+            slot=self.mask_slot,
+            blueprint=self.mask_blueprint,
+            style=self.mask_style,
+            tempo=self.mask_tempo,
+            alpha_target=self.mask_alpha_target,
+        )
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """Every tensor field by name (the checkpoint layout)."""
+        fields = attrs.asdict(self, recurse=False)
+        return {name: value for name, value in fields.items() if isinstance(value, torch.Tensor)}
 
     def add_actions(
         self,
@@ -95,19 +128,20 @@ class RolloutBuffer:
         if self.acted:
             raise RuntimeError("act() was called twice without observe() in between")
         t = self.step
-        values_by_field = {
-            "obs": obs,
-            "raw_obs": raw_obs,
-            "actions": actions,
-            "log_probs": log_probs,
-            "values": values,
-            "starts": starts,
-            "state_h": state[0],
-            "state_c": state[1],
-            **{field: mask for field, mask in zip(MASK_FIELDS, masks)},
-        }
-        for field, value in values_by_field.items():
-            self.tensors[field][rows, t] = value.to(self.tensors[field].dtype)
+
+        def put(stored: torch.Tensor, value: torch.Tensor) -> None:
+            stored[rows, t] = value.to(stored.dtype)
+
+        put(self.obs, obs)
+        put(self.raw_obs, raw_obs)
+        put(self.actions, actions)
+        put(self.log_probs, log_probs)
+        put(self.values, values)
+        put(self.starts, starts)
+        put(self.state_h, state[0])
+        put(self.state_c, state[1])
+        for stored, mask in zip(self.masks(), masks, strict=True):
+            put(stored, mask)
         self.acted = True
 
     def add_outcomes(
@@ -116,25 +150,26 @@ class RolloutBuffer:
         """Record the rewards and terminal flags of the current step, then move on."""
         if not self.acted:
             raise RuntimeError("observe() was called without act() before it")
-        self.tensors["rewards"][rows, self.step] = rewards.to(torch.float32)
-        self.tensors["terminals"][rows, self.step] = terminals
+        self.rewards[rows, self.step] = rewards.to(torch.float32)
+        self.terminals[rows, self.step] = terminals
         self.step += 1
         self.acted = False
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "tensors": {k: v.clone() for k, v in self.tensors.items()},
+            "tensors": {k: v.clone() for k, v in self.tensors().items()},
             "step": self.step,
             "acted": self.acted,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        ours = self.tensors()
         for key, value in state["tensors"].items():
-            if key not in self.tensors or self.tensors[key].shape != value.shape:
+            if key not in ours or ours[key].shape != value.shape:
                 raise ValueError(
                     f"rollout buffer field {key!r} has shape {tuple(value.shape)}, expected "
-                    f"{tuple(self.tensors[key].shape) if key in self.tensors else 'no such field'}"
+                    f"{tuple(ours[key].shape) if key in ours else 'no such field'}"
                 )
-            self.tensors[key].copy_(value)
+            ours[key].copy_(value)
         self.step = int(state["step"])
         self.acted = bool(state["acted"])

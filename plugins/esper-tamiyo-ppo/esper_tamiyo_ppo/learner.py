@@ -1,14 +1,18 @@
-"""The PPO update: K epochs over minibatches of a finished rollout (CleanRL-style).
+"""The PPO update, laid out like CleanRL's ``ppo.py``: :meth:`PPOLearner.update` reads top
+to bottom.
 
-Per minibatch: evaluate the stored actions under the stored masks, normalise the
-advantages, take the clipped surrogate of every head the op used (summed over those
-heads), the clipped value loss and the entropy bonus, backpropagate, let the optional
-``gradient_sync`` hook combine gradients across processes, clip the global gradient norm
-and step Adam. The update stops early once the approximate KL of a minibatch exceeds
-``kl_stop_factor x target_kl`` (checked before that minibatch's step).
+1. GAE: advantages and returns over each env's segments (:mod:`esper_tamiyo_ppo.gae`).
+2. K epochs, each a random pass over the rollout in minibatches. Per minibatch: evaluate
+   the stored actions under the stored masks (:func:`~esper_tamiyo_ppo.distributions.run_heads`),
+   normalise the advantages, take the clipped surrogate of every head the op used (summed
+   over those heads), the clipped value loss and the entropy bonus; stop the whole update
+   once the approximate KL exceeds ``kl_stop_factor x target_kl`` (checked before that
+   minibatch's step); else backpropagate, let the optional ``gradient_sync`` hook combine
+   gradients across processes, clip the global gradient norm and step Adam.
+3. Diagnostics.
 
-Minibatches are built from *chunks* of consecutive steps of one env: single steps for the
-MLP, sequences (the whole rollout by default, or ``lstm_chunk_length``) for the LSTM,
+Minibatches are built from *chunks* of consecutive steps of one env: single steps for
+the MLP, sequences (the whole rollout by default, or ``lstm_chunk_length``) for the LSTM,
 which replays each chunk from the state stored at its first step and resets the state
 at segment starts. A shorter last chunk is padded; padding has weight 0.
 """
@@ -17,42 +21,25 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator
-from typing import NamedTuple
+from collections.abc import Callable
 
 import torch
 from torch import nn
 
 from esper_core.lifecycle.actions import HEADS
-from esper_tamiyo_ppo.distributions import BatchMasks, run_heads, used_heads_table
+from esper_tamiyo_ppo.buffer import RolloutBuffer
+from esper_tamiyo_ppo.distributions import run_heads, used_heads_table
+from esper_tamiyo_ppo.gae import compute_gae
 from esper_tamiyo_ppo.network import ActorCritic
 from esper_tamiyo_ppo.options import PPOOptions
 
 GradientSync = Callable[[list[torch.Tensor]], None]
 ADV_EPS = 1e-8
-
-
-class RolloutBatch(NamedTuple):
-    """A finished rollout with its advantages; every tensor is ``[n_envs, T, ...]``."""
-
-    obs: torch.Tensor
-    actions: torch.Tensor
-    log_probs: torch.Tensor
-    values: torch.Tensor
-    advantages: torch.Tensor
-    returns: torch.Tensor
-    starts: torch.Tensor
-    state_h: torch.Tensor
-    state_c: torch.Tensor
-    masks: BatchMasks
-
-
-class Minibatch(NamedTuple):
-    """Chunks of steps laid out ``[L, C]`` (time, chunk) as indices into the rollout
-    flattened to ``[n_envs * T]``; ``valid`` is None when nothing is padded."""
-
-    positions: torch.Tensor  # [L, C]
-    valid: torch.Tensor | None  # [L, C] bool
+# A minibatch's statistics are packed in one tensor so an epoch sums them in one go:
+# these scalars, then the entropy summed per head and the entries counted per head
+# (both only where the op used the head).
+SCALAR_STATS = ("pg_loss", "v_loss", "entropy", "approx_kl", "ratio_deviation", "n_clipped")
+N_SCALARS, N_HEADS = len(SCALAR_STATS), len(HEADS)
 
 
 def chunk_layout(
@@ -67,36 +54,6 @@ def chunk_layout(
     envs = torch.arange(n_envs).repeat_interleave(per_env).unsqueeze(0).expand(length, -1)
     valid = times < n_steps
     return envs.contiguous(), times.clamp(max=n_steps - 1), valid
-
-
-class LossStats(NamedTuple):
-    """Detached statistics of one minibatch (sums over its entries where noted)."""
-
-    pg_loss: torch.Tensor
-    v_loss: torch.Tensor
-    entropy: torch.Tensor
-    approx_kl: torch.Tensor
-    ratio_deviation: torch.Tensor  # sum of |ratio - 1| over the heads used
-    n_clipped: torch.Tensor  # head entries with |ratio - 1| > clip
-    head_entropy: torch.Tensor  # [n_heads] entropy summed where the head was used
-    head_used: torch.Tensor  # [n_heads] entries where the head was used
-
-    def packed(self) -> torch.Tensor:
-        return torch.cat([torch.stack(self[:6]), self.head_entropy, self.head_used])
-
-    @classmethod
-    def unpack(cls, packed: torch.Tensor) -> LossStats:
-        n = len(HEADS)
-        pg, v, ent, kl, dev, clipped = packed[:6]
-        return cls(pg, v, ent, kl, dev, clipped, packed[6 : 6 + n], packed[6 + n :])
-
-
-def flatten_rollout(batch: RolloutBatch) -> RolloutBatch:
-    """Every ``[n_envs, T, ...]`` tensor as ``[n_envs * T, ...]`` (views, no copies)."""
-    return RolloutBatch(
-        **{f: getattr(batch, f).flatten(0, 1) for f in RolloutBatch._fields if f != "masks"},
-        masks=batch.masks.map(lambda m: m.flatten(0, 1)),
-    )
 
 
 def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
@@ -115,13 +72,16 @@ class PPOLearner:
         self,
         net: ActorCritic,
         options: PPOOptions,
+        *,
+        gamma: float,
         total_updates: int,
         generator: torch.Generator,
     ) -> None:
         self.net = net
         self.options = options
+        self.gamma = gamma  # the run's γ: GAE discounts with the γ the rewards were shaped with
         self.total_updates = total_updates
-        self.generator = generator
+        self.generator = generator  # shuffles the minibatches
         # Fused Adam: one kernel for all parameters instead of a Python loop over them,
         # which dominates the step for a network this small (about 3x faster on CPU).
         device_type = net.value_head.weight.device.type
@@ -137,9 +97,6 @@ class PPOLearner:
         # keeps an identical policy. It must modify the tensors in place.
         self.gradient_sync: GradientSync | None = None
         self._used_table = used_heads_table(net.value_head.weight.device)
-        self._layout: tuple[tuple[int, int, int], torch.Tensor, torch.Tensor | None] | None = None
-
-    # ------------------------------------------------------------ schedules
 
     def learning_rate(self, update_index: int) -> float:
         """Linear decay from ``learning_rate`` towards 0 over ``total_updates``."""
@@ -156,64 +113,138 @@ class PPOLearner:
         frac = min(update_index / (self.total_updates - 1), 1.0)
         return o.ent_coef + frac * (o.ent_coef_final - o.ent_coef)
 
-    # ------------------------------------------------------------ minibatches
-
-    def minibatches(self, n_envs: int, n_steps: int) -> Iterator[Minibatch]:
-        """One pass over the rollout in random order (the policy's generator)."""
-        o = self.options
-        if self.net.lstm is None:
-            length = 1
-        else:
-            length = o.lstm_chunk_length if 0 < o.lstm_chunk_length < n_steps else n_steps
-        key = (n_envs, n_steps, length)
-        if self._layout is None or self._layout[0] != key:  # the same for every pass
-            envs, times, in_range = chunk_layout(n_envs, n_steps, length)
-            padding = None if bool(in_range.all()) else in_range
-            self._layout = (key, envs * n_steps + times, padding)
-        _, positions, valid = self._layout
-        n_chunks = positions.shape[1]
-        order = torch.randperm(n_chunks, generator=self.generator)
-        for part in torch.tensor_split(order, min(o.num_minibatches, n_chunks)):
-            yield Minibatch(positions[:, part], None if valid is None else valid[:, part])
-
-    # ------------------------------------------------------------ the update
-
-    def update(self, batch: RolloutBatch, update_index: int) -> dict[str, float]:
-        o = self.options
+    def update(
+        self,
+        rollout: RolloutBuffer,
+        rewards: torch.Tensor,
+        last_values: torch.Tensor,
+        update_index: int,
+    ) -> dict[str, float]:
+        """One PPO update on a full ``rollout``; ``rewards [n_envs, T]`` are its (scaled)
+        rewards and ``last_values [n_envs]`` V of the observation after its last step."""
+        o, net = self.options, self.net
         started = time.perf_counter()
         lr = self.learning_rate(update_index)
         ent_coef = self.entropy_coef(update_index)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        n_envs, n_steps = batch.values.shape
-        flat = flatten_rollout(batch)
+
+        # ---- 1. Advantages and returns.
+        advantages, returns = compute_gae(
+            rewards, rollout.values, rollout.terminals, last_values, self.gamma, o.gae_lambda
+        )
+
+        # ---- The rollout flattened to [n_envs * T, ...] (views). A minibatch indexes it
+        # with chunks laid out [L, C] (time, chunk): time-major, so the LSTM output lines
+        # up with the flattened indices.
+        n_envs, n_steps = rollout.values.shape
+        b_obs, b_starts = rollout.obs.flatten(0, 1), rollout.starts.flatten(0, 1)
+        b_state_h, b_state_c = rollout.state_h.flatten(0, 1), rollout.state_c.flatten(0, 1)
+        b_actions, b_log_probs = rollout.actions.flatten(0, 1), rollout.log_probs.flatten(0, 1)
+        b_values, b_returns = rollout.values.flatten(0, 1), returns.flatten(0, 1)
+        b_advantages = advantages.flatten(0, 1)
+        b_masks = rollout.masks().map(lambda m: m.flatten(0, 1))
+        if net.lstm is None:
+            length = 1
+        else:
+            length = o.lstm_chunk_length if 0 < o.lstm_chunk_length < n_steps else n_steps
+        envs, times, in_range = chunk_layout(n_envs, n_steps, length)
+        positions = envs * n_steps + times  # [L, n_chunks]
+        padding = None if bool(in_range.all()) else in_range
+        n_chunks = positions.shape[1]
         kl_limit = o.kl_stop_factor * o.target_kl if o.target_kl > 0 else math.inf
 
-        epochs: list[list[torch.Tensor]] = []  # per epoch, per minibatch: LossStats.packed()
+        # ---- 2. K epochs of minibatches.
+        epochs: list[list[torch.Tensor]] = []  # per epoch, per minibatch: packed statistics
         stop = False
         for _epoch in range(o.update_epochs):
             done: list[torch.Tensor] = []
-            for mb in self.minibatches(n_envs, n_steps):
-                loss, stats = self._loss(flat, mb, ent_coef)
-                if float(stats.approx_kl) > kl_limit:
+            order = torch.randperm(n_chunks, generator=self.generator)
+            for part in torch.tensor_split(order, min(o.num_minibatches, n_chunks)):
+                mb_positions = positions[:, part]
+                i = mb_positions.flatten()
+                weight = None if padding is None else padding[:, part].flatten().to(b_values.dtype)
+
+                # Evaluate: the trunk features of the stored (normalised) observations.
+                if net.lstm is None:
+                    features = net.encoder(b_obs[i])
+                else:
+                    shape = mb_positions.shape
+                    state = (b_state_h[mb_positions[0]], b_state_c[mb_positions[0]])
+                    obs, starts = b_obs[i].view(*shape, -1), b_starts[i].view(shape)
+                    features = net.unroll(obs, starts, state).flatten(0, 1)
+                mb_advantages = b_advantages[i]
+                if o.normalize_advantages:
+                    if weight is None:
+                        std, mean = torch.std_mean(mb_advantages, correction=0)
+                    else:
+                        mean = _mean(mb_advantages, weight)
+                        std = _mean((mb_advantages - mean) ** 2, weight).sqrt()
+                    mb_advantages = (mb_advantages - mean) / (std + ADV_EPS)
+                # ... and the stored actions under the stored masks.
+                out = run_heads(
+                    net,
+                    features,
+                    b_masks.map(lambda m, i=i: m[i]),
+                    actions=b_actions[i],
+                    used_table=self._used_table,
+                )
+
+                # Clipped surrogate per head, summed over the heads the op used.
+                used = out.used.to(features.dtype)
+                log_ratio = out.log_probs - b_log_probs[i]  # 0 in the heads the op ignores
+                ratio = log_ratio.exp()
+                neg_adv = -mb_advantages.unsqueeze(1)
+                surrogate = torch.max(
+                    neg_adv * ratio, neg_adv * ratio.clamp(1.0 - o.clip_coef, 1.0 + o.clip_coef)
+                )
+                pg_loss = _mean((surrogate * used).sum(1), weight)
+                # Value loss, clipped around the rollout's values.
+                new_values = net.value(features)
+                old_values, mb_returns = b_values[i], b_returns[i]
+                v_loss = (new_values - mb_returns) ** 2
+                if o.clip_value_loss:
+                    clipped = old_values + (new_values - old_values).clamp(
+                        -o.clip_coef, o.clip_coef
+                    )
+                    v_loss = torch.max(v_loss, (clipped - mb_returns) ** 2)
+                v_loss = 0.5 * _mean(v_loss, weight)
+                # Entropy bonus over the used heads.
+                entropy = _mean(out.entropies.sum(1), weight)
+                loss = pg_loss - ent_coef * entropy + o.vf_coef * v_loss
+
+                with torch.no_grad():
+                    joint = log_ratio.sum(1)
+                    approx_kl = _mean((joint.exp() - 1.0) - joint, weight)
+                    deviation = (ratio - 1.0).abs()  # 0 in unused heads: their ratio is exactly 1
+                    head_entropy = out.entropies
+                    if weight is not None:
+                        used = used * weight.unsqueeze(1)
+                        deviation = deviation * weight.unsqueeze(1)
+                        head_entropy = head_entropy * weight.unsqueeze(1)
+                    n_clipped = (deviation > o.clip_coef).sum(dtype=deviation.dtype)
+                    scalars = (pg_loss, v_loss, entropy, approx_kl, deviation.sum(), n_clipped)
+                    stats = torch.cat([torch.stack(scalars), head_entropy.sum(0), used.sum(0)])
+                # Approx-KL early stop, before this minibatch's step.
+                if float(approx_kl) > kl_limit:
                     stop = True
                     break
+
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 if self.gradient_sync is not None:
-                    self.gradient_sync(
-                        [p.grad for p in self.net.parameters() if p.grad is not None]
-                    )
-                nn.utils.clip_grad_norm_(self.net.parameters(), o.max_grad_norm, foreach=True)
+                    self.gradient_sync([p.grad for p in net.parameters() if p.grad is not None])
+                nn.utils.clip_grad_norm_(net.parameters(), o.max_grad_norm, foreach=True)
                 self.optimizer.step()
-                done.append(stats.packed())
+                done.append(stats)
             if done:
                 epochs.append(done)
             if stop:
                 break
 
+        # ---- 3. Diagnostics: means over the minibatches run, per head and per epoch.
         diagnostics = {
-            "explained_variance": explained_variance(flat.values, flat.returns),
+            "explained_variance": explained_variance(b_values, b_returns),
             "epochs_run": float(len(epochs)),
             "minibatches_run": float(sum(len(e) for e in epochs)),
             "kl_stopped": float(stop),
@@ -222,97 +253,28 @@ class PPOLearner:
         }
         if epochs:
             epoch_sums = [torch.stack(e).sum(0) for e in epochs]
-            per_epoch = [LossStats.unpack(e) for e in epoch_sums]
-            total = LossStats.unpack(torch.stack(epoch_sums).sum(0))
+            total = torch.stack(epoch_sums).sum(0)
+            pg, v, ent, kl, _, n_clip = total[:N_SCALARS].tolist()
+            entropy_per_head = total[N_SCALARS : N_SCALARS + N_HEADS].tolist()
+            head_used = total[N_SCALARS + N_HEADS :]
             n_mb = diagnostics["minibatches_run"]
-            entries = max(float(total.head_used.sum()), 1.0)
             diagnostics.update(
                 {
-                    "policy_loss": float(total.pg_loss) / n_mb,
-                    "value_loss": float(total.v_loss) / n_mb,
-                    "entropy": float(total.entropy) / n_mb,
-                    "approx_kl": float(total.approx_kl) / n_mb,
-                    "clip_fraction": float(total.n_clipped) / entries,
+                    "policy_loss": pg / n_mb,
+                    "value_loss": v / n_mb,
+                    "entropy": ent / n_mb,
+                    "approx_kl": kl / n_mb,
+                    "clip_fraction": n_clip / max(float(head_used.sum()), 1.0),
                 }
             )
-            for i, head in enumerate(HEADS):
-                count = float(total.head_used[i])
-                diagnostics[f"entropy/{head}"] = (
-                    float(total.head_entropy[i]) / count if count else 0.0
-                )
-            for k, e in enumerate(per_epoch, start=1):
-                n = max(float(e.head_used.sum()), 1.0)
-                diagnostics[f"ratio_deviation/epoch{k}"] = float(e.ratio_deviation) / n
-                diagnostics[f"clip_fraction/epoch{k}"] = float(e.n_clipped) / n
+            for head, summed, count in zip(
+                HEADS, entropy_per_head, head_used.tolist(), strict=True
+            ):
+                diagnostics[f"entropy/{head}"] = summed / count if count else 0.0
+            for k, e in enumerate(epoch_sums, start=1):
+                *_, deviation_sum, clipped_sum = e[:N_SCALARS].tolist()
+                n = max(float(e[N_SCALARS + N_HEADS :].sum()), 1.0)
+                diagnostics[f"ratio_deviation/epoch{k}"] = deviation_sum / n
+                diagnostics[f"clip_fraction/epoch{k}"] = clipped_sum / n
         diagnostics["update_time"] = time.perf_counter() - started
         return diagnostics
-
-    def _loss(
-        self, batch: RolloutBatch, mb: Minibatch, ent_coef: float
-    ) -> tuple[torch.Tensor, LossStats]:
-        """The PPO loss of one minibatch of the flattened rollout ``batch``, and its
-        (detached) statistics."""
-        o = self.options
-        i = mb.positions.flatten()  # time-major, so the LSTM output lines up with it
-        weight = mb.valid.flatten().to(batch.values.dtype) if mb.valid is not None else None
-        if self.net.lstm is None:
-            features = self.net.encoder(batch.obs[i])
-        else:
-            shape = mb.positions.shape
-            state = (batch.state_h[mb.positions[0]], batch.state_c[mb.positions[0]])
-            obs, starts = batch.obs[i].view(*shape, -1), batch.starts[i].view(shape)
-            features = self.net.unroll(obs, starts, state).flatten(0, 1)
-        advantages = batch.advantages[i]
-        if o.normalize_advantages:
-            if weight is None:
-                std, mean = torch.std_mean(advantages, correction=0)
-            else:
-                mean = _mean(advantages, weight)
-                std = _mean((advantages - mean) ** 2, weight).sqrt()
-            advantages = (advantages - mean) / (std + ADV_EPS)
-
-        out = run_heads(
-            self.net,
-            features,
-            batch.masks.map(lambda m: m[i]),
-            actions=batch.actions[i],
-            used_table=self._used_table,
-        )
-        used = out.used.to(features.dtype)
-        log_ratio = out.log_probs - batch.log_probs[i]  # 0 in the heads the op ignores
-        ratio = log_ratio.exp()
-        neg_adv = -advantages.unsqueeze(1)
-        surrogate = torch.max(
-            neg_adv * ratio, neg_adv * ratio.clamp(1.0 - o.clip_coef, 1.0 + o.clip_coef)
-        )
-        pg_loss = _mean((surrogate * used).sum(1), weight)
-
-        new_values = self.net.value(features)
-        old_values, returns = batch.values[i], batch.returns[i]
-        v_loss = (new_values - returns) ** 2
-        if o.clip_value_loss:
-            clipped = old_values + (new_values - old_values).clamp(-o.clip_coef, o.clip_coef)
-            v_loss = torch.max(v_loss, (clipped - returns) ** 2)
-        v_loss = 0.5 * _mean(v_loss, weight)
-        entropy = _mean(out.entropies.sum(1), weight)
-        loss = pg_loss - ent_coef * entropy + o.vf_coef * v_loss
-
-        with torch.no_grad():
-            joint = log_ratio.sum(1)
-            deviation = (ratio - 1.0).abs()  # 0 in unused heads, where the ratio is exactly 1
-            head_entropy = out.entropies
-            if weight is not None:
-                used = used * weight.unsqueeze(1)
-                deviation = deviation * weight.unsqueeze(1)
-                head_entropy = head_entropy * weight.unsqueeze(1)
-            stats = LossStats(
-                pg_loss=pg_loss.detach(),
-                v_loss=v_loss.detach(),
-                entropy=entropy.detach(),
-                approx_kl=_mean((joint.exp() - 1.0) - joint, weight),
-                ratio_deviation=deviation.sum(),
-                n_clipped=(deviation > o.clip_coef).sum(dtype=deviation.dtype),
-                head_entropy=head_entropy.sum(0),
-                head_used=used.sum(0),
-            )
-        return loss, stats

@@ -1,12 +1,14 @@
-"""The ``policies.ppo`` entry point.
+"""The ``policies.ppo`` entry point: the component :class:`PPO`, built as ``PPO(options, context)``.
 
-Importing this module must stay cheap (``esper plugins`` imports every plugin), so the
-registered component is a small constructor that imports torch and the real
-:class:`esper_tamiyo_ppo.policy.PPOPolicy` only when a run builds the policy.
+Importing this module must stay cheap and must not import torch (``esper plugins``
+imports every plugin), so :class:`PPO` is a thin front: its constructor imports
+:mod:`esper_tamiyo_ppo.policy` and builds the :class:`~esper_tamiyo_ppo.policy.PPOPolicy`
+that does the work, and each method of the policy protocol hands over to it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from esper_core import hookimpl
@@ -14,11 +16,14 @@ from esper_tamiyo_ppo.options import PPOOptions
 
 if TYPE_CHECKING:
     from esper_core.components.policy import PolicyContext
-    from esper_tamiyo_ppo.policy import PPOPolicy
+    from esper_core.env.observation import Observation
+    from esper_core.env.step import StepResult
+    from esper_core.lifecycle.actions import Action
+    from esper_tamiyo_ppo.learner import GradientSync
 
 
 class PPO:
-    """Registered as ``ppo``; ``PPO(options, context)`` returns a :class:`PPOPolicy`."""
+    """A :class:`~esper_core.components.policy.Trainable` policy."""
 
     name: ClassVar[str] = "ppo"
     description: ClassVar[str] = (
@@ -26,10 +31,43 @@ class PPO:
     )
     Options: ClassVar[type] = PPOOptions
 
-    def __new__(cls, options: PPOOptions, context: PolicyContext) -> PPOPolicy:  # type: ignore[misc]
+    def __init__(self, options: PPOOptions, context: PolicyContext) -> None:
         from esper_tamiyo_ppo.policy import PPOPolicy
 
-        return PPOPolicy(options, context)
+        self.policy = PPOPolicy(options, context)
+
+    @property
+    def gradient_sync(self) -> GradientSync | None:
+        """The distributed executor's hook: see :attr:`esper_tamiyo_ppo.learner.PPOLearner.gradient_sync`."""
+        return self.policy.learner.gradient_sync
+
+    @gradient_sync.setter
+    def gradient_sync(self, hook: GradientSync | None) -> None:
+        self.policy.learner.gradient_sync = hook
+
+    def set_training(self, training: bool) -> None:
+        self.policy.set_training(training)
+
+    def reset(self, env_indices: Sequence[int]) -> None:
+        self.policy.reset(env_indices)
+
+    def act(self, observations: Sequence[Observation]) -> list[Action]:
+        return self.policy.act(observations)
+
+    def observe(self, results: Sequence[StepResult]) -> None:
+        self.policy.observe(results)
+
+    def begin_rollout(self, observations: Sequence[Observation]) -> None:
+        self.policy.begin_rollout(observations)
+
+    def update(self, last_observations: Sequence[Observation]) -> dict[str, float]:
+        return self.policy.update(last_observations)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.policy.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.policy.load_state_dict(state)
 
 
 @hookimpl

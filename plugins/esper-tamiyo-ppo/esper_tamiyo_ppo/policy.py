@@ -1,5 +1,7 @@
-"""``policies.ppo``: the PPO Tamiyo, both a Policy (``act``) and a Trainable.
+"""The PPO Tamiyo: acting, recording the rollout, checkpoints; the update is in ``learner``.
 
+:class:`PPOPolicy` does the work of the ``policies.ppo`` component (the runner builds it
+through :class:`esper_tamiyo_ppo.plugin.PPO`, which keeps torch out of plugin discovery).
 How ``esper train`` drives it, once per update: ``reset(all envs)`` ->
 ``begin_rollout(obs)`` -> T x (``act(obs)`` -> envs step -> ``observe(results)``) ->
 ``update(last_obs)``. ``act`` normalises the features with the FROZEN normaliser, samples
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import attrs
 import torch
@@ -37,20 +39,16 @@ from esper_tamiyo_ppo.compat import (
     space_to_dict,
 )
 from esper_tamiyo_ppo.distributions import BatchMasks, run_heads, used_heads_table
-from esper_tamiyo_ppo.gae import compute_gae
-from esper_tamiyo_ppo.learner import GradientSync, PPOLearner, RolloutBatch
+from esper_tamiyo_ppo.learner import PPOLearner
 from esper_tamiyo_ppo.network import ActorCritic
 from esper_tamiyo_ppo.normalizers import ObservationNormalizer, RewardNormalizer
 from esper_tamiyo_ppo.options import MODEL_FIELDS, PPOOptions
-from esper_tamiyo_ppo.plugin import PPO
 
 SHUFFLE_SEED_OFFSET = 1  # the minibatch generator is seeded apart from the sampling one
 
 
 class PPOPolicy:
-    name: ClassVar[str] = "ppo"
-    description: ClassVar[str] = PPO.description
-    Options: ClassVar[type] = PPOOptions
+    """Constructed as ``PPOPolicy(options, context)``, like every policy component."""
 
     def __init__(self, options: PPOOptions, context: PolicyContext) -> None:
         trained: tuple[dict[str, Any], str] | None = None
@@ -82,9 +80,15 @@ class PPOPolicy:
         self.reward_normalizer = RewardNormalizer(
             n_envs, context.gamma, options.reward_clip, options.normalize_rewards
         )
-        self.learner = PPOLearner(self.net, options, context.total_updates, self.shuffle_generator)
+        self.learner = PPOLearner(
+            self.net,
+            options,
+            gamma=context.gamma,
+            total_updates=context.total_updates,
+            generator=self.shuffle_generator,
+        )
         self.recurrent_state = self.net.initial_state(n_envs)
-        self.buffer = RolloutBuffer(
+        self.buffer = RolloutBuffer.allocate(
             n_envs, n_steps, dim, self.net.head_sizes, self.recurrent_state[0].shape[1], self.device
         )
         self.segment_start = torch.ones(n_envs, dtype=torch.bool, device=self.device)
@@ -94,15 +98,6 @@ class PPOPolicy:
         self._rollout_started: float | None = None
         if trained is not None:  # evaluation (or fine-tuning): weights and feature statistics
             self._load_network(*trained)
-
-    @property
-    def gradient_sync(self) -> GradientSync | None:
-        """See :attr:`PPOLearner.gradient_sync` (the hook of the distributed executor)."""
-        return self.learner.gradient_sync
-
-    @gradient_sync.setter
-    def gradient_sync(self, hook: GradientSync | None) -> None:
-        self.learner.gradient_sync = hook
 
     # ------------------------------------------------------------ Policy
 
@@ -205,27 +200,7 @@ class PPOPolicy:
                 last_values[rows] = self.net.value(features)
         raw_rewards = buffer.rewards.clone()
         rewards = self.reward_normalizer.normalize_rollout(raw_rewards, buffer.terminals)
-        advantages, returns = compute_gae(
-            rewards,
-            buffer.values,
-            buffer.terminals,
-            last_values,
-            self.context.gamma,
-            self.options.gae_lambda,
-        )
-        batch = RolloutBatch(
-            obs=buffer.obs,
-            actions=buffer.actions,
-            log_probs=buffer.log_probs,
-            values=buffer.values,
-            advantages=advantages,
-            returns=returns,
-            starts=buffer.starts,
-            state_h=buffer.state_h,
-            state_c=buffer.state_c,
-            masks=buffer.masks(),
-        )
-        diagnostics = self.learner.update(batch, self.updates_done)
+        diagnostics = self.learner.update(buffer, rewards, last_values, self.updates_done)
         # Unfreeze: the next rollout acts with statistics that include this one.
         self.obs_normalizer.update(buffer.raw_obs.flatten(0, 1))
         self.updates_done += 1

@@ -129,7 +129,7 @@ def test_gradient_sync_hook_sees_every_gradient_before_the_step() -> None:
         for g in grads:
             g.mul_(0.5)
 
-    policy.gradient_sync = halve
+    policy.learner.gradient_sync = halve
     last = collect_rollout(policy, [BanditEnv(i, 4) for i in range(2)])
     policy.update(last)
     assert len(calls) == 2 and calls[0] > 0

@@ -74,34 +74,33 @@ def test_normaliser_is_updated_between_rollouts_with_the_raw_observations() -> N
 
 
 @pytest.mark.parametrize(("trunk", "chunk"), [("mlp", 0), ("lstm", 0), ("lstm", 3)])
-def test_first_minibatch_ratio_is_exactly_one(trunk: str, chunk: int) -> None:
-    """Before any optimiser step, the learner's re-evaluation reproduces the acting
-    log-probs exactly (stored observations, masks, LSTM states and segment starts)."""
+def test_the_update_reevaluates_the_acting_log_probs_exactly(trunk: str, chunk: int) -> None:
+    """The learner's re-evaluation reproduces the acting log-probs exactly (stored
+    observations, masks, LSTM states and segment starts). With every gradient zeroed
+    before the step the parameters never move, so every minibatch of every epoch (padded
+    LSTM chunks included) must see ratio 1 and approximate KL 0."""
     policy = make_policy(
-        PPOOptions(trunk=trunk, hidden_size=16, lstm_chunk_length=chunk), n_envs=3, max_epochs=7
+        PPOOptions(trunk=trunk, hidden_size=16, lstm_chunk_length=chunk, target_kl=0.0),
+        n_envs=3,
+        max_epochs=7,
     )
     _skewed_normalizer(policy)
     envs = [BanditEnv(i, 7, rollback_at=[3] if i != 2 else []) for i in range(3)]
-    collect_rollout(policy, envs)
-    from esper_tamiyo_ppo.learner import RolloutBatch, flatten_rollout
+    last = collect_rollout(policy, envs)
+    before = {k: v.clone() for k, v in policy.net.state_dict().items()}
 
-    b = policy.buffer
-    batch = RolloutBatch(
-        b.obs,
-        b.actions,
-        b.log_probs,
-        b.values,
-        torch.randn(3, 7),
-        torch.randn(3, 7),
-        b.starts,
-        b.state_h,
-        b.state_c,
-        b.masks(),
-    )
-    for mb in policy.learner.minibatches(3, 7):
-        _, stats = policy.learner._loss(flatten_rollout(batch), mb, ent_coef=0.0)
-        assert float(stats.approx_kl) == pytest.approx(0.0, abs=1e-6)
-        assert float(stats.ratio_deviation) == pytest.approx(0.0, abs=1e-5)
+    def zero(grads: list[torch.Tensor]) -> None:
+        for g in grads:
+            g.zero_()
+
+    policy.learner.gradient_sync = zero
+    d = policy.update(last)
+    assert all(torch.equal(before[k], v) for k, v in policy.net.state_dict().items())
+    assert d["epochs_run"] == 4 and d["minibatches_run"] > 4
+    assert d["approx_kl"] == pytest.approx(0.0, abs=1e-6)
+    for k in range(1, 5):
+        assert d[f"ratio_deviation/epoch{k}"] == pytest.approx(0.0, abs=1e-6)
+        assert d[f"clip_fraction/epoch{k}"] == 0.0
 
 
 def test_rollback_ends_only_that_envs_segment_and_resets_its_lstm_state() -> None:
