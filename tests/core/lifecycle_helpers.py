@@ -7,7 +7,8 @@ from torch import nn
 
 from esper_core.components.blueprint import Blueprint
 from esper_core.components.host import InjectionSpec
-from esper_core.lifecycle.slot import SeedSlot, SlotSettings
+from esper_core.lifecycle.slot import SeedSlot
+from esper_core.lifecycle.slot_state import SlotSettings
 from esper_core.lifecycle.stages import GateThresholds, Stage
 from tests.fakes import BLUEPRINTS, RES_RANDOM
 
