@@ -199,7 +199,7 @@ class MorphogeneticEnv:
 
     def end_epoch(self) -> StepResult:
         """Validate, run the governor, tick the slots, compute the reward and observe."""
-        step = self._step
+        step, self._step = self._step, None
         assert step is not None, "end_epoch() follows apply_action()"
         epoch = self.epoch + 1
         with_test = self._test_due(epoch)

@@ -16,6 +16,7 @@ from esper_core.env.episode import EpisodeStats
 from esper_core.env.evaluation import EvalResult
 from esper_core.env.training import TrainStats
 from esper_core.errors import CheckpointError, ConfigError
+from esper_core.lifecycle.views import by_name
 
 if TYPE_CHECKING:
     from esper_core.env.env import MorphogeneticEnv
@@ -39,15 +40,8 @@ class EnvState:
 
 def env_state_dict(env: MorphogeneticEnv) -> dict[str, Any]:
     train = env.last_train
-    state = EnvState(
-        seed=env.seed,
-        episode=env.episode,
-        epoch=env.epoch,
-        counters=env.stats,
-        last_eval=env.last_eval,
-        last_test=env.last_test,
-        last_train=None if train is None else (train.loss, train.accuracy),
-    )
+    last_train = None if train is None else (train.loss, train.accuracy)
+    state = by_name(EnvState, env, counters=env.stats, last_train=last_train)
     torch_state = {
         "model": env.model.state_dict(),
         "trainer": env.trainer.state_dict(),

@@ -28,7 +28,9 @@ class SlotSettings:
 
     @classmethod
     def from_lifecycle(cls, lc: LifecycleSection) -> SlotSettings:
-        return by_name(cls, lc, gates=GateThresholds.from_lifecycle(lc))
+        """The settings of ``lc``, copied by field name (``strict`` from ``gate_mode``)."""
+        gates = by_name(GateThresholds, lc, strict=lc.gate_mode == "strict")
+        return by_name(cls, lc, gates=gates)
 
     @property
     def cooldown_epochs(self) -> int:

@@ -7,8 +7,7 @@ import math
 
 from attrs import frozen
 
-from esper_core.config import LifecycleSection
-from esper_core.lifecycle.views import by_name, lifecycle_default
+from esper_core.lifecycle.views import lifecycle_default
 
 
 class Stage(enum.StrEnum):
@@ -64,7 +63,7 @@ def check_transition(src: Stage, dst: Stage, slot: str | None = None) -> None:
 
 @frozen
 class GateThresholds:
-    """Gate parameters; every number is a ``LifecycleSection`` field (see :meth:`from_lifecycle`)."""
+    """Gate parameters; every number is a ``LifecycleSection`` field of the same name."""
 
     strict: bool = lifecycle_default("gate_mode") == "strict"
     min_training_epochs: int = lifecycle_default("min_training_epochs")
@@ -72,10 +71,6 @@ class GateThresholds:
     min_grad_ratio: float = lifecycle_default("min_grad_ratio")
     strict_min_blending_epochs: int = lifecycle_default("strict_min_blending_epochs")
     strict_min_contribution: float = lifecycle_default("strict_min_contribution")
-
-    @classmethod
-    def from_lifecycle(cls, lc: LifecycleSection) -> GateThresholds:
-        return by_name(cls, lc, strict=lc.gate_mode == "strict")
 
 
 @frozen

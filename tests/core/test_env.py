@@ -220,7 +220,7 @@ def test_a_corrupt_env_state_is_a_checkpoint_error() -> None:
     env = make_env(seed=5)
     state = _checkpointed(env)
     state["counters"]["n_pruned"] = "three"
-    with pytest.raises(CheckpointError, match="counters.n_pruned: expected an integer"):
+    with pytest.raises(CheckpointError, match=r"counters\.n_pruned: expected an integer"):
         make_env(seed=5).load_state_dict(state)
 
 

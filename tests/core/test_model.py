@@ -88,10 +88,10 @@ def test_slot_selection() -> None:
     model = MorphogeneticModel(TinyCNNHost(blocks=3), resolve_any, FAST, slots=["r0c2", "r0c0"])
     assert model.slot_ids == ["r0c0", "r0c2"]  # host order, not request order
     with pytest.raises(
-        ConfigError, match="env.slots: unknown slot id\\(s\\) r9c9; this host has r0c0, r0c1, r0c2"
+        ConfigError, match=r"env\.slots: unknown slot id\(s\) r9c9; this host has r0c0, r0c1, r0c2"
     ):
         MorphogeneticModel(TinyCNNHost(blocks=3), resolve_any, FAST, slots=["r0c0", "r9c9"])
-    with pytest.raises(ConfigError, match="env.slots: slot ids repeat"):
+    with pytest.raises(ConfigError, match=r"env\.slots: slot ids repeat"):
         MorphogeneticModel(TinyCNNHost(blocks=3), resolve_any, FAST, slots=["r0c0", "r0c0"])
 
 
