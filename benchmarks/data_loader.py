@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 import torch
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler, TensorDataset
 
-from esper_core.env.data import TensorLoader, TensorSplit
+from esper_core.env.data import Batching, TensorLoader, TensorSplit
 
 
 def _rate(make_epoch: Callable[[], Iterable], min_seconds: float) -> float:
@@ -40,7 +40,7 @@ def bench(inputs: torch.Tensor, targets: torch.Tensor, batch_size: int, seconds:
     split = TensorSplit(inputs, targets)
     dataset = TensorDataset(inputs, targets)
     gen = torch.Generator().manual_seed(0)
-    loader = TensorLoader(split, batch_size, device="cpu", generator=gen, shuffle=True)
+    loader = TensorLoader(split, Batching(batch_size, shuffle=True), device="cpu", generator=gen)
     plain = DataLoader(dataset, batch_size=batch_size, shuffle=True, generator=gen)
     batched = DataLoader(
         dataset,

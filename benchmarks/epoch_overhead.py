@@ -23,7 +23,8 @@ import torch
 from esper_core.config import load_config
 from esper_core.env.data import make_loader
 from esper_core.env.env import MorphogeneticEnv
-from esper_core.env.training import validate
+from esper_core.env.evaluation import validate_pending
+from esper_core.env.pending import fetch
 from esper_core.lifecycle.actions import WAIT
 from esper_core.plugins import PluginManager
 from esper_core.run.runner import resolve
@@ -111,7 +112,7 @@ def main() -> None:
         env.end_epoch()
         t5 = time.perf_counter()
         # The validation inside end_epoch, timed alone on the same model.
-        validate(env.model, task, env._eval_batches(env.data.val))
+        fetch(validate_pending(env.model, task, env._eval_batches(env.data.val)))
         t6 = time.perf_counter()
         if rep >= 2:
             plain_times.append(t1 - t0)

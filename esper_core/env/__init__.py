@@ -1,1 +1,13 @@
-"""env"""
+"""The environment: one RL episode is one host training run, one step one epoch.
+
+Modules by job, in the order a step uses them:
+
+* ``env``: :class:`MorphogeneticEnv` (construction, the step's order) and ``run_epoch``;
+* ``apply``: applying the controller's action to the model;
+* ``data``, ``training``, ``amp``: batches, THE epoch trainer and its precision;
+* ``evaluation``, ``pending``: fused counterfactual validation, read in one sync;
+* ``epoch_end``: governor rollback, stage ticks, auto-advance and the reward;
+* ``episode``, ``events``, ``observation``, ``step``: what the step counts, emits,
+  shows the controller and returns;
+* ``state``: the env's checkpoint; ``gym``: the Gymnasium adapter.
+"""

@@ -93,28 +93,38 @@ def canonical_device(device: torch.device | str) -> torch.device:
     return dev
 
 
-def count_batches(n: int, batch_size: int, drop_last: bool, max_batches: int | None) -> int:
-    """Batches in one epoch of ``n`` samples, after ``drop_last`` and the ``max_batches`` cap."""
-    full = n // batch_size if drop_last else -(-n // batch_size)
-    return full if max_batches is None else min(full, max_batches)
+@frozen
+class Batching:
+    """How a split is cut into the batches of one epoch."""
 
+    batch_size: int
+    shuffle: bool = False  # a fresh order per epoch, drawn from the env's generator
+    drop_last: bool = False  # drop a short last batch
+    max_batches: int | None = None  # cap on batches per epoch
 
-def check_batching(
-    n: int, batch_size: int, drop_last: bool, max_batches: int | None, what: str = "split"
-) -> None:
-    """Refuse settings under which an epoch would be empty, naming the numbers involved."""
-    if batch_size < 1:
-        raise BatchSizeError(f"batch size must be at least 1, got {batch_size}")
-    if max_batches is not None and max_batches < 1:
-        raise BatchSizeError(f"max_batches must be at least 1 (or unset), got {max_batches}")
-    if n == 0:
-        raise DataError(f"the {what} is empty: there is nothing to iterate")
-    if drop_last and batch_size > n:
-        raise BatchSizeError(
-            f"batch size {batch_size} is larger than the {what} ({n} samples) and drop_last is "
-            f"on, so an epoch would have no batch; use a batch size of at most {n} or turn "
-            "drop_last off (which gives one short batch)"
-        )
+    def count(self, n: int) -> int:
+        """Batches in one epoch of ``n`` samples, after ``drop_last`` and ``max_batches``."""
+        full = n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        return full if self.max_batches is None else min(full, self.max_batches)
+
+    def check(self, n: int, generator: torch.Generator | None, what: str = "split") -> None:
+        """Refuse settings under which an epoch would be empty, naming the numbers involved."""
+        if self.batch_size < 1:
+            raise BatchSizeError(f"batch size must be at least 1, got {self.batch_size}")
+        if self.max_batches is not None and self.max_batches < 1:
+            raise BatchSizeError(
+                f"max_batches must be at least 1 (or unset), got {self.max_batches}"
+            )
+        if n == 0:
+            raise DataError(f"the {what} is empty: there is nothing to iterate")
+        if self.drop_last and self.batch_size > n:
+            raise BatchSizeError(
+                f"batch size {self.batch_size} is larger than the {what} ({n} samples) and "
+                f"drop_last is on, so an epoch would have no batch; use a batch size of at "
+                f"most {n} or turn drop_last off (which gives one short batch)"
+            )
+        if self.shuffle and generator is None:
+            raise ValueError("shuffling batches needs the env's torch.Generator")
 
 
 def _order(n: int, generator: torch.Generator, device: torch.device) -> torch.Tensor:
@@ -127,10 +137,10 @@ def _order(n: int, generator: torch.Generator, device: torch.device) -> torch.Te
 class TensorLoader:
     """Batches of a :class:`TensorSplit` by indexing, on ``device``.
 
-    ``shuffle=True`` draws one permutation per epoch (per ``iter()``) from
-    ``generator``; ``shuffle=False`` keeps the split's order and never touches the
-    generator, so evaluation does not perturb the training data order. Batches have
-    exactly ``batch_size`` samples except, with ``drop_last=False``, the last one.
+    ``batching.shuffle`` draws one permutation per epoch (per ``iter()``) from
+    ``generator``; without it the split's order is kept and the generator never
+    touched, so evaluation does not perturb the training data order. Batches have
+    exactly ``batch_size`` samples except, without ``drop_last``, the last one.
 
     A split already on ``device`` is indexed in place (shared by every loader that uses
     it). A CPU split bound for CUDA is pinned once here, and each batch is gathered
@@ -141,38 +151,29 @@ class TensorLoader:
     def __init__(
         self,
         split: TensorSplit,
-        batch_size: int,
+        batching: Batching,
         *,
         device: torch.device | str,
         generator: torch.Generator | None = None,
-        shuffle: bool = False,
-        drop_last: bool = False,
-        max_batches: int | None = None,
     ) -> None:
-        check_batching(len(split), batch_size, drop_last, max_batches)
-        if shuffle and generator is None:
-            raise ValueError("a shuffling TensorLoader needs the env's torch.Generator")
+        batching.check(len(split), generator)
+        self.batching = batching
         self.device = canonical_device(device)
-        self.batch_size = batch_size
         self.generator = generator
-        self.shuffle = shuffle
-        self.drop_last = drop_last
-        self.max_batches = max_batches
         self._staged = split.device.type == "cpu" and self.device.type == "cuda"
         self.split = split.pin_memory() if self._staged else split.to(self.device)
 
     def __len__(self) -> int:
-        return count_batches(len(self.split), self.batch_size, self.drop_last, self.max_batches)
+        return self.batching.count(len(self.split))
 
     def _batch_bounds(self) -> Iterator[tuple[int, int]]:
-        n = len(self.split)
+        n, size = len(self.split), self.batching.batch_size
         for b in range(len(self)):
-            start = b * self.batch_size
-            yield start, min(start + self.batch_size, n)
+            yield b * size, min((b + 1) * size, n)
 
     def __iter__(self) -> Iterator[Batch]:
         inputs, targets = self.split.inputs, self.split.targets
-        if not self.shuffle:
+        if not self.batching.shuffle:
             for start, stop in self._batch_bounds():
                 yield self._deliver(inputs[start:stop], targets[start:stop])
             return
@@ -225,14 +226,11 @@ class DataLoaderSource:
     def __init__(
         self,
         dataset: Dataset,
-        batch_size: int,
+        batching: Batching,
         *,
+        num_workers: int = 0,
         device: torch.device | str,
         generator: torch.Generator | None = None,
-        shuffle: bool = False,
-        drop_last: bool = False,
-        max_batches: int | None = None,
-        num_workers: int = 0,
     ) -> None:
         try:
             n = len(dataset)  # type: ignore[arg-type]
@@ -240,18 +238,16 @@ class DataLoaderSource:
             raise DataError(
                 f"{type(dataset).__name__} has no length; Esper needs map-style datasets"
             ) from None
-        check_batching(n, batch_size, drop_last, max_batches, what="dataset")
-        if shuffle and generator is None:
-            raise ValueError("a shuffling DataLoaderSource needs the env's torch.Generator")
+        batching.check(n, generator, what="dataset")
         if generator is not None and generator.device.type != "cpu":
             raise ValueError("DataLoader shuffling needs a CPU torch.Generator")
         self.device = canonical_device(device)
-        self.max_batches = max_batches
+        self.max_batches = batching.max_batches
         self.loader = DataLoader(
             dataset,
-            batch_size=batch_size,
-            shuffle=shuffle,
-            drop_last=drop_last,
+            batch_size=batching.batch_size,
+            shuffle=batching.shuffle,
+            drop_last=batching.drop_last,
             num_workers=num_workers,
             pin_memory=self.device.type == "cuda",
             generator=generator,
@@ -285,25 +281,11 @@ def make_loader(
     num_workers: int = 0,
 ) -> TensorLoader | DataLoaderSource:
     """The batch source for ``split``: indexed tensors when it is a :class:`TensorSplit`."""
+    batching = Batching(batch_size, shuffle, drop_last, max_batches)
     if isinstance(split, TensorSplit):
-        return TensorLoader(
-            split,
-            batch_size,
-            device=device,
-            generator=generator,
-            shuffle=shuffle,
-            drop_last=drop_last,
-            max_batches=max_batches,
-        )
+        return TensorLoader(split, batching, device=device, generator=generator)
     return DataLoaderSource(
-        split,
-        batch_size,
-        device=device,
-        generator=generator,
-        shuffle=shuffle,
-        drop_last=drop_last,
-        max_batches=max_batches,
-        num_workers=num_workers,
+        split, batching, num_workers=num_workers, device=device, generator=generator
     )
 
 

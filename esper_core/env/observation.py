@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from attrs import frozen
 
-from esper_core.lifecycle.actions import ActionMasks, ActionSpace
-from esper_core.lifecycle.slot import SlotReport
+from esper_core.lifecycle.actions import ActionMasks, ActionSpace, compute_masks
+from esper_core.lifecycle.slot_state import SlotReport
 from esper_core.lifecycle.stages import STAGES, GateResult
+
+if TYPE_CHECKING:
+    from esper_core.env.env import MorphogeneticEnv
 
 
 @frozen
@@ -37,6 +41,34 @@ class Observation:
     gates: tuple[GateResult | None, ...]  # the next gate of each slot, evaluated now
     masks: ActionMasks
     rolled_back: bool = False
+
+
+def observe(env: MorphogeneticEnv, rolled_back: bool) -> Observation:
+    """The observation of ``env`` now; before the first epoch, training numbers are validation's."""
+    reports = tuple(env.model.reports())
+    ev, stats = env.last_eval, env.stats
+    train = env.last_train
+    return Observation(
+        env_index=env.env_index,
+        epoch=env.epoch,
+        max_epochs=env.max_epochs,
+        val_loss=ev.loss,
+        val_acc=ev.accuracy,
+        train_loss=train.loss if train else ev.loss,
+        train_acc=train.accuracy if train else ev.accuracy,
+        chance_loss=env.task.chance_loss,
+        loss_history=tuple(stats.val_history),
+        acc_history=tuple(stats.acc_history),
+        plateau_epochs=stats.plateau_epochs,
+        best_acc=stats.best_acc,
+        epochs_since_prune=stats.epochs_since_prune(env.epoch),
+        host_params=env.host_params,
+        seed_params=env.model.seed_param_count(),
+        slots=reports,
+        gates=tuple(slot.next_gate() for slot in env.model.iter_slots()),
+        masks=compute_masks(reports, env.space, env.mask_rules),
+        rolled_back=rolled_back,
+    )
 
 
 SLOT_SCALARS = 9

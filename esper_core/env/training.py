@@ -2,16 +2,15 @@
 
 :class:`EpochTrainer` exposes an epoch as ``begin_epoch() / train_batch() / end_epoch()``
 so an executor can interleave the batches of many envs. Every per-batch number stays
-on the device; :meth:`EpochTrainer.end_epoch` moves them to the host in one transfer.
-:func:`validate` runs the fused counterfactual validation pass.
+on the device; :meth:`EpochTrainer.end_epoch` returns them as a
+:class:`~esper_core.env.pending.Pending`, read with the epoch's one host transfer.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -20,12 +19,12 @@ from torch import nn
 
 from esper_core.components.task import Task
 from esper_core.config import TrainingSection
+from esper_core.env.amp import amp_dtype, autocast
+from esper_core.env.pending import Pending
 from esper_core.lifecycle.model import MorphogeneticModel
-from esper_core.lifecycle.rules import BLENDED_STAGES, GRADIENT_STAGES
+from esper_core.lifecycle.rules import GRADIENT_STAGES
 
 log = logging.getLogger("esper.training")
-
-# Stages in which a seed runs in the training forward pass and so receives gradient.
 
 
 @frozen
@@ -47,48 +46,12 @@ class TrainStats:
     seeds: dict[str, SeedGradStats]
 
 
-@frozen
-class EvalResult:
-    loss: float
-    accuracy: float  # percent, every seed at its alpha
-    contributions: dict[str, float]  # points: acc(all on) - acc(seed off)
-    all_off_accuracy: float | None  # with 2+ blended seeds
-    finite: bool
-
-
-@frozen
-class Pending:
-    """Device-side numbers plus how to read them once they reach the host.
-
-    :func:`fetch` moves the tensors of several pending results to the host in ONE
-    transfer, which is how an epoch keeps to a single synchronisation.
-    """
-
-    tensor: torch.Tensor
-    build: Callable[[list[float]], Any]
-
-
-def fetch(*pendings: Pending) -> list[Any]:
-    flat = torch.cat([p.tensor.reshape(-1).to(torch.float64) for p in pendings])
-    values = flat.tolist()  # the one device -> host synchronisation
-    out, start = [], 0
-    for p in pendings:
-        n = p.tensor.numel()
-        out.append(p.build(values[start : start + n]))
-        start += n
-    return out
-
-
 def total_grad_norm(params: list[nn.Parameter]) -> torch.Tensor | None:
     """The 2-norm of the gradients of ``params``; None when none of them has a gradient."""
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return None
     return torch.nn.utils.get_total_norm(grads, norm_type=2.0)
-
-
-def _amp_dtype(amp: str) -> torch.dtype | None:
-    return {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
 
 
 class CompiledForward:
@@ -139,11 +102,7 @@ class EpochTrainer:
         self.task = task
         self.cfg = cfg
         self.device = device
-        self.amp_dtype = _amp_dtype(cfg.amp)
-        if cfg.amp == "fp16" and device.type != "cuda":
-            raise ValueError(
-                f"training.amp = fp16 needs a CUDA device, this env runs on {device}; use bf16 or off"
-            )
+        self.amp_dtype = amp_dtype(cfg.amp, device)
         self.forward = CompiledForward(model, cfg.compile)
         self._host_params = model.host_parameters()
         self._n_host = sum(p.numel() for p in self._host_params)
@@ -226,11 +185,6 @@ class EpochTrainer:
         }
         self._batches = 0
 
-    def _autocast(self) -> contextlib.AbstractContextManager[Any]:
-        if self.amp_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(device_type=self.device.type, dtype=self.amp_dtype)
-
     def train_batch(self, inputs: torch.Tensor, targets: torch.Tensor) -> None:
         """One optimisation step on one batch; no host synchronisation."""
         cfg = self.cfg
@@ -238,7 +192,7 @@ class EpochTrainer:
         seed_opts = [(sid, opt) for sid, (_, opt) in self.seed_optimizers.items()]
         for _, opt in seed_opts:
             opt.zero_grad(set_to_none=True)
-        with self._autocast():
+        with autocast(self.amp_dtype, self.device):
             outputs = self.forward(inputs)
             loss = self.task.loss(outputs, targets)
         self.scaler.scale(loss).backward()
@@ -315,100 +269,3 @@ class EpochTrainer:
             finite=finite,
             seeds=seeds,
         )
-
-
-# ---------------------------------------------------------------- validation
-
-
-def _blended_slots(model: MorphogeneticModel) -> list[str]:
-    return [slot.slot_id for slot in model.iter_slots() if slot.stage in BLENDED_STAGES]
-
-
-def validate(
-    model: MorphogeneticModel,
-    task: Task,
-    batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
-    *,
-    counterfactual: bool = True,
-    amp: str = "off",
-) -> EvalResult:
-    """:func:`validate_pending` followed by its own synchronisation."""
-    result: EvalResult = fetch(
-        validate_pending(model, task, batches, counterfactual=counterfactual, amp=amp)
-    )[0]
-    return result
-
-
-@torch.inference_mode()
-def validate_pending(
-    model: MorphogeneticModel,
-    task: Task,
-    batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
-    *,
-    counterfactual: bool = True,
-    amp: str = "off",
-) -> Pending:
-    """One pass over a split; with ``counterfactual`` each batch is repeated with
-    per-sample alpha overrides (all on, each blended seed off, all off with 2+ seeds),
-    so every contribution comes from the same pass. BatchNorm is in eval mode, so the
-    pass neither updates running statistics nor mixes samples."""
-    was_training = model.training
-    model.eval()
-    blended = _blended_slots(model) if counterfactual else []
-    variants: list[set[str]] = [set()]  # the seeds switched off in each variant
-    variants += [{sid} for sid in blended]
-    if len(blended) >= 2:
-        variants.append(set(blended))
-    k = len(variants)
-    device = next(model.parameters()).device
-    acc = torch.zeros(k, 3, device=device, dtype=torch.float64)  # loss_sum, correct, count
-    dtype = _amp_dtype(amp)
-    masks: dict[int, dict[str, torch.Tensor]] = {}
-    try:
-        for inputs, targets in batches:
-            b = inputs.shape[0]
-            if k > 1:
-                inputs = inputs.repeat(k, *([1] * (inputs.dim() - 1)))
-                if b not in masks:
-                    masks[b] = {
-                        sid: torch.tensor(
-                            [0.0 if sid in off else 1.0 for off in variants], device=device
-                        ).repeat_interleave(b)
-                        for sid in blended
-                    }
-            with contextlib.ExitStack() as stack:
-                for sid in blended:
-                    slot = model.slot(sid)
-                    stack.enter_context(slot.alpha_override(slot.alpha_tensor * masks[b][sid]))
-                if dtype is not None:
-                    stack.enter_context(torch.autocast(device_type=device.type, dtype=dtype))
-                outputs = model(inputs)
-            chunks = outputs.float().chunk(k, dim=0)
-            rows = []
-            for chunk in chunks:
-                m = task.metrics(chunk, targets)
-                rows.append(
-                    torch.stack([m.loss_sum.double(), m.correct.double(), m.count.double()])
-                )
-            acc += torch.stack(rows)
-    finally:
-        model.train(was_training)
-    return Pending(acc, lambda flat: _eval_result(flat, blended))
-
-
-def _eval_result(flat: list[float], blended: list[str]) -> EvalResult:
-    values = [flat[i : i + 3] for i in range(0, len(flat), 3)]
-    loss_sum, correct, count = values[0]
-    accuracy = 100.0 * correct / count if count else 0.0
-    contributions = {}
-    for sid, row in zip(blended, values[1 : 1 + len(blended)]):
-        contributions[sid] = accuracy - (100.0 * row[1] / row[2] if row[2] else 0.0)
-    all_off = 100.0 * values[-1][1] / values[-1][2] if len(blended) >= 2 and values[-1][2] else None
-    loss = loss_sum / count if count else float("nan")
-    return EvalResult(
-        loss=loss,
-        accuracy=accuracy,
-        contributions=contributions,
-        all_off_accuracy=all_off,
-        finite=math.isfinite(loss),
-    )

@@ -1,1 +1,9 @@
-"""lifecycle"""
+"""The seed lifecycle (DOMAIN §2).
+
+* ``rules``: every stage set, the cooldown table and the legality predicates;
+* ``stages``: stages, legal transitions and the quality gates;
+* ``slot_state``, ``slot``: a slot's plain values and the SeedSlot module;
+* ``alpha``: alpha curves, schedules and blends; ``model``: the host with its slots;
+* ``actions``: the action space and its masks; ``governor``: the safety rollback;
+* ``views``: values copied by field name (settings from the config, reports from state).
+"""

@@ -18,9 +18,8 @@ import torch
 from attrs import frozen
 
 from esper_core.config import GovernorSection
+from esper_core.lifecycle import rules
 from esper_core.lifecycle.model import MorphogeneticModel
-from esper_core.lifecycle.rules import LIVE_STAGES
-from esper_core.lifecycle.stages import Stage
 
 
 @frozen
@@ -85,7 +84,7 @@ class Governor:
             "fossils": {},
         }
         for slot in model.iter_slots():
-            if slot.stage == Stage.FOSSILIZED:
+            if rules.is_fossil(slot.stage):
                 state["fossils"][slot.slot_id] = {
                     k: (v.detach().to("cpu", copy=True) if isinstance(v, torch.Tensor) else v)
                     for k, v in slot.state_dict().items()
@@ -107,7 +106,7 @@ class Governor:
             model.slot(slot_id).load_state_dict(slot_state)
         pruned = []
         for slot in model.iter_slots():
-            if slot.stage in LIVE_STAGES:
+            if slot.stage in rules.LIVE_STAGES:
                 slot.prune()
                 pruned.append(slot.slot_id)
         self.strikes = 0

@@ -9,8 +9,10 @@ from torch import nn
 
 from esper_core.components.blueprint import Blueprint
 from esper_core.components.host import HostProtocol, InjectionSpec
-from esper_core.lifecycle.rules import LIVE_STAGES
-from esper_core.lifecycle.slot import SeedSlot, SlotReport, SlotSettings
+from esper_core.errors import ConfigError
+from esper_core.lifecycle.rules import FOSSIL_STAGES, LIVE_STAGES
+from esper_core.lifecycle.slot import SeedSlot
+from esper_core.lifecycle.slot_state import DEFAULT_SETTINGS, SlotReport, SlotSettings
 from esper_core.lifecycle.stages import Stage
 
 __all__ = ["HostProtocol", "InjectionSpec", "MorphogeneticModel"]
@@ -27,7 +29,7 @@ class MorphogeneticModel(nn.Module):
         self,
         host: nn.Module,
         resolve_blueprint: Callable[[str], Blueprint],
-        settings: SlotSettings = SlotSettings(),
+        settings: SlotSettings = DEFAULT_SETTINGS,
         slots: Sequence[str] | None = None,
     ) -> None:
         super().__init__()
@@ -42,11 +44,14 @@ class MorphogeneticModel(nn.Module):
         if slots is not None:
             unknown = [s for s in slots if s not in available]
             if unknown:
-                raise ValueError(
-                    f"unknown slot id(s) {', '.join(unknown)}; this host has {', '.join(available)}"
+                raise ConfigError(
+                    [
+                        f"env.slots: unknown slot id(s) {', '.join(unknown)}; "
+                        f"this host has {', '.join(available)}"
+                    ]
                 )
             if len(set(slots)) != len(slots):
-                raise ValueError(f"slot ids repeat in {list(slots)}")
+                raise ConfigError([f"env.slots: slot ids repeat in {list(slots)}"])
         enabled = set(available if slots is None else slots)
         self.slots = nn.ModuleDict(
             {
@@ -108,7 +113,7 @@ class MorphogeneticModel(nn.Module):
         )
 
     def fossil_param_count(self) -> int:
-        return self.seed_param_count(frozenset({Stage.FOSSILIZED}))
+        return self.seed_param_count(FOSSIL_STAGES)
 
     def live_seed_count(self) -> int:
         return sum(1 for slot in self.iter_slots() if slot.stage in LIVE_STAGES)

@@ -39,6 +39,8 @@ COOLDOWN_STAGES: frozenset[Stage] = frozenset({Stage.PRUNED, Stage.EMBARGOED, St
 PRUNABLE_STAGES: frozenset[Stage] = LIVE_STAGES
 # Stages whose seed a controller may still evaluate for pruning on a regression.
 WATCHED_STAGES: frozenset[Stage] = frozenset({Stage.TRAINING, Stage.BLENDING})
+# A seed kept for good: counted as fossil parameters and restored by a governor rollback.
+FOSSIL_STAGES: frozenset[Stage] = frozenset({Stage.FOSSILIZED})
 
 # The stage an ADVANCE action moves a seed to, and so the gate that guards it.
 ADVANCE_TARGET: dict[Stage, Stage] = {
@@ -46,6 +48,8 @@ ADVANCE_TARGET: dict[Stage, Stage] = {
     Stage.TRAINING: Stage.BLENDING,
     Stage.BLENDING: Stage.HOLDING,
 }
+# The stage the next gated step leads to: an ADVANCE, or G5 from HOLDING (a FOSSILIZE).
+GATED_TARGET: dict[Stage, Stage] = {**ADVANCE_TARGET, Stage.HOLDING: Stage.FOSSILIZED}
 
 
 def holds_seed(stage: Stage) -> bool:
@@ -128,6 +132,20 @@ def may_prune(seed: StagedSeed, min_prune_age: int) -> bool:
 
 def may_fossilize(stage: Stage) -> bool:
     return stage == Stage.HOLDING
+
+
+def is_fossil(stage: Stage) -> bool:
+    return stage in FOSSIL_STAGES
+
+
+def next_gated_target(stage: Stage) -> Stage | None:
+    """The stage a seed in ``stage`` moves to through its next gate; None: no gate ahead."""
+    return GATED_TARGET.get(stage)
+
+
+def auto_advance_fossilizes(stage: Stage) -> bool:
+    """Whether an auto-advance from ``stage`` fossilizes the seed (else it advances it)."""
+    return next_gated_target(stage) == Stage.FOSSILIZED
 
 
 def alpha_targets_legal(

@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-from attrs import define, field, frozen
 from torch import nn
 
 from esper_core.components.blueprint import Blueprint
@@ -37,88 +36,18 @@ from esper_core.lifecycle.rules import (
     ADVANCE_TARGET,
     BLENDED_STAGES,
     ISOLATED_STAGES,
-    LIVE_STAGES,
+    PRUNABLE_STAGES,
     SEED_STAGES,
 )
+from esper_core.lifecycle.slot_state import DEFAULT_SETTINGS, SlotReport, SlotSettings, SlotState
 from esper_core.lifecycle.stages import (
     GateInputs,
     GateResult,
-    GateThresholds,
     LifecycleError,
     Stage,
     check_transition,
     evaluate_gate,
 )
-
-
-@frozen
-class SlotSettings:
-    """The lifecycle settings a slot needs (built from ``LifecycleSection``)."""
-
-    gates: GateThresholds = GateThresholds()
-    embargo_epochs: int = 5
-    resetting_epochs: int = 1
-    sigmoid_steepness: float = 10.0
-    stage_history: int = 32
-
-    @property
-    def cooldown_epochs(self) -> int:
-        """Epochs from a prune until the slot is DORMANT again."""
-        return rules.cooldown_epochs(self)
-
-
-@define
-class SlotState:
-    """Everything about a slot that is not a tensor; checkpointed as plain data."""
-
-    stage: Stage = Stage.DORMANT
-    epochs_in_stage: int = 0
-    cooldown_left: int = 0
-    seed_id: str | None = None
-    blueprint: str | None = None  # blueprint key, e.g. "cnn/conv_small"
-    style: str | None = None
-    tempo: int = 5  # epochs of the alpha ramp when blending starts
-    epochs_total: int = 0
-    germinated_epoch: int = -1
-    acc_at_germination: float = 0.0
-    acc_at_stage_start: float = 0.0
-    alpha_schedule: AlphaSchedule = field(factory=lambda: AlphaSchedule(target=0.0, ticks=1))
-    contribution: float | None = None
-    contribution_prev: float | None = None
-    contribution_fresh: bool = False  # measured by the last validation
-    gradient_health: float | None = None
-    exploding: bool = False
-    grad_ratio: float | None = None
-    seed_grad_norm: float | None = None
-    loss_finite: bool = True
-    history: list[tuple[str, int]] = field(factory=list)  # (stage, epochs_total at entry)
-
-    @property
-    def alpha(self) -> float:
-        return rules.alpha_of(self.stage, self.alpha_schedule.value)
-
-
-@frozen
-class SlotReport:
-    """A read-only view of a slot for observations, policies and telemetry."""
-
-    slot_id: str
-    stage: Stage
-    seed_id: str | None
-    blueprint: str | None
-    style: str | None
-    alpha: float
-    alpha_target: float
-    epochs_in_stage: int
-    epochs_total: int
-    contribution: float | None
-    contribution_velocity: float
-    gradient_health: float | None
-    grad_ratio: float | None
-    seed_params: int
-    acc_at_stage_start: float
-    acc_at_germination: float
-    cooldown_left: int
 
 
 class SeedSlot(nn.Module):
@@ -131,7 +60,7 @@ class SeedSlot(nn.Module):
         self,
         spec: InjectionSpec,
         resolve_blueprint: Callable[[str], Blueprint],
-        settings: SlotSettings = SlotSettings(),
+        settings: SlotSettings = DEFAULT_SETTINGS,
     ) -> None:
         super().__init__()
         self.spec = spec
@@ -216,7 +145,7 @@ class SeedSlot(nn.Module):
         init_seed: int | None = None,
     ) -> None:
         """DORMANT -> GERMINATED: build the seed (and its gate) from a blueprint."""
-        if self.state.stage != Stage.DORMANT:
+        if not rules.may_germinate_in(self.state.stage):
             raise LifecycleError(self.state.stage, Stage.GERMINATED, self.slot_id)
         if blueprint.topology != self.spec.topology:
             raise ValueError(
@@ -244,28 +173,14 @@ class SeedSlot(nn.Module):
         self._enter(Stage.GERMINATED)
 
     def gate_inputs(self) -> GateInputs:
-        s = self.state
-        return GateInputs(
-            stage=s.stage,
-            epochs_in_stage=s.epochs_in_stage,
-            alpha=s.alpha,
-            alpha_target=s.alpha_schedule.target if s.stage == Stage.BLENDING else s.alpha,
-            gradient_health=s.gradient_health,
-            exploding=s.exploding,
-            grad_ratio=s.grad_ratio,
-            contribution=s.contribution if s.contribution_fresh else None,
-            loss_finite=s.loss_finite,
-        )
+        return self.state.gate_inputs()
 
     def next_gate(self) -> GateResult | None:
         """The gate of the next forward step (ADVANCE, or G5 from HOLDING), if any."""
-        if self.state.stage in ADVANCE_TARGET:
-            return evaluate_gate(
-                ADVANCE_TARGET[self.state.stage], self.gate_inputs(), self.settings.gates
-            )
-        if self.state.stage == Stage.HOLDING:
-            return evaluate_gate(Stage.FOSSILIZED, self.gate_inputs(), self.settings.gates)
-        return None
+        target = rules.next_gated_target(self.state.stage)
+        if target is None:
+            return None
+        return evaluate_gate(target, self.gate_inputs(), self.settings.gates)
 
     def advance(self, *, accuracy: float | None = None, alpha_target: float = 1.0) -> GateResult:
         """Move to the next stage if its gate passes; a failed gate changes nothing.
@@ -274,7 +189,7 @@ class SeedSlot(nn.Module):
         chosen at germination.
         """
         stage = self.state.stage
-        if stage not in ADVANCE_TARGET:
+        if not rules.may_advance(stage):
             raise LifecycleError(
                 stage,
                 Stage.FOSSILIZED,
@@ -332,7 +247,7 @@ class SeedSlot(nn.Module):
 
     def fossilize(self, *, accuracy: float | None = None) -> GateResult:
         """HOLDING -> FOSSILIZED if G5 passes; a fossil is permanent."""
-        if self.state.stage != Stage.HOLDING:
+        if not rules.may_fossilize(self.state.stage):
             raise LifecycleError(self.state.stage, Stage.FOSSILIZED, self.slot_id)
         result = evaluate_gate(Stage.FOSSILIZED, self.gate_inputs(), self.settings.gates)
         if result.passed:
@@ -341,7 +256,7 @@ class SeedSlot(nn.Module):
 
     def prune(self) -> None:
         """Remove a live seed; the slot cools down (PRUNED -> EMBARGOED -> RESETTING -> DORMANT)."""
-        if self.state.stage not in LIVE_STAGES:
+        if self.state.stage not in PRUNABLE_STAGES:
             raise LifecycleError(self.state.stage, Stage.PRUNED, self.slot_id)
         self._enter(Stage.PRUNED)
         self.seed = None
@@ -398,29 +313,7 @@ class SeedSlot(nn.Module):
         s.loss_finite = loss_finite
 
     def report(self) -> SlotReport:
-        s = self.state
-        velocity = 0.0
-        if s.contribution is not None and s.contribution_prev is not None:
-            velocity = s.contribution - s.contribution_prev
-        return SlotReport(
-            slot_id=self.slot_id,
-            stage=s.stage,
-            seed_id=s.seed_id,
-            blueprint=s.blueprint,
-            style=s.style,
-            alpha=s.alpha,
-            alpha_target=s.alpha_schedule.target if s.stage == Stage.BLENDING else s.alpha,
-            epochs_in_stage=s.epochs_in_stage,
-            epochs_total=s.epochs_total,
-            contribution=s.contribution,
-            contribution_velocity=velocity,
-            gradient_health=s.gradient_health,
-            grad_ratio=s.grad_ratio,
-            seed_params=self.seed_param_count(),
-            acc_at_stage_start=s.acc_at_stage_start,
-            acc_at_germination=s.acc_at_germination,
-            cooldown_left=s.cooldown_left,
-        )
+        return self.state.report(self.slot_id, self.seed_param_count())
 
     # ------------------------------------------------------------ alpha overrides
 

@@ -7,6 +7,8 @@ import math
 
 from attrs import frozen
 
+from esper_core.lifecycle.views import lifecycle_default
+
 
 class Stage(enum.StrEnum):
     DORMANT = "DORMANT"
@@ -61,14 +63,14 @@ def check_transition(src: Stage, dst: Stage, slot: str | None = None) -> None:
 
 @frozen
 class GateThresholds:
-    """Gate parameters; built from ``LifecycleSection`` so every number is a config field."""
+    """Gate parameters; every number is a ``LifecycleSection`` field of the same name."""
 
-    strict: bool = False
-    min_training_epochs: int = 10
-    min_gradient_health: float = 0.7
-    min_grad_ratio: float = 0.10
-    strict_min_blending_epochs: int = 10
-    strict_min_contribution: float = 1.0
+    strict: bool = lifecycle_default("gate_mode") == "strict"
+    min_training_epochs: int = lifecycle_default("min_training_epochs")
+    min_gradient_health: float = lifecycle_default("min_gradient_health")
+    min_grad_ratio: float = lifecycle_default("min_grad_ratio")
+    strict_min_blending_epochs: int = lifecycle_default("strict_min_blending_epochs")
+    strict_min_contribution: float = lifecycle_default("strict_min_contribution")
 
 
 @frozen

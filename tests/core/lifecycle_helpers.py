@@ -7,7 +7,9 @@ from torch import nn
 
 from esper_core.components.blueprint import Blueprint
 from esper_core.components.host import InjectionSpec
-from esper_core.lifecycle.slot import SeedSlot, SlotSettings
+from esper_core.lifecycle.rules import COOLDOWN_STAGES, next_gated_target
+from esper_core.lifecycle.slot import SeedSlot
+from esper_core.lifecycle.slot_state import SlotSettings
 from esper_core.lifecycle.stages import GateThresholds, Stage
 from tests.fakes import BLUEPRINTS, RES_RANDOM
 
@@ -61,13 +63,15 @@ def drive_to(
     if stage == Stage.DORMANT:
         return slot
     slot.germinate("seed", blueprint, style, tempo=tempo)
-    if stage in (Stage.PRUNED, Stage.EMBARGOED, Stage.RESETTING):
+    if stage in COOLDOWN_STAGES:
         slot.prune()
         while slot.stage != stage:
             assert slot.stage != Stage.DORMANT, f"cooldown settings skip {stage}"
             slot.end_epoch()
         return slot
-    order = [Stage.GERMINATED, Stage.TRAINING, Stage.BLENDING, Stage.HOLDING, Stage.FOSSILIZED]
+    order = [Stage.GERMINATED]  # then each gated step: up to FOSSILIZED
+    while (after := next_gated_target(order[-1])) is not None:
+        order.append(after)
     for target in order[1 : order.index(stage) + 1]:
         if target == Stage.BLENDING:
             while slot.state.epochs_in_stage < slot.settings.gates.min_training_epochs:

@@ -20,7 +20,8 @@ from esper_core.lifecycle.actions import (
     refusal_reason,
 )
 from esper_core.lifecycle.rules import ADVANCE_TARGET, LIVE_STAGES, SEED_STAGES
-from esper_core.lifecycle.slot import SeedSlot, SlotReport
+from esper_core.lifecycle.slot import SeedSlot
+from esper_core.lifecycle.slot_state import SlotReport
 from esper_core.lifecycle.stages import STAGES, LifecycleError, Stage
 from tests.core.lifecycle_helpers import drive_to, make_slot
 from tests.fakes import RES, RES_RANDOM

@@ -8,13 +8,13 @@ from torch.utils.data import TensorDataset
 
 from esper_core.components.task import TaskData
 from esper_core.env.data import (
+    Batching,
     BatchSizeError,
     DataLoaderSource,
     TensorLoader,
     TensorSplit,
     cached_on_device,
     canonical_device,
-    count_batches,
     make_loader,
 )
 from esper_core.errors import DataError
@@ -47,7 +47,7 @@ def test_same_seed_same_batches_different_seed_different() -> None:
 
     def epoch(seed: int) -> list:
         gen = torch.Generator().manual_seed(seed)
-        return _epoch(TensorLoader(split, 16, device="cpu", generator=gen, shuffle=True))
+        return _epoch(TensorLoader(split, Batching(16, shuffle=True), device="cpu", generator=gen))
 
     assert _same(epoch(0), epoch(0))
     assert not _same(epoch(0), epoch(1))
@@ -56,7 +56,7 @@ def test_same_seed_same_batches_different_seed_different() -> None:
 def test_shuffled_epoch_covers_every_sample_once_and_epochs_differ() -> None:
     split = _split()
     gen = torch.Generator().manual_seed(3)
-    loader = TensorLoader(split, 16, device="cpu", generator=gen, shuffle=True)
+    loader = TensorLoader(split, Batching(16, shuffle=True), device="cpu", generator=gen)
     first, second = _epoch(loader), _epoch(loader)
     for epoch in (first, second):
         seen = torch.cat([y for _, y in epoch])
@@ -70,7 +70,7 @@ def test_eval_order_is_fixed_and_leaves_generator_alone() -> None:
     split = _split()
     gen = torch.Generator().manual_seed(0)
     state = gen.get_state()
-    loader = TensorLoader(split, 10, device="cpu", generator=gen, shuffle=False)
+    loader = TensorLoader(split, Batching(10, shuffle=False), device="cpu", generator=gen)
     batches = _epoch(loader)
     assert torch.equal(torch.cat([y for _, y in batches]), torch.arange(len(split)))
     assert _same(batches, _epoch(loader))
@@ -80,20 +80,20 @@ def test_eval_order_is_fixed_and_leaves_generator_alone() -> None:
 def test_no_global_rng_is_consumed() -> None:
     state = torch.random.get_rng_state()
     gen = torch.Generator().manual_seed(0)
-    _epoch(TensorLoader(_split(), 8, device="cpu", generator=gen, shuffle=True))
+    _epoch(TensorLoader(_split(), Batching(8, shuffle=True), device="cpu", generator=gen))
     assert torch.equal(torch.random.get_rng_state(), state)
 
 
 def test_generator_state_resumes_the_same_order() -> None:
     split = _split()
     gen = torch.Generator().manual_seed(5)
-    loader = TensorLoader(split, 8, device="cpu", generator=gen, shuffle=True)
+    loader = TensorLoader(split, Batching(8, shuffle=True), device="cpu", generator=gen)
     _epoch(loader)
     saved = gen.get_state()
     expected = _epoch(loader)
     resumed_gen = torch.Generator()
     resumed_gen.set_state(saved)
-    resumed = TensorLoader(split, 8, device="cpu", generator=resumed_gen, shuffle=True)
+    resumed = TensorLoader(split, Batching(8, shuffle=True), device="cpu", generator=resumed_gen)
     assert _same(_epoch(resumed), expected)
 
 
@@ -101,7 +101,7 @@ def test_generator_state_resumes_the_same_order() -> None:
 def test_batch_size_is_never_changed(drop_last: bool) -> None:
     gen = torch.Generator().manual_seed(0)
     loader = TensorLoader(
-        _split(103), 16, device="cpu", generator=gen, shuffle=True, drop_last=drop_last
+        _split(103), Batching(16, shuffle=True, drop_last=drop_last), device="cpu", generator=gen
     )
     sizes = [len(y) for _, y in loader]
     assert len(sizes) == len(loader) == (6 if drop_last else 7)
@@ -112,37 +112,39 @@ def test_batch_size_is_never_changed(drop_last: bool) -> None:
 
 def test_batch_larger_than_split() -> None:
     split = _split(10)
-    loader = TensorLoader(split, 32, device="cpu", shuffle=False)
+    loader = TensorLoader(split, Batching(32, shuffle=False), device="cpu")
     assert [len(y) for _, y in loader] == [10]  # one short batch; the size is not "fixed up"
     with pytest.raises(BatchSizeError, match=r"batch size 32 .* \(10 samples\)") as info:
-        TensorLoader(split, 32, device="cpu", shuffle=False, drop_last=True)
+        TensorLoader(split, Batching(32, shuffle=False, drop_last=True), device="cpu")
     assert isinstance(info.value, ValueError) and isinstance(info.value, DataError)
 
 
 def test_max_batches_is_honoured() -> None:
     gen = torch.Generator().manual_seed(0)
-    loader = TensorLoader(_split(103), 8, device="cpu", generator=gen, shuffle=True, max_batches=3)
+    loader = TensorLoader(
+        _split(103), Batching(8, shuffle=True, max_batches=3), device="cpu", generator=gen
+    )
     assert len(loader) == 3
     assert [len(y) for _, y in loader] == [8, 8, 8]
-    eval_loader = TensorLoader(_split(103), 8, device="cpu", shuffle=False, max_batches=2)
+    eval_loader = TensorLoader(_split(103), Batching(8, shuffle=False, max_batches=2), device="cpu")
     assert torch.equal(torch.cat([y for _, y in eval_loader]), torch.arange(16))
-    assert count_batches(103, 8, False, 100) == 13
+    assert Batching(8, max_batches=100).count(103) == 13
 
 
 def test_invalid_settings_fail_clearly() -> None:
     with pytest.raises(BatchSizeError, match="at least 1"):
-        TensorLoader(_split(), 0, device="cpu")
+        TensorLoader(_split(), Batching(0), device="cpu")
     with pytest.raises(BatchSizeError, match="max_batches"):
-        TensorLoader(_split(), 4, device="cpu", max_batches=0)
+        TensorLoader(_split(), Batching(4, max_batches=0), device="cpu")
     with pytest.raises(ValueError, match="Generator"):
-        TensorLoader(_split(), 4, device="cpu", shuffle=True)
+        TensorLoader(_split(), Batching(4, shuffle=True), device="cpu")
     with pytest.raises(DataError, match="empty"):
-        TensorLoader(_split(0), 4, device="cpu")
+        TensorLoader(_split(0), Batching(4), device="cpu")
 
 
 def test_device_data_is_indexed_in_place() -> None:
     split = _split()
-    loader = TensorLoader(split, 10, device="cpu", shuffle=False)
+    loader = TensorLoader(split, Batching(10, shuffle=False), device="cpu")
     assert loader.split is split  # no copy when the data is already on the device
     x, _ = next(iter(loader))
     assert x.data_ptr() == split.inputs.data_ptr()  # eval batches are views
@@ -154,16 +156,17 @@ def test_dataloader_source_matches_interface_and_is_seeded() -> None:
 
     def epoch(seed: int, **kw: object) -> list:
         gen = torch.Generator().manual_seed(seed)
-        return _epoch(DataLoaderSource(dataset, 8, device="cpu", generator=gen, shuffle=True, **kw))
+        batching = Batching(8, shuffle=True, **kw)  # type: ignore[arg-type]
+        return _epoch(DataLoaderSource(dataset, batching, device="cpu", generator=gen))
 
     assert _same(epoch(0), epoch(0))
     assert not _same(epoch(0), epoch(1))
     assert [len(y) for _, y in epoch(0)] == [8] * 6 + [2]
     assert len(epoch(0, max_batches=2)) == 2
-    eval_source = DataLoaderSource(dataset, 8, device="cpu", shuffle=False)
+    eval_source = DataLoaderSource(dataset, Batching(8, shuffle=False), device="cpu")
     assert torch.equal(torch.cat([y for _, y in eval_source]), torch.arange(50))
     with pytest.raises(BatchSizeError, match="batch size 64"):
-        DataLoaderSource(dataset, 64, device="cpu", drop_last=True)
+        DataLoaderSource(dataset, Batching(64, drop_last=True), device="cpu")
 
 
 def test_make_loader_dispatches_on_split_type() -> None:
@@ -196,13 +199,16 @@ def test_cached_on_device_loads_once_and_shares_tensors() -> None:
 def test_cpu_split_is_staged_to_cuda() -> None:
     split = _split(100)
     gen = torch.Generator().manual_seed(0)
-    loader = TensorLoader(split, 16, device="cuda", generator=gen, shuffle=True)
+    loader = TensorLoader(split, Batching(16, shuffle=True), device="cuda", generator=gen)
     assert loader.split.inputs.is_pinned()
     batches = _epoch(loader)
     assert all(x.is_cuda and y.is_cuda for x, y in batches)
     cpu = _epoch(
         TensorLoader(
-            split, 16, device="cpu", generator=torch.Generator().manual_seed(0), shuffle=True
+            split,
+            Batching(16, shuffle=True),
+            device="cpu",
+            generator=torch.Generator().manual_seed(0),
         )
     )
     assert all(torch.equal(xc, xg.cpu()) for (xc, _), (xg, _) in zip(cpu, batches))

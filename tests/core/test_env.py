@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import io
 import math
+from typing import Any
 
 import pytest
 import torch
 
-from esper_core.env.training import validate
+from esper_core.converter import converter
+from esper_core.env.episode import EpisodeStats
+from esper_core.env.evaluation import EvalResult, validate_pending
+from esper_core.env.pending import fetch
+from esper_core.errors import CheckpointError, ConfigError
 from esper_core.lifecycle.actions import WAIT, LifecycleOp
 from esper_core.lifecycle.slot import force_alpha
 from esper_core.lifecycle.stages import Stage
 from esper_core.run.telemetry import GovernorRollback, SeedGerminated
-from tests.fakes import drive_to, make_env
+from tests.fakes import RES, AccuracyDeltaReward, TinyTask, drive_to, make_env
 
 
 def test_step_runs_in_domain_order(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -28,7 +33,7 @@ def test_step_runs_in_domain_order(monkeypatch: pytest.MonkeyPatch) -> None:
         "governor": env.governor.check,
         "tick": slot.end_epoch,
         "reward": env.reward.compute,
-        "observe": env._observe,
+        "observe": env_module.observe,
     }
 
     def wrap(name: str, fn):  # type: ignore[no-untyped-def]
@@ -49,9 +54,14 @@ def test_step_runs_in_domain_order(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(env.governor, "check", wrap("governor", original["governor"]))
     monkeypatch.setattr(slot, "end_epoch", wrap("tick", original["tick"]))
     monkeypatch.setattr(env.reward, "compute", wrap("reward", original["reward"]))
-    monkeypatch.setattr(env, "_observe", wrap("observe", original["observe"]))
+    monkeypatch.setattr(env_module, "observe", wrap("observe", original["observe"]))
     env.step(env.space.germinate("r0c0", "res"))
     assert log == ["train", "validate", "governor", "tick", "reward", "observe"]
+
+
+def validate(*args: Any, **kwargs: Any) -> EvalResult:
+    result: EvalResult = fetch(validate_pending(*args, **kwargs))[0]
+    return result
 
 
 def _bn_stats(model: torch.nn.Module) -> list[torch.Tensor]:
@@ -187,6 +197,47 @@ def test_state_dict_round_trip_mid_episode() -> None:
             b.metrics.val_loss,
         )
         assert a.reward == b.reward and a.observation.slots == b.observation.slots
+
+
+def _checkpointed(env: Any) -> dict[str, Any]:
+    buffer = io.BytesIO()
+    torch.save(env.state_dict(), buffer)
+    buffer.seek(0)
+    state: dict[str, Any] = torch.load(buffer, weights_only=True)
+    return state
+
+
+def test_env_state_is_plain_data_through_the_converter() -> None:
+    env = make_env(seed=5)
+    drive_to(env, "r0c0", "TRAINING")
+    state = _checkpointed(env)
+    assert converter.structure(state["counters"], EpisodeStats) == env.stats
+    assert converter.structure(state["last_eval"], EvalResult) == env.last_eval
+    assert state["counters"]["n_germinated"] == 1 and state["epoch"] == env.epoch
+
+
+def test_a_corrupt_env_state_is_a_checkpoint_error() -> None:
+    env = make_env(seed=5)
+    state = _checkpointed(env)
+    state["counters"]["n_pruned"] = "three"
+    with pytest.raises(CheckpointError, match=r"counters\.n_pruned: expected an integer"):
+        make_env(seed=5).load_state_dict(state)
+
+
+def test_an_unknown_blueprint_is_a_config_error_naming_the_choices() -> None:
+    from esper_core.config import load_config
+    from esper_core.env.env import MorphogeneticEnv
+
+    env = make_env(seed=5)
+    drive_to(env, "r0c0", "TRAINING", blueprint="res_random")
+    state = _checkpointed(env)
+    config = load_config(overrides=["lifecycle.min_training_epochs=2", "env.max_epochs=12"])
+    only_res = MorphogeneticEnv(TinyTask(), AccuracyDeltaReward(), (RES,), config)
+    with pytest.raises(ConfigError) as info:
+        only_res.load_state_dict(state)
+    assert str(info.value) == (
+        "blueprint 'cnn/res_random' is not registered for cnn hosts; available: cnn/res"
+    )
 
 
 def test_gymnasium_env_checker_passes() -> None:

@@ -17,7 +17,8 @@ from esper_core.lifecycle.rules import (
     LIVE_STAGES,
     SEED_STAGES,
 )
-from esper_core.lifecycle.slot import SeedSlot, SlotSettings
+from esper_core.lifecycle.slot import SeedSlot
+from esper_core.lifecycle.slot_state import SlotSettings
 from esper_core.lifecycle.stages import (
     STAGES,
     TRANSITIONS,

@@ -10,8 +10,9 @@ import torch
 from torch import nn
 
 from esper_core.converter import converter
+from esper_core.errors import ConfigError
 from esper_core.lifecycle.model import MorphogeneticModel
-from esper_core.lifecycle.slot import SlotState
+from esper_core.lifecycle.slot_state import SlotState
 from esper_core.lifecycle.stages import Stage
 from tests.core.lifecycle_helpers import FAST, LIN_RES, drive_to, resolve_any
 from tests.fakes import RES, RES_RANDOM, TinyCNNHost
@@ -87,10 +88,10 @@ def test_slot_selection() -> None:
     model = MorphogeneticModel(TinyCNNHost(blocks=3), resolve_any, FAST, slots=["r0c2", "r0c0"])
     assert model.slot_ids == ["r0c0", "r0c2"]  # host order, not request order
     with pytest.raises(
-        ValueError, match="unknown slot id\\(s\\) r9c9; this host has r0c0, r0c1, r0c2"
+        ConfigError, match=r"env\.slots: unknown slot id\(s\) r9c9; this host has r0c0, r0c1, r0c2"
     ):
         MorphogeneticModel(TinyCNNHost(blocks=3), resolve_any, FAST, slots=["r0c0", "r9c9"])
-    with pytest.raises(ValueError, match="repeat"):
+    with pytest.raises(ConfigError, match=r"env\.slots: slot ids repeat"):
         MorphogeneticModel(TinyCNNHost(blocks=3), resolve_any, FAST, slots=["r0c0", "r0c0"])
 
 

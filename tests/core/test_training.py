@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from esper_core.env.training import CompiledForward, total_grad_norm
+from esper_core.errors import ConfigError
 from esper_core.lifecycle.actions import WAIT
 from tests.fakes import drive_to, make_env
 
@@ -21,9 +22,13 @@ def test_bf16_autocast_trains_on_cpu() -> None:
     assert env.trainer.amp_dtype == torch.bfloat16 and not env.trainer.scaler.is_enabled()
 
 
-def test_fp16_needs_cuda() -> None:
-    with pytest.raises(ValueError, match="fp16 needs a CUDA device"):
+def test_fp16_on_a_cpu_is_a_config_error_saying_what_to_do() -> None:
+    with pytest.raises(ConfigError) as info:
         make_env('training.amp="fp16"')
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith("training.amp: fp16 needs a CUDA device, this env runs on cpu")
+    assert "set training.amp to bf16 or off" in message
 
 
 def test_each_env_has_its_own_grad_scaler() -> None:

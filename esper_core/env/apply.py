@@ -1,0 +1,121 @@
+"""Applying the controller's action to the model, at the start of a step.
+
+An illegal action (masked out) is refused and counted; a legal one whose gate fails
+changes nothing and counts as a gate failure. Either way the step goes on: the epoch
+trains, and the reward sees what happened through :class:`ActionOutcome`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from attrs import frozen
+
+from esper_core.components.reward import SlotSnapshot
+from esper_core.env.evaluation import EvalResult
+from esper_core.env.events import SeedRecord, StepEvents
+from esper_core.lifecycle.actions import Action, LifecycleOp, refusal_reason
+from esper_core.lifecycle.model import MorphogeneticModel
+from esper_core.lifecycle.slot import SeedSlot
+from esper_core.lifecycle.stages import Stage
+from esper_core.lifecycle.views import by_name
+
+if TYPE_CHECKING:
+    from esper_core.env.env import MorphogeneticEnv
+
+
+@frozen
+class ActionOutcome:
+    refused: str | None  # illegal action or failed gate: why nothing happened
+    illegal: bool
+    pruned_contribution: float | None = None
+    fossilized_contribution: float | None = None
+
+
+APPLIED = ActionOutcome(refused=None, illegal=False)
+
+
+@frozen
+class StepStart:
+    """The step so far: the action, what it did, and the state the reward compares to."""
+
+    action: Action
+    outcome: ActionOutcome
+    slots_before: tuple[SlotSnapshot, ...]
+    eval_before: EvalResult
+    started: float  # perf_counter() when the step began
+    events: StepEvents
+
+
+def slot_snapshots(model: MorphogeneticModel) -> tuple[SlotSnapshot, ...]:
+    return tuple(by_name(SlotSnapshot, r) for r in model.reports())
+
+
+def apply(env: MorphogeneticEnv, action: Action, events: StepEvents) -> ActionOutcome:
+    """Apply ``action`` if the observation's masks allow it; count refusals and failed gates."""
+    reason = refusal_reason(action, env.observation.masks, env.space)
+    if reason is not None:
+        env.stats.n_refused += 1
+        return ActionOutcome(refused=reason, illegal=True)
+    outcome = APPLIED if action.op == LifecycleOp.WAIT else _apply_to_slot(env, action, events)
+    if outcome.refused is not None:
+        env.stats.n_gate_failures += 1
+    return outcome
+
+
+def _apply_to_slot(env: MorphogeneticEnv, action: Action, events: StepEvents) -> ActionOutcome:
+    op, space = action.op, env.space
+    slot = env.model.slot(space.slot_ids[action.slot])
+    before = slot.stage
+    acc = env.last_eval.accuracy
+    if op == LifecycleOp.GERMINATE:
+        env.stats.n_germinated += 1
+        slot.germinate(
+            f"{slot.slot_id}-s{env.stats.n_germinated}",
+            env.blueprints[space.blueprints[action.blueprint]],
+            space.styles[action.style],
+            tempo=space.tempos[action.tempo],
+            epoch=env.epoch,
+            accuracy=acc,
+            init_seed=env.seed * 1_000_003 + env.stats.n_germinated,
+        )
+        env.trainer.sync_optimizers()
+        events.germinated(slot)
+        events.stage_changed(slot, before)
+        return APPLIED
+    if op == LifecycleOp.ADVANCE:
+        gate = slot.advance(accuracy=acc)
+        events.gate(slot, gate)
+        events.stage_changed(slot, before)
+        return APPLIED if gate.passed else ActionOutcome(refused=gate.reason, illegal=False)
+    if op == LifecycleOp.SET_ALPHA_TARGET:
+        slot.set_alpha_target(space.alpha_targets[action.alpha_target], accuracy=acc)
+        events.stage_changed(slot, before)
+        return APPLIED
+    if op == LifecycleOp.PRUNE:
+        contribution = slot.state.contribution
+        events.pruned(slot.slot_id, before, SeedRecord.of(slot), "policy")
+        slot.prune()
+        env.trainer.sync_optimizers()
+        env.stats.record_prune(env.epoch)
+        events.stage_changed(slot, before)
+        return ActionOutcome(refused=None, illegal=False, pruned_contribution=contribution)
+    assert op == LifecycleOp.FOSSILIZE
+    gate = slot.fossilize(accuracy=acc)
+    events.gate(slot, gate)
+    if not gate.passed:
+        return ActionOutcome(refused=gate.reason, illegal=False)
+    record_fossilization(env, slot, before, events)
+    return ActionOutcome(
+        refused=None, illegal=False, fossilized_contribution=slot.state.contribution
+    )
+
+
+def record_fossilization(
+    env: MorphogeneticEnv, slot: SeedSlot, before: Stage, events: StepEvents
+) -> None:
+    """Bookkeeping of a fossilization (by action or auto-advance): events and a snapshot."""
+    env.stats.n_fossilized += 1
+    events.fossilized(slot)
+    events.stage_changed(slot, before)
+    env.governor.take_snapshot(env.model, env.epoch)

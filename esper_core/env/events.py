@@ -1,0 +1,142 @@
+"""The typed telemetry events of one env step, stamped with env, episode and epoch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from attrs import define, field, frozen
+
+from esper_core.converter import unstructure
+from esper_core.env.step import EpochMetrics
+from esper_core.lifecycle.slot import SeedSlot
+from esper_core.lifecycle.slot_state import SlotReport
+from esper_core.lifecycle.stages import GateResult, Stage
+from esper_core.lifecycle.views import by_name
+from esper_core.run.telemetry import (
+    EpisodeFinished,
+    EpochCompleted,
+    Event,
+    GateEvaluated,
+    SeedFossilized,
+    SeedGerminated,
+    SeedPruned,
+    SlotSummary,
+    StageChanged,
+)
+
+if TYPE_CHECKING:
+    from esper_core.env.env import MorphogeneticEnv
+
+
+@frozen
+class SeedRecord:
+    """A seed as its events name it; read before a prune or a rollback removes it."""
+
+    seed_id: str
+    blueprint: str
+    contribution: float | None
+    params: int
+    germinated_epoch: int
+
+    @classmethod
+    def of(cls, slot: SeedSlot) -> SeedRecord:
+        s = slot.state
+        return cls(
+            seed_id=s.seed_id or "",
+            blueprint=s.blueprint or "",
+            contribution=s.contribution,
+            params=slot.seed_param_count(),
+            germinated_epoch=s.germinated_epoch,
+        )
+
+
+@define
+class StepEvents:
+    """The events of one step, in the order they happened.
+
+    ``epoch`` is the epoch the events belong to: the one the action was taken in, then
+    (from :meth:`MorphogeneticEnv.end_epoch` on) the epoch just trained.
+    """
+
+    env: int
+    episode: int
+    epoch: int
+    events: list[Event] = field(factory=list)
+
+    def emit(self, cls: Callable[..., Event], **fields: Any) -> None:
+        self.events.append(cls(env=self.env, episode=self.episode, epoch=self.epoch, **fields))
+
+    def stage_changed(self, slot: SeedSlot, before: Stage) -> None:
+        if slot.stage == before:
+            return
+        self.emit(
+            StageChanged,
+            slot_id=slot.slot_id,
+            seed_id=slot.state.seed_id,
+            from_stage=before.value,
+            to_stage=slot.stage.value,
+        )
+
+    def gate(self, slot: SeedSlot, gate: GateResult) -> None:
+        self.emit(
+            GateEvaluated,
+            slot_id=slot.slot_id,
+            seed_id=slot.state.seed_id,
+            gate=gate.gate,
+            passed=gate.passed,
+            failed=list(gate.failed),
+        )
+
+    def germinated(self, slot: SeedSlot) -> None:
+        s = slot.state
+        self.emit(
+            SeedGerminated,
+            slot_id=slot.slot_id,
+            seed_id=s.seed_id,
+            blueprint=s.blueprint,
+            style=s.style,
+            tempo=s.tempo,
+            params=slot.seed_param_count(),
+        )
+
+    def pruned(self, slot_id: str, stage: Stage, seed: SeedRecord, reason: str) -> None:
+        """``stage``: the stage the seed was pruned from; ``reason``: policy or rollback."""
+        self.emit(
+            SeedPruned, slot_id=slot_id, stage=stage.value, reason=reason, **unstructure(seed)
+        )
+
+    def fossilized(self, slot: SeedSlot) -> None:
+        self.emit(SeedFossilized, slot_id=slot.slot_id, **unstructure(SeedRecord.of(slot)))
+
+    def epoch_completed(
+        self, metrics: EpochMetrics, reports: tuple[SlotReport, ...], **fields: Any
+    ) -> None:
+        """The epoch's event: ``metrics`` (but the batch count), the slots and ``fields``."""
+        numbers = unstructure(metrics)
+        del numbers["batches"]
+        slots = [by_name(SlotSummary, r, stage=r.stage.value) for r in reports]
+        self.emit(EpochCompleted, slots=slots, **numbers, **fields)
+
+    def episode_finished(self, env: MorphogeneticEnv) -> None:
+        test, stats = env.last_test, env.stats
+        self.events.append(
+            EpisodeFinished(
+                env=self.env,
+                episode=self.episode,
+                epochs=env.epoch,
+                final_val_acc=env.last_eval.accuracy,
+                final_test_acc=test.accuracy if test else None,
+                final_test_loss=test.loss if test else None,
+                total_reward=stats.reward_total,
+                reward_components=dict(stats.reward_components),
+                host_params=env.host_params,
+                params_added=env.model.seed_param_count(),
+                seeds_germinated=stats.n_germinated,
+                seeds_fossilized=stats.n_fossilized,
+                seeds_pruned=stats.n_pruned,
+                rollbacks=env.governor.rollbacks,
+                refused_actions=stats.n_refused,
+                seed=env.seed,
+            )
+        )
