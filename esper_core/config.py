@@ -3,7 +3,7 @@
 Every default of DOMAIN.md lives here as a named field. Components (tasks, rewards,
 policies, telemetry backends, executors) bring their own attrs options classes; their
 tables (``[rewards.pbrs]``) are kept raw here and validated by the component's class
-when the run is resolved (see :func:`esper_core.run.runner.resolve`).
+when the run is resolved (see :func:`esper_core.run.resolve.resolve`).
 """
 
 from __future__ import annotations

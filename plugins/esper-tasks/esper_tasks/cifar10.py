@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from attrs import define, field
 
-from esper_core import hookimpl
-from esper_core.components.task import TaskData
+from esper_core import TaskContext, TaskData, hookimpl
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.errors import DataError
 from esper_tasks.common import (
@@ -119,6 +118,7 @@ class Cifar10Task(CrossEntropyTask):
     padding: ClassVar[int] = 4
 
     options: Cifar10Options = field(factory=Cifar10Options)
+    context: TaskContext = field(factory=TaskContext)
     _cache: dict[str, TaskData] = field(factory=dict, init=False, repr=False)
     _norm: dict[str, Any] = field(factory=dict, init=False, repr=False)
 

@@ -7,7 +7,7 @@ fields; the display is rebuilt and redrawn from ``handle()`` at most
 ``refresh_per_second`` times per second, with no background thread, so it costs
 training next to nothing (see benchmarks/telemetry_overhead.py).
 
-``quiet=True`` (``--quiet``, ``--json``, ``run.quiet``) shows nothing. When the output
+A quiet context (``--quiet``, ``--json``, ``run.quiet``) shows nothing. When the output
 is not a terminal (a log file, CI) there is no live display either: one plain line per
 finished episode or PPO update instead.
 """
@@ -17,12 +17,11 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Sequence
-from pathlib import Path
 from typing import IO, Any, ClassVar
 
 from attrs import define, field
 
-from esper_core import hookimpl
+from esper_core import TelemetryContext, hookimpl
 from esper_core.converter import in_range, options_field
 from esper_core.run.telemetry import (
     EpisodeFinished,
@@ -123,11 +122,9 @@ class ConsoleBackend:
     )
     Options: ClassVar[type] = ConsoleOptions
 
-    def __init__(
-        self, options: ConsoleOptions, run_dir: Path | None = None, quiet: bool = False
-    ) -> None:
+    def __init__(self, options: ConsoleOptions, context: TelemetryContext) -> None:
         self.options = options
-        self.enabled = not quiet
+        self.enabled = not context.quiet
         self.info: RunInfo | None = None
         self.envs: dict[int, EnvView] = {}
         self.recent: deque[str] = deque(maxlen=max(options.recent_events, 1))

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 from attrs import define
 
-from esper_core import hookimpl
+from esper_core import TelemetryContext, hookimpl
 from esper_core.converter import in_range, options_field
 from esper_core.errors import RunDirError
 from esper_core.run.telemetry import (
@@ -79,11 +79,9 @@ class TensorBoardBackend:
     )
     Options: ClassVar[type] = TensorBoardOptions
 
-    def __init__(
-        self, options: TensorBoardOptions, run_dir: Path | None = None, quiet: bool = False
-    ) -> None:
+    def __init__(self, options: TensorBoardOptions, context: TelemetryContext) -> None:
         self.options = options
-        self.logdir = need_run_dir(run_dir, self.name) / options.subdir
+        self.logdir = need_run_dir(context.run_dir, self.name) / options.subdir
         self.info = RunInfo()
         self._writer: Any = None
         self._epoch_means = StepMeans()
