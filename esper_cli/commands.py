@@ -189,7 +189,11 @@ def plugins(ctx: click.Context, plugins: tuple[str, ...], as_json: bool) -> None
 @click.command()
 @click.option("--topology", type=click.Choice(["cnn", "transformer"]), help="Only this topology.")
 @click.option(
-    "--channels", type=int, default=64, show_default=True, help="Width for the parameter counts."
+    "--channels",
+    type=click.IntRange(1, 65536),
+    default=64,
+    show_default=True,
+    help="Width for the parameter counts (1..65536).",
 )
 @click.option("--plugin", "plugins", multiple=True, help="Also load this plugin module or file.")
 @click.option("--json", "as_json", is_flag=True)

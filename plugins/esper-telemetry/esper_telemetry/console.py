@@ -22,7 +22,7 @@ from typing import IO, Any, ClassVar
 from attrs import define, field
 
 from esper_core import TelemetryContext, hookimpl
-from esper_core.converter import in_range, options_field
+from esper_core.converter import in_range, options_field, relative_path
 from esper_core.run.telemetry import (
     EpisodeFinished,
     EpochCompleted,
@@ -49,7 +49,7 @@ class ConsoleOptions:
         True, doc="Clear the live display when the run ends (the run summary is printed after it)."
     )
     file: str | None = options_field(
-        None, doc="Write the display to this file instead of standard error."
+        None, relative_path, "Write the display to this file (in the run directory), not stderr."
     )
     width: int | None = options_field(
         None, in_range(40, integer=True), "Display width in columns (default: the terminal's)."
@@ -124,6 +124,7 @@ class ConsoleBackend:
 
     def __init__(self, options: ConsoleOptions, context: TelemetryContext) -> None:
         self.options = options
+        self.run_dir = context.run_dir
         self.enabled = not context.quiet
         self.info: RunInfo | None = None
         self.envs: dict[int, EnvView] = {}
@@ -147,7 +148,8 @@ class ConsoleBackend:
         from rich.console import Console
 
         if self.options.file:
-            self._stream = open(self.options.file, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            path = Path(self.run_dir or ".") / self.options.file
+            self._stream = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
         self._console = Console(
             file=self._stream,
             stderr=self._stream is None,
