@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Sequence
+from pathlib import Path
 from typing import IO, Any, ClassVar
 
 from attrs import define, field

@@ -8,6 +8,7 @@ import pytest
 from esper_telemetry.console import ConsoleBackend, ConsoleOptions
 from esper_telemetry.tensorboard_writer import TensorBoardOptions
 
+from esper_core import TelemetryContext
 from esper_core.converter import structure
 from esper_core.errors import ConfigError
 from tests.plugins.esper_telemetry.helpers import feed, synthetic_batches
@@ -21,7 +22,7 @@ def test_console_file_is_written_in_the_run_directory(
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     options = structure({"file": "logs.txt", "force_terminal": False}, ConsoleOptions)
-    backend = ConsoleBackend(options, run_dir=run_dir)
+    backend = ConsoleBackend(options, TelemetryContext(run_dir=run_dir))
     feed(backend, synthetic_batches(n_envs=1, episodes=1, max_epochs=2))
     backend.close()
     assert (run_dir / "logs.txt").is_file()
