@@ -1,9 +1,10 @@
-"""A plugin file with the fake components, loadable with --plugin tests/fake_plugin.py."""
+"""The fake components as a plugin: ``--plugin tests.fake_plugin`` (or the file's path) with
+the repository root importable, as it is under pytest and for ``python -m esper_cli`` run
+from the root."""
 
 from __future__ import annotations
 
 import random
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -11,11 +12,6 @@ from typing import Any, ClassVar
 from attrs import define
 
 from esper_core import hookimpl
-
-# Loaded by file path (--plugin tests/fake_plugin.py), possibly from another directory:
-# make `tests.fakes` importable.
-if str(Path(__file__).parents[1]) not in sys.path:
-    sys.path.insert(0, str(Path(__file__).parents[1]))
 from esper_core.env.observation import Observation
 from esper_core.lifecycle.actions import WAIT, Action, LifecycleOp
 
