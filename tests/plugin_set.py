@@ -54,3 +54,17 @@ def subprocess_env(autoload: bool = False) -> dict[str, str]:
     else:
         env[DISABLE_AUTOLOAD_ENV] = "1"
     return env
+
+
+def write_broken_plugin(path: Path, kind: str, name: str, method: str, message: str) -> Path:
+    """A plugin file registering ``KIND.broken``: the fake component ``name`` whose ``method``
+    raises ValueError(message), for the tests of failures blamed on a plugin."""
+    path.write_text(
+        "from esper_core import hookimpl\n"
+        "from esper_core.plugins import PluginManager\n"
+        f"def _boom(self, *a, **k):\n    raise ValueError({message!r})\n"
+        f"@hookimpl\ndef esper_register_{kind}(register):\n"
+        f"    base = PluginManager(autoload=False, extra=[{FAKE_PLUGIN!r}]).get({kind!r}, {name!r})\n"
+        f"    register(type('Broken', (base,), {{'name': 'broken', {method!r}: _boom}}))\n"
+    )
+    return path

@@ -1,8 +1,9 @@
 """The layout's rules, read from the source with ``ast`` (nothing is imported):
 
 - no import cycle among the modules of esper_core and esper_cli, counting every import
-  statement wherever it stands: inside functions (a lazy import only hides a cycle) and
-  under ``if TYPE_CHECKING:`` (two modules that need each other's types are one module);
+  that runs, wherever it stands: a lazy import inside a function only hides a cycle.
+  Imports under ``if TYPE_CHECKING:`` never run and are left out: annotating with the type
+  of a caller is how a helper module stays one-way;
 - no module of esper_core longer than 400 lines;
 - every stage set is spelled in esper_core/lifecycle/rules.py alone.
 """
@@ -45,7 +46,7 @@ def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     ``from a import b`` (``b`` a submodule or a name in ``a``) and relative imports."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     targets: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"), str(path))):
         if isinstance(node, ast.Import):
             targets.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -58,6 +59,25 @@ def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
                 submodule = f"{base}.{alias.name}"
                 targets.add(submodule if submodule in known else base)
     return {t for t in targets if t in known and t != name}
+
+
+def _type_checking_only(node: ast.AST) -> bool:
+    """``if TYPE_CHECKING:`` (or ``if typing.TYPE_CHECKING:``) without an else."""
+    if not isinstance(node, ast.If) or node.orelse:
+        return False
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _runtime_nodes(tree: ast.AST) -> Iterator[ast.AST]:
+    """Every node of ``tree`` outside ``if TYPE_CHECKING:`` blocks."""
+    pending = [tree]
+    while pending:
+        node = pending.pop()
+        yield node
+        pending.extend(c for c in ast.iter_child_nodes(node) if not _type_checking_only(c))
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -126,19 +146,24 @@ def _path_back(graph: dict[str, set[str]], start: str, within: set[str]) -> list
 
 def test_the_graph_sees_lazy_submodule_and_relative_imports(tmp_path: Path) -> None:
     """The walker itself: a cycle hidden in a function, through ``from pkg import mod``
-    and a relative import, is found and printed as a path."""
+    and a relative import, is found and printed as a path; a type-only import is not one."""
     pkg = tmp_path / "pkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "a.py").write_text("def f():\n    from pkg import b\n")
     (pkg / "b.py").write_text("from .c import thing\n")
     (pkg / "c.py").write_text("import os\nthing = 1\ndef g():\n    import pkg.a\n")
+    (pkg / "d.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.e import E\n"
+    )
+    (pkg / "e.py").write_text("from pkg import d\n")
     known = {
         ".".join(p.relative_to(tmp_path).with_suffix("").parts).removesuffix(".__init__"): p
         for p in pkg.glob("*.py")
     }
     graph = {name: imported(name, path, known) for name, path in known.items()}
     assert graph["pkg.a"] == {"pkg.b"} and graph["pkg.b"] == {"pkg.c"}
+    assert graph["pkg.d"] == set() and graph["pkg.e"] == {"pkg.d"}  # types only: no cycle
     assert cycles(graph) == [["pkg.a", "pkg.b", "pkg.c", "pkg.a"]]
 
 

@@ -14,7 +14,7 @@ from esper_cli.boundary import EXIT_INTERRUPTED, EXIT_USER_ERROR, shown
 from esper_cli.context import RunTarget
 from esper_core.errors import ConfigError, PluginError
 from esper_core.run.runner import Interrupted
-from tests.plugin_set import FAKE_COMPONENTS, FAKE_PLUGIN
+from tests.plugin_set import FAKE_COMPONENTS
 
 RUN = [
     "run",
@@ -66,13 +66,13 @@ def test_debug_lives_in_the_click_context(invoke: Any, monkeypatch: pytest.Monke
 
 
 def test_a_bug_in_a_command_keeps_its_traceback(
-    invoke: Any, monkeypatch: pytest.MonkeyPatch
+    invoke: Any, fake_plugin: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise ZeroDivisionError("a bug in esper itself")
 
     monkeypatch.setattr(commands, "build_config", broken)
-    result = invoke("config", "show", "--plugin", FAKE_PLUGIN)
+    result = invoke("config", "show", "--plugin", fake_plugin)
     assert isinstance(result.exception, ZeroDivisionError)
     assert "error:" not in result.stderr
 
@@ -114,7 +114,7 @@ def test_a_compare_directory_below_a_file_is_one_line(
 ) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    args = ["compare", "--plugin", FAKE_PLUGIN, "--task", "tiny", "--policy", "scripted"]
+    args = ["compare", *FAKE_COMPONENTS]
     if where == "flag":
         args += ["--out", str(blocker / "exp")]
     else:

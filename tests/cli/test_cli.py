@@ -115,16 +115,14 @@ def test_third_party_example_is_listed_and_usable() -> None:
     """examples/third-party-plugin is installed in the test environment (requirements-test.txt)
     and discovered through its entry point."""
     group, pm = build_cli(PluginManager(autoload=True))
-
-    def invoke(*args: str):  # type: ignore[no-untyped-def]
-        return CliRunner().invoke(group, list(args), obj={"pm": pm})
-
-    listing = json.loads(invoke("plugins", "--json").output)
+    runner = CliRunner()
+    listing = json.loads(runner.invoke(group, ["plugins", "--json"], obj={"pm": pm}).output)
     example = next(p for p in listing if p["name"] == "blueprints.example")
     assert example["distribution"] == "esper-example-plugin" and example["components"] == [
         "blueprints.cnn/dilated"
     ]
-    blueprints = json.loads(invoke("blueprints", "--topology", "cnn", "--json").output)
+    listed = runner.invoke(group, ["blueprints", "--topology", "cnn", "--json"], obj={"pm": pm})
+    blueprints = json.loads(listed.output)
     assert any(b["key"] == "cnn/dilated" and b["identity_at_birth"] for b in blueprints)
 
 
@@ -154,3 +152,20 @@ def test_third_party_blueprint_germinates_by_name(tmp_path: Path) -> None:
         and slot.state.blueprint == "cnn/dilated"
     )
     assert type(slot.seed).__module__ == "esper_example_plugin.blueprints"
+
+
+def test_the_fake_plugin_file_loads_from_any_directory(
+    fake_plugin_file: Path, tmp_path: Path
+) -> None:
+    """``--plugin path/to/tests/fake_plugin.py`` needs no ``tests`` package on sys.path."""
+    args = ["config", "show", "--plugin", str(fake_plugin_file), *FAKE_COMPONENTS[2:]]
+    result = subprocess.run(
+        [sys.executable, "-m", "esper_cli", *args, "--set", "run.telemetry=[]"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=subprocess_env(),
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert tomllib.loads(result.stdout)["tasks"]["tiny"]["n_train"] == 256

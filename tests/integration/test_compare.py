@@ -23,7 +23,13 @@ from esper_core.compare.results import ComparisonResults, load_results
 from esper_core.converter import unstructure
 from esper_core.plugins import PluginManager
 from esper_core.run.runner import Interrupted, run
-from tests.plugin_set import FAKE_COMPONENTS, FAKE_PLUGIN, REPO, subprocess_env
+from tests.plugin_set import (
+    FAKE_COMPONENTS,
+    FAKE_PLUGIN,
+    REPO,
+    subprocess_env,
+    write_broken_plugin,
+)
 
 OTHERS = ["wait", "random"]
 POLICIES = ["scripted", *OTHERS]
@@ -225,6 +231,26 @@ def test_a_cell_is_resumed_redone_or_skipped(cells_pm: PluginManager, tmp_path: 
     mtime = (broken / "summary.json").stat().st_mtime_ns
     assert run_cell(job(tmp_path / "broken")).status == "skipped"
     assert (broken / "summary.json").stat().st_mtime_ns == mtime
+
+
+def test_a_failing_cell_reports_the_plugin_in_one_line(tmp_path: Path) -> None:
+    plugin = write_broken_plugin(
+        tmp_path / "broken_policy.py", "policies", "scripted", "act", "broken policy"
+    )
+    plugins = (*CELL_PLUGINS, str(plugin))
+    pm = PluginManager(extra=list(plugins), autoload=False)
+    spec = parse_experiment(
+        {"policies": ["broken"], "tasks": ["tiny"], "seeds": 1, "config": SHARED}
+    )
+    (cell,) = plan_cells(build_experiment(spec, shared_config(spec), plugins), pm, threads=1)
+    root = tmp_path / "exp"
+    outcome = run_cell(
+        CellJob(str(cell.directory(root)), str(cell.lock(root)), unstructure(cell.config), plugins)
+    )
+    assert outcome.status == "failed" and outcome.error is not None
+    assert "broken_policy.py raised ValueError: broken policy" in outcome.error
+    # Running the experiment again retries the cell: no `esper run --resume` advice.
+    assert "\n" not in outcome.error and "--resume" not in outcome.error
 
 
 # ---------------------------------------------------------------- whole experiments

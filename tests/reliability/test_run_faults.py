@@ -16,7 +16,7 @@ from esper_core.errors import PluginError
 from esper_core.plugins import PluginManager
 from esper_core.run.checkpoint import load_checkpoint
 from esper_core.run.runner import run
-from tests.plugin_set import FAKE_PLUGIN, plugin_manager
+from tests.plugin_set import FAKE_PLUGIN, plugin_manager, write_broken_plugin
 
 BASE = [
     "run.task=faulty",
@@ -131,15 +131,8 @@ BROKEN_COMPONENTS = {
 @pytest.mark.parametrize("component", sorted(BROKEN_COMPONENTS))
 def test_a_plugin_raising_at_run_time_is_named(invoke: Any, tmp_path: Path, component: str) -> None:
     method, kind, name = BROKEN_COMPONENTS[component]
-    plugin = tmp_path / f"broken_{component}.py"
-    plugin.write_text(
-        "from esper_core import hookimpl\n"
-        "from esper_core.plugins import PluginManager\n"
-        f"def _boom(self, *a, **k):\n    raise ValueError('broken {component}')\n"
-        f"@hookimpl\ndef esper_register_{kind}(register):\n"
-        f"    base = PluginManager(autoload=False, extra=[{FAKE_PLUGIN!r}]).get({kind!r}, {name!r})\n"
-        f"    cls = type('Broken', (base,), {{'name': 'broken', '{method}': _boom}})\n"
-        f"    register(cls)\n"
+    plugin = write_broken_plugin(
+        tmp_path / f"broken_{component}.py", kind, name, method, f"broken {component}"
     )
     field = {"policies": "policy", "rewards": "reward", "tasks": "task"}[kind]
     # No --out: the CLI computes the default run directory, and the advice names it.
