@@ -49,7 +49,7 @@ class ConsoleOptions:
         True, doc="Clear the live display when the run ends (the run summary is printed after it)."
     )
     file: str | None = options_field(
-        None, doc="Write the display to this file instead of standard error."
+        None, doc="Write the display to this file (in the run directory) instead of standard error."
     )
     width: int | None = options_field(
         None, in_range(40, integer=True), "Display width in columns (default: the terminal's)."
@@ -125,6 +125,7 @@ class ConsoleBackend:
     def __init__(self, options: ConsoleOptions, context: TelemetryContext) -> None:
         self.options = options
         self.enabled = not context.quiet
+        self.file = context.path(options.file, self.name) if options.file else None
         self.info: RunInfo | None = None
         self.envs: dict[int, EnvView] = {}
         self.recent: deque[str] = deque(maxlen=max(options.recent_events, 1))
@@ -146,8 +147,8 @@ class ConsoleBackend:
             return
         from rich.console import Console
 
-        if self.options.file:
-            self._stream = open(self.options.file, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        if self.file is not None:
+            self._stream = open(self.file, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
         self._console = Console(
             file=self._stream,
             stderr=self._stream is None,

@@ -1,0 +1,60 @@
+"""Issue 21.4 and 21.5 (the library's part): a resumed run is the run that wrote the
+checkpoint. A config edited since is refused in one line naming what changed; only the
+run's length may change, and a longer run is recorded in its config.toml."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from esper_core.config import load_config
+from esper_core.errors import RunDirError
+from esper_core.run import api
+from esper_core.run.checkpoint import load_checkpoint
+from tests.plugins.esper_telemetry.faulty_plugin import CRASH_FILE
+from tests.plugins.esper_telemetry.helpers import FAULTY_PLUGIN, plugin_manager, run_tiny
+from tests.reliability.cli_runs import FAKE, esper_done, one_error_line
+
+
+def crashed_run(run_dir: Path, *sets: str) -> None:
+    """A run killed in epoch 7 of its first episode, with a checkpoint at epoch 5."""
+    run_dir.mkdir(parents=True)
+    (run_dir / CRASH_FILE).write_text("7")
+    with pytest.raises(BaseException, match="simulated crash"):
+        run_tiny(run_dir, ["crash"], "run.checkpoint_every=5", *sets)
+
+
+def resume(run_dir: Path, *sets: str) -> dict:  # type: ignore[type-arg]
+    config = load_config(run_dir / "config.toml", list(sets))
+    return api.run(config, plugin_manager(), run_dir=run_dir, resume=True, quiet=True)
+
+
+def test_an_edited_config_is_refused_in_one_line_naming_the_change(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    crashed_run(run_dir)
+    config = run_dir / "config.toml"
+    config.write_text(config.read_text().replace("width = 4", "width = 6"))  # the host's shape
+    code, _, err = esper_done(
+        "run", "--plugin", FAKE, "--plugin", str(FAULTY_PLUGIN), "--resume", str(run_dir), "--quiet"
+    )
+    assert code == 2, err
+    line = one_error_line(err)
+    assert "size mismatch" not in line
+    assert "config changed since the checkpoint (tasks.tiny.width: 4 -> 6)" in line
+
+
+def test_a_resume_may_extend_the_run_and_records_its_new_length(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    crashed_run(run_dir)
+    summary = resume(run_dir, "run.episodes=2")
+    assert summary["status"] == "completed" and summary["episodes_completed"] == 2
+    assert load_config(run_dir / "config.toml").run.episodes == 2
+    assert load_checkpoint(run_dir / "checkpoint.pt")["outer"] == 2
+
+
+def test_a_resume_may_not_shorten_the_run_below_what_is_done(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_tiny(run_dir, [], "run.episodes=2", "env.max_epochs=2")
+    with pytest.raises(RunDirError, match=r"with run\.episodes=1: 2 episodes are already done"):
+        resume(run_dir, "run.episodes=1")
