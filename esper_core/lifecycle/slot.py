@@ -32,22 +32,18 @@ from esper_core.lifecycle.alpha import (
     blend_gated,
     blend_multiply,
 )
+from esper_core.lifecycle.gates import GateInputs, GateResult, evaluate_gate
 from esper_core.lifecycle.rules import (
     ADVANCE_TARGET,
     BLENDED_STAGES,
     ISOLATED_STAGES,
     PRUNABLE_STAGES,
     SEED_STAGES,
+    LifecycleError,
+    check_transition,
 )
 from esper_core.lifecycle.slot_state import DEFAULT_SETTINGS, SlotReport, SlotSettings, SlotState
-from esper_core.lifecycle.stages import (
-    GateInputs,
-    GateResult,
-    LifecycleError,
-    Stage,
-    check_transition,
-    evaluate_gate,
-)
+from esper_core.lifecycle.stages import Stage
 
 
 class SeedSlot(nn.Module):

@@ -22,7 +22,7 @@ from typing import IO, Any, ClassVar
 from attrs import define, field
 
 from esper_core import TelemetryContext, hookimpl
-from esper_core.converter import in_range, options_field
+from esper_core.converter import in_range, options_field, relative_path
 from esper_core.run.telemetry import (
     EpisodeFinished,
     EpochCompleted,
@@ -49,7 +49,7 @@ class ConsoleOptions:
         True, doc="Clear the live display when the run ends (the run summary is printed after it)."
     )
     file: str | None = options_field(
-        None, doc="Write the display to this file (in the run directory) instead of standard error."
+        None, relative_path, "Write the display to this file (in the run directory), not stderr."
     )
     width: int | None = options_field(
         None, in_range(40, integer=True), "Display width in columns (default: the terminal's)."

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 from attrs import define
 
 from esper_core import TelemetryContext, hookimpl
-from esper_core.converter import in_range, options_field
+from esper_core.converter import in_range, options_field, relative_path
 from esper_core.errors import RunDirError
 from esper_core.run.telemetry import (
     EpisodeFinished,
@@ -54,7 +54,7 @@ HPARAM_METRICS = ("final_val_acc_mean", "final_test_acc_mean", "params_added_mea
 @define
 class TensorBoardOptions:
     subdir: str = options_field(
-        "tensorboard", doc="Directory inside the run directory for the event files."
+        "tensorboard", relative_path, "Directory inside the run directory for the event files."
     )
     per_env: bool = options_field(
         True, doc="Write each env's curves, not only the means over envs."
