@@ -163,12 +163,8 @@ def load_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, An
         raise CheckpointError(f"checkpoint {p} not found")
     try:
         data = torch.load(p, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError as exc:
-        raise CheckpointError(f"checkpoint {p} {_unpickling_problem(p, exc)}") from None
-    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError) as exc:
-        raise CheckpointError(
-            f"checkpoint {p} is corrupt or truncated: {type(exc).__name__}: {_first_line(exc)}"
-        ) from None
+    except Exception as exc:  # torch raises many types on damaged bytes (even IndexError)
+        raise CheckpointError(f"checkpoint {p} {_load_problem(p, exc)}") from None
     if not isinstance(data, dict) or "format" not in data:
         raise CheckpointError(
             f"checkpoint {p} is not an Esper checkpoint: it holds "
@@ -210,30 +206,50 @@ _CODE_OPCODES = frozenset(
 )
 
 
-def _unpickling_problem(path: Path, exc: pickle.UnpicklingError) -> str:
-    """What is wrong with a file the weights-only unpickler refused, in words."""
+def _load_problem(path: Path, exc: Exception) -> str:
+    """What is wrong with a file ``torch.load(weights_only=True)`` refused, in words."""
     text = str(exc)
-    if "Unsupported global" in text or "GLOBAL" in text:
-        return (
-            "holds pickled Python objects (code), which Esper refuses to load; only tensors "
-            "and plain data are allowed. Re-create it with Esper"
-        )
-    if zipfile.is_zipfile(path):
-        return f"is corrupt: its pickled data cannot be read ({_last_detail(text)})"
-    try:
-        with open(path, "rb") as fh:
-            opcodes = {op.name for op, _, _ in pickletools.genops(fh)}
-    except Exception:  # pickletools raises ValueError, EOFError and more on non-pickles
+    if isinstance(exc, pickle.UnpicklingError) and (
+        "Unsupported global" in text or "GLOBAL" in text
+    ):
+        return _CODE
+    with open(path, "rb") as fh:
+        zip_start = fh.read(4) == b"PK\x03\x04"
+    if zip_start and not zipfile.is_zipfile(path):
+        return "is corrupt or truncated: a damaged PyTorch zip archive (its directory is missing)"
+    if zip_start:
+        detail = _last_detail(text) if isinstance(exc, pickle.UnpicklingError) else _first_line(exc)
+        return f"is corrupt or truncated: {type(exc).__name__}: {detail}"
+    opcodes = _pickle_opcodes(path)
+    if opcodes is None:
+        if path.stat().st_size == 0:
+            return "is corrupt or truncated: the file is empty"
         return (
             "is not a checkpoint: its bytes are neither a PyTorch zip archive nor a pickle "
             "(a damaged file, or another kind of file)"
         )
     if opcodes & _CODE_OPCODES:
-        return (
-            "holds pickled Python objects (code), which Esper refuses to load; only tensors "
-            "and plain data are allowed. Re-create it with Esper"
-        )
+        return _CODE
     return "is a plain pickle, not a checkpoint written by Esper (a PyTorch zip archive)"
+
+
+_CODE = (
+    "holds pickled Python objects (code), which Esper refuses to load; only tensors and "
+    "plain data are allowed. Re-create it with Esper"
+)
+
+
+def _pickle_opcodes(path: Path) -> set[str] | None:
+    """The opcodes of ``path`` if the whole file is one pickle, else None (nothing runs)."""
+    size = path.stat().st_size
+    try:
+        with open(path, "rb") as fh:
+            ops = [(op.name, pos) for op, _, pos in pickletools.genops(fh)]
+    except Exception:  # pickletools raises ValueError, EOFError and more on non-pickles
+        return None
+    if not ops or ops[-1][0] != "STOP" or ops[-1][1] != size - 1:
+        return None
+    return {name for name, _ in ops}
 
 
 def _first_line(exc: BaseException) -> str:

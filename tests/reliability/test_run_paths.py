@@ -4,6 +4,7 @@ directory; an output directory or a device that cannot be used is one line and e
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -62,7 +63,7 @@ def run_cli(*args: str) -> str:
 def test_an_out_below_a_file_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("")
     line = run_cli("--out", str(tmp_path / "afile" / "sub"))
-    assert "afile" in line and "choose another --out" in line
+    assert f"{tmp_path / 'afile'} is a file" in line
 
 
 def test_an_out_dir_in_proc_is_one_line() -> None:
@@ -70,7 +71,8 @@ def test_an_out_dir_in_proc_is_one_line() -> None:
     assert "/proc/1" in line
 
 
-def test_an_out_on_a_read_only_file_system_is_one_line(tmp_path: Path) -> None:
+@pytest.fixture
+def read_only_dir(tmp_path: Path) -> Iterator[Path]:
     mount = tmp_path / "ro"
     mount.mkdir()
     made = subprocess.run(
@@ -79,10 +81,32 @@ def test_an_out_on_a_read_only_file_system_is_one_line(tmp_path: Path) -> None:
     if made.returncode != 0:
         pytest.skip("cannot mount a read-only file system here (needs root)")
     try:
-        line = run_cli("--out", str(mount / "run"))
-        assert "Read-only file system" in line
+        yield mount
     finally:
         subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_an_out_on_a_read_only_file_system_is_one_line(read_only_dir: Path) -> None:
+    line = run_cli("--out", str(read_only_dir / "run"))
+    assert str(read_only_dir) in line
+
+
+@pytest.mark.parametrize("where", ["below_a_file", "proc", "read_only"])
+def test_the_library_refuses_an_unwritable_run_directory_in_one_line(
+    tmp_path: Path, where: str, request: pytest.FixtureRequest
+) -> None:
+    """Callers of the library (compare cells, notebooks) get the same one-line error as the CLI."""
+    if where == "below_a_file":
+        (tmp_path / "afile").write_text("")
+        run_dir, expected = tmp_path / "afile" / "sub", f"{tmp_path / 'afile'} is a file"
+    elif where == "proc":
+        run_dir, expected = Path("/proc/1/run"), "/proc/1 does not accept new directories"
+    else:
+        mount = request.getfixturevalue("read_only_dir")
+        run_dir, expected = mount / "run", "Read-only file system"
+    with pytest.raises(RunDirError, match="cannot write the run directory") as info:
+        run_tiny(run_dir, [], "env.max_epochs=2")
+    assert expected in str(info.value) and "\n" not in str(info.value)
 
 
 @pytest.mark.parametrize("device", ["cuda", "mps", "xpu"])
