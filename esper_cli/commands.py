@@ -197,37 +197,58 @@ def plugins(ctx: click.Context, plugins: tuple[str, ...], as_json: bool) -> None
     Console().print(table)
 
 
-@click.command()
-@click.option("--topology", type=click.Choice(["cnn", "transformer"]), help="Only this topology.")
-@click.option(
+CHANNELS_OPTION = click.option(
     "--channels",
     type=click.IntRange(1, 65536),
     default=64,
     show_default=True,
-    help="Width for the parameter counts (1..65536).",
+    help="Width for the parameter counts and the checks (1..65536).",
 )
-@click.option("--plugin", "plugins", multiple=True, help="Also load this plugin module or file.")
+PLUGIN_OPTION = click.option(
+    "--plugin", "plugins", multiple=True, help="Also load this plugin module or file."
+)
+
+
+@click.group(invoke_without_command=True)
+@click.option("--topology", type=click.Choice(["cnn", "transformer"]), help="Only this topology.")
+@CHANNELS_OPTION
+@PLUGIN_OPTION
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def blueprints(
     ctx: click.Context, topology: str | None, channels: int, plugins: tuple[str, ...], as_json: bool
 ) -> None:
-    """List registered blueprints with their parameter count at a given width."""
+    """List registered blueprints with their parameter count at a given width.
+
+    `esper blueprints check [NAME]` builds and checks them (for plugin authors).
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from esper_core.lifecycle.blueprint_check import blueprint_error
+
     pm = plugin_manager(ctx)
     pm.extend(list(plugins))
+    registry = pm.registry("blueprints")
     rows = []
-    for key, bp in pm.registry("blueprints").items():
+    for key, bp in registry.items():
         if topology and bp.topology != topology:
             continue
+        plugin = registry.plugin_of(key)
+        try:
+            params = int(bp.param_estimate(channels))
+        except Exception as exc:  # the plugin's code: name it, in one line
+            raise blueprint_error(
+                bp, plugin, channels, f"its param_estimate raised {type(exc).__name__}: {exc}"
+            ) from exc
         rows.append(
             {
                 "name": bp.name,
                 "topology": bp.topology,
                 "key": key,
-                "params": int(bp.param_estimate(channels)),
+                "params": params,
                 "identity_at_birth": bp.identity_at_birth,
                 "description": bp.description,
-                "plugin": pm.registry("blueprints").plugin_of(key),
+                "plugin": plugin,
             }
         )
     if as_json:
@@ -249,6 +270,44 @@ def blueprints(
             r["plugin"],
         )
     Console().print(table)
+
+
+@blueprints.command("check")
+@click.argument("name", required=False)
+@CHANNELS_OPTION
+@PLUGIN_OPTION
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def blueprints_check(
+    ctx: click.Context, name: str | None, channels: int, plugins: tuple[str, ...], as_json: bool
+) -> None:
+    """Build each blueprint (or NAME: a name or a topology/name key) and check it as a run
+    would at first use: output shape at two sizes, finite output, parameter count against
+    param_estimate, identity at birth when claimed. Exit code 1 when any check fails."""
+    from esper_core.errors import UnknownComponentError
+    from esper_core.lifecycle.blueprint_check import check_blueprint
+
+    pm = plugin_manager(ctx)
+    pm.extend(list(plugins))
+    registry = pm.registry("blueprints")
+    chosen = [(k, bp) for k, bp in registry.items() if name in (None, k, bp.name)]
+    if not chosen:
+        raise UnknownComponentError(
+            f"unknown blueprint {name!r}; available: {', '.join(registry.names()) or '(none)'}"
+        )
+    results = [
+        {"key": key, "plugin": registry.plugin_of(key), "problems": check_blueprint(bp, channels)}
+        for key, bp in chosen
+    ]
+    if as_json:
+        click.echo(json.dumps(results, indent=2))
+    else:
+        for r in results:
+            verdict = "ok  " if not r["problems"] else "FAIL"
+            detail = "" if not r["problems"] else ": " + "; ".join(r["problems"])
+            click.echo(f"{verdict} {r['key']} (plugin {r['plugin']}, {channels} channels){detail}")
+    if any(r["problems"] for r in results):
+        ctx.exit(1)
 
 
 @click.group()
