@@ -1,22 +1,17 @@
-"""Real ``esper`` processes on the fake plugin's tiny task, for the reliability tests."""
+"""``esper`` on the fake plugin's tiny task, for the reliability tests: in this process
+(the ``invoke`` fixture) where that is enough, as a real process where the test needs one."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-from pathlib import Path
+from typing import Any
 
-FAKE = str(Path(__file__).parents[1] / "fake_plugin.py")
+from tests.plugin_set import FAKE_COMPONENTS, FAKE_PLUGIN_FILE, subprocess_env
+
+FAKE = str(FAKE_PLUGIN_FILE)
 TINY = [
-    "--plugin",
-    FAKE,
-    "--task",
-    "tiny",
-    "--policy",
-    "scripted",
-    "--reward",
-    "acc_delta",
+    *FAKE_COMPONENTS,
     "--set",
     "run.telemetry=[]",
     "--set",
@@ -25,15 +20,17 @@ TINY = [
 ]
 
 
-def esper(*args: str, **popen: object) -> subprocess.Popen[str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "ESPER_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    return subprocess.Popen(  # type: ignore[call-overload,no-any-return]
+def esper(*args: str) -> subprocess.Popen[str]:
+    """A real ``esper`` process (repository root as working directory: ``tests`` imports)."""
+    from tests.plugin_set import REPO
+
+    return subprocess.Popen(
         [sys.executable, "-m", "esper_cli", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
-        **popen,
+        env=subprocess_env(),
+        cwd=REPO,
     )
 
 
@@ -49,3 +46,9 @@ def one_error_line(err: str) -> str:
     assert len(lines) == 1 and lines[0].startswith("error: "), err
     assert "Traceback" not in err
     return lines[0]
+
+
+def failed_in_one_line(result: Any, code: int = 2) -> str:
+    """The ``error:`` line of an ``invoke`` result that failed with ``code``."""
+    assert result.exit_code == code, (result.exit_code, result.output, result.exception)
+    return one_error_line(result.stderr)

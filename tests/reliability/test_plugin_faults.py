@@ -14,8 +14,9 @@ from torch import nn
 from esper_core.components.blueprint import Blueprint
 from esper_core.errors import PluginError
 from esper_core.plugins import PluginManager
+from tests.conftest import Invoke
 from tests.plugins.esper_telemetry.helpers import tiny_config
-from tests.reliability.cli_runs import FAKE, esper_done, one_error_line
+from tests.reliability.cli_runs import FAKE, failed_in_one_line
 
 HEADER = """
 from esper_core import hookimpl
@@ -47,24 +48,25 @@ def plugin_file(tmp_path: Path, body: str, name: str = "evil_plugin.py") -> str:
     ],
 )
 def test_a_plugin_calling_sys_exit_is_an_error_naming_it(
-    tmp_path: Path, body: str, where: str
+    invoke: Invoke, tmp_path: Path, body: str, where: str
 ) -> None:
     path = plugin_file(tmp_path, body)
-    code, out, err = esper_done("plugins", "--plugin", path)
-    assert code == 2, (out, err)
-    line = one_error_line(err)
+    line = failed_in_one_line(invoke("plugins", "--plugin", path))
     assert path in line and f"' called sys.exit(0) {where}" in line
 
 
-def test_an_interrupt_while_importing_a_plugin_names_it(tmp_path: Path) -> None:
+def test_an_interrupt_while_importing_a_plugin_names_it(invoke: Invoke, tmp_path: Path) -> None:
     path = plugin_file(tmp_path, "raise KeyboardInterrupt\n")
-    code, _, err = esper_done("plugins", "--plugin", path)
-    assert code == 130, err
-    lines = err.strip().splitlines()
-    assert lines == [f"interrupted while importing plugin '{path}' (KeyboardInterrupt)"], err
+    result = invoke("plugins", "--plugin", path)
+    assert result.exit_code == 130, (result.output, result.exception)
+    lines = result.stderr.strip().splitlines()
+    expected = f"interrupted while importing plugin '{path}' (KeyboardInterrupt)"
+    assert lines == [expected], result.stderr
 
 
-def test_a_blueprint_topology_that_is_a_path_is_refused_naming_the_plugin(tmp_path: Path) -> None:
+def test_a_blueprint_topology_that_is_a_path_is_refused_naming_the_plugin(
+    invoke: Invoke, tmp_path: Path
+) -> None:
     path = plugin_file(
         tmp_path,
         """
@@ -73,13 +75,13 @@ def test_a_blueprint_topology_that_is_a_path_is_refused_naming_the_plugin(tmp_pa
             register(Blueprint("x", "../evil", lambda c: nn.Identity(), lambda c: 0))
         """,
     )
-    code, _, err = esper_done("blueprints", "--plugin", path)
-    assert code == 2
-    line = one_error_line(err)
+    line = failed_in_one_line(invoke("blueprints", "--plugin", path))
     assert path in line and "blueprint topology '../evil' is not one of cnn, transformer" in line
 
 
-def test_a_raising_param_estimate_is_one_line_naming_the_plugin(tmp_path: Path) -> None:
+def test_a_raising_param_estimate_is_one_line_naming_the_plugin(
+    invoke: Invoke, tmp_path: Path
+) -> None:
     path = plugin_file(
         tmp_path,
         """
@@ -91,9 +93,7 @@ def test_a_raising_param_estimate_is_one_line_naming_the_plugin(tmp_path: Path) 
             register(Blueprint("uncounted", "cnn", lambda c: nn.Identity(), estimate))
         """,
     )
-    code, _, err = esper_done("blueprints", "--plugin", path)
-    assert code == 2
-    line = one_error_line(err)
+    line = failed_in_one_line(invoke("blueprints", "--plugin", path))
     assert f"blueprint cnn/uncounted of plugin 'file:{Path(path).resolve()}'" in line
     assert "param_estimate raised ArithmeticError: cannot count" in line
 
@@ -222,15 +222,16 @@ def test_a_run_stops_at_the_first_germination_of_a_broken_blueprint(tmp_path: Pa
     assert "a seed must keep its input's shape" in message
 
 
-def test_blueprints_check_reports_each_blueprint(tmp_path: Path) -> None:
+def test_blueprints_check_reports_each_blueprint(invoke: Invoke, tmp_path: Path) -> None:
     path = broken_blueprint_plugin(tmp_path)
-    code, out, err = esper_done("blueprints", "check", "--plugin", FAKE, "--plugin", path)
-    assert code == 1, err
+    result = invoke("blueprints", "check", "--plugin", FAKE, "--plugin", path)
+    assert result.exit_code == 1, result.output
+    out = result.stdout
     lines = out.strip().splitlines()
     assert any(
         line.startswith("FAIL cnn/aaa_squash (plugin file:") and "keep its input's shape" in line
         for line in lines
     ), out
     assert any(line.startswith("ok   cnn/res (plugin file:") for line in lines), out
-    code, out, _ = esper_done("blueprints", "check", "res", "--plugin", FAKE, "--channels", "3")
-    assert code == 0 and out.startswith("ok   cnn/res"), out
+    result = invoke("blueprints", "check", "res", "--plugin", FAKE, "--channels", "3")
+    assert result.exit_code == 0 and result.stdout.startswith("ok   cnn/res"), result.output

@@ -12,9 +12,10 @@ from esper_core.config import load_config
 from esper_core.errors import RunDirError
 from esper_core.run import api
 from esper_core.run.checkpoint import load_checkpoint
+from tests.conftest import Invoke
 from tests.plugins.esper_telemetry.faulty_plugin import CRASH_FILE
 from tests.plugins.esper_telemetry.helpers import FAULTY_PLUGIN, plugin_manager, run_tiny
-from tests.reliability.cli_runs import FAKE, esper_done, one_error_line
+from tests.reliability.cli_runs import FAKE, failed_in_one_line
 
 
 def crashed_run(run_dir: Path, *sets: str) -> None:
@@ -30,16 +31,17 @@ def resume(run_dir: Path, *sets: str) -> dict:  # type: ignore[type-arg]
     return api.run(config, plugin_manager(), run_dir=run_dir, resume=True, quiet=True)
 
 
-def test_an_edited_config_is_refused_in_one_line_naming_the_change(tmp_path: Path) -> None:
+def test_an_edited_config_is_refused_in_one_line_naming_the_change(
+    invoke: Invoke, tmp_path: Path
+) -> None:
     run_dir = tmp_path / "run"
     crashed_run(run_dir)
     config = run_dir / "config.toml"
     config.write_text(config.read_text().replace("width = 4", "width = 6"))  # the host's shape
-    code, _, err = esper_done(
+    result = invoke(
         "run", "--plugin", FAKE, "--plugin", str(FAULTY_PLUGIN), "--resume", str(run_dir), "--quiet"
     )
-    assert code == 2, err
-    line = one_error_line(err)
+    line = failed_in_one_line(result)
     assert "size mismatch" not in line
     assert "config changed since the checkpoint (tasks.tiny.width: 4 -> 6)" in line
 

@@ -14,8 +14,9 @@ from esper_telemetry.tensorboard_writer import TensorBoardBackend, TensorBoardOp
 
 from esper_core import TelemetryContext
 from esper_core.errors import RunDirError
+from tests.conftest import Invoke
 from tests.plugins.esper_telemetry.helpers import run_tiny
-from tests.reliability.cli_runs import TINY, esper_done, one_error_line
+from tests.reliability.cli_runs import TINY, failed_in_one_line
 
 
 @pytest.mark.parametrize("relative", ["../x", "a/../../x", "/etc/x", "."])
@@ -54,20 +55,20 @@ def test_backend_options_cannot_name_paths_outside(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
 
 
-def run_cli(*args: str) -> str:
-    code, out, err = esper_done("run", *TINY, "--max-epochs", "2", *args, timeout=120)
-    assert code == 2 and out == "", err
-    return one_error_line(err)
+def run_cli(invoke: Invoke, *args: str) -> str:
+    result = invoke("run", *TINY, "--max-epochs", "2", *args)
+    assert result.stdout == ""
+    return failed_in_one_line(result)
 
 
-def test_an_out_below_a_file_is_one_line(tmp_path: Path) -> None:
+def test_an_out_below_a_file_is_one_line(invoke: Invoke, tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("")
-    line = run_cli("--out", str(tmp_path / "afile" / "sub"))
+    line = run_cli(invoke, "--out", str(tmp_path / "afile" / "sub"))
     assert f"{tmp_path / 'afile'} is a file" in line
 
 
-def test_an_out_dir_in_proc_is_one_line() -> None:
-    line = run_cli("--set", "run.out_dir=/proc/1")
+def test_an_out_dir_in_proc_is_one_line(invoke: Invoke) -> None:
+    line = run_cli(invoke, "--set", "run.out_dir=/proc/1")
     assert "/proc/1" in line
 
 
@@ -86,8 +87,10 @@ def read_only_dir(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", str(mount)], check=True)
 
 
-def test_an_out_on_a_read_only_file_system_is_one_line(read_only_dir: Path) -> None:
-    line = run_cli("--out", str(read_only_dir / "run"))
+def test_an_out_on_a_read_only_file_system_is_one_line(
+    invoke: Invoke, read_only_dir: Path
+) -> None:
+    line = run_cli(invoke, "--out", str(read_only_dir / "run"))
     assert str(read_only_dir) in line
 
 
@@ -110,9 +113,11 @@ def test_the_library_refuses_an_unwritable_run_directory_in_one_line(
 
 
 @pytest.mark.parametrize("device", ["cuda", "mps", "xpu"])
-def test_a_device_this_machine_lacks_is_one_line(device: str, tmp_path: Path) -> None:
+def test_a_device_this_machine_lacks_is_one_line(
+    invoke: Invoke, device: str, tmp_path: Path
+) -> None:
     if device == "cuda" and torch.cuda.is_available():
         device = f"cuda:{torch.cuda.device_count()}"  # one past the last
-    line = run_cli("--device", device, "--out", str(tmp_path / "run"))
+    line = run_cli(invoke, "--device", device, "--out", str(tmp_path / "run"))
     assert f"run.device: '{device}'" in line
     assert not (tmp_path / "run").exists(), "the run directory was created anyway"
