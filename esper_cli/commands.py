@@ -20,15 +20,16 @@ from esper_cli.paths import output_dir
 def _run_or_train(
     ctx: click.Context, mode: str, params: dict[str, Any], extra_run: dict[str, Any]
 ) -> None:
+    from esper_cli.resume import resumed_config
     from esper_core.plugins import split_selections
     from esper_core.run import api
-    from esper_core.run.run_dir import default_run_dir, load_run_config
+    from esper_core.run.run_dir import default_run_dir
 
     pm = plugin_manager(ctx)
     resume = params.get("resume")
     if resume:
         run_dir = Path(resume)
-        config = load_run_config(run_dir)
+        config = resumed_config(run_dir, params, mode, lambda note: click.echo(note, err=True))
         # The stored config names the components; --plugin values only load modules (a
         # KIND.NAME loads its entry point when autoloading is off, selecting nothing).
         pm.extend(split_selections(params.get("plugins") or ())[0])
@@ -156,7 +157,7 @@ def run(ctx: click.Context, **params: Any) -> None:
 def train(ctx: click.Context, **params: Any) -> None:
     """Train a learnable policy, by default PPO, over parallel envs."""
     sets = list(params.get("sets") or ())
-    if params.get("updates") is not None:
+    if params.get("updates") is not None and not params.get("resume"):
         sets.insert(0, f"train.updates={params['updates']}")
     params["sets"] = tuple(sets)
     extra = (

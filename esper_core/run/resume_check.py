@@ -4,9 +4,14 @@ A resumed run rebuilds every component from its config and then loads the checkp
 state into them; a config that changed since (a preset edited in ``config.toml``, a
 plugin option) would either fail deep inside ``load_state_dict`` or, worse, quietly
 change the results. The checkpoint therefore stores the resolved config it was written
-under, and resuming compares the two first. Only the length of the run may change:
-``run.episodes`` (``esper run``) and ``train.updates`` (``esper train``) can be raised to
-extend it, or lowered to end it early, but not below what is already done.
+under, and resuming compares the two first. Only the length of an ``esper run`` may
+change: ``run.episodes`` can be raised to extend it, or lowered to end it early, but not
+below what is already done (each episode depends only on its index). ``train.updates``
+may not: a trainable policy's schedules (learning rate, entropy) span the planned
+number of updates, so a longer run would not be the run that was started. Telemetry
+(``run.telemetry`` and the ``telemetry`` tables) may differ too, since it records a run
+without changing it; a backend that keeps files can still only continue from a position
+the checkpoint holds (see :class:`~esper_core.run.hub.Hub`).
 """
 
 from __future__ import annotations
@@ -30,9 +35,11 @@ PAYLOAD_KEYS = (
     "updates",
     "elapsed",
 )
-# The config field that counts the outer loop of each mode: the one a resume may change.
-LENGTH_FIELD = {"run": ("run", "episodes"), "train": ("train", "updates")}
+# The config field a resume may change, by mode: the length of an `esper run`.
+LENGTH_FIELD: dict[str, str | None] = {"run": "run.episodes", "train": None}
 SHOWN = 3  # differences named in the message
+# Config entries that record the run without changing it.
+RECORDING = ("run.telemetry", "telemetry")
 
 
 def check_payload(data: dict[str, Any], path: Path, mode: str) -> None:
@@ -53,29 +60,36 @@ def check_config(
     saved: dict[str, Any], current: dict[str, Any], mode: str, done: int, path: Path
 ) -> bool:
     """Refuse a config that differs from ``saved`` anywhere but the run's length, or that
-    shortens the run below the ``done`` episodes (updates). True when the length changed."""
-    section, key = LENGTH_FIELD[mode]
+    shortens the run below the ``done`` episodes. True when the length changed."""
+    length = LENGTH_FIELD[mode]
     saved_flat, current_flat = _flatten(saved), _flatten(current)
-    length = f"{section}.{key}"
     changes = [
         f"{name}: {_show(saved_flat, name)} -> {_show(current_flat, name)}"
         for name in sorted(set(saved_flat) | set(current_flat))
-        if name != length and saved_flat.get(name, _ABSENT) != current_flat.get(name, _ABSENT)
+        if name != length
+        and not _recording(name)
+        and saved_flat.get(name, _ABSENT) != current_flat.get(name, _ABSENT)
     ]
     if changes:
         more = f" and {len(changes) - SHOWN} more" if len(changes) > SHOWN else ""
+        may = f"only {length} may change" if length else "nothing may change"
         raise RunDirError(
             f"cannot resume {path.parent}: its config changed since the checkpoint "
             f"({'; '.join(changes[:SHOWN])}{more}). A resumed run keeps the config it started "
-            f"with; only {length} may change. Restore config.toml, or start a new run"
+            f"with; {may}. Restore config.toml, or start a new run"
         )
+    if length is None:
+        return False
     wanted = current_flat.get(length)
     if isinstance(wanted, int) and wanted < done:
-        unit = "episodes" if mode == "run" else "updates"
         raise RunDirError(
-            f"cannot resume {path.parent} with {length}={wanted}: {done} {unit} are already done"
+            f"cannot resume {path.parent} with {length}={wanted}: {done} episodes are already done"
         )
     return saved_flat.get(length) != wanted
+
+
+def _recording(name: str) -> bool:
+    return name in RECORDING or name.startswith(tuple(f"{r}." for r in RECORDING))
 
 
 class _Absent:

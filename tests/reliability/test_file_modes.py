@@ -24,3 +24,15 @@ def test_the_atomic_writer_respects_the_umask(tmp_path: Path, umask: int) -> Non
     subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
     mode = stat.S_IMODE(os.stat(tmp_path / "f.txt").st_mode)
     assert mode == 0o666 & ~umask, oct(mode)
+
+
+@pytest.mark.parametrize("label", ["ok\n", "ok\r", "a/b", ".hidden"])
+def test_a_compare_label_is_a_whole_plain_name(label: str) -> None:
+    """A label names cell directories: a trailing newline used to pass the check."""
+    from esper_core.compare.experiment import build_experiment, parse_experiment, shared_config
+    from esper_core.errors import ConfigError
+
+    spec = parse_experiment({"policies": [{"name": "wait", "label": label}]})
+    with pytest.raises(ConfigError) as info:
+        build_experiment(spec, shared_config(spec))
+    assert "label" in str(info.value) and "\n" not in str(info.value)

@@ -4,6 +4,7 @@ run's length may change, and a longer run is recorded in its config.toml."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -60,3 +61,43 @@ def test_a_resume_may_not_shorten_the_run_below_what_is_done(tmp_path: Path) -> 
     run_tiny(run_dir, [], "run.episodes=2", "env.max_epochs=2")
     with pytest.raises(RunDirError, match=r"with run\.episodes=1: 2 episodes are already done"):
         resume(run_dir, "run.episodes=1")
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--max-epochs", "20"], "--max-epochs"),
+        (["--set", "env.max_epochs=20", "--seed", "3"], "--set, --seed"),
+        (["--plugin", "rewards.pbrs"], "--plugin rewards.pbrs"),
+    ],
+)
+def test_flags_that_would_change_a_resumed_run_are_refused_by_name(
+    invoke: Invoke, tmp_path: Path, flags: list[str], named: str
+) -> None:
+    run_dir = tmp_path / "run"
+    run_tiny(run_dir, [], "env.max_epochs=2")
+    result = invoke("run", "--plugin", FAKE, "--resume", str(run_dir), "--quiet", *flags)
+    line = failed_in_one_line(result)
+    assert f"error: {named} cannot be used with --resume" in line
+    assert "only --episodes may change" in line
+
+
+def test_episodes_with_resume_lengthens_the_run_and_says_so(invoke: Invoke, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_tiny(run_dir, [], "env.max_epochs=2")
+    result = invoke(
+        "run", "--plugin", FAKE, "--resume", str(run_dir), "--episodes", "2", "--quiet", "--json"
+    )
+    assert result.exit_code == 0, result.output
+    assert "Resuming with run.episodes 1 -> 2." in result.stderr
+    assert json.loads(result.stdout)["episodes_completed"] == 2
+
+
+def test_updates_with_resume_is_refused_for_training(invoke: Invoke, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "checkpoint.pt").write_bytes(b"")  # refused before it is read
+    (run_dir / "config.toml").write_text("")
+    line = failed_in_one_line(invoke("train", "--resume", str(run_dir), "--updates", "5"))
+    assert "--updates cannot be used with --resume" in line
+    assert "schedules span its planned updates" in line

@@ -87,9 +87,7 @@ def read_only_dir(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", str(mount)], check=True)
 
 
-def test_an_out_on_a_read_only_file_system_is_one_line(
-    invoke: Invoke, read_only_dir: Path
-) -> None:
+def test_an_out_on_a_read_only_file_system_is_one_line(invoke: Invoke, read_only_dir: Path) -> None:
     line = run_cli(invoke, "--out", str(read_only_dir / "run"))
     assert str(read_only_dir) in line
 
