@@ -21,7 +21,7 @@ import secrets
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from esper_core.errors import CheckpointError, EsperError
 from esper_core.run.content_digest import DIGEST_KEY, content_digest
@@ -144,7 +144,7 @@ def save_checkpoint(
     with atomic_writer(path, "wb") as fh:
         sink = _WriteRecorder(fh)
         try:
-            torch.save(body, sink)
+            torch.save(body, cast(IO[bytes], sink))  # only write() and flush() are used
         except RuntimeError:
             if sink.error is not None:
                 raise sink.error from None

@@ -33,7 +33,7 @@ def _feed(digest: Any, value: Any) -> None:
         header = f"T{data.dtype}{tuple(value.shape)}".encode()
         digest.update(struct.pack("<Q", len(header)) + header)
         if data.numel():
-            digest.update(memoryview(data.view(torch.uint8).numpy()))
+            digest.update(data.view(torch.uint8).numpy().data)
     elif isinstance(value, dict):
         digest.update(b"D" + struct.pack("<Q", len(value)))
         for key, item in value.items():
@@ -49,7 +49,7 @@ def _feed(digest: Any, value: Any) -> None:
         array = np.ascontiguousarray(value)
         header = f"A{array.dtype.str}{array.shape}".encode()
         digest.update(struct.pack("<Q", len(header)) + header)
-        digest.update(memoryview(array).cast("B"))
+        digest.update(array.data)
     elif isinstance(value, bytes | bytearray):
         digest.update(b"B" + struct.pack("<Q", len(value)) + bytes(value))
     else:
