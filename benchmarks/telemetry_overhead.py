@@ -34,7 +34,7 @@ import torch
 from esper_core.config import load_config
 from esper_core.plugins import PluginManager
 from esper_core.run import api
-from esper_core.run.telemetry import Hub
+from esper_core.run.hub import Hub
 
 BACKENDS = ["console", "jsonl", "csv", "tensorboard"]
 HUB_METHODS = ("emit", "flush", "close", "state_dict", "load_state_dict")

@@ -273,6 +273,11 @@ class GovernorSection:
     penalty: float = options_field(
         -10.0, in_range(-1000, 0), "Reward given to the controller at a rollback (<= 0)."
     )
+    chance_band: float = options_field(
+        1.5,
+        in_range(0, MAX_FACTOR),
+        "Accuracy at most chance x this counts as chance level (0: no accuracy trigger).",
+    )
 
 
 @define

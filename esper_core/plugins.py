@@ -22,7 +22,12 @@ import pluggy
 from attrs import define, field, frozen
 
 from esper_core import hookspecs
-from esper_core.errors import DuplicateComponentError, PluginError, UnknownComponentError
+from esper_core.errors import (
+    DuplicateComponentError,
+    EsperError,
+    PluginError,
+    UnknownComponentError,
+)
 
 T = TypeVar("T")
 
@@ -167,6 +172,8 @@ class PluginManager:
     def _load_entry_point(self, ep: importlib.metadata.EntryPoint) -> None:
         try:
             module = ep.load()
+        except (SystemExit, KeyboardInterrupt) as exc:
+            raise _ended(ep.name, "while importing", exc) from None
         except Exception as exc:
             raise PluginError(
                 f"plugin {ep.name!r} (entry point {ep.value!r}) failed to import: "
@@ -198,6 +205,8 @@ class PluginManager:
         module = importlib.util.module_from_spec(spec)
         try:
             spec.loader.exec_module(module)
+        except (SystemExit, KeyboardInterrupt) as exc:
+            raise _ended(str(path), "while importing", exc) from None
         except Exception as exc:
             raise PluginError(
                 f"plugin {str(path)!r} failed to import: {type(exc).__name__}: {exc}"
@@ -214,6 +223,8 @@ class PluginManager:
                     f"installed plugins: {', '.join(sorted(self._entry_points)) or '(none)'}"
                 ) from None
             raise PluginError(f"plugin {dotted!r} failed to import: {exc}") from exc
+        except (SystemExit, KeyboardInterrupt) as exc:
+            raise _ended(dotted, "while importing", exc) from None
         except Exception as exc:
             raise PluginError(
                 f"plugin {dotted!r} failed to import: {type(exc).__name__}: {exc}"
@@ -240,6 +251,8 @@ class PluginManager:
                 impl.function(**make_args(impl.plugin_name))
             except (PluginError, DuplicateComponentError):
                 raise
+            except (SystemExit, KeyboardInterrupt) as exc:
+                raise _ended(impl.plugin_name, f"in {hook_name}", exc) from None
             except Exception as exc:
                 raise PluginError(
                     f"plugin {impl.plugin_name!r} failed in {hook_name}: {type(exc).__name__}: {exc}"
@@ -280,6 +293,22 @@ class PluginManager:
     def blueprints_for(self, topology: str) -> list[Any]:
         """Registered blueprints of one topology, in a stable (name) order."""
         return [bp for _, bp in self.registries["blueprints"].items() if bp.topology == topology]
+
+
+def _ended(plugin: str, during: str, exc: BaseException) -> EsperError:
+    """The error for plugin code that tried to end the process instead of raising.
+
+    ``sys.exit()`` inside a plugin would end ``esper`` with that code (even 0, "success")
+    having done nothing, and an interrupt would not say where it struck.
+    """
+    from esper_core.run.interrupts import Interrupted
+
+    if isinstance(exc, KeyboardInterrupt):
+        return Interrupted(f"interrupted {during} plugin {plugin!r} (KeyboardInterrupt)")
+    return PluginError(
+        f"plugin {plugin!r} called sys.exit({getattr(exc, 'code', None)!r}) {during}; "
+        "a plugin must raise an exception, not end the process"
+    )
 
 
 def _own_version() -> str:

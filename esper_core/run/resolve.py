@@ -21,6 +21,7 @@ from esper_core.components.telemetry import TelemetryContext
 from esper_core.config import RunConfig
 from esper_core.converter import structure, unstructure
 from esper_core.errors import ConfigError
+from esper_core.lifecycle.blueprint_check import checked_blueprint
 from esper_core.plugins import PluginManager
 
 if TYPE_CHECKING:
@@ -165,7 +166,12 @@ def resolve(config: RunConfig, pm: PluginManager) -> Resolved:
         },
     )
     task_topology = getattr(task.cls, "topology", None)
-    blueprints = pm.blueprints_for(task_topology) if task_topology else []
+    # Each module a blueprint builds is checked before a slot uses it, naming its plugin.
+    registry = pm.registry("blueprints")
+    blueprints = [
+        checked_blueprint(bp, registry.plugin_of(bp.key))
+        for bp in (pm.blueprints_for(task_topology) if task_topology else [])
+    ]
     return Resolved(
         config=filled,
         task=task,

@@ -17,7 +17,6 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Sequence
-from pathlib import Path
 from typing import IO, Any, ClassVar
 
 from attrs import define, field
@@ -125,8 +124,8 @@ class ConsoleBackend:
 
     def __init__(self, options: ConsoleOptions, context: TelemetryContext) -> None:
         self.options = options
-        self.run_dir = context.run_dir
         self.enabled = not context.quiet
+        self.file = context.path(options.file, self.name) if options.file else None
         self.info: RunInfo | None = None
         self.envs: dict[int, EnvView] = {}
         self.recent: deque[str] = deque(maxlen=max(options.recent_events, 1))
@@ -148,9 +147,8 @@ class ConsoleBackend:
             return
         from rich.console import Console
 
-        if self.options.file:
-            path = Path(self.run_dir or ".") / self.options.file
-            self._stream = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        if self.file is not None:
+            self._stream = open(self.file, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
         self._console = Console(
             file=self._stream,
             stderr=self._stream is None,
