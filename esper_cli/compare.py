@@ -169,6 +169,8 @@ def compare(ctx: click.Context, **params: Any) -> None:
     jobs = spec.jobs or 1
     quiet = bool(params.get("quiet") or params.get("as_json"))
     err = Console(stderr=True)
+    # Off a terminal (a log, CI) the bar draws nothing until the end: plain lines instead.
+    plain = not quiet and not err.is_terminal
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -176,9 +178,10 @@ def compare(ctx: click.Context, **params: Any) -> None:
         TimeElapsedColumn(),
         TimeRemainingColumn(),
         console=err,
-        disable=quiet,
+        disable=quiet or plain,
     )
     bar: dict[str, Any] = {}
+    counts = {"done": 0, "total": 0}
 
     def describe_plan(plan: Plan) -> str:
         notes = [f"{plan.total} runs in {plan.directory}"]
@@ -188,6 +191,8 @@ def compare(ctx: click.Context, **params: Any) -> None:
             notes.append(f"{plan.resumable} to resume from their checkpoint")
         if plan.broken:
             notes.append(f"{plan.broken} unfinished to run again")
+        if plan.stale:
+            notes.append(f"{plan.stale} made with another config to run again")
         return "; ".join(notes)
 
     if params.get("dry_run"):
@@ -200,6 +205,7 @@ def compare(ctx: click.Context, **params: Any) -> None:
             err.print(describe_plan(plan))
         progress.start()
         bar["id"] = progress.add_task("cells", total=plan.total, completed=plan.completed)
+        counts.update(done=plan.completed, total=plan.total)
 
     def on_outcome(outcome: Any) -> None:
         if outcome.status == "failed":
@@ -207,6 +213,11 @@ def compare(ctx: click.Context, **params: Any) -> None:
         if outcome.status in ("completed", "skipped", "failed"):
             name = "/".join(Path(outcome.directory).parts[-3:])
             progress.update(bar["id"], advance=1, description=f"last: {name}")
+            counts["done"] += 1
+            if plain:
+                click.echo(
+                    f"cells {counts['done']}/{counts['total']}: {name} {outcome.status}", err=True
+                )
 
     def notify(message: str) -> None:
         progress.console.print(message)

@@ -99,11 +99,14 @@ class RunSection:
         "Write a checkpoint every N epochs (0: only at episode ends).",
     )
     quiet: bool = options_field(False, doc="Suppress the live console display.")
+    # One thread by default: on small CPU hosts torch's default (a thread per core) made the
+    # main command 2.6x slower per epoch (benchmarks/thread_default.py), and a fixed count
+    # gives the same numbers on every machine (the thread count changes float sums' order).
     threads: int = options_field(
-        0,
+        1,
         in_range(0, MAX_THREADS, integer=True),
         "torch intra-op threads for this process, at most 4 per usable CPU and 1024 "
-        "(0: torch's default).",
+        "(0: torch's default, one per core). The count changes results in the last digits.",
     )
 
 
@@ -125,6 +128,13 @@ class EnvSection:
     )
     slots: list[str] | None = options_field(
         None, non_empty, "Enabled slot ids (default: all the host has)."
+    )
+    blueprints: list[str] | None = options_field(
+        None,
+        None,
+        "Blueprints the controller may germinate, by key (cnn/conv_light) or name (conv_light); "
+        "default: every installed one of the task's topology. A run stores the list it resolved, "
+        "so installing a blueprint package changes neither its action space nor its checkpoints.",
     )
     max_seeds: int = options_field(
         3, in_range(0, 1000, integer=True), "Cap on seeds in the model (live + fossilized)."

@@ -12,6 +12,7 @@ directory:
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from esper_core.compare.cells import (
 )
 from esper_core.compare.experiment import Cell, Experiment
 from esper_core.compare.interval_plot import plot_intervals
-from esper_core.compare.plan import validate
+from esper_core.compare.plan import stale_cells, validate
 from esper_core.compare.results import ComparisonResults, aggregate
 from esper_core.compare.tables import to_markdown
 from esper_core.converter import unstructure
@@ -50,6 +51,7 @@ class Plan:
     resumable: int
     broken: int  # unfinished without a usable checkpoint: removed and run again
     directory: Path
+    stale: int = 0  # made with another config or blueprint set: removed and run again
 
 
 @frozen
@@ -92,17 +94,29 @@ def prepare(
     experiment: Experiment, pm: PluginManager, out: Path, jobs: int = 1
 ) -> tuple[list[Cell], list[CellState], Plan]:
     """Validate the experiment and look at what ``out`` already holds; start nothing."""
+    cells, states, plan, _ = _prepare(experiment, pm, out, jobs)
+    return cells, states, plan
+
+
+def _prepare(
+    experiment: Experiment, pm: PluginManager, out: Path, jobs: int
+) -> tuple[list[Cell], list[CellState], Plan, dict[Path, list[str]]]:
     threads = experiment.base.run.threads or threads_per_job(jobs)
     cells = validate(experiment, pm, out, threads)
-    states = [cell_state(c.directory(out)) for c in cells]
+    stale = stale_cells(cells, out)
+    states = [
+        CellState.MISSING if c.directory(out) in stale else cell_state(c.directory(out))
+        for c in cells
+    ]
     plan = Plan(
         len(cells),
         states.count(CellState.COMPLETED),
         states.count(CellState.RESUMABLE),
         states.count(CellState.BROKEN),
         out,
+        len(stale),
     )
-    return cells, states, plan
+    return cells, states, plan, stale
 
 
 def compare(
@@ -116,7 +130,13 @@ def compare(
     notify: Callable[[str], None] = print,
 ) -> CompareReport:
     """Validate, run the unfinished cells on ``jobs`` processes, aggregate and write results."""
-    cells, states, plan = prepare(experiment, pm, out, jobs)
+    cells, states, plan, stale = _prepare(experiment, pm, out, jobs)
+    for directory, differences in stale.items():
+        shown = "; ".join(differences[:3]) + ("; ..." if len(differences) > 3 else "")
+        notify(
+            f"{directory.relative_to(out)}: made with another config ({shown}); running it again"
+        )
+        shutil.rmtree(directory)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / EXPERIMENT_JSON, _record(experiment, cells, out))
     if on_plan is not None:
