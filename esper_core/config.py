@@ -174,13 +174,13 @@ class TrainingSection:
     host_lr: float = options_field(
         0.01, in_range(0, MAX_LR, lo_open=True), "Host SGD learning rate."
     )
-    host_momentum: float = options_field(0.9, in_range(0, 1, hi_open=True))
-    host_weight_decay: float = options_field(5e-4, in_range(0, 1))
+    host_momentum: float = options_field(0.9, in_range(0, 1, hi_open=True), "Host SGD momentum.")
+    host_weight_decay: float = options_field(5e-4, in_range(0, 1), "Host SGD weight decay.")
     seed_lr: float = options_field(
         0.01, in_range(0, MAX_LR, lo_open=True), "Seed SGD learning rate."
     )
-    seed_momentum: float = options_field(0.9, in_range(0, 1, hi_open=True))
-    seed_weight_decay: float = options_field(0.0, in_range(0, 1))
+    seed_momentum: float = options_field(0.9, in_range(0, 1, hi_open=True), "Seed SGD momentum.")
+    seed_weight_decay: float = options_field(0.0, in_range(0, 1), "Seed SGD weight decay.")
     grad_clip: float = options_field(
         1.0, in_range(0, 1e9, lo_open=True), "Max grad norm, per parameter group."
     )
@@ -204,7 +204,11 @@ class TrainingSection:
 class LifecycleSection:
     """Gates, alpha schedules and cooldowns (DOMAIN §2)."""
 
-    gate_mode: str = options_field("permissive", one_of("permissive", "strict"))
+    gate_mode: str = options_field(
+        "permissive",
+        one_of("permissive", "strict"),
+        "Quality gates: permissive (basic checks) or strict (the strict thresholds below too).",
+    )
     auto_advance: bool = options_field(
         False, doc="Let slots advance themselves when a gate passes."
     )
@@ -232,13 +236,24 @@ class LifecycleSection:
     tempos: list[int] = options_field(
         [3, 5, 8], each(in_range(1, MAX_EPOCHS, integer=True)), "Alpha ramp lengths (epochs)."
     )
-    default_tempo: int = options_field(5, in_range(1, MAX_EPOCHS, integer=True))
-    alpha_targets: list[float] = options_field([0.5, 0.7, 1.0], each(in_range(0, 1, lo_open=True)))
+    default_tempo: int = options_field(
+        5,
+        in_range(1, MAX_EPOCHS, integer=True),
+        "Ramp length when an action names none (one of tempos).",
+    )
+    alpha_targets: list[float] = options_field(
+        [0.5, 0.7, 1.0],
+        each(in_range(0, 1, lo_open=True)),
+        "Alpha a blend may ramp to (the alpha_target head); must contain 1.0.",
+    )
     styles: list[str] = options_field(
         ["linear_add", "sigmoid_add", "linear_multiply", "gated"],
         each(one_of("linear_add", "cosine_add", "sigmoid_add", "linear_multiply", "gated")),
+        "Germination styles the controller may choose (the style head).",
     )
-    sigmoid_steepness: float = options_field(10.0, in_range(0, MAX_FACTOR, lo_open=True))
+    sigmoid_steepness: float = options_field(
+        10.0, in_range(0, MAX_FACTOR, lo_open=True), "Steepness of the sigmoid_add alpha ramp."
+    )
     stage_history: int = options_field(
         32, in_range(1, MAX_HISTORY, integer=True), "Stage transitions kept per slot."
     )
@@ -258,7 +273,9 @@ class LifecycleSection:
 class GovernorSection:
     """Safety rollback (DOMAIN §8)."""
 
-    enabled: bool = options_field(True)
+    enabled: bool = options_field(
+        True, doc="Roll back to the last snapshot when the loss diverges."
+    )
     snapshot_every: int = options_field(
         5, in_range(1, MAX_EPOCHS, integer=True), "Epochs between snapshots."
     )
