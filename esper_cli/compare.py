@@ -30,7 +30,7 @@ def _experiment_data(
         data["policies"] = policies
     if tasks:
         data["tasks"] = tasks
-    for key in ("seeds", "baseline", "jobs", "out", "resamples"):
+    for key in ("seeds", "baseline", "jobs", "out", "resamples", "runner"):
         if params.get(key) is not None:
             data[key] = params[key]
     return data, source or "command line"
@@ -83,6 +83,10 @@ def print_tables(results: Any, console: Any) -> None:
 )
 @click.option("--seed", type=int, help="First seed (run.seed).")
 @click.option("--jobs", "-j", type=int, help="Cells run in parallel processes (default 1).")
+@click.option(
+    "--runner",
+    help="Where cells run: local (default: --jobs processes here) or a runners.* plugin, e.g. ray.",
+)
 @click.option("--baseline", help="Policy label for P(policy > baseline), e.g. wait.")
 @click.option(
     "--out",
@@ -144,7 +148,7 @@ def compare(ctx: click.Context, **params: Any) -> None:
         TimeRemainingColumn,
     )
 
-    from esper_core.compare.comparison import Plan, prepare
+    from esper_core.compare.comparison import Plan, make_runner, prepare
     from esper_core.compare.comparison import compare as run_compare
     from esper_core.compare.experiment import build_experiment, parse_experiment, shared_config
     from esper_core.converter import unstructure
@@ -196,6 +200,7 @@ def compare(ctx: click.Context, **params: Any) -> None:
         return "; ".join(notes)
 
     if params.get("dry_run"):
+        make_runner(pm, spec.runner, spec.runner_options, jobs)  # an unknown runner fails here
         _, _, plan = prepare(experiment, pm, out, jobs)
         click.echo(f"experiment OK: {describe_plan(plan)}")
         return
@@ -224,7 +229,15 @@ def compare(ctx: click.Context, **params: Any) -> None:
 
     try:
         report = run_compare(
-            experiment, pm, out, jobs=jobs, on_plan=on_plan, on_outcome=on_outcome, notify=notify
+            experiment,
+            pm,
+            out,
+            jobs=jobs,
+            on_plan=on_plan,
+            on_outcome=on_outcome,
+            notify=notify,
+            runner=spec.runner,
+            runner_options=spec.runner_options,
         )
     finally:
         progress.stop()
