@@ -12,8 +12,8 @@ import pytest
 pytest.importorskip("ray")
 pytest.importorskip("esper_ray")
 
-from esper_core.plugins import PluginManager  # noqa: E402
-from tests.plugin_set import FAKE_COMPONENTS  # noqa: E402
+from esper_core.plugins import PluginManager
+from tests.plugin_set import FAKE_COMPONENTS
 
 STUDY = [
     "compare",
