@@ -146,6 +146,9 @@ class SeedFossilized(Event):
     contribution: float | None
     params: int
     germinated_epoch: int
+    # Validation accuracy now minus just before the seed first touched the output
+    # (points); None: it never blended (or was installed at birth).
+    gain: float | None = None
 
 
 @frozen
@@ -162,6 +165,7 @@ class SeedPruned(Event):
     params: int
     germinated_epoch: int
     reason: str  # "policy" or "rollback"
+    gain: float | None = None  # as in SeedFossilized
 
 
 @frozen
@@ -196,6 +200,9 @@ class EpisodeFinished(Event):
     refused_actions: int
     seed: int
     update: int | None = None
+    params_forward: int = 0  # host + seeds blended into the output at the end
+    params_held: int = 0  # host + every seed the model holds at the end
+    train_flops: int = 0  # forward + backward FLOPs of every training batch
 
 
 @frozen
