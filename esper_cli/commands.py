@@ -17,23 +17,24 @@ from esper_cli.options import build_config, config_options
 def _run_or_train(
     ctx: click.Context, mode: str, params: dict[str, Any], extra_run: dict[str, Any]
 ) -> None:
-    from esper_core.run import runner
+    from esper_core.run import api
+    from esper_core.run.run_dir import default_run_dir, load_run_config
 
     pm = plugin_manager(ctx)
     resume = params.get("resume")
     run_dir: Path | None
     if resume:
         run_dir = Path(resume)
-        config = runner.load_run_config(run_dir)
+        config = load_run_config(run_dir)
         # On resume the config names the components; only extra plugin modules still need loading.
         pm.extend(
             [p for p in params.get("plugins") or () if p.count(".") != 1 or p.endswith(".py")]
         )
     else:
         config = build_config(pm, params, extra_run)
-        run_dir = Path(params["out"]) if params.get("out") else runner.default_run_dir(config, mode)
+        run_dir = Path(params["out"]) if params.get("out") else default_run_dir(config, mode)
     quiet = bool(params.get("quiet") or params.get("as_json"))
-    fn = runner.run if mode == "run" else runner.train
+    fn = api.run if mode == "run" else api.train
 
     def notify(message: str) -> None:
         click.echo(message, err=True)
@@ -64,9 +65,9 @@ def _launch(
     """``--nproc N``: the executor starts N local processes, each running this run as one rank."""
     from esper_core.errors import ConfigError
     from esper_core.plugins import split_selections
-    from esper_core.run import runner
+    from esper_core.run.resolve import resolve
 
-    resolved = runner.resolve(config, pm)
+    resolved = resolve(config, pm)
     launcher = getattr(resolved.executor.cls, "launch_local", None)
     if launcher is None:
         raise ConfigError(
@@ -85,11 +86,11 @@ def rank_job(
 ) -> dict[str, Any]:
     """One rank of a ``--nproc`` run (module level, so worker processes can unpickle it)."""
     from esper_core.plugins import PluginManager
-    from esper_core.run import runner
+    from esper_core.run import api
 
     pm = PluginManager()
     pm.extend(list(plugins))
-    fn = runner.run if mode == "run" else runner.train
+    fn = api.run if mode == "run" else api.train
     return fn(
         config,
         pm,
@@ -188,7 +189,11 @@ def plugins(ctx: click.Context, plugins: tuple[str, ...], as_json: bool) -> None
 @click.command()
 @click.option("--topology", type=click.Choice(["cnn", "transformer"]), help="Only this topology.")
 @click.option(
-    "--channels", type=int, default=64, show_default=True, help="Width for the parameter counts."
+    "--channels",
+    type=click.IntRange(1, 65536),
+    default=64,
+    show_default=True,
+    help="Width for the parameter counts (1..65536).",
 )
 @click.option("--plugin", "plugins", multiple=True, help="Also load this plugin module or file.")
 @click.option("--json", "as_json", is_flag=True)
@@ -246,7 +251,7 @@ def config() -> None:
 def config_show(ctx: click.Context, **params: Any) -> None:
     """Print the fully resolved config (defaults and component options filled in) as TOML."""
     from esper_core.config import dump_toml
-    from esper_core.run.runner import resolve
+    from esper_core.run.resolve import resolve
 
     pm = plugin_manager(ctx)
     cfg = build_config(pm, params)

@@ -53,7 +53,7 @@ class EsperGroup(click.Group):
         except EsperError as exc:
             if os.environ.get(DEBUG_ENV) == "1":
                 raise
-            from esper_core.run.runner import Interrupted
+            from esper_core.run.interrupts import Interrupted
 
             message = " ".join(str(exc).split())  # one line, whatever the message holds
             click.echo(message if isinstance(exc, Interrupted) else f"error: {message}", err=True)

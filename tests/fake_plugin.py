@@ -118,9 +118,7 @@ class Interrupter:
     description: ClassVar[str] = "test backend that interrupts the run"
     Options: ClassVar[type] = InterrupterOptions
 
-    def __init__(
-        self, options: InterrupterOptions, run_dir: Any = None, quiet: bool = False
-    ) -> None:
+    def __init__(self, options: InterrupterOptions, context: Any) -> None:
         self.options = options
 
     def handle(self, events: Sequence[Any]) -> None:
@@ -200,8 +198,8 @@ class MemoryProbe:
     description: ClassVar[str] = "resident set size per epoch"
     Options: ClassVar[type] = ProbeOptions
 
-    def __init__(self, options: ProbeOptions, run_dir: Any = None, quiet: bool = False) -> None:
-        self.run_dir = run_dir
+    def __init__(self, options: ProbeOptions, context: Any) -> None:
+        self.run_dir = context.run_dir
         self.samples: list[tuple[int, int]] = []
 
     def handle(self, events: Sequence[Any]) -> None:

@@ -1,6 +1,6 @@
 """Running the cells of a comparison experiment in parallel worker processes.
 
-Each cell is an ordinary run directory written by :func:`esper_core.run.runner.run`.
+Each cell is an ordinary run directory written by :func:`esper_core.run.api.run`.
 A cell whose ``summary.json`` says ``completed`` is never run again. Any other cell
 directory is unfinished: if it holds a checkpoint and the config it was started with,
 the cell is *resumed* from that checkpoint (the runner guarantees the same result as
@@ -34,7 +34,8 @@ from typing import Any
 from attrs import frozen
 
 from esper_core.errors import EsperError
-from esper_core.run.runner import CHECKPOINT, CONFIG, SUMMARY, Interrupted
+from esper_core.run.interrupts import Interrupted
+from esper_core.run.run_dir import CHECKPOINT, CONFIG, SUMMARY
 
 POLL_SECONDS = 0.2  # how often a worker checks its parent is alive
 EXIT_ABORTED = 130
@@ -155,7 +156,8 @@ def run_cell(job: CellJob) -> CellOutcome:
     from esper_core.converter import structure
     from esper_core.errors import CheckpointError, RunDirError
     from esper_core.plugins import PluginManager
-    from esper_core.run import runner
+    from esper_core.run import api
+    from esper_core.run.boundary import explained_failures
 
     directory = Path(job.directory)
     # In a worker, the SIGINT of a stop request interrupts whatever runs until the runner
@@ -175,9 +177,15 @@ def run_cell(job: CellJob) -> CellOutcome:
                 shutil.rmtree(directory)
 
             def execute(resume: bool) -> None:
-                runner.run(
-                    config, pm, run_dir=directory, resume=resume, quiet=True, notify=lambda _m: None
-                )
+                with explained_failures(pm, directory, "run"):
+                    api.run(
+                        config,
+                        pm,
+                        run_dir=directory,
+                        resume=resume,
+                        quiet=True,
+                        notify=lambda _m: None,
+                    )
 
             try:
                 execute(resume)

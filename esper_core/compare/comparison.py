@@ -37,7 +37,7 @@ from esper_core.compare.stats import improvement_interval, iqm_interval
 from esper_core.converter import structure, unstructure
 from esper_core.plugins import PluginManager
 from esper_core.run.checkpoint import write_json, write_text
-from esper_core.run.runner import SUMMARY
+from esper_core.run.run_dir import SUMMARY
 
 RESULTS_JSON = "results.json"
 RESULTS_MD = "results.md"

@@ -310,7 +310,7 @@ def _cell_data(base: RunConfig, task: Arm, policy: Arm, seed: int, threads: int)
 def plan_cells(experiment: Experiment, pm: PluginManager, threads: int = 0) -> list[Cell]:
     """Every cell, seed-major (all policies of a seed finish close together), with its config
     resolved: unknown names and bad options of any (task, policy) are all reported at once."""
-    from esper_core.run.runner import resolve
+    from esper_core.run.resolve import resolve
 
     problems: list[str] = []
     resolved: dict[tuple[str, str], RunConfig] = {}
@@ -369,7 +369,7 @@ def config_differences(stored: RunConfig, planned: RunConfig) -> list[str]:
 
 def stored_config(directory: Path) -> RunConfig | None:
     """The config a cell directory was run with, or None if it has none or it is unreadable."""
-    from esper_core.run.runner import CONFIG
+    from esper_core.run.run_dir import CONFIG
 
     try:
         return load_config(directory / CONFIG)
@@ -409,7 +409,7 @@ def check_constructible(experiment: Experiment, cells: Sequence[Cell], pm: Plugi
     """Build each (task, policy) once as a cell would (task data, env, policy) in a scratch
     directory: a missing dataset or a PPO checkpoint that does not fit fails here, before
     any cell starts."""
-    from esper_core.run.runner import open_session
+    from esper_core.run.session import open_session
 
     problems: list[str] = []
     firsts: dict[tuple[str, str], Cell] = {}
@@ -427,8 +427,7 @@ def check_constructible(experiment: Experiment, cells: Sequence[Cell], pm: Plugi
             except EsperError as exc:
                 problems.append(f"{policy} on {task}: {exc}")
                 continue
-            session.hub.close()
-            session.executor.close()
+            session.close()
     if problems:
         raise ExperimentError(problems)
 

@@ -32,7 +32,7 @@ from esper_core.compare.experiment import (
 from esper_core.config import dump_toml
 from esper_core.errors import ConfigError
 from esper_core.plugins import PluginManager
-from esper_core.run.runner import open_session
+from esper_core.run.session import open_session
 
 FAKE = str(Path(__file__).parents[1] / "fake_plugin.py")
 SHARED = {"run": {"reward": "acc_delta", "telemetry": []}, "env": {"max_epochs": 3}}

@@ -26,7 +26,8 @@ from esper_core.compare.experiment import (
 )
 from esper_core.converter import unstructure
 from esper_core.plugins import PluginManager
-from esper_core.run.runner import Interrupted, run
+from esper_core.run.api import run
+from esper_core.run.interrupts import Interrupted
 
 REPO = Path(__file__).parents[2]
 FAKE = str(REPO / "tests" / "fake_plugin.py")
@@ -171,7 +172,7 @@ def test_mismatching_ppo_checkpoint_fails_validation(pm: PluginManager, tmp_path
     from esper_core.compare.experiment import validate
     from esper_core.config import load_config
     from esper_core.errors import ConfigError
-    from esper_core.run.runner import train
+    from esper_core.run.api import train
 
     # A policy trained on both slots of the tiny host cannot drive a run with only one.
     overrides = [

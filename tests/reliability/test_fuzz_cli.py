@@ -34,10 +34,16 @@ KEYS = [
     "slots",
     "x",
     "task",
+    "name",
+    "threads",
+    "history_length",
+    "host_lr",
 ]
 SCALARS = st.one_of(
     st.integers(-(10**6), 10**6),
-    st.floats(allow_nan=False, allow_infinity=False),
+    st.integers(-(2**80), 2**80),
+    st.floats(),  # NaN and infinities included
+    st.datetimes(),
     st.booleans(),
     st.text(max_size=8),
     st.lists(st.integers(-5, 5), max_size=3),

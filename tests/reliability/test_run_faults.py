@@ -13,9 +13,10 @@ import pytest
 from esper_core.config import load_config
 from esper_core.errors import DataError, PluginError
 from esper_core.plugins import PluginManager
+from esper_core.run import api
+from esper_core.run.boundary import explained_failures
 from esper_core.run.checkpoint import DiskFullError, load_checkpoint
 from esper_core.run.failures import ResourceError
-from esper_core.run.runner import run
 
 FAKE = str(Path(__file__).parents[1] / "fake_plugin.py")
 BASE = [
@@ -28,6 +29,12 @@ BASE = [
     "run.checkpoint_every=2",
     "governor.min_history=2",
 ]
+
+
+def run(config: Any, pm: PluginManager, *, run_dir: Path, quiet: bool) -> dict[str, Any]:
+    """The library API inside the error boundary its callers put around it."""
+    with explained_failures(pm, run_dir, "run"):
+        return api.run(config, pm, run_dir=run_dir, quiet=quiet)
 
 
 @pytest.fixture(scope="module")
@@ -174,7 +181,7 @@ def test_telemetry_backend_raising_is_disabled_and_the_run_finishes(tmp_path: Pa
         "from attrs import define\nfrom esper_core import hookimpl\n"
         "@define\nclass O:\n    pass\n"
         "class Bad:\n    name = 'bad'\n    description = 'raises'\n    Options = O\n"
-        "    def __init__(self, options, run_dir=None, quiet=False):\n        pass\n"
+        "    def __init__(self, options, context):\n        pass\n"
         "    def handle(self, events):\n        raise OSError('disk on fire')\n"
         "@hookimpl\ndef esper_register_telemetry(register):\n    register(Bad)\n"
     )

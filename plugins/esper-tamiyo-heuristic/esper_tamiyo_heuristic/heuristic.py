@@ -39,7 +39,7 @@ from esper_core.lifecycle.rules import LIVE_STAGES, SEED_STAGES, WATCHED_STAGES
 from esper_core.lifecycle.stages import Stage
 
 if TYPE_CHECKING:
-    from esper_core.components.policy import PolicyContext
+    from esper_core import PolicyContext
     from esper_core.env.observation import Observation
     from esper_core.env.step import StepResult
     from esper_core.lifecycle.actions import Action, ActionSpace
