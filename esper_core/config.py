@@ -239,14 +239,14 @@ class LifecycleSection:
         32, in_range(1, MAX_HISTORY, integer=True), "Stage transitions kept per slot."
     )
     isolation: str = options_field(
-        "full",
+        "none",
         one_of("full", "short", "none"),
         "Isolated TRAINING before a seed that is the identity at birth may blend: full "
         "(min_training_epochs), short (short_training_fraction of the episode) or none "
         "(it blends from germination).",
     )
     isolation_non_identity: str = options_field(
-        "full",
+        "none",
         one_of("full", "short", "none"),
         "The same for a seed that is not the identity at birth.",
     )

@@ -81,6 +81,6 @@ def install(env: MorphogeneticEnv, seeds: Sequence[BirthSeed], events: StepEvent
         )
         env.stats.n_fossilized += 1
         events.germinated(slot)
-        events.fossilized(slot)
         events.stage_changed(slot, before)
+        events.fossilized(slot)
     env.trainer.sync_optimizers()
