@@ -283,6 +283,7 @@ class MorphogeneticEnv:
             reward_components=dict(breakdown.components),
             host_params=self.host_params,
             seed_params=self.model.seed_param_count(),
+            train_flops=self.stats.train_flops,
         )
         if done:
             step.events.episode_finished(self)

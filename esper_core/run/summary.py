@@ -54,6 +54,29 @@ def _mean(values: list[Any]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
+# Seeds that shape the output at the end of an episode: fossils, and live seeds blended in.
+FINAL_FATES = ("fossilized",)
+FINAL_LIVE_STAGES = ("BLENDING", "HOLDING")
+
+
+def final_architecture(seeds: list[dict[str, Any]], env: int = 0, episode: int = 0) -> list[str]:
+    """The seeds in the forward pass at the end of one episode of a summary, as
+    ``blueprint@slot`` in germination order: what ``policies.static`` installs to train
+    that architecture from scratch. A seed left half-blended counts (at alpha 1 there)."""
+    rows = [
+        s
+        for s in seeds
+        if s["env"] == env
+        and s["episode"] == episode
+        and (
+            s["fate"] in FINAL_FATES
+            or (s["fate"] == "live" and s["last_stage"] in FINAL_LIVE_STAGES)
+        )
+    ]
+    rows.sort(key=lambda s: (s["germinated_epoch"], s["seed_id"]))
+    return [f"{s['blueprint'].split('/', 1)[-1]}@{s['slot_id']}" for s in rows]
+
+
 def growth_verdict(episodes: list[dict[str, Any]], seeds: list[SeedRecord]) -> str:
     """One line on what grew: nothing, seeds tried and pruned, or seeds kept with the
     validation gain measured when each was fossilized."""

@@ -93,6 +93,7 @@ class EpochCompleted(Event):
     slots: list[SlotSummary]
     epoch_time: float
     update: int | None = None  # PPO update this epoch belongs to, when training
+    train_flops: int = 0  # training FLOPs of the episode so far (forward + backward)
 
 
 @frozen
