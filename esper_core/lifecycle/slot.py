@@ -31,16 +31,17 @@ from esper_core.components.host import InjectionSpec
 from esper_core.converter import converter
 from esper_core.lifecycle import rules
 from esper_core.lifecycle.alpha import STYLES, AlphaSchedule, BlendGate, blend, broadcast_alpha
-from esper_core.lifecycle.rules import ADVANCE_TARGET, BLENDED_STAGES, PRUNABLE_STAGES, SEED_STAGES
-from esper_core.lifecycle.slot_state import DEFAULT_SETTINGS, SlotReport, SlotSettings, SlotState
-from esper_core.lifecycle.stages import (
-    GateInputs,
-    GateResult,
+from esper_core.lifecycle.gates import GateInputs, GateResult, evaluate_gate
+from esper_core.lifecycle.rules import (
+    ADVANCE_TARGET,
+    BLENDED_STAGES,
+    PRUNABLE_STAGES,
+    SEED_STAGES,
     LifecycleError,
-    Stage,
     check_transition,
-    evaluate_gate,
 )
+from esper_core.lifecycle.slot_state import DEFAULT_SETTINGS, SlotReport, SlotSettings, SlotState
+from esper_core.lifecycle.stages import Stage
 
 
 class SeedSlot(nn.Module):

@@ -10,7 +10,8 @@ from esper_core.env import cost
 from esper_core.env.birth import init_seed, parse_birth_seeds
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.actions import WAIT
-from esper_core.lifecycle.stages import LifecycleError, Stage
+from esper_core.lifecycle.rules import LifecycleError
+from esper_core.lifecycle.stages import Stage
 from esper_core.run.telemetry import EpisodeFinished, SeedFossilized, SeedGerminated
 from tests.fakes import RES_RANDOM, drive_to, make_env
 

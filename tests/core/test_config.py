@@ -12,8 +12,8 @@ from esper_core.config import (
     config_to_dict,
     dump_toml,
     load_config,
-    parse_override,
 )
+from esper_core.config_io import parse_override
 from esper_core.converter import structure
 from esper_core.errors import ConfigError
 

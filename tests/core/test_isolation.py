@@ -9,9 +9,10 @@ import torch
 
 from esper_core.config import LifecycleSection
 from esper_core.lifecycle import rules
+from esper_core.lifecycle.gates import GateThresholds
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.slot_state import SlotSettings
-from esper_core.lifecycle.stages import GateThresholds, Stage
+from esper_core.lifecycle.stages import Stage
 from tests.core.lifecycle_helpers import healthy, make_slot, resolve_any
 from tests.fakes import RES, RES_RANDOM, TinyCNNHost
 

@@ -12,13 +12,13 @@ import pytest
 
 import esper_core
 from esper_core.config import load_config
-from esper_core.plugins import PluginManager
 from esper_core.run.resolve import (
     executor_context,
     reward_setup,
     task_context,
     telemetry_context,
 )
+from tests.plugin_set import plugin_manager
 
 # Joining a process group needs the ranks of a launched job (tested in esper_streams).
 NEEDS_A_JOB = {("executors", "distributed")}
@@ -36,7 +36,7 @@ def contexts(tmp_path: Path) -> dict[str, Any]:
 
 @pytest.mark.parametrize("kind", ["tasks", "rewards", "executors", "telemetry"])
 def test_every_component_is_built_from_its_options_and_context(kind: str, tmp_path: Path) -> None:
-    pm = PluginManager()
+    pm = plugin_manager()
     context = contexts(tmp_path)[kind]
     built = 0
     for name, cls in pm.registry(kind).items():

@@ -20,7 +20,6 @@ from esper_core.run.failures import ResourceError
 from esper_core.run.interrupts import Interrupted
 from esper_core.run.summary import RunSummary
 
-FAKE = str(Path(__file__).parents[1] / "fake_plugin.py")
 BASE = [
     "run.task=tiny",
     "run.policy=scripted",
@@ -39,11 +38,6 @@ def stable(summary: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in summary.items() if k not in ("wall_time", "run_name")}
     out["episodes"] = [{k: v for k, v in e.items() if k != "time"} for e in summary["episodes"]]
     return out
-
-
-@pytest.fixture(scope="module")
-def pm() -> PluginManager:
-    return PluginManager(extra=[FAKE])
 
 
 def test_run_writes_the_run_directory(pm: PluginManager, tmp_path: Path) -> None:

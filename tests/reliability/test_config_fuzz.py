@@ -19,11 +19,9 @@ from typing import Any
 
 import attrs
 import pytest
-from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from esper_cli.main import build_cli
 from esper_core.config import RunConfig, load_config
 from esper_core.converter import Each, Range
 from esper_core.errors import ConfigError, EsperError
@@ -167,17 +165,6 @@ def test_random_values_for_random_fields(index: int, raw: str) -> None:
 
 
 # ---------------------------------------------------------------- through the CLI
-
-
-@pytest.fixture(scope="module")
-def invoke():  # type: ignore[no-untyped-def]
-    group, pm = build_cli()
-    runner = CliRunner()
-
-    def call(*args: str):  # type: ignore[no-untyped-def]
-        return runner.invoke(group, list(args), obj={"pm": pm})
-
-    return call
 
 
 def one_line_exit_2(result) -> str:  # type: ignore[no-untyped-def]

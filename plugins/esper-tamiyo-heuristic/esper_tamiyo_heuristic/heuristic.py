@@ -43,8 +43,10 @@ from esper_core import hookimpl
 from esper_core.converter import each, in_range, non_empty, options_field, structure, unstructure
 from esper_core.errors import CheckpointError, ConfigError
 from esper_core.lifecycle.rules import (
+    ADVANCE_TARGET,
     LIVE_STAGES,
     SEED_STAGES,
+    WATCHED_STAGES,
     epochs_to_full_alpha,
 )
 from esper_core.lifecycle.stages import Stage
@@ -390,11 +392,7 @@ class HeuristicPolicy:
                 out.append(removal)
         for i, r in enumerate(obs.slots):
             gate = obs.gates[i] if i < len(obs.gates) else None
-            if (
-                r.stage in (Stage.GERMINATED, Stage.TRAINING, Stage.BLENDING)
-                and gate is not None
-                and gate.passed
-            ):
+            if r.stage in ADVANCE_TARGET and gate is not None and gate.passed:
                 out.append(self._on_slot("ADVANCE", i, "advance", f"{r.slot_id}: {gate.reason}"))
         germinate = self._germination(memory, obs)
         if germinate is not None:
@@ -455,7 +453,7 @@ class HeuristicPolicy:
                     "prune_regression",
                     f"{r.slot_id}: accuracy {drop:+.2f} points since {r.stage.value} began",
                 )
-        if r.stage in (Stage.TRAINING, Stage.BLENDING) and r.epochs_in_stage >= o.stall_epochs:
+        if r.stage in WATCHED_STAGES and r.epochs_in_stage >= o.stall_epochs:
             return self._on_slot(
                 "PRUNE",
                 i,

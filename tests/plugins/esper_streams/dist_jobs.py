@@ -131,8 +131,8 @@ def ppo_train_job(out: str, config: Any, fake_plugin: str, run_dir: str) -> dict
     """``esper train`` with PPO, recording a fingerprint of the policy's parameters after each update."""
     from esper_tamiyo_ppo.policy import PPOPolicy
 
-    from esper_core.plugins import PluginManager
     from esper_core.run import api
+    from tests.plugin_set import plugin_manager
 
     fingerprints: list[str] = []
     original = PPOPolicy.update
@@ -146,7 +146,7 @@ def ppo_train_job(out: str, config: Any, fake_plugin: str, run_dir: str) -> dict
         return diagnostics
 
     PPOPolicy.update = update  # type: ignore[method-assign]  # this worker process only
-    pm = PluginManager(extra=[fake_plugin])
+    pm = plugin_manager(fake_plugin)
     summary = api.train(config, pm, run_dir=Path(run_dir), quiet=True, notify=lambda _: None)
     _write(out, {"fingerprints": fingerprints})
     return summary

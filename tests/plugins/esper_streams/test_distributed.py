@@ -21,6 +21,7 @@ from esper_core.components.executor import MultiProcessExecutor
 from esper_core.run.checkpoint import load_checkpoint
 from esper_core.run.executor import SerialExecutor
 from esper_core.run.resolve import executor_context
+from tests.plugin_set import plugin_manager
 from tests.plugins.esper_streams import dist_jobs
 from tests.plugins.esper_streams.helpers import FAKE_PLUGIN, drive, make_config, make_envs
 
@@ -113,7 +114,6 @@ def test_two_ranks_split_the_envs_gather_serial_results_and_average_gradients(
 @pytest.mark.slow
 def test_ppo_policies_stay_identical_on_both_ranks_and_match_one_process(tmp_path: Path) -> None:
     pytest.importorskip("esper_tamiyo_ppo")
-    from esper_core.plugins import PluginManager
     from esper_core.run import api
 
     overrides = [
@@ -136,7 +136,7 @@ def test_ppo_policies_stay_identical_on_both_ranks_and_match_one_process(tmp_pat
     assert len(set(rank0["fingerprints"])) == 3  # the policy did learn at every update
     one = api.train(
         make_config(*overrides),
-        PluginManager(extra=[FAKE_PLUGIN]),
+        plugin_manager(FAKE_PLUGIN),
         run_dir=tmp_path / "one",
         quiet=True,
         notify=lambda _: None,
@@ -175,7 +175,7 @@ def _same(a: Any, b: Any) -> bool:
 def _cli(*args: str) -> Any:
     from esper_cli.main import build_cli
 
-    group, pm = build_cli()
+    group, pm = build_cli(plugin_manager())
     return CliRunner().invoke(group, list(args), obj={"pm": pm}, catch_exceptions=False)
 
 

@@ -413,7 +413,7 @@ def test_esper_run_with_streams_writes_the_serial_summary_and_checkpoint(tmp_pat
     from esper_core.run.checkpoint import load_checkpoint
     from tests.plugins.esper_streams.helpers import FAKE_PLUGIN
 
-    pm = PluginManager(extra=[FAKE_PLUGIN])
+    pm = PluginManager(extra=[FAKE_PLUGIN, "executors.streams"])
     base = [
         "run.task=tiny",
         "run.policy=scripted",

@@ -15,9 +15,6 @@ from esper_core.run import api
 from esper_core.run.interrupts import Interrupted
 from esper_core.run.run_dir import load_run_config
 
-FAKE_PLUGIN = str(Path(__file__).resolve().parents[2] / "fake_plugin.py")
-POLICIES = ["policies.heuristic", "policies.random", "policies.wait"]
-
 # A lifecycle that fits in the tiny task's short episodes.
 FAST = [
     "run.task=tiny",
@@ -38,11 +35,6 @@ FAST = [
     "policies.heuristic.min_gain=-100.0",
     "policies.heuristic.regression_points=100.0",
 ]
-
-
-@pytest.fixture()
-def pm() -> PluginManager:
-    return PluginManager([FAKE_PLUGIN, *POLICIES], autoload=False)
 
 
 def run(pm: PluginManager, tmp_path: Path, name: str, sets: list[str]) -> dict:
