@@ -1,13 +1,16 @@
 """``esper compare``: policies x tasks x seeds, run as cells, summarised robustly.
 
 :func:`compare` validates the experiment (:mod:`esper_core.compare.plan`), runs the
-unfinished cells (:mod:`esper_core.compare.cells`), then reads every finished cell's
+unfinished cells (:mod:`esper_core.compare.cells`), then, with the ``static-final``
+baseline, one more cell per finished cell of a growing policy
+(:mod:`esper_core.compare.static_final`); it reads every finished cell's
 ``summary.json`` (:mod:`esper_core.compare.results`) and writes into the experiment
 directory:
 
 - ``results.json``: the rows and every cell, through the one cattrs converter;
 - ``results.md``: the same as Markdown tables (:mod:`esper_core.compare.tables`);
-- ``intervals.png``: the intervals of the main metrics.
+- ``intervals.png``: the intervals of the main metrics;
+- ``pareto.png``: final test accuracy against parameters and training FLOPs.
 """
 
 from __future__ import annotations
@@ -28,8 +31,10 @@ from esper_core.compare.cells import (
 )
 from esper_core.compare.experiment import Cell, Experiment
 from esper_core.compare.interval_plot import plot_intervals
-from esper_core.compare.plan import validate
+from esper_core.compare.pareto_plot import plot_pareto
+from esper_core.compare.plan import check_existing_cells, validate
 from esper_core.compare.results import ComparisonResults, aggregate
+from esper_core.compare.static_final import growing, static_cells
 from esper_core.compare.tables import to_markdown
 from esper_core.converter import unstructure
 from esper_core.plugins import PluginManager
@@ -38,6 +43,7 @@ from esper_core.run.checkpoint import write_json, write_text
 RESULTS_JSON = "results.json"
 RESULTS_MD = "results.md"
 PLOT = "intervals.png"
+PARETO_PLOT = "pareto.png"
 EXPERIMENT_JSON = "experiment.json"
 
 
@@ -68,6 +74,7 @@ def write_results(results: ComparisonResults, root: Path) -> None:
     write_text(root / RESULTS_MD, to_markdown(results))
     if results.rows:
         plot_intervals(results, root / PLOT)
+        plot_pareto(results, root / PARETO_PLOT)
 
 
 def _record(experiment: Experiment, cells: Sequence[Cell], root: Path) -> dict[str, Any]:
@@ -76,6 +83,7 @@ def _record(experiment: Experiment, cells: Sequence[Cell], root: Path) -> dict[s
         "tasks": unstructure(list(experiment.tasks)),
         "seeds": list(experiment.seeds),
         "baseline": experiment.baseline,
+        "baselines": list(experiment.baselines),
         "cells": [
             {
                 "task": c.task,
@@ -95,14 +103,29 @@ def prepare(
     threads = experiment.base.run.threads or threads_per_job(jobs)
     cells = validate(experiment, pm, out, threads)
     states = [cell_state(c.directory(out)) for c in cells]
+    # One static-final cell per cell of a growing policy, planned once that cell finished.
+    grown = set(growing(experiment))
+    expected = sum(1 for c in cells if c.policy in grown)
+    done = sum(
+        cell_state(c.directory(out)) is CellState.COMPLETED
+        for c in static_cells(experiment, cells, out, pm)
+    )
     plan = Plan(
-        len(cells),
-        states.count(CellState.COMPLETED),
+        len(cells) + expected,
+        states.count(CellState.COMPLETED) + done,
         states.count(CellState.RESUMABLE),
         states.count(CellState.BROKEN),
         out,
     )
     return cells, states, plan
+
+
+def _jobs(experiment: Experiment, cells: Sequence[Cell], out: Path) -> list[CellJob]:
+    return [
+        CellJob(str(c.directory(out)), str(c.lock(out)), unstructure(c.config), experiment.plugins)
+        for c in cells
+        if cell_state(c.directory(out)) is not CellState.COMPLETED
+    ]
 
 
 def compare(
@@ -116,21 +139,22 @@ def compare(
     notify: Callable[[str], None] = print,
 ) -> CompareReport:
     """Validate, run the unfinished cells on ``jobs`` processes, aggregate and write results."""
-    cells, states, plan = prepare(experiment, pm, out, jobs)
+    cells, _states, plan = prepare(experiment, pm, out, jobs)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / EXPERIMENT_JSON, _record(experiment, cells, out))
     if on_plan is not None:
         on_plan(plan)
-    todo = [
-        CellJob(str(c.directory(out)), str(c.lock(out)), unstructure(c.config), experiment.plugins)
-        for c, state in zip(cells, states)
-        if state is not CellState.COMPLETED
-    ]
+    report = on_outcome or (lambda _o: None)
+    statics: list[Cell] = []
     try:
-        outcomes = run_cells(todo, jobs, on_outcome or (lambda _o: None), notify)
+        outcomes = run_cells(_jobs(experiment, cells, out), jobs, report, notify)
+        statics = static_cells(experiment, cells, out, pm)
+        check_existing_cells(statics, out)
+        write_json(out / EXPERIMENT_JSON, _record(experiment, [*cells, *statics], out))
+        outcomes += run_cells(_jobs(experiment, statics, out), jobs, report, notify)
     except CellsInterrupted:
-        write_results(aggregate(experiment, cells, out), out)  # what is finished so far
+        write_results(aggregate(experiment, [*cells, *statics], out), out)  # finished so far
         raise
-    results = aggregate(experiment, cells, out)
+    results = aggregate(experiment, [*cells, *statics], out)
     write_results(results, out)
     return CompareReport(results, outcomes, out)

@@ -1,6 +1,8 @@
 """Seeds installed at birth: an architecture trained from scratch, under the same env.
 
-``blueprint@slot`` names a seed (``conv_heavy@r0c0`` or ``cnn/conv_heavy@r0c0``). Every
+``blueprint@slot`` names a seed (``conv_heavy@r0c0`` or ``cnn/conv_heavy@r0c0``), with
+``:style`` after it for a blend style other than ``linear_add`` (``norm@r0c1:gated``: the
+gate is part of the architecture). Every
 episode, right after the host is built and before the first epoch, each named seed is
 built and installed as a fossil (``rules.may_install_at_birth``). Seed ``k`` (counting
 from 1) is initialised from ``seed * 1_000_003 + k``, the init a grown run gives its
@@ -18,20 +20,31 @@ from attrs import frozen
 
 from esper_core.components.blueprint import Blueprint
 from esper_core.errors import ConfigError
+from esper_core.lifecycle.alpha import STYLES
 
 if TYPE_CHECKING:
     from esper_core.env.env import MorphogeneticEnv
     from esper_core.env.events import StepEvents
 
 
+DEFAULT_STYLE = "linear_add"
+
+
 @frozen
 class BirthSeed:
     blueprint: str  # blueprint key, e.g. "cnn/conv_heavy"
     slot_id: str
+    style: str = DEFAULT_STYLE
 
     @property
     def spec(self) -> str:
-        return f"{self.blueprint.split('/', 1)[-1]}@{self.slot_id}"
+        return seed_spec(self.blueprint, self.slot_id, self.style)
+
+
+def seed_spec(blueprint: str, slot_id: str, style: str | None = None) -> str:
+    """``blueprint@slot`` (``:style`` unless the default): the inverse of the parser."""
+    name = f"{blueprint.split('/', 1)[-1]}@{slot_id}"
+    return name if style in (None, DEFAULT_STYLE) else f"{name}:{style}"
 
 
 def init_seed(env_seed: int, germination: int) -> int:
@@ -46,11 +59,16 @@ def parse_birth_seeds(
     problems: list[str] = []
     seeds: list[BirthSeed] = []
     for spec in specs:
-        name, sep, slot_id = str(spec).partition("@")
-        name, slot_id = name.strip(), slot_id.strip()
+        name, sep, rest = str(spec).partition("@")
+        slot_id, _, style = rest.partition(":")
+        name, slot_id, style = name.strip(), slot_id.strip(), style.strip() or DEFAULT_STYLE
         keys = [k for k in blueprints if k == name or k.split("/", 1)[-1] == name]
         if not sep or not name or not slot_id:
             problems.append(f"seed {spec!r}: expected blueprint@slot, e.g. conv_heavy@r0c0")
+        elif style not in STYLES:
+            problems.append(
+                f"seed {spec!r}: unknown style {style!r}; expected one of {', '.join(STYLES)}"
+            )
         elif not keys:
             available = ", ".join(sorted(k.split("/", 1)[-1] for k in blueprints)) or "none"
             problems.append(f"seed {spec!r}: unknown blueprint {name!r}; available: {available}")
@@ -61,7 +79,7 @@ def parse_birth_seeds(
         elif any(s.slot_id == slot_id for s in seeds):
             problems.append(f"seed {spec!r}: slot {slot_id} already holds a seed")
         else:
-            seeds.append(BirthSeed(keys[0], slot_id))
+            seeds.append(BirthSeed(keys[0], slot_id, style))
     if problems:
         raise ConfigError(problems)
     return tuple(seeds)
@@ -77,6 +95,7 @@ def install(env: MorphogeneticEnv, seeds: Sequence[BirthSeed], events: StepEvent
             f"{slot.slot_id}-s{env.stats.n_germinated}",
             env.blueprints[seed.blueprint],
             epochs_done=env.epoch,
+            style=seed.style,
             init_seed=init_seed(env.seed, env.stats.n_germinated),
         )
         env.stats.n_fossilized += 1

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from attrs import frozen
 
 from esper_core.converter import unstructure
+from esper_core.env.birth import seed_spec
 from esper_core.run.checkpoint import write_json
 from esper_core.run.ledger import SeedRecord
 from esper_core.run.run_dir import SUMMARY
@@ -61,7 +62,7 @@ FINAL_LIVE_STAGES = ("BLENDING", "HOLDING")
 
 def final_architecture(seeds: list[dict[str, Any]], env: int = 0, episode: int = 0) -> list[str]:
     """The seeds in the forward pass at the end of one episode of a summary, as
-    ``blueprint@slot`` in germination order: what ``policies.static`` installs to train
+    ``blueprint@slot[:style]`` in germination order: what ``policies.static`` installs to train
     that architecture from scratch. A seed left half-blended counts (at alpha 1 there)."""
     rows = [
         s
@@ -74,7 +75,7 @@ def final_architecture(seeds: list[dict[str, Any]], env: int = 0, episode: int =
         )
     ]
     rows.sort(key=lambda s: (s["germinated_epoch"], s["seed_id"]))
-    return [f"{s['blueprint'].split('/', 1)[-1]}@{s['slot_id']}" for s in rows]
+    return [seed_spec(s["blueprint"], s["slot_id"], s.get("style")) for s in rows]
 
 
 def growth_verdict(episodes: list[dict[str, Any]], seeds: list[SeedRecord]) -> str:

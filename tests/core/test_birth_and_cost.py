@@ -105,10 +105,23 @@ def test_birth_events_arrive_with_the_first_step_and_every_episode_reinstalls() 
     assert env.model.slot("r0c0").stage == Stage.FOSSILIZED
 
 
+def test_a_birth_seed_keeps_its_blend_style() -> None:
+    env = born("res_random@r0c0:gated")
+    slot = env.model.slot("r0c0")
+    assert slot.state.style == "gated" and slot.gate is not None
+    assert (
+        parse_birth_seeds(
+            ["cnn/res@r0c1:gated", "res_random@r0c0"], env.blueprints, env.model.slot_ids
+        )[0].spec
+        == "res@r0c1:gated"
+    )
+
+
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
         ("res_random", "expected blueprint@slot"),
+        ("res@r0c0:wobbly", "unknown style 'wobbly'"),
         ("nope@r0c0", "unknown blueprint 'nope'"),
         ("res@r9c9", "unknown slot 'r9c9'"),
     ],

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 def _seed_spec(value: Any) -> str | None:
     if isinstance(value, str) and value.count("@") == 1 and all(value.split("@")):
         return None
-    return f"expected blueprint@slot such as conv_heavy@r0c0, got {value!r}"
+    return f"expected blueprint@slot[:style] such as conv_heavy@r0c0, got {value!r}"
 
 
 @define
@@ -36,8 +36,9 @@ class StaticOptions:
     seeds: list[str] = options_field(
         [],
         each(_seed_spec),
-        "Seeds installed as fossils before the first epoch: blueprint@slot "
-        '(e.g. ["conv_heavy@r0c0"]); none: the host alone, as wait.',
+        "Seeds installed as fossils before the first epoch: blueprint@slot, with :style for a "
+        'blend style other than linear_add (e.g. ["conv_heavy@r0c0", "norm@r0c1:gated"]); '
+        "none: the host alone, as wait.",
     )
 
 
