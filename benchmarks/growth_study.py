@@ -275,12 +275,13 @@ def main() -> None:
         ]
 
     def execute(jobs: list[tuple[str, dict[str, Any]]]) -> None:
+        unique = list({job["dir"]: job for _, job in jobs}.values())  # shared dirs run once
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            summaries = pool.map(run_cell, [job for _, job in jobs])
-            for (label, job), summary in zip(jobs, summaries):
-                run_dir = Path(job["dir"])
-                runs.setdefault(label, {})[job["seed"]] = record(summary, run_dir)
-                print(f"{label} seed {job['seed']}: done", file=sys.stderr)
+            summaries = dict(zip([j["dir"] for j in unique], pool.map(run_cell, unique)))
+        for label, job in jobs:
+            record_ = record(summaries[job["dir"]], Path(job["dir"]))
+            runs.setdefault(label, {})[job["seed"]] = record_
+            print(f"{label} seed {job['seed']}: done", file=sys.stderr)
 
     def read_external(label: str) -> None:
         for seed in args.seeds:

@@ -7,8 +7,9 @@ Once per epoch and env it takes the first rule that yields a legal action:
    (the trend before the seed touched the output, extrapolated), as a fraction of the
    loss then. It must pay for its parameters: ``min_gain`` plus ``gain_per_doubling``
    for every doubling of the model's parameters. Fossilize when it does and its gate
-   G5 passes; prune when it does not; prune a paying seed whose G5 still fails after
-   ``max_holding_epochs``.
+   G5 passes; a seed short of its price whose gain is still rising waits (up to
+   ``max_holding_epochs`` in HOLDING), otherwise it is pruned; prune a paying seed
+   whose G5 still fails after ``max_holding_epochs``.
 2. Regression: prune a BLENDING seed once validation accuracy has been more than
    ``regression_points`` below its value at the start of the stage, after
    ``regression_epochs`` in the stage (a TRAINING seed cannot change the output, so a
@@ -34,6 +35,7 @@ dict.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -216,6 +218,8 @@ class EnvMemory:
     last_epoch: int = 0
     # Seed id -> its validation-loss baseline (None: not measurable).
     baselines: dict[str, Baseline | None] = field(factory=dict)
+    # Seed id -> its gain when last judged short of its price (a rising gain may wait).
+    gains: dict[str, float] = field(factory=dict)
 
 
 @frozen
@@ -353,6 +357,7 @@ class HeuristicPolicy:
             memory.last_epoch = obs.epoch
         live = {r.seed_id for r in obs.slots if r.seed_id is not None}
         memory.baselines = {k: v for k, v in memory.baselines.items() if k in live}
+        memory.gains = {k: v for k, v in memory.gains.items() if k in live}
         for r in obs.slots:
             if r.seed_id is None or r.seed_id in memory.baselines:
                 continue
@@ -424,6 +429,11 @@ class HeuristicPolicy:
         gain, need = self.gain(memory, obs, r), self.price(obs, r)
         if gain is None or gain < need:
             shown = "not measurable" if gain is None else f"{gain:+.3f}"
+            last = memory.gains.get(r.seed_id or "")
+            memory.gains[r.seed_id or ""] = -math.inf if gain is None else gain
+            rising = gain is not None and (last is None or gain > last)
+            if rising and r.epochs_in_stage < o.max_holding_epochs:
+                return None  # still climbing: it has until max_holding_epochs to pay
             return self._on_slot(
                 "PRUNE", i, "prune_gain", f"{r.slot_id}: gain {shown} < {need:.3f} needed"
             )

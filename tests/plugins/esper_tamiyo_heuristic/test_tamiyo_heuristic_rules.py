@@ -315,18 +315,39 @@ def test_fossilizes_a_seed_whose_gain_pays_for_its_parameters(build) -> None:
 
 def test_prunes_a_seed_the_model_merely_relies_on(build) -> None:
     # The counterfactual contribution is large (5 points), but the validation loss is
-    # where the host alone was heading: no gain, so the seed goes.
-    p = policy(build)
+    # where the host alone was heading: no gain, so the seed goes (judged once: no wait).
+    p = policy(build, max_holding_epochs=1)
     decision = blend_then_hold(p, build, [2.3, 2.2, 2.1, 2.0], [1.9, 1.8])
     assert decision.rule == "prune_gain", decision.reason
     assert decision.action == Action(LifecycleOp.PRUNE, slot=1)
 
 
 def test_a_bigger_seed_must_gain_more(build) -> None:
-    cheap = blend_then_hold(policy(build), build, [2.0] * 4, [1.9, 1.8], host_params=100_000)
+    once = {"max_holding_epochs": 1}
+    cheap = blend_then_hold(
+        policy(build, **once), build, [2.0] * 4, [1.9, 1.8], host_params=100_000
+    )
     assert cheap.rule == "fossilize", cheap.reason  # +0.1% params: a 10% gain pays
-    dear = blend_then_hold(policy(build), build, [2.0] * 4, [1.9, 1.8], host_params=10)
+    dear = blend_then_hold(policy(build, **once), build, [2.0] * 4, [1.9, 1.8], host_params=10)
     assert dear.rule == "prune_gain", dear.reason  # 10 -> 110 params: 3.5 doublings
+
+
+def test_a_seed_whose_gain_still_rises_gets_until_max_holding_to_pay(build) -> None:
+    p = policy(build, max_holding_epochs=3)
+    first = blend_then_hold(p, build, [2.0] * 4, [1.95, 1.9])  # gain 0.05 < 0.07: rising
+    assert first.action.op == LifecycleOp.WAIT
+    history = [2.0, 2.0, 1.95, 1.9, 1.6]
+    holding = build.report("r0c1", Stage.HOLDING, epochs_in_stage=2, contribution=5.0)
+    obs = build.obs(build.with_slot(holding), epoch=12, loss_history=history, passed=True)
+    assert p.decide(obs).rule == "fossilize"  # it paid in time
+
+
+def test_a_seed_whose_gain_stalls_short_of_its_price_is_pruned(build) -> None:
+    p = policy(build, max_holding_epochs=3)
+    assert blend_then_hold(p, build, [2.0] * 4, [1.95, 1.9]).action.op == LifecycleOp.WAIT
+    holding = build.report("r0c1", Stage.HOLDING, epochs_in_stage=2, contribution=5.0)
+    obs = build.obs(build.with_slot(holding), epoch=12, loss_history=[2.0, 2.0, 1.95, 1.9, 1.95])
+    assert p.decide(obs).rule == "prune_gain"  # no longer rising
 
 
 def test_a_paying_seed_whose_gate_fails_is_pruned_after_max_holding(build) -> None:
