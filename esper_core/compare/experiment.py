@@ -10,7 +10,7 @@ flags (``esper compare --policy heuristic --policy wait --task digits --seeds 5`
     [[policies]]
     name = "heuristic"             # or "ppo:runs/x/checkpoint.pt"
     label = "heuristic"            # directory and table name (default: derived from name)
-    options = { plateau_epochs = 3 }
+    options = { min_epoch = 5 }
 
     [[tasks]]
     name = "digits"
