@@ -15,7 +15,7 @@ the task's default episode length (30 epochs), and prints JSON with:
 
 Plugins are named explicitly (autoload off), so the blueprint vocabulary does not depend
 on whatever else is installed. The heuristic runs with its option defaults unless
-``--heuristic-set KEY=VALUE`` overrides one (e.g. ``plateau_epochs=3``).
+``--heuristic-set KEY=VALUE`` overrides one (e.g. ``min_epoch=5``).
 
     OMP_NUM_THREADS=1 python benchmarks/heuristic_vs_wait.py [--seeds 0 1 2 3 4] [--out DIR]
 
@@ -106,7 +106,7 @@ def main() -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="Override a heuristic option, e.g. plateau_epochs=3 (repeatable).",
+        help="Override a heuristic option, e.g. min_epoch=5 (repeatable).",
     )
     parser.add_argument(
         "--out", type=Path, help="Keep the run directories here (default: a temporary directory)."

@@ -33,6 +33,8 @@ def _experiment_data(
     for key in ("seeds", "baseline", "jobs", "out", "resamples", "runner"):
         if params.get(key) is not None:
             data[key] = params[key]
+    if params.get("baselines"):
+        data["baselines"] = list(params["baselines"])
     return data, source or "command line"
 
 
@@ -89,6 +91,13 @@ def print_tables(results: Any, console: Any) -> None:
 )
 @click.option("--baseline", help="Policy label for P(policy > baseline), e.g. wait.")
 @click.option(
+    "--baselines",
+    "baselines",
+    multiple=True,
+    type=click.Choice(["static-final"]),
+    help="Derived baseline: static-final trains each growing run's final architecture from scratch.",
+)
+@click.option(
     "--out",
     type=PathArg(file_okay=False),
     help="Experiment directory (default runs/compare-<file stem> or runs/compare-<tasks>-<policies>); "
@@ -136,7 +145,8 @@ def compare(ctx: click.Context, **params: Any) -> None:
     override it). Every (task, policy, seed) is a run directory under OUT/cells/
     with one episode of one env; finished ones are reused and interrupted ones
     resumed when the command runs again. The whole experiment is checked before any
-    run starts. Writes OUT/results.json, OUT/results.md and OUT/intervals.png.
+    run starts. Writes OUT/results.json, OUT/results.md, OUT/intervals.png and
+    OUT/pareto.png (accuracy against parameters and training FLOPs).
     """
     from rich.console import Console
     from rich.progress import (
@@ -247,7 +257,8 @@ def compare(ctx: click.Context, **params: Any) -> None:
         console = Console()
         print_tables(report.results, console)
         console.print(
-            f"results: {out / 'results.md'}, {out / 'results.json'}, {out / 'intervals.png'}"
+            f"results: {out / 'results.md'}, {out / 'results.json'}, {out / 'intervals.png'}, "
+            f"{out / 'pareto.png'}"
         )
     if report.failed:
         click.echo(

@@ -257,6 +257,30 @@ class LifecycleSection:
     stage_history: int = options_field(
         32, in_range(1, MAX_HISTORY, integer=True), "Stage transitions kept per slot."
     )
+    isolation: str = options_field(
+        "none",
+        one_of("full", "short", "none"),
+        "Isolated TRAINING before a seed that is the identity at birth may blend: full "
+        "(min_training_epochs), short (short_training_fraction of the episode) or none "
+        "(it blends from germination).",
+    )
+    isolation_non_identity: str = options_field(
+        "none",
+        one_of("full", "short", "none"),
+        "The same for a seed that is not the identity at birth.",
+    )
+    short_training_fraction: float = options_field(
+        0.07,
+        in_range(0, 1, lo_open=True),
+        "Short isolation: this fraction of the episode's epochs in TRAINING (at least 1).",
+    )
+    blend_host_gradient: str = options_field(
+        "scaled",
+        one_of("scaled", "full"),
+        "While a seed blends with its input isolated, the host's upstream layers get the "
+        "gradient scaled by (1 - alpha) (scaled), or all of it (full: the seed counts as "
+        "the identity for the host's gradient).",
+    )
 
     def __esper_validate__(self) -> list[str]:
         problems = []

@@ -170,14 +170,21 @@ class AccuracyDeltaReward:
         )
 
 
+# Every seed walks the whole staged lifecycle (GERMINATED -> TRAINING -> BLENDING), with
+# two TRAINING epochs, unless a test sets lifecycle.isolation otherwise.
+STAGED = [
+    "lifecycle.isolation=full",
+    "lifecycle.isolation_non_identity=full",
+    "lifecycle.min_training_epochs=2",
+]
+
+
 def make_env(*overrides: str, env_index: int = 0, seed: int = 0):  # type: ignore[no-untyped-def]
     """A MorphogeneticEnv on the tiny task, reset with ``seed``."""
     from esper_core.config import load_config
     from esper_core.env.env import MorphogeneticEnv
 
-    config = load_config(
-        overrides=["lifecycle.min_training_epochs=2", "env.max_epochs=12", *overrides]
-    )
+    config = load_config(overrides=[*STAGED, "env.max_epochs=12", *overrides])
     env = MorphogeneticEnv(TinyTask(), AccuracyDeltaReward(), BLUEPRINTS, config, env_index, "cpu")
     env.reset(seed)
     return env

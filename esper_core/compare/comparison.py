@@ -1,13 +1,16 @@
 """``esper compare``: policies x tasks x seeds, run as cells, summarised robustly.
 
 :func:`compare` validates the experiment (:mod:`esper_core.compare.plan`), runs the
-unfinished cells (:mod:`esper_core.compare.cells`), then reads every finished cell's
+unfinished cells (:mod:`esper_core.compare.cells`), then, with the ``static-final``
+baseline, one more cell per finished cell of a growing policy
+(:mod:`esper_core.compare.static_final`); it reads every finished cell's
 ``summary.json`` (:mod:`esper_core.compare.results`) and writes into the experiment
 directory:
 
 - ``results.json``: the rows and every cell, through the one cattrs converter;
 - ``results.md``: the same as Markdown tables (:mod:`esper_core.compare.tables`);
-- ``intervals.png``: the intervals of the main metrics.
+- ``intervals.png``: the intervals of the main metrics;
+- ``pareto.png``: final test accuracy against parameters and training FLOPs.
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ from esper_core.compare.cell_dirs import CellState, cell_state
 from esper_core.compare.cells import CellJob, CellOutcome, CellsInterrupted, threads_per_job
 from esper_core.compare.experiment import Cell, Experiment
 from esper_core.compare.interval_plot import plot_intervals
+from esper_core.compare.pareto_plot import plot_pareto
 from esper_core.compare.plan import stale_cells, validate
 from esper_core.compare.results import ComparisonResults, aggregate
+from esper_core.compare.static_final import growing, static_cells
 from esper_core.compare.tables import to_markdown
 from esper_core.components.runner import RunnerContext
 from esper_core.converter import structure, unstructure
@@ -34,6 +39,7 @@ from esper_core.run.checkpoint import write_json, write_text
 RESULTS_JSON = "results.json"
 RESULTS_MD = "results.md"
 PLOT = "intervals.png"
+PARETO_PLOT = "pareto.png"
 EXPERIMENT_JSON = "experiment.json"
 
 
@@ -65,6 +71,7 @@ def write_results(results: ComparisonResults, root: Path) -> None:
     write_text(root / RESULTS_MD, to_markdown(results))
     if results.rows:
         plot_intervals(results, root / PLOT)
+        plot_pareto(results, root / PARETO_PLOT)
 
 
 def _record(experiment: Experiment, cells: Sequence[Cell], root: Path) -> dict[str, Any]:
@@ -73,6 +80,7 @@ def _record(experiment: Experiment, cells: Sequence[Cell], root: Path) -> dict[s
         "tasks": unstructure(list(experiment.tasks)),
         "seeds": list(experiment.seeds),
         "baseline": experiment.baseline,
+        "baselines": list(experiment.baselines),
         "cells": [
             {
                 "task": c.task,
@@ -109,15 +117,40 @@ def _prepare(
         CellState.MISSING if c.directory(out) in stale else cell_state(c.directory(out))
         for c in cells
     ]
+    # One static-final cell per cell of a growing policy, planned once that cell finished.
+    grown = set(growing(experiment))
+    expected = sum(1 for c in cells if c.policy in grown)
+    done = sum(
+        cell_state(c.directory(out)) is CellState.COMPLETED
+        for c in static_cells(experiment, cells, out, pm)
+    )
     plan = Plan(
-        len(cells),
-        states.count(CellState.COMPLETED),
+        len(cells) + expected,
+        states.count(CellState.COMPLETED) + done,
         states.count(CellState.RESUMABLE),
         states.count(CellState.BROKEN),
         out,
         len(stale),
     )
     return cells, states, plan, stale
+
+
+def _jobs(experiment: Experiment, cells: Sequence[Cell], out: Path) -> list[CellJob]:
+    return [
+        CellJob(str(c.directory(out)), str(c.lock(out)), unstructure(c.config), experiment.plugins)
+        for c in cells
+        if cell_state(c.directory(out)) is not CellState.COMPLETED
+    ]
+
+
+def _forget_stale(stale: dict[Path, list[str]], out: Path, notify: Callable[[str], None]) -> None:
+    """Remove finished cells made with another config, saying why, so they run again."""
+    for directory, differences in stale.items():
+        shown = "; ".join(differences[:3]) + ("; ..." if len(differences) > 3 else "")
+        notify(
+            f"{directory.relative_to(out)}: made with another config ({shown}); running it again"
+        )
+        shutil.rmtree(directory)
 
 
 def compare(
@@ -135,27 +168,23 @@ def compare(
     """Validate, run the unfinished cells with ``runner`` (``jobs`` at a time), aggregate and
     write results."""
     cell_runner = make_runner(pm, runner, runner_options or {}, jobs)
-    cells, states, plan, stale = _prepare(experiment, pm, out, jobs)
-    for directory, differences in stale.items():
-        shown = "; ".join(differences[:3]) + ("; ..." if len(differences) > 3 else "")
-        notify(
-            f"{directory.relative_to(out)}: made with another config ({shown}); running it again"
-        )
-        shutil.rmtree(directory)
+    cells, _states, plan, stale = _prepare(experiment, pm, out, jobs)
+    _forget_stale(stale, out, notify)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / EXPERIMENT_JSON, _record(experiment, cells, out))
     if on_plan is not None:
         on_plan(plan)
-    todo = [
-        CellJob(str(c.directory(out)), str(c.lock(out)), unstructure(c.config), experiment.plugins)
-        for c, state in zip(cells, states)
-        if state is not CellState.COMPLETED
-    ]
+    report = on_outcome or (lambda _o: None)
+    statics: list[Cell] = []
     try:
-        outcomes = cell_runner.run(todo, on_outcome or (lambda _o: None), notify)
+        outcomes = cell_runner.run(_jobs(experiment, cells, out), report, notify)
+        statics = static_cells(experiment, cells, out, pm)
+        _forget_stale(stale_cells(statics, out), out, notify)
+        write_json(out / EXPERIMENT_JSON, _record(experiment, [*cells, *statics], out))
+        outcomes += cell_runner.run(_jobs(experiment, statics, out), report, notify)
     except CellsInterrupted:
-        write_results(aggregate(experiment, cells, out), out)  # what is finished so far
+        write_results(aggregate(experiment, [*cells, *statics], out), out)  # finished so far
         raise
-    results = aggregate(experiment, cells, out)
+    results = aggregate(experiment, [*cells, *statics], out)
     write_results(results, out)
     return CompareReport(results, outcomes, out)

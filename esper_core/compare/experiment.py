@@ -10,7 +10,7 @@ flags (``esper compare --policy heuristic --policy wait --task digits --seeds 5`
     [[policies]]
     name = "heuristic"             # or "ppo:runs/x/checkpoint.pt"
     label = "heuristic"            # directory and table name (default: derived from name)
-    options = { plateau_epochs = 3 }
+    options = { min_epoch = 5 }
 
     [[tasks]]
     name = "digits"
@@ -38,13 +38,17 @@ from attrs import define, frozen
 
 from esper_core.config import RunConfig
 from esper_core.config_io import apply_overrides, merge, read_file
-from esper_core.converter import in_range, options_field, structure
+from esper_core.converter import each, in_range, one_of, options_field, structure
 from esper_core.errors import ConfigError
 
 CELLS_DIR = "cells"
 LOCKS_DIR = ".locks"
 # Matched whole (fullmatch): "$" would also accept a name ending in a newline.
 LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+# Derived baselines an experiment can ask for (see esper_core.compare.static_final).
+BASELINE_KINDS = ("static-final",)
 
 
 class ExperimentError(ConfigError):
@@ -103,6 +107,12 @@ class ExperimentFile:
     )
     baseline: str | None = options_field(
         None, doc="Policy label for the probability of improvement."
+    )
+    baselines: list[str] = options_field(
+        [],
+        each(one_of(*BASELINE_KINDS)),
+        'Derived baselines: "static-final" trains, for every seed of every growing policy, '
+        "the architecture that run ended with from scratch on the same seed.",
     )
     jobs: int | None = options_field(None, in_range(1, integer=True), "Cells run in parallel.")
     runner: str = options_field(
@@ -183,6 +193,7 @@ class Experiment:
     seeds: tuple[int, ...]
     base: RunConfig = attrs.field(eq=False)
     baseline: str | None = None
+    baselines: tuple[str, ...] = ()
     confidence: float = 0.95
     resamples: int = 2000
     bootstrap_seed: int = 0
@@ -272,6 +283,7 @@ def build_experiment(
         seeds=seeds,
         base=base,
         baseline=spec.baseline,
+        baselines=tuple(dict.fromkeys(spec.baselines)),
         confidence=spec.confidence,
         resamples=spec.resamples,
         bootstrap_seed=spec.bootstrap_seed,

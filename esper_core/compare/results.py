@@ -4,7 +4,10 @@ Per task and policy, each metric gets its interquartile mean over seeds with a
 percentile-bootstrap confidence interval; with several tasks also a row over all tasks
 whose bootstrap is stratified by task. Against a baseline policy, the probability of
 improvement P(X > Y) of the final test accuracy is reported with its own interval and
-the paired wins, ties and losses of runs from the same start.
+the paired wins, ties and losses of runs from the same start. Paired differences (same
+task and seed) are reported against the baseline and against the policy's own
+static-final architecture, and each row says on which cost axis (parameters in the
+forward pass, training FLOPs) another policy of the task dominates it.
 """
 
 from __future__ import annotations
@@ -13,16 +16,19 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+import attrs
 from attrs import frozen
 
 from esper_core.compare.cell_dirs import CellState, cell_state
 from esper_core.compare.experiment import Cell, Experiment
+from esper_core.compare.pareto import COST_AXES, dominated
+from esper_core.compare.static_final import static_label
 from esper_core.compare.stats import improvement_interval, iqm_interval
 from esper_core.converter import structure
 from esper_core.errors import RunDirError
 from esper_core.run.run_dir import SUMMARY
 
-RESULTS_SCHEMA_VERSION = 1
+RESULTS_SCHEMA_VERSION = 2
 
 
 @frozen
@@ -36,6 +42,10 @@ class Metric:
 
 METRICS = (
     Metric("final_test_acc", "final test accuracy", "%", 2, "test acc %"),
+    Metric("final_test_loss", "final test loss", "", 4, "test loss"),
+    Metric("params_forward", "parameters in the forward pass", "", 0, "params fwd"),
+    Metric("params_held", "parameters held", "", 0, "params held"),
+    Metric("train_flops", "training FLOPs", "", 3, "train FLOPs"),
     Metric("params_added", "parameters added", "", 0, "params added"),
     Metric("seeds_fossilized", "seeds fossilized", "", 1, "fossilized"),
     Metric("seeds_pruned", "seeds pruned", "", 1, "pruned"),
@@ -43,6 +53,8 @@ METRICS = (
 )
 METRIC = {m.key: m for m in METRICS}
 IMPROVEMENT_METRIC = "final_test_acc"  # higher is better
+# Metrics of the paired differences against the baseline and the static final architecture.
+PAIRED_METRICS = (IMPROVEMENT_METRIC, "final_test_loss", "train_flops")
 
 
 @frozen
@@ -58,6 +70,10 @@ class CellResult:
     seeds_pruned: int
     wall_time: float
     run_dir: str
+    final_test_loss: float = 0.0
+    params_forward: float = 0.0  # host + seeds blended in at the end
+    params_held: float = 0.0  # host + every seed held at the end
+    train_flops: float = 0.0  # forward + backward FLOPs of training (0: not recorded)
 
     def value(self, metric: str) -> float:
         return float(getattr(self, metric))
@@ -89,12 +105,35 @@ class Improvement:
 
 
 @frozen
+class PairedDifference:
+    """The policy's run minus ``against``'s run from the same task and seed, on
+    ``metric``: IQM of the differences with a bootstrap CI, their mean, and how many
+    pairs the policy won, tied and lost."""
+
+    against: str
+    metric: str
+    n: int
+    iqm: float
+    low: float | None
+    high: float | None
+    mean: float
+    wins: int
+    ties: int
+    losses: int
+
+
+@frozen
 class ResultRow:
     task: str | None  # None: all tasks, bootstrap stratified over tasks
     policy: str
     n: int
     metrics: dict[str, MetricResult]
     improvement: Improvement | None = None
+    paired: list[PairedDifference] = attrs.field(factory=list)
+    dominated: list[str] = attrs.field(factory=list)  # cost axes where another policy wins
+
+    def versus(self, against: str, metric: str = IMPROVEMENT_METRIC) -> PairedDifference | None:
+        return next((d for d in self.paired if d.against == against and d.metric == metric), None)
 
 
 @frozen
@@ -126,18 +165,26 @@ def read_cell(cell: Cell, root: Path) -> CellResult | None:
     if summary.get("final_test_acc_mean") is None:
         return None
     try:
+        added = float(summary["params_added_mean"] or 0.0)
+        host = float(summary.get("host_params") or 0.0)
+        (episode,) = summary["episodes"]
         return CellResult(
             task=cell.task,
             policy=cell.policy,
             seed=cell.seed,
             final_test_acc=float(summary["final_test_acc_mean"]),
-            params_added=float(summary["params_added_mean"] or 0.0),
+            params_added=added,
             seeds_fossilized=int(summary["seeds_fossilized"]),
             seeds_pruned=int(summary["seeds_pruned"]),
             wall_time=float(summary["wall_time"]),
             run_dir=str(directory),
+            final_test_loss=float(episode["final_test_loss"]),
+            # Summaries written before the cost axes existed: every seed counted.
+            params_forward=float(summary.get("params_forward_mean") or host + added),
+            params_held=float(summary.get("params_held_mean") or host + added),
+            train_flops=float(summary.get("train_flops_mean") or 0.0),
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError) as exc:  # also: not exactly one episode
         # A finished cell is never run again, so a hand-edited summary must be named.
         raise RunDirError(
             f"{directory / SUMMARY} is damaged ({type(exc).__name__}: {exc}); "
@@ -183,26 +230,96 @@ def _row(
             interval = improvement_interval(
                 pairs, experiment.confidence, experiment.resamples, experiment.bootstrap_seed
             )
-            base_runs = {(c.task, c.seed): c.value(IMPROVEMENT_METRIC) for b in base for c in b}
-            diffs = [
-                c.value(IMPROVEMENT_METRIC) - base_runs[c.task, c.seed]
-                for g in groups
-                for c in g
-                if (c.task, c.seed) in base_runs
-            ]
+            same_seed = _paired(groups, base, baseline, IMPROVEMENT_METRIC, experiment)
             improvement = Improvement(
                 baseline,
                 IMPROVEMENT_METRIC,
                 interval.estimate,
                 interval.low,
                 interval.high,
-                wins=sum(d > 0 for d in diffs),
-                ties=sum(d == 0 for d in diffs),
-                losses=sum(d < 0 for d in diffs),
+                wins=same_seed.wins if same_seed else 0,
+                ties=same_seed.ties if same_seed else 0,
+                losses=same_seed.losses if same_seed else 0,
             )
+    paired = []
+    for against in [a for a in (baseline, static_label(policy)) if a and a != policy]:
+        others = [by_cell.get((t, against), []) for t in tasks]
+        if not all(others):
+            continue
+        for metric in PAIRED_METRICS:
+            difference = _paired(groups, others, against, metric, experiment)
+            if difference is not None:
+                paired.append(difference)
     return ResultRow(
-        None if pooled else tasks[0], policy, sum(len(g) for g in groups), metrics, improvement
+        None if pooled else tasks[0],
+        policy,
+        sum(len(g) for g in groups),
+        metrics,
+        improvement,
+        paired=paired,
     )
+
+
+def _paired(
+    groups: Sequence[Sequence[CellResult]],
+    others: Sequence[Sequence[CellResult]],
+    against: str,
+    metric: str,
+    experiment: Experiment,
+) -> PairedDifference | None:
+    """Run minus run of the same (task, seed), stratified by task for the interval."""
+    other = {(c.task, c.seed): c.value(metric) for o in others for c in o}
+    diffs = [
+        [c.value(metric) - other[c.task, c.seed] for c in g if (c.task, c.seed) in other]
+        for g in groups
+    ]
+    diffs = [d for d in diffs if d]
+    if not diffs:
+        return None
+    interval = iqm_interval(
+        diffs, experiment.confidence, experiment.resamples, experiment.bootstrap_seed
+    )
+    flat = [d for g in diffs for d in g]
+    return PairedDifference(
+        against,
+        metric,
+        len(flat),
+        interval.estimate,
+        interval.low,
+        interval.high,
+        sum(flat) / len(flat),
+        wins=sum(d > 0 for d in flat),
+        ties=sum(d == 0 for d in flat),
+        losses=sum(d < 0 for d in flat),
+    )
+
+
+def _mark_dominated(rows: list[ResultRow]) -> list[ResultRow]:
+    """Each task's rows with the cost axes on which another policy dominates them."""
+    out = []
+    for row in rows:
+        same = [r for r in rows if r.task == row.task and r.task is not None]
+        axes = [
+            axis
+            for axis in COST_AXES
+            if row.policy
+            in dominated(
+                {r.policy: (r.metrics[axis].mean, r.metrics[IMPROVEMENT_METRIC].iqm) for r in same}
+            )
+        ]
+        out.append(attrs.evolve(row, dominated=axes))
+    return out
+
+
+def policy_order(experiment: Experiment, cells: Sequence[Cell]) -> list[str]:
+    """The experiment's policies, each followed by its static-final baseline if it has one."""
+    present = {c.policy for c in cells}
+    out = []
+    for p in experiment.policies:
+        out.append(p.label)
+        if static_label(p.label) in present:
+            out.append(static_label(p.label))
+    return out
 
 
 def aggregate(experiment: Experiment, cells: Sequence[Cell], root: Path) -> ComparisonResults:
@@ -218,10 +335,11 @@ def aggregate(experiment: Experiment, cells: Sequence[Cell], root: Path) -> Comp
     for r in sorted(results, key=lambda r: r.seed):
         by_cell.setdefault((r.task, r.policy), []).append(r)
     tasks = [t.label for t in experiment.tasks]
-    policies = [p.label for p in experiment.policies]
+    policies = policy_order(experiment, cells)
     rows = [
         row for t in tasks for p in policies if (row := _row(experiment, by_cell, [t], p, False))
     ]
+    rows = _mark_dominated(rows)
     if len(tasks) > 1:
         rows += [row for p in policies if (row := _row(experiment, by_cell, tasks, p, True))]
     return ComparisonResults(

@@ -8,7 +8,9 @@ from esper_core.compare.results import (
     METRICS,
     ComparisonResults,
     Metric,
+    PairedDifference,
 )
+from esper_core.compare.static_final import STATIC_FINAL
 
 
 def fmt(value: float | None, digits: int) -> str:
@@ -29,6 +31,16 @@ def metric_header(metric: Metric, short: bool = False) -> str:
     return f"{metric.title} ({metric.unit})" if metric.unit else metric.title
 
 
+def fmt_paired(d: PairedDifference | None, digits: int) -> str:
+    if d is None:
+        return "-"
+    return f"{fmt_interval(d.iqm, d.low, d.high, digits)} ({d.wins}/{d.ties}/{d.losses})"
+
+
+def _static_final(results: ComparisonResults) -> bool:
+    return any(p.endswith(f".{STATIC_FINAL}") for p in results.policies)
+
+
 def table_rows(
     results: ComparisonResults, task: str | None, short: bool = False
 ) -> tuple[list[str], list[list[str]]]:
@@ -37,7 +49,15 @@ def table_rows(
     if results.baseline:
         same_seed = "W/T/L" if short else f"vs {results.baseline}, same seed: W/T/L"
         header += [f"P(> {results.baseline})", same_seed]
+    static = _static_final(results)
+    if static:
+        header.append(
+            "- static-final (W/T/L)"
+            if short
+            else "test acc − own static final architecture, same seed: IQM [CI] (W/T/L)"
+        )
     header += [metric_header(m, short) for m in METRICS if m.key != IMPROVEMENT_METRIC]
+    header.append("dominated on" if short else "dominated on (Pareto)")
     lines = []
     for policy in results.policies:
         row = results.row(task, policy)
@@ -60,12 +80,25 @@ def table_rows(
                     fmt_interval(imp.probability, imp.low, imp.high, 2),
                     f"{imp.wins}/{imp.ties}/{imp.losses}",
                 ]
+        if static:
+            cells.append(fmt_paired(row.versus(f"{policy}.{STATIC_FINAL}"), 2))
         for m in METRICS:
             if m.key != IMPROVEMENT_METRIC:
                 r = row.metrics[m.key]
-                cells.append(fmt_interval(r.iqm, r.low, r.high, m.digits))
+                if m.key == "train_flops":  # billions: the IQM of a count is no integer
+                    cells.append(fmt_interval(r.iqm / 1e9, _g(r.low), _g(r.high), 2) + " G")
+                else:
+                    cells.append(fmt_interval(r.iqm, r.low, r.high, m.digits))
+        cells.append(", ".join(AXIS_NAMES[a] for a in row.dominated) or "-")
         lines.append(cells)
     return header, lines
+
+
+def _g(value: float | None) -> float | None:
+    return None if value is None else value / 1e9
+
+
+AXIS_NAMES = {"params_forward": "params", "train_flops": "FLOPs"}
 
 
 def sections(results: ComparisonResults) -> list[tuple[str | None, str]]:
@@ -92,6 +125,20 @@ def describe(results: ComparisonResults) -> list[str]:
             f"W/T/L: runs that ended better / equal / worse than {results.baseline}'s run with the "
             "same task and seed."
         )
+    if _static_final(results):
+        lines.append(
+            f"POLICY.{STATIC_FINAL}: for each seed, the architecture POLICY's run ended with "
+            "(its seeds in the forward pass at the end) trained from scratch on the same seed "
+            "(policies.static: same host init, data order and seed init). The difference "
+            "column is POLICY's run minus that run: IQM of the paired differences [CI] "
+            "(wins/ties/losses)."
+        )
+    lines.append(
+        "Costs: parameters in the forward pass and held at the end, training FLOPs "
+        "(forward + backward, counted by torch's FlopCounterMode). Dominated on params / "
+        "FLOPs: another policy of the task has at least the IQM test accuracy for at most "
+        "the mean cost, and is better on one of the two."
+    )
     return lines
 
 

@@ -61,6 +61,19 @@ class Policy(Protocol):
 
 
 @runtime_checkable
+class InstallsAtBirth(Protocol):
+    """Optional: a policy whose architecture is fixed before training starts.
+
+    The session hands :meth:`birth_seeds` to every env once, before the first reset;
+    each env then installs those seeds as fossils at the start of every episode
+    (``MorphogeneticEnv.install_at_birth``)."""
+
+    def birth_seeds(self) -> Sequence[str]:
+        """``blueprint@slot`` seeds, e.g. ``["conv_heavy@r0c0"]``."""
+        ...
+
+
+@runtime_checkable
 class Trainable(Policy, Protocol):
     def begin_rollout(self, observations: Sequence[Observation]) -> None:
         """A rollout starts; the observation normaliser is frozen until :meth:`update`."""

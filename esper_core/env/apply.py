@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from attrs import frozen
 
 from esper_core.components.reward import SlotSnapshot
+from esper_core.env.birth import init_seed
 from esper_core.env.evaluation import EvalResult
 from esper_core.env.events import SeedRecord, StepEvents
 from esper_core.lifecycle.actions import Action, LifecycleOp, refusal_reason
@@ -77,7 +78,7 @@ def _apply_to_slot(env: MorphogeneticEnv, action: Action, events: StepEvents) ->
             tempo=space.tempos[action.tempo],
             epoch=env.epoch,
             accuracy=acc,
-            init_seed=env.seed * 1_000_003 + env.stats.n_germinated,
+            init_seed=init_seed(env.seed, env.stats.n_germinated),
         )
         env.trainer.sync_optimizers()
         events.germinated(slot)
@@ -94,7 +95,7 @@ def _apply_to_slot(env: MorphogeneticEnv, action: Action, events: StepEvents) ->
         return APPLIED
     if op == LifecycleOp.PRUNE:
         contribution = slot.state.contribution
-        events.pruned(slot.slot_id, before, SeedRecord.of(slot), "policy")
+        events.pruned(slot.slot_id, before, SeedRecord.of(slot, acc), "policy")
         slot.prune()
         env.trainer.sync_optimizers()
         env.stats.record_prune(env.epoch)

@@ -26,8 +26,10 @@ from esper_core.components.blueprint import Blueprint
 from esper_core.components.reward import RewardBreakdown, RewardFamily
 from esper_core.components.task import Task, TaskData
 from esper_core.config import RunConfig
-from esper_core.env import epoch_end
+from esper_core.env import birth, epoch_end
 from esper_core.env.apply import StepStart, apply, slot_snapshots
+from esper_core.env.birth import BirthSeed
+from esper_core.env.cost import CostMeter
 from esper_core.env.data import make_loader
 from esper_core.env.episode import EpisodeStats
 from esper_core.env.evaluation import EvalResult, validate_pending
@@ -42,6 +44,7 @@ from esper_core.lifecycle.actions import Action, ActionMasks, ActionSpace, MaskR
 from esper_core.lifecycle.governor import Governor
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.slot_state import SlotSettings
+from esper_core.run.telemetry import Event
 
 
 class MorphogeneticEnv:
@@ -64,7 +67,7 @@ class MorphogeneticEnv:
         self.max_epochs = env.max_epochs or task.default_max_epochs
         self.batch_size = env.batch_size or task.default_batch_size
         self.eval_batch_size = env.eval_batch_size or task.default_eval_batch_size
-        self.settings = SlotSettings.from_lifecycle(config.lifecycle)
+        self.settings = SlotSettings.from_lifecycle(config.lifecycle, self.max_epochs)
         self.mask_rules = MaskRules(max_seeds=env.max_seeds, min_prune_age=env.min_prune_age)
         self.seed = config.run.seed + env_index
         self.episode = 0
@@ -79,6 +82,8 @@ class MorphogeneticEnv:
         )
         self._started = False
         self._step: StepStart | None = None
+        self.birth_seeds: tuple[BirthSeed, ...] = ()
+        self._birth_events: list[Event] = []
 
     # ------------------------------------------------------------ construction
 
@@ -105,6 +110,7 @@ class MorphogeneticEnv:
         self.host_params = self.model.host_param_count()
         self.trainer = EpochTrainer(self.model, self.task, self.config.training, self.device)
         self.governor = Governor(self.config.governor, self.task.chance_loss)
+        self.cost = CostMeter()
         self.data: TaskData = self.task.load_data(self.device)
         self.generator = torch.Generator().manual_seed(seed)
         # Built once per episode: each iteration draws a fresh permutation from the
@@ -145,6 +151,11 @@ class MorphogeneticEnv:
 
     # ------------------------------------------------------------ episode state
 
+    def install_at_birth(self, specs: Sequence[str]) -> None:
+        """Install these ``blueprint@slot`` seeds as fossils at the start of every
+        episode from the next :meth:`reset` on (see :mod:`esper_core.env.birth`)."""
+        self.birth_seeds = birth.parse_birth_seeds(specs, self.blueprints, self.model.slot_ids)
+
     def reset(self, seed: int | None = None, episode: int = 0) -> Observation:
         """Start an episode: a fresh host seeded with ``seed`` (data order too)."""
         self.seed = self.seed if seed is None else seed
@@ -152,6 +163,9 @@ class MorphogeneticEnv:
         self._build(self.seed)
         self.epoch = 0
         self.stats = EpisodeStats()
+        events = StepEvents(env=self.env_index, episode=episode, epoch=0)
+        birth.install(self, self.birth_seeds, events)
+        self._birth_events = events.events
         ev: EvalResult = fetch(*self._evaluations(with_test=False))[0]
         self.last_eval = ev
         self.last_train: TrainStats | None = None
@@ -184,17 +198,21 @@ class MorphogeneticEnv:
         started = time.perf_counter()
         slots_before = slot_snapshots(self.model)
         events = StepEvents(env=self.env_index, episode=self.episode, epoch=self.epoch)
+        events.events.extend(self._birth_events)  # seeds installed at birth: the first step's
+        self._birth_events = []
         outcome = apply(self, action, events)
         self._step = StepStart(action, outcome, slots_before, self.last_eval, started, events)
 
     def begin_epoch(self) -> None:
         self.trainer.begin_epoch()
+        self.cost.begin_epoch(self.model)
 
     def train_batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         return iter(self._train_loader)
 
     def train_batch(self, batch: tuple[torch.Tensor, torch.Tensor]) -> None:
         inputs, targets = self.task.prepare_batch(batch[0], batch[1], True, self.generator)
+        self.stats.train_flops += self.cost.batch_flops(self.model, self.task.loss, inputs, targets)
         self.trainer.train_batch(inputs, targets)
 
     def end_epoch(self) -> StepResult:
@@ -265,6 +283,7 @@ class MorphogeneticEnv:
             reward_components=dict(breakdown.components),
             host_params=self.host_params,
             seed_params=self.model.seed_param_count(),
+            train_flops=self.stats.train_flops,
         )
         if done:
             step.events.episode_finished(self)

@@ -26,6 +26,7 @@ class EpisodeStats:
     n_pruned: int = 0
     n_refused: int = 0  # illegal actions
     n_gate_failures: int = 0  # legal actions whose gate failed
+    train_flops: int = 0  # forward + backward FLOPs of every training batch so far
     reward_total: float = 0.0
     reward_components: dict[str, float] = field(factory=dict)
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from attrs import define, field, frozen
 
 from esper_core.converter import unstructure
+from esper_core.env import cost
 from esper_core.env.step import EpochMetrics
 from esper_core.lifecycle.gates import GateResult
 from esper_core.lifecycle.rules import BLENDED_STAGES, INCUBATING_STAGES
@@ -40,16 +41,22 @@ class SeedRecord:
     contribution: float | None
     params: int
     germinated_epoch: int
+    gain: float | None
 
     @classmethod
-    def of(cls, slot: SeedSlot) -> SeedRecord:
+    def of(cls, slot: SeedSlot, accuracy: float | None = None) -> SeedRecord:
+        """``accuracy``: validation accuracy now, for the seed's gain."""
         s = slot.state
+        gain = None
+        if accuracy is not None and s.acc_before_blend is not None:
+            gain = accuracy - s.acc_before_blend
         return cls(
             seed_id=s.seed_id or "",
             blueprint=s.blueprint or "",
             contribution=s.contribution,
             params=slot.seed_param_count(),
             germinated_epoch=s.germinated_epoch,
+            gain=gain,
         )
 
 
@@ -109,7 +116,9 @@ class StepEvents:
         )
 
     def fossilized(self, slot: SeedSlot) -> None:
-        self.emit(SeedFossilized, slot_id=slot.slot_id, **unstructure(SeedRecord.of(slot)))
+        """After the fossilization, whose accuracy is the stage's start accuracy."""
+        record = SeedRecord.of(slot, slot.state.acc_at_stage_start)
+        self.emit(SeedFossilized, slot_id=slot.slot_id, **unstructure(record))
 
     def epoch_completed(
         self, metrics: EpochMetrics, reports: tuple[SlotReport, ...], **fields: Any
@@ -143,5 +152,8 @@ class StepEvents:
                 rollbacks=env.governor.rollbacks,
                 refused_actions=stats.n_refused,
                 seed=env.seed,
+                params_forward=cost.params_forward(env.model),
+                params_held=cost.params_held(env.model),
+                train_flops=stats.train_flops,
             )
         )

@@ -42,6 +42,9 @@ class Observation:
     gates: tuple[GateResult | None, ...]  # the next gate of each slot, evaluated now
     masks: ActionMasks
     rolled_back: bool = False
+    # Per blueprint (in ActionSpace order): epochs a new seed of it trains before it
+    # touches the output (0: it blends from germination); see lifecycle.isolation.
+    epochs_before_blending: tuple[int, ...] = ()
 
 
 def observe(env: MorphogeneticEnv, rolled_back: bool) -> Observation:
@@ -69,6 +72,10 @@ def observe(env: MorphogeneticEnv, rolled_back: bool) -> Observation:
         gates=tuple(slot.next_gate() for slot in env.model.iter_slots()),
         masks=compute_masks(reports, env.space, env.mask_rules),
         rolled_back=rolled_back,
+        epochs_before_blending=tuple(
+            env.settings.epochs_before_blending(env.blueprints[key].identity_at_birth)
+            for key in env.space.blueprints
+        ),
     )
 
 

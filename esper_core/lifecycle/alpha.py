@@ -127,6 +127,52 @@ def blend_gated(
     return torch.lerp(h, s, (alpha.to(h.dtype) * gate_value.to(h.dtype)))
 
 
+def broadcast_alpha(
+    alpha: torch.Tensor | float, h: torch.Tensor, slot_id: str
+) -> torch.Tensor | float:
+    """An alpha override for activation ``h``: a float, or ``[B]`` per-sample values
+    reshaped to broadcast over ``h``."""
+    if isinstance(alpha, torch.Tensor) and alpha.dim() == 1:
+        if alpha.shape[0] != h.shape[0]:
+            raise ValueError(
+                f"slot {slot_id}: per-sample alpha has {alpha.shape[0]} values "
+                f"for a batch of {h.shape[0]}"
+            )
+        return alpha.view(-1, *([1] * (h.dim() - 1)))
+    return alpha
+
+
+def blend(
+    operator: str,
+    h: torch.Tensor,
+    s: torch.Tensor,
+    alpha: torch.Tensor,
+    seed_input: torch.Tensor,
+    gate: BlendGate | None,
+    *,
+    host_straight_through: bool = False,
+) -> torch.Tensor:
+    """Blend ``s`` into ``h`` with the style's ``operator`` ("add", "multiply", "gate").
+
+    ``host_straight_through``: for an isolated seed (``seed_input`` detached), give the
+    host its whole upstream gradient. The lerp passes only ``(1 - w) g`` to ``h`` for
+    blend weight ``w``; adding ``w * (h - h.detach())`` (exactly zero in the forward
+    pass) returns the missing ``w g``, as if the seed were the identity for the host.
+    The multiply operator never scales the host's gradient down, so it needs no term.
+    """
+    if operator == "multiply":
+        return blend_multiply(h, s, alpha, seed_input)
+    if operator == "add":
+        weight = alpha.to(h.dtype)
+    else:
+        assert gate is not None, "the gate operator needs a BlendGate"
+        weight = alpha.to(h.dtype) * gate(seed_input).to(h.dtype)
+    out = torch.lerp(h, s, weight)
+    if host_straight_through:
+        out = out + weight * (h - h.detach())
+    return out
+
+
 @frozen
 class Style:
     """A germination style pairs an alpha curve with a blend operator."""

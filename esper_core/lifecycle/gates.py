@@ -36,6 +36,8 @@ class GateInputs:
     grad_ratio: float | None
     contribution: float | None  # points; None: not measured this epoch
     loss_finite: bool
+    # Epochs of isolated TRAINING this seed needs (G2); None: min_training_epochs.
+    isolation_epochs: int | None = None
 
 
 @frozen
@@ -72,8 +74,9 @@ def evaluate_gate(target: Stage, inputs: GateInputs, t: GateThresholds) -> GateR
             failed.append(f"stage is {inputs.stage.value}, not GERMINATED")
     elif target == Stage.BLENDING and inputs.stage == Stage.TRAINING:
         gate = "G2"
-        if inputs.epochs_in_stage < t.min_training_epochs:
-            failed.append(f"{inputs.epochs_in_stage} epochs in TRAINING < {t.min_training_epochs}")
+        need = t.min_training_epochs if inputs.isolation_epochs is None else inputs.isolation_epochs
+        if inputs.epochs_in_stage < need:
+            failed.append(f"{inputs.epochs_in_stage} epochs in TRAINING < {need}")
         failed.extend(_health_checks(inputs, t))
         if t.strict and (inputs.grad_ratio is None or inputs.grad_ratio < t.min_grad_ratio):
             ratio = "unmeasured" if inputs.grad_ratio is None else f"{inputs.grad_ratio:.3f}"

@@ -17,7 +17,8 @@ from esper_core.lifecycle.stages import Stage
 
 TRANSITIONS: dict[Stage, frozenset[Stage]] = {
     Stage.DORMANT: frozenset({Stage.GERMINATED}),
-    Stage.GERMINATED: frozenset({Stage.TRAINING, Stage.PRUNED}),
+    # GERMINATED -> BLENDING: a seed that needs no isolation blends from germination.
+    Stage.GERMINATED: frozenset({Stage.TRAINING, Stage.BLENDING, Stage.PRUNED}),
     Stage.TRAINING: frozenset({Stage.BLENDING, Stage.PRUNED}),
     Stage.BLENDING: frozenset({Stage.HOLDING, Stage.PRUNED}),
     Stage.HOLDING: frozenset({Stage.FOSSILIZED, Stage.BLENDING, Stage.PRUNED}),
@@ -63,7 +64,8 @@ INCUBATING_STAGES: frozenset[Stage] = frozenset({Stage.GERMINATED, Stage.TRAININ
 BLENDED_STAGES: frozenset[Stage] = frozenset({Stage.BLENDING, Stage.HOLDING, Stage.FOSSILIZED})
 # The seed runs at alpha 1.
 FULL_ALPHA_STAGES: frozenset[Stage] = frozenset({Stage.HOLDING, Stage.FOSSILIZED})
-# The seed's input is detached from the host (isolation on).
+# The seed's input is detached from the host (isolation on) while its alpha is below 1
+# (see :func:`is_isolated`).
 ISOLATED_STAGES: frozenset[Stage] = frozenset({Stage.TRAINING, Stage.BLENDING})
 # The seed's parameters receive gradient (and so need an optimizer step).
 GRADIENT_STAGES: frozenset[Stage] = frozenset(
@@ -92,6 +94,18 @@ def holds_seed(stage: Stage) -> bool:
     return stage in SEED_STAGES
 
 
+def is_isolated(stage: Stage, alpha: float) -> bool:
+    """Whether the seed's input is detached from the host.
+
+    A BLENDING seed at alpha 1 is not: ``lerp(h, s, 1)`` drops the host path, so with a
+    detached input the upstream host layers would get no gradient at all for as long
+    as the seed stays there. No epoch may starve the host.
+    """
+    if stage == Stage.TRAINING:
+        return True
+    return stage == Stage.BLENDING and alpha < 1.0
+
+
 def alpha_of(stage: Stage, blending_alpha: float) -> float:
     """The alpha a seed in ``stage`` runs at (``blending_alpha``: the ramp's value)."""
     if stage in FULL_ALPHA_STAGES:
@@ -99,6 +113,60 @@ def alpha_of(stage: Stage, blending_alpha: float) -> float:
     if stage == Stage.BLENDING:
         return blending_alpha
     return 0.0
+
+
+# ---------------------------------------------------------------- isolation
+
+# How long a new seed trains in isolation (TRAINING) before it may blend: the whole
+# ``min_training_epochs``, a short stretch that scales with the episode, or not at all.
+ISOLATION_MODES = ("full", "short", "none")
+
+
+def short_isolation_epochs(fraction: float, max_epochs: int) -> int:
+    """Epochs of short isolation: ``fraction`` of the episode, at least one."""
+    return max(1, round(fraction * max_epochs))
+
+
+def isolation_epochs(mode: str, full_epochs: int, short_epochs: int) -> int:
+    """Epochs of isolated TRAINING that isolation ``mode`` asks of a new seed (0: none)."""
+    if mode == "full":
+        return full_epochs
+    if mode == "short":
+        return short_epochs
+    if mode == "none":
+        return 0
+    raise ValueError(
+        f"unknown isolation mode {mode!r}; expected one of {', '.join(ISOLATION_MODES)}"
+    )
+
+
+def blends_at_germination(mode: str) -> bool:
+    """A seed that needs no isolation goes GERMINATED -> BLENDING in the germination itself."""
+    return mode == "none"
+
+
+def epochs_before_blending(mode: str, isolation: int) -> int:
+    """Epochs a new seed trains before it touches the output, every gate passing at its
+    first chance (one decision per epoch): none without isolation; else one epoch
+    GERMINATED and ``isolation`` epochs TRAINING."""
+    return 0 if blends_at_germination(mode) else 1 + isolation
+
+
+def epochs_to_full_alpha(before_blending: int, tempo: int) -> int:
+    """Epochs from a germination until the seed first trains at alpha 1: the blend starts
+    at ``1/tempo`` and reaches 1 ``tempo - 1`` ticks later."""
+    return before_blending + tempo
+
+
+# ---------------------------------------------------------------- install at birth
+
+# Seeds installed before the first epoch go DORMANT -> FOSSILIZED at once: the final
+# architecture of a grown run, trained from scratch (the ``static`` baseline). This is
+# the only way into FOSSILIZED that skips the gates, and only an untrained host may take it.
+
+
+def may_install_at_birth(stage: Stage, epochs_done: int) -> bool:
+    return stage == Stage.DORMANT and epochs_done == 0
 
 
 # ---------------------------------------------------------------- cooldown

@@ -6,9 +6,15 @@ Forward pass by stage:
 * TRAINING: ``h + (s - s.detach())`` with the seed fed ``h.detach()``: output and host
   gradients are bit-identical to the host alone while the seed learns from the task
   gradient (straight-through);
-* BLENDING: ``blend(h, s, alpha)`` with the seed input still detached (isolation);
+* BLENDING: ``blend(h, s, alpha)`` with the seed input still detached (isolation) while
+  alpha < 1; the host keeps its whole upstream gradient (``blend_host_gradient=full``) or
+  ``(1 - alpha)`` of it (``scaled``). At alpha 1 isolation is off, as in HOLDING;
 * HOLDING, FOSSILIZED: alpha = 1 and isolation off, so upstream host layers receive
   gradient through the seed.
+
+A seed that needs no isolation (``lifecycle.isolation``) goes GERMINATED -> BLENDING in
+its germination; seeds installed at birth (:meth:`SeedSlot.install_at_birth`) start
+FOSSILIZED.
 """
 
 from __future__ import annotations
@@ -24,19 +30,11 @@ from esper_core.components.blueprint import Blueprint
 from esper_core.components.host import InjectionSpec
 from esper_core.converter import converter
 from esper_core.lifecycle import rules
-from esper_core.lifecycle.alpha import (
-    STYLES,
-    AlphaSchedule,
-    BlendGate,
-    blend_add,
-    blend_gated,
-    blend_multiply,
-)
+from esper_core.lifecycle.alpha import STYLES, AlphaSchedule, BlendGate, blend, broadcast_alpha
 from esper_core.lifecycle.gates import GateInputs, GateResult, evaluate_gate
 from esper_core.lifecycle.rules import (
     ADVANCE_TARGET,
     BLENDED_STAGES,
-    ISOLATED_STAGES,
     PRUNABLE_STAGES,
     SEED_STAGES,
     LifecycleError,
@@ -93,12 +91,7 @@ class SeedSlot(nn.Module):
 
     def seed_parameters(self) -> list[nn.Parameter]:
         """The seed's parameters, gate included: what the seed's optimizer must hold."""
-        params: list[nn.Parameter] = []
-        if self.seed is not None:
-            params.extend(self.seed.parameters())
-        if self.gate is not None:
-            params.extend(self.gate.parameters())
-        return params
+        return [p for m in (self.seed, self.gate) if m is not None for p in m.parameters()]
 
     def seed_param_count(self) -> int:
         return sum(p.numel() for p in self.seed_parameters())
@@ -111,6 +104,8 @@ class SeedSlot(nn.Module):
         self.state.epochs_in_stage = 0
         if accuracy is not None:
             self.state.acc_at_stage_start = accuracy
+        if stage == Stage.BLENDING and self.state.acc_before_blend is None:
+            self.state.acc_before_blend = self.state.acc_at_stage_start
         self.state.history.append((stage.value, self.state.epochs_total))
         del self.state.history[: -self.settings.stage_history]
         self._sync_alpha()
@@ -118,13 +113,24 @@ class SeedSlot(nn.Module):
     def _sync_alpha(self) -> None:
         self._alpha.fill_(self.state.alpha)
 
-    def _build_modules(self, blueprint: Blueprint, style: str) -> None:
-        seed = blueprint.build(self.spec.channels)
-        gate = (
-            BlendGate(self.spec.channels, self.spec.topology)
-            if STYLES[style].operator == "gate"
-            else None
-        )
+    def _build_modules(
+        self, blueprint: Blueprint, style: str, init_seed: int | None = None
+    ) -> None:
+        """Build the seed (and gate) of ``blueprint``, seeded by ``init_seed`` when given."""
+        if blueprint.topology != self.spec.topology:
+            raise ValueError(
+                f"slot {self.slot_id}: blueprint {blueprint.key} is for {blueprint.topology} "
+                f"hosts, this slot is {self.spec.topology}"
+            )
+        if style not in STYLES:
+            raise ValueError(f"unknown style {style!r}; expected one of {', '.join(STYLES)}")
+        seeded = torch.random.fork_rng(devices=[]) if init_seed is not None else None
+        with seeded or contextlib.nullcontext():
+            if init_seed is not None:
+                torch.manual_seed(init_seed)
+            seed = blueprint.build(self.spec.channels)
+            gated = STYLES[style].operator == "gate"
+            gate = BlendGate(self.spec.channels, self.spec.topology) if gated else None
         self.seed = seed.to(device=self._anchor.device, dtype=self._anchor.dtype)
         self.gate = gate.to(device=self._anchor.device, dtype=self._anchor.dtype) if gate else None
         self.param_version += 1
@@ -140,33 +146,56 @@ class SeedSlot(nn.Module):
         accuracy: float = 0.0,
         init_seed: int | None = None,
     ) -> None:
-        """DORMANT -> GERMINATED: build the seed (and its gate) from a blueprint."""
+        """DORMANT -> GERMINATED: build the seed (and its gate) from a blueprint; a seed
+        that needs no isolation goes on to BLENDING at once, ramping to alpha 1."""
         if not rules.may_germinate_in(self.state.stage):
             raise LifecycleError(self.state.stage, Stage.GERMINATED, self.slot_id)
-        if blueprint.topology != self.spec.topology:
-            raise ValueError(
-                f"slot {self.slot_id}: blueprint {blueprint.key} is for {blueprint.topology} "
-                f"hosts, this slot is {self.spec.topology}"
-            )
-        if style not in STYLES:
-            raise ValueError(f"unknown style {style!r}; expected one of {', '.join(STYLES)}")
-        if init_seed is None:
-            self._build_modules(blueprint, style)
-        else:
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(init_seed)
-                self._build_modules(blueprint, style)
+        self._build_modules(blueprint, style, init_seed)
+        identity = blueprint.identity_at_birth
+        isolation = self.settings.isolation_epochs(identity)
         self.state = SlotState(
             seed_id=seed_id,
             blueprint=blueprint.key,
             style=style,
             tempo=tempo,
             germinated_epoch=epoch,
+            isolation_epochs=isolation,
             acc_at_germination=accuracy,
             acc_at_stage_start=accuracy,
             history=list(self.state.history),
         )
         self._enter(Stage.GERMINATED)
+        if rules.blends_at_germination(self.settings.isolation_mode(identity)):
+            self._start_blending(1.0)
+            self._enter(Stage.BLENDING, accuracy)
+
+    def install_at_birth(
+        self,
+        seed_id: str,
+        blueprint: Blueprint,
+        *,
+        epochs_done: int,
+        style: str = "linear_add",
+        init_seed: int | None = None,
+    ) -> None:
+        """DORMANT -> FOSSILIZED before the first epoch: the seed is part of the model
+        from the start, as if it had been fossilized at birth (see ``rules``)."""
+        if not rules.may_install_at_birth(self.state.stage, epochs_done):
+            why = "seeds are installed at birth only into an empty slot of an untrained host"
+            raise LifecycleError(self.state.stage, Stage.FOSSILIZED, self.slot_id, why)
+        self._build_modules(blueprint, style, init_seed)
+        self.state = SlotState(
+            seed_id=seed_id,
+            blueprint=blueprint.key,
+            style=style,
+            germinated_epoch=0,
+            isolation_epochs=0,
+            history=list(self.state.history),
+        )
+        # The one entry into FOSSILIZED without a gate (rules.may_install_at_birth).
+        self.state.stage = Stage.FOSSILIZED
+        self.state.history.append((Stage.FOSSILIZED.value, 0))
+        self._sync_alpha()
 
     def gate_inputs(self) -> GateInputs:
         return self.state.gate_inputs()
@@ -197,18 +226,21 @@ class SeedSlot(nn.Module):
         result = evaluate_gate(target, self.gate_inputs(), self.settings.gates)
         if result.passed:
             if target == Stage.BLENDING:
-                self.state.alpha_schedule = AlphaSchedule(
-                    curve=STYLES[self.state.style or "linear_add"].curve,
-                    start=0.0,
-                    target=alpha_target,
-                    ticks=self.state.tempo,
-                    steepness=self.settings.sigmoid_steepness,
-                )
-                # The first blending epoch already runs at curve(1/tempo): a blend at
-                # alpha 0 would give the seed no gradient and waste an epoch.
-                self.state.alpha_schedule.tick()
+                self._start_blending(alpha_target)
             self._enter(target, accuracy)
         return result
+
+    def _start_blending(self, alpha_target: float) -> None:
+        self.state.alpha_schedule = AlphaSchedule(
+            curve=STYLES[self.state.style or "linear_add"].curve,
+            start=0.0,
+            target=alpha_target,
+            ticks=self.state.tempo,
+            steepness=self.settings.sigmoid_steepness,
+        )
+        # The first blending epoch already runs at curve(1/tempo): a blend at alpha 0
+        # would give the seed no gradient and waste an epoch.
+        self.state.alpha_schedule.tick()
 
     def set_alpha_target(self, target: float, *, accuracy: float | None = None) -> None:
         """Retarget the blend: in BLENDING ramp to ``target``; from HOLDING (target < 1) go back to BLENDING."""
@@ -292,21 +324,10 @@ class SeedSlot(nn.Module):
         grad_ratio: float | None,
         grad_norm: float | None,
     ) -> None:
-        s = self.state
-        s.gradient_health, s.exploding, s.grad_ratio, s.seed_grad_norm = (
-            health,
-            exploding,
-            grad_ratio,
-            grad_norm,
-        )
+        self.state.record_gradients(health, exploding, grad_ratio, grad_norm)
 
     def record_contribution(self, contribution: float | None, loss_finite: bool = True) -> None:
-        s = self.state
-        if contribution is not None:
-            s.contribution_prev = s.contribution
-            s.contribution = contribution
-        s.contribution_fresh = contribution is not None
-        s.loss_finite = loss_finite
+        self.state.record_contribution(contribution, loss_finite)
 
     def report(self) -> SlotReport:
         return self.state.report(self.slot_id, self.seed_param_count())
@@ -325,16 +346,7 @@ class SeedSlot(nn.Module):
 
     def _alpha_for(self, h: torch.Tensor) -> torch.Tensor | float:
         override = self._alpha_override
-        if override is None:
-            return self._alpha
-        if isinstance(override, torch.Tensor) and override.dim() == 1:
-            if override.shape[0] != h.shape[0]:
-                raise ValueError(
-                    f"slot {self.slot_id}: per-sample alpha has {override.shape[0]} values "
-                    f"for a batch of {h.shape[0]}"
-                )
-            return override.view(-1, *([1] * (h.dim() - 1)))
-        return override
+        return self._alpha if override is None else broadcast_alpha(override, h, self.slot_id)
 
     # ------------------------------------------------------------ forward
 
@@ -350,19 +362,16 @@ class SeedSlot(nn.Module):
             return h + (s - s.detach())
         if stage not in BLENDED_STAGES:
             return h
-        x = h.detach() if stage in ISOLATED_STAGES else h
+        isolated = rules.is_isolated(stage, self.state.alpha)
+        x = h.detach() if isolated else h
         s = seed(x)
         alpha = self._alpha_for(h)
         alpha_t = (
             alpha if isinstance(alpha, torch.Tensor) else torch.full((), alpha, device=h.device)
         )
         operator = STYLES[self.state.style or "linear_add"].operator
-        if operator == "add":
-            return blend_add(h, s, alpha_t, x)
-        if operator == "multiply":
-            return blend_multiply(h, s, alpha_t, x)
-        assert self.gate is not None
-        return blend_gated(h, s, alpha_t, self.gate(x))
+        straight = isolated and self.settings.blend_host_gradient == "full"
+        return blend(operator, h, s, alpha_t, x, self.gate, host_straight_through=straight)
 
     # ------------------------------------------------------------ checkpointing
 

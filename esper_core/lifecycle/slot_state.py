@@ -7,6 +7,7 @@ of it, copied by field name.
 
 from __future__ import annotations
 
+import attrs
 from attrs import define, field, frozen
 
 from esper_core.config import LifecycleSection
@@ -26,12 +27,40 @@ class SlotSettings:
     resetting_epochs: int = lifecycle_default("resetting_epochs")
     sigmoid_steepness: float = lifecycle_default("sigmoid_steepness")
     stage_history: int = lifecycle_default("stage_history")
+    isolation: str = lifecycle_default("isolation")
+    isolation_non_identity: str = lifecycle_default("isolation_non_identity")
+    # Resolved from ``short_training_fraction`` and the episode length by the env; a slot
+    # built without an episode gets 2 (7% of a 30-epoch episode).
+    short_training_epochs: int = 2
+    blend_host_gradient: str = lifecycle_default("blend_host_gradient")
 
     @classmethod
-    def from_lifecycle(cls, lc: LifecycleSection) -> SlotSettings:
-        """The settings of ``lc``, copied by field name (``strict`` from ``gate_mode``)."""
+    def from_lifecycle(cls, lc: LifecycleSection, max_epochs: int | None = None) -> SlotSettings:
+        """The settings of ``lc``, copied by field name (``strict`` from ``gate_mode``);
+        short isolation is a fraction of ``max_epochs`` (the episode), when given."""
         gates = by_name(GateThresholds, lc, strict=lc.gate_mode == "strict")
-        return by_name(cls, lc, gates=gates)
+        short = (
+            attrs.fields(cls).short_training_epochs.default
+            if max_epochs is None
+            else rules.short_isolation_epochs(lc.short_training_fraction, max_epochs)
+        )
+        return by_name(cls, lc, gates=gates, short_training_epochs=short)
+
+    def isolation_mode(self, identity_at_birth: bool) -> str:
+        return self.isolation if identity_at_birth else self.isolation_non_identity
+
+    def isolation_epochs(self, identity_at_birth: bool) -> int:
+        """Epochs of isolated TRAINING a new seed needs before it may blend."""
+        return rules.isolation_epochs(
+            self.isolation_mode(identity_at_birth),
+            self.gates.min_training_epochs,
+            self.short_training_epochs,
+        )
+
+    def epochs_before_blending(self, identity_at_birth: bool) -> int:
+        """Epochs a new seed trains before it touches the output (0: it blends at once)."""
+        mode = self.isolation_mode(identity_at_birth)
+        return rules.epochs_before_blending(mode, self.isolation_epochs(identity_at_birth))
 
     @property
     def cooldown_epochs(self) -> int:
@@ -56,7 +85,10 @@ class SlotState:
     tempo: int = 5  # epochs of the alpha ramp when blending starts
     epochs_total: int = 0
     germinated_epoch: int = -1
+    isolation_epochs: int | None = None  # isolated TRAINING this seed needs (None: G2's default)
     acc_at_germination: float = 0.0
+    # Validation accuracy just before the seed first touched the output (its gain's base).
+    acc_before_blend: float | None = None
     acc_at_stage_start: float = 0.0
     alpha_schedule: AlphaSchedule = field(factory=lambda: AlphaSchedule(target=0.0, ticks=1))
     contribution: float | None = None
@@ -77,6 +109,23 @@ class SlotState:
     def alpha_target(self) -> float:
         """Where alpha is heading: the ramp's target while BLENDING, else alpha itself."""
         return self.alpha_schedule.target if self.stage == Stage.BLENDING else self.alpha
+
+    def record_gradients(
+        self,
+        health: float | None,
+        exploding: bool,
+        grad_ratio: float | None,
+        grad_norm: float | None,
+    ) -> None:
+        self.gradient_health, self.exploding = health, exploding
+        self.grad_ratio, self.seed_grad_norm = grad_ratio, grad_norm
+
+    def record_contribution(self, contribution: float | None, loss_finite: bool) -> None:
+        if contribution is not None:
+            self.contribution_prev = self.contribution
+            self.contribution = contribution
+        self.contribution_fresh = contribution is not None
+        self.loss_finite = loss_finite
 
     def gate_inputs(self) -> GateInputs:
         # A gate judges this epoch's contribution only, never a stale one.
@@ -117,3 +166,4 @@ class SlotReport:
     acc_at_stage_start: float
     acc_at_germination: float
     cooldown_left: int
+    acc_before_blend: float | None = None

@@ -29,6 +29,7 @@ class SeedRecord:
     fate: str = "live"  # live, fossilized, pruned, pruned_by_rollback
     last_stage: str = "GERMINATED"
     contribution: float | None = None
+    gain: float | None = None  # points over the accuracy before it blended (see SeedFossilized)
 
     @property
     def lifespan(self) -> int | None:
@@ -66,6 +67,7 @@ class SeedLedger:
                     continue
                 record.ended_epoch = event.epoch
                 record.contribution = event.contribution
+                record.gain = event.gain
                 record.params = event.params
                 if isinstance(event, SeedFossilized):
                     record.fate = "fossilized"

@@ -14,6 +14,7 @@ from attrs import define
 
 from esper_core import __version__
 from esper_core.components.executor import MultiProcessExecutor
+from esper_core.components.policy import InstallsAtBirth
 from esper_core.config import RunConfig, config_to_dict, dump_toml
 from esper_core.converter import unstructure
 from esper_core.errors import CheckpointError, RunDirError
@@ -230,6 +231,9 @@ def open_session(
         training = mode == "train"
         total_updates = config.train.updates if training else 0
         policy = resolved.make_policy(envs, total_updates)
+        if isinstance(policy, InstallsAtBirth):  # a fixed architecture: seeds from epoch 0
+            for env in envs:
+                env.install_at_birth(policy.birth_seeds())
         backends = resolved.make_telemetry(path, quiet) if writer else []
     except BaseException:
         if lock is not None:

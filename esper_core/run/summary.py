@@ -35,6 +35,10 @@ class RunSummary:
     final_val_acc_mean: float | None
     params_added_mean: float | None
     host_params: int | None
+    params_forward_mean: float | None  # host + seeds blended into the output at the end
+    params_held_mean: float | None  # host + every seed held at the end
+    train_flops_mean: float | None  # forward + backward FLOPs of training, per episode
+    growth: str  # one line: did the run grow, and did the growth it kept pay (measured gain)
     seeds_fossilized: int
     seeds_pruned: int
     rollbacks: int
@@ -51,6 +55,60 @@ class RunSummary:
 
 def _mean(values: list[Any]) -> float | None:
     return statistics.fmean(values) if values else None
+
+
+# Seeds that shape the output at the end of an episode: fossils, and live seeds blended in.
+FINAL_FATES = ("fossilized",)
+FINAL_LIVE_STAGES = ("BLENDING", "HOLDING")
+
+
+def final_architecture(seeds: list[dict[str, Any]], env: int = 0, episode: int = 0) -> list[str]:
+    """The seeds in the forward pass at the end of one episode of a summary, as
+    ``blueprint@slot[:style]`` in germination order: what ``policies.static`` installs to train
+    that architecture from scratch. A seed left half-blended counts (at alpha 1 there)."""
+    rows = [
+        s
+        for s in seeds
+        if s["env"] == env
+        and s["episode"] == episode
+        and (
+            s["fate"] in FINAL_FATES
+            or (s["fate"] == "live" and s["last_stage"] in FINAL_LIVE_STAGES)
+        )
+    ]
+    rows.sort(key=lambda s: (s["germinated_epoch"], s["seed_id"]))
+    # Imported here: the birth specs need the alpha styles (torch), and the compare runners
+    # import this module from `esper --help`, which must not load torch.
+    from esper_core.env.birth import seed_spec
+
+    return [seed_spec(s["blueprint"], s["slot_id"], s.get("style")) for s in rows]
+
+
+def growth_verdict(episodes: list[dict[str, Any]], seeds: list[SeedRecord]) -> str:
+    """One line on what grew: nothing, seeds tried and pruned, or seeds kept with the
+    validation gain measured when each was fossilized."""
+    if not episodes:
+        return "no episode finished"
+    germinated = sum(e["seeds_germinated"] for e in episodes)
+    if germinated == 0:
+        return "no growth: no seed was germinated"
+    kept = [r for r in seeds if r.fate == "fossilized"]
+    live = [r for r in seeds if r.fate == "live"]
+    if not kept and not live:
+        return f"no growth kept: {germinated} seed(s) tried and pruned"
+    host = episodes[0]["host_params"] or 1
+    added = statistics.fmean(e["params_added"] for e in episodes)
+    parts = [f"{len(kept)} seed(s) fossilized"] if kept else []
+    if live:
+        parts.append(f"{len(live)} still live at the end")
+    gains = [r.gain for r in kept if r.gain is not None]
+    gain = f", measured gain {statistics.fmean(gains):+.2f} points" if gains else ""
+    born = sum(1 for r in kept if r.gain is None and r.germinated_epoch == 0)
+    birth = f", {born} installed at birth" if born else ""
+    return (
+        f"growth kept: {', '.join(parts)}, +{added:,.0f} parameters per episode "
+        f"(+{100 * added / host:.0f}% of the host){gain}{birth}"
+    )
 
 
 def build_summary(session: Session, status: str) -> RunSummary:
@@ -76,6 +134,10 @@ def build_summary(session: Session, status: str) -> RunSummary:
         final_val_acc_mean=_mean([e["final_val_acc"] for e in episodes]),
         params_added_mean=_mean([e["params_added"] for e in episodes]),
         host_params=session.envs[0].model.host_param_count() if session.envs else None,
+        params_forward_mean=_mean([e["params_forward"] for e in episodes]),
+        params_held_mean=_mean([e["params_held"] for e in episodes]),
+        train_flops_mean=_mean([e["train_flops"] for e in episodes]),
+        growth=growth_verdict(episodes, session.ledger.rows()),
         seeds_fossilized=sum(e["seeds_fossilized"] for e in episodes),
         seeds_pruned=sum(e["seeds_pruned"] for e in episodes),
         rollbacks=sum(e["rollbacks"] for e in episodes),

@@ -107,6 +107,7 @@ class EpochCompleted(EpochScores, EnvEvent):
     slots: list[SlotSummary]
     epoch_time: float
     update: int | None = None  # PPO update this epoch belongs to, when training
+    train_flops: int = 0  # training FLOPs of the episode so far (forward + backward)
 
 
 @frozen
@@ -148,6 +149,9 @@ class SeedFossilized(EnvEvent):
     contribution: float | None
     params: int
     germinated_epoch: int
+    # Validation accuracy now minus just before the seed first touched the output
+    # (points); None: it never blended (or was installed at birth).
+    gain: float | None = None
 
 
 @frozen
@@ -161,6 +165,7 @@ class SeedPruned(EnvEvent):
     params: int
     germinated_epoch: int
     reason: str  # "policy" or "rollback"
+    gain: float | None = None  # as in SeedFossilized
 
 
 @frozen
@@ -195,6 +200,9 @@ class EpisodeFinished(Event):
     # Parameters of seeds alive at the end that never reached the output (GERMINATED,
     # TRAINING): not in params_added, which counts blended and fossilized seeds only.
     params_unblended: int = 0
+    params_forward: int = 0  # host + seeds blended into the output at the end
+    params_held: int = 0  # host + every seed the model holds at the end
+    train_flops: int = 0  # forward + backward FLOPs of every training batch
 
 
 @frozen

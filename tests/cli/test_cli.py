@@ -177,7 +177,7 @@ def test_third_party_blueprint_germinates_by_name(tmp_path: Path) -> None:
     slot = env.model.slot("r0c0")
     assert (
         result.refused is None
-        and slot.stage == Stage.GERMINATED
+        and slot.stage == Stage.BLENDING  # the default lifecycle blends from germination
         and slot.state.blueprint == "cnn/dilated"
     )
     assert type(slot.seed).__module__ == "esper_example_plugin.blueprints"

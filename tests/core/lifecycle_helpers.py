@@ -14,8 +14,10 @@ from esper_core.lifecycle.slot_state import SlotSettings
 from esper_core.lifecycle.stages import Stage
 from tests.fakes import BLUEPRINTS, RES_RANDOM
 
+# Every seed through the staged lifecycle GERMINATED -> TRAINING -> BLENDING.
+STAGED = {"isolation": "full", "isolation_non_identity": "full"}
 # Permissive gates with no minimum TRAINING time, so a slot reaches any stage in a few calls.
-FAST = SlotSettings(gates=GateThresholds(min_training_epochs=0))
+FAST = SlotSettings(gates=GateThresholds(min_training_epochs=0), **STAGED)
 
 
 class LinearResidual(nn.Module):

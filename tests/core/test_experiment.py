@@ -236,6 +236,7 @@ def _finished(directory: Path, acc: float, params: float = 0.0) -> None:
                 "seeds_fossilized": 1,
                 "seeds_pruned": 0,
                 "wall_time": 2.0,
+                "episodes": [{"final_test_loss": 0.1}],
             }
         )
     )

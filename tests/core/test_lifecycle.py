@@ -15,6 +15,7 @@ from esper_core.lifecycle.rules import (
     ADVANCE_TARGET,
     BLENDED_STAGES,
     COOLDOWN_STAGES,
+    ISOLATION_MODES,
     LIVE_STAGES,
     SEED_STAGES,
     TRANSITIONS,
@@ -24,7 +25,7 @@ from esper_core.lifecycle.rules import (
 from esper_core.lifecycle.slot import SeedSlot
 from esper_core.lifecycle.slot_state import SlotSettings
 from esper_core.lifecycle.stages import STAGES, Stage
-from tests.core.lifecycle_helpers import drive_to, healthy, make_slot
+from tests.core.lifecycle_helpers import STAGED, drive_to, healthy, make_slot
 from tests.fakes import RES, RES_RANDOM
 
 S = Stage
@@ -33,6 +34,7 @@ S = Stage
 LEGAL = {
     (S.DORMANT, S.GERMINATED),
     (S.GERMINATED, S.TRAINING),
+    (S.GERMINATED, S.BLENDING),  # issue 16: a seed without isolation blends from germination
     (S.GERMINATED, S.PRUNED),
     (S.TRAINING, S.BLENDING),
     (S.TRAINING, S.PRUNED),
@@ -217,7 +219,12 @@ def test_counters_advance_once_per_epoch() -> None:
 
 def test_stage_history_is_bounded() -> None:
     slot = make_slot(
-        SlotSettings(gates=GateThresholds(min_training_epochs=0), stage_history=3, embargo_epochs=0)
+        SlotSettings(
+            **STAGED,
+            gates=GateThresholds(min_training_epochs=0),
+            stage_history=3,
+            embargo_epochs=0,
+        )
     )
     for _ in range(5):
         drive_to(slot, S.TRAINING)
@@ -229,7 +236,7 @@ def test_stage_history_is_bounded() -> None:
 
 
 def test_failed_gate_changes_nothing() -> None:
-    slot = make_slot(SlotSettings())  # G2 needs 10 TRAINING epochs
+    slot = make_slot(SlotSettings(**STAGED))  # G2 needs 10 TRAINING epochs
     drive_to(slot, S.TRAINING)
     before = repr(slot.state)
     result = slot.advance()
@@ -243,6 +250,7 @@ COOLDOWNS = [(0, 0), (0, 1), (1, 0), (1, 1), (5, 1), (2, 3), (0, 4)]
 @pytest.mark.parametrize(("embargo", "resetting"), COOLDOWNS)
 def test_pruned_slot_is_reusable_after_exactly_the_cooldown(embargo: int, resetting: int) -> None:
     settings = SlotSettings(
+        **STAGED,
         gates=GateThresholds(min_training_epochs=0),
         embargo_epochs=embargo,
         resetting_epochs=resetting,
@@ -388,7 +396,8 @@ def test_no_gate_between_unrelated_stages() -> None:
 @pytest.mark.parametrize("strict", [False, True], ids=["permissive", "strict"])
 def test_g5_through_the_slot_uses_real_measurements(strict: bool) -> None:
     settings = SlotSettings(
-        gates=GateThresholds(strict=strict, min_training_epochs=0, strict_min_blending_epochs=0)
+        **STAGED,
+        gates=GateThresholds(strict=strict, min_training_epochs=0, strict_min_blending_epochs=0),
     )
     slot = drive_to(make_slot(settings), S.HOLDING)
     healthy(slot)
@@ -411,7 +420,7 @@ def test_g5_through_the_slot_uses_real_measurements(strict: bool) -> None:
 
 
 def test_next_gate_reports_the_advance_gate() -> None:
-    slot = make_slot(SlotSettings())
+    slot = make_slot(SlotSettings(**STAGED))
     assert slot.next_gate() is None
     slot.germinate("s", RES)
     assert slot.next_gate().gate == "G1"  # type: ignore[union-attr]
@@ -483,6 +492,10 @@ SETTINGS = st.builds(
     embargo_epochs=st.integers(0, 3),
     resetting_epochs=st.integers(0, 2),
     stage_history=st.integers(1, 6),
+    isolation=st.sampled_from(ISOLATION_MODES),
+    isolation_non_identity=st.sampled_from(ISOLATION_MODES),
+    short_training_epochs=st.integers(1, 3),
+    blend_host_gradient=st.sampled_from(["scaled", "full"]),
 )
 
 
@@ -559,7 +572,10 @@ def _apply(slot: SeedSlot, action: tuple, ticks_since_prune: int | None) -> int 
     if name == "germinate":
         version = slot.param_version
         slot.germinate("s", RES_RANDOM, args[0], tempo=args[1])
-        assert slot.stage == S.GERMINATED and slot.param_version != version
+        # RES_RANDOM is not the identity at birth: without isolation it blends at once.
+        blends = slot.settings.isolation_non_identity == "none"
+        assert slot.stage == (S.BLENDING if blends else S.GERMINATED)
+        assert slot.param_version != version
     elif name == "advance":
         expected = evaluate_gate(ADVANCE_TARGET[stage], slot.gate_inputs(), slot.settings.gates)
         result = slot.advance(alpha_target=args[0])

@@ -209,17 +209,19 @@ def test_blending_isolates_the_seed_input_for_every_operator(style: str) -> None
     )  # the check can tell them apart
 
 
-def test_blending_at_full_alpha_cuts_upstream_gradient_holding_restores_it() -> None:
-    model, _, slot, x, y = blending_model(1, 0)
+@pytest.mark.parametrize("style", ALL_STYLES)
+def test_blending_at_full_alpha_never_starves_the_upstream_host(style: str) -> None:
+    # Before issue 16 a BLENDING seed at alpha 1 kept its input detached, so lerp(h, s, 1)
+    # left the upstream host layers with exactly zero gradient until a controller moved
+    # the seed to HOLDING. At alpha 1 isolation is off: the host learns through the seed.
+    model, _, slot, x, y = blending_model(1, 0, style=style)
     assert slot.state.alpha == 1.0 and slot.stage == Stage.BLENDING
-    loss_of(model(x), y).backward()
-    for p in model.host.blocks[0].parameters():  # isolation on: nothing flows upstream
-        assert torch.count_nonzero(p.grad) == 0
-    model.zero_grad(set_to_none=True)
-    assert slot.advance().passed and slot.stage == Stage.HOLDING
+    capture = Capture(slot)
     loss_of(model(x), y).backward()
     for p in model.host.blocks[0].parameters():
         assert torch.count_nonzero(p.grad) > 0
+    through_seed = reference_grad(slot, capture["h"], capture["grad_out"], isolate=False)
+    assert torch.allclose(capture["grad_in"], through_seed, rtol=1e-5, atol=1e-7)
 
 
 @pytest.mark.parametrize("stage", [Stage.HOLDING, Stage.FOSSILIZED])

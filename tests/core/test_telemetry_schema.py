@@ -29,7 +29,7 @@ WRITTEN_KEYS = {
         *ENV_EPOCH,
         *SCORES,
         *("action", "action_refused", "reward", "reward_components", "host_params"),
-        *("seed_params", "slots", "epoch_time", "update"),
+        *("seed_params", "slots", "epoch_time", "update", "train_flops"),
     ],
     "seed_germinated": [*ENV_EPOCH, "slot_id", "seed_id", "blueprint", "style", "tempo", "params"],
     "stage_changed": [*ENV_EPOCH, "slot_id", "seed_id", "from_stage", "to_stage"],
@@ -37,11 +37,12 @@ WRITTEN_KEYS = {
     "seed_fossilized": [
         *ENV_EPOCH,
         *("slot_id", "seed_id", "blueprint", "contribution", "params", "germinated_epoch"),
+        "gain",
     ],
     "seed_pruned": [
         *ENV_EPOCH,
         *("slot_id", "seed_id", "blueprint", "stage", "contribution", "params"),
-        *("germinated_epoch", "reason"),
+        *("germinated_epoch", "reason", "gain"),
     ],
     "governor_rollback": [*ENV_EPOCH, "reason", "val_loss", "penalty", "snapshot_epoch"],
     "episode_finished": [
@@ -49,6 +50,7 @@ WRITTEN_KEYS = {
         *("final_test_acc", "final_test_loss", "total_reward", "reward_components"),
         *("host_params", "params_added", "seeds_germinated", "seeds_fossilized"),
         *("seeds_pruned", "rollbacks", "refused_actions", "seed", "update", "params_unblended"),
+        *("params_forward", "params_held", "train_flops"),
     ],
     "policy_update": ["schema", "kind", "time", "update", "diagnostics"],
 }

@@ -1,32 +1,41 @@
-"""``policies.heuristic``: the rule-based Tamiyo (DOMAIN §7).
+"""``policies.heuristic``: the rule-based Tamiyo that grows only when it pays (issue 16).
 
 Once per epoch and env it takes the first rule that yields a legal action:
 
-1. HOLDING: fossilize a seed whose measured counterfactual contribution exceeds
-   ``fossilize_min_contribution`` points (when its gate G5 passes), prune it when the
-   contribution is at or below that; prune a contributing seed whose G5 still fails
-   after ``max_holding_epochs``.
-2. Regression: prune a TRAINING or BLENDING seed when validation accuracy has fallen
-   more than ``regression_points`` below its value at the start of the stage, once the
-   seed has spent ``regression_epochs`` in the stage.
-3. Stall: prune a seed that has spent ``stall_epochs`` in TRAINING or BLENDING without
-   its gate passing (it would otherwise block germination for the rest of the run).
+1. Judge a HOLDING seed (after ``min_holding_epochs`` at alpha 1) by its measured
+   *gain*: how much lower the validation loss is than the host alone was heading for
+   (the trend before the seed touched the output, extrapolated), as a fraction of the
+   loss then. It must pay for its parameters: ``min_gain`` plus ``gain_per_doubling``
+   for every doubling of the model's parameters. Fossilize when it does and its gate
+   G5 passes; a seed short of its price whose gain is still rising waits (up to
+   ``max_holding_epochs`` in HOLDING), otherwise it is pruned; prune a paying seed
+   whose G5 still fails after ``max_holding_epochs``.
+2. Regression: prune a BLENDING seed once validation accuracy has been more than
+   ``regression_points`` below its value at the start of the stage, after
+   ``regression_epochs`` in the stage (a TRAINING seed cannot change the output, so a
+   drop then is the host's own noise).
+3. Stall: prune a seed that has spent ``stall_epochs`` in TRAINING or BLENDING.
 4. Advance a seed whose next gate (``Observation.gates``) passes.
-5. Germinate when accuracy has plateaued for ``plateau_epochs``, at least
-   ``min_epoch`` epochs are done, the last prune is ``prune_cooldown`` epochs ago and
-   ``min_epochs_left`` epochs remain; the blueprint is the next one of
+5. Germinate when the host shows a capacity limit (training loss still at least
+   ``underfit_loss_ratio`` x chance and falling less than ``flat_max_drop`` per epoch
+   over ``flat_window`` epochs), at least ``min_epoch`` epochs are done, the last prune
+   is ``prune_cooldown`` epochs ago and the seed can finish its lifecycle (blend, reach
+   alpha 1 and be judged) before the episode ends. The blueprint is the next one of
    ``blueprint_order`` (rotating), skipping any whose seed was pruned in the last
    ``blueprint_penalty_epochs`` epochs.
 6. Otherwise WAIT.
 
-Every candidate is checked against ``Observation.masks`` with
+A host that fits its training data never shows a capacity limit, so nothing grows on
+it. Every candidate is checked against ``Observation.masks`` with
 ``esper_core.lifecycle.actions.refusal_reason``; an illegal one is skipped, never sent.
-Memory (rotation position, blueprint penalties, the live seeds last seen) is kept per
-env, keyed by ``Observation.env_index``, and is part of the state dict.
+Memory (rotation, penalties, live seeds last seen, the training losses, each seed's
+baseline) is kept per env, keyed by ``Observation.env_index``, and is part of the state
+dict.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -35,18 +44,32 @@ from attrs import define, field, frozen
 from esper_core import hookimpl
 from esper_core.converter import each, in_range, non_empty, options_field, structure, unstructure
 from esper_core.errors import CheckpointError, ConfigError
-from esper_core.lifecycle.rules import ADVANCE_TARGET, LIVE_STAGES, SEED_STAGES, WATCHED_STAGES
+from esper_core.lifecycle.rules import (
+    ADVANCE_TARGET,
+    LIVE_STAGES,
+    SEED_STAGES,
+    WATCHED_STAGES,
+    epochs_to_full_alpha,
+)
 from esper_core.lifecycle.stages import Stage
+from esper_tamiyo_heuristic.signals import (
+    Baseline,
+    baseline_of,
+    capacity_limited,
+    relative_gain,
+    required_gain,
+)
 
 if TYPE_CHECKING:
-    from esper_core import PolicyContext
+    from esper_core.components.policy import PolicyContext
     from esper_core.env.observation import Observation
     from esper_core.env.step import StepResult
     from esper_core.lifecycle.actions import Action, ActionSpace
+    from esper_core.lifecycle.slot_state import SlotReport
 
-STATE_VERSION = 1
+STATE_VERSION = 2
 
-# CNN: measured on digits with the impaired host (benchmarks/heuristic_vs_wait.py): seeds
+# CNN: measured on digits with the impaired host (benchmarks/growth_study.py): seeds
 # that add 3x3 spatial mixing help, 1x1 and channel-only ones do not. Transformer: on
 # charlm (impaired, one seed) no blueprint beat wait in 30 epochs; lora cost the least.
 # Keys name the topology, so each host rotates through its own blueprints only.
@@ -75,27 +98,31 @@ def _non_blank(value: Any) -> str | None:
 
 @define
 class HeuristicOptions:
-    # DOMAIN §7 says 3; 1 is measured: on 30-epoch digits runs a 3-epoch plateau comes
-    # too late for a seed to finish its ~16-epoch lifecycle (see the README).
-    plateau_epochs: int = options_field(
-        1,
-        in_range(0, integer=True),
-        "Germinate only when validation accuracy has not improved (by more than "
-        "env.plateau_delta) for this many epochs (Observation.plateau_epochs).",
-    )
     min_epoch: int = options_field(
-        5, in_range(0, integer=True), "Never germinate before this many epochs are done."
+        2,
+        in_range(0, integer=True),
+        "Never germinate before this many epochs are done (the capacity signal needs a "
+        "few epochs of training).",
+    )
+    underfit_loss_ratio: float = options_field(
+        0.8,
+        in_range(0),
+        "Capacity limit: the training loss is still at least this fraction of the "
+        "chance-level loss...",
+    )
+    flat_window: int = options_field(
+        2, in_range(1, integer=True), "...and over this many epochs..."
+    )
+    flat_max_drop: float = options_field(
+        0.05,
+        in_range(0),
+        "...it fell by less than this fraction of itself per epoch.",
     )
     prune_cooldown: int = options_field(
         5,
         in_range(0, integer=True),
         "Germinate only when the last prune (by this policy or a governor rollback) is at "
         "least this many epochs ago (Observation.epochs_since_prune).",
-    )
-    min_epochs_left: int = options_field(
-        0,
-        in_range(0, integer=True),
-        "Do not germinate when fewer epochs than this remain in the episode (0: no limit).",
     )
     blueprint_order: list[str] = options_field(
         DEFAULT_BLUEPRINT_ORDER,
@@ -117,11 +144,37 @@ class HeuristicOptions:
     tempo: int = options_field(
         5, in_range(1, integer=True), "Alpha ramp length in epochs (one of lifecycle.tempos)."
     )
+    gain_window: int = options_field(
+        2,
+        in_range(1, integer=True),
+        "Validation losses averaged for the level before a seed blends and when it is judged.",
+    )
+    min_gain: float = options_field(
+        0.05,
+        doc="A seed must lower the validation loss by at least this fraction below where the "
+        "host alone was heading...",
+    )
+    gain_per_doubling: float = options_field(
+        0.02,
+        in_range(0),
+        "...plus this much for every doubling of the model's parameters it causes.",
+    )
+    min_holding_epochs: int = options_field(
+        1,
+        in_range(1, integer=True),
+        "Epochs in HOLDING (alpha 1) before the seed is judged.",
+    )
+    max_holding_epochs: int = options_field(
+        3,
+        in_range(1, integer=True),
+        "Prune a paying seed whose fossilize gate (G5) still fails after this many epochs in "
+        "HOLDING.",
+    )
     regression_points: float = options_field(
         2.0,
         in_range(0),
-        "Prune a TRAINING/BLENDING seed when validation accuracy is more than this many points "
-        "below its value at the start of the seed's stage...",
+        "Prune a BLENDING seed when validation accuracy is more than this many points below "
+        "its value at the start of the stage...",
     )
     regression_epochs: int = options_field(
         5, in_range(0, integer=True), "...once the seed has spent this many epochs in the stage."
@@ -130,21 +183,6 @@ class HeuristicOptions:
         20,
         in_range(1, integer=True),
         "Prune a seed whose gate has not passed after this many epochs in TRAINING or BLENDING.",
-    )
-    fossilize_min_contribution: float = options_field(
-        0.5,
-        doc="In HOLDING, fossilize when the measured counterfactual contribution exceeds this "
-        "(accuracy points), otherwise prune.",
-    )
-    min_holding_epochs: int = options_field(
-        1,
-        in_range(1, integer=True),
-        "Epochs in HOLDING before deciding; the first one measures the contribution at alpha 1.",
-    )
-    max_holding_epochs: int = options_field(
-        3,
-        in_range(1, integer=True),
-        "Prune a contributing seed whose fossilize gate (G5) still fails after this many epochs in HOLDING.",
     )
 
     def __esper_validate__(self) -> list[str]:
@@ -175,6 +213,13 @@ class EnvMemory:
     penalties: dict[str, int] = field(factory=dict)
     # Slot id -> the live seed in it at the last decision (to notice prunes).
     seen: dict[str, SeenSeed] = field(factory=dict)
+    # Training losses of the last epochs, oldest first, and the epoch of the last one.
+    train_losses: list[float] = field(factory=list)
+    last_epoch: int = 0
+    # Seed id -> its validation-loss baseline (None: not measurable).
+    baselines: dict[str, Baseline | None] = field(factory=dict)
+    # Seed id -> its gain when last judged short of its price (a rising gain may wait).
+    gains: dict[str, float] = field(factory=dict)
 
 
 @frozen
@@ -201,8 +246,8 @@ class HeuristicPolicy:
 
     name: ClassVar[str] = "heuristic"
     description: ClassVar[str] = (
-        "Rules: germinate on plateau, rotate blueprints, advance on passed gates, "
-        "prune regressions, fossilize contributing seeds"
+        "Rules: germinate on a capacity limit, judge seeds by measured gain against their "
+        "parameters, prune what does not pay"
     )
     Options: ClassVar[type] = HeuristicOptions
 
@@ -220,6 +265,11 @@ class HeuristicPolicy:
             problems.append(
                 f"policies.heuristic.tempo: {options.tempo} is not one of this run's "
                 f"lifecycle.tempos ({', '.join(str(t) for t in space.tempos)})"
+            )
+        if context.history_length < options.gain_window + 1:
+            problems.append(
+                f"policies.heuristic.gain_window: {options.gain_window} needs "
+                f"env.history_length >= {options.gain_window + 1}, got {context.history_length}"
             )
         if problems:
             raise ConfigError(problems)
@@ -265,12 +315,13 @@ class HeuristicPolicy:
             ) from None
         self.memory = memory
 
-    # ------------------------------------------------------------ decisions
+    # ------------------------------------------------------------ memory
 
     def decide(self, obs: Observation) -> Decision:
         """Choose the action for one env and update that env's memory."""
         memory = self.memory.setdefault(obs.env_index, EnvMemory())
         self._note_removed_seeds(memory, obs)
+        self._note_epoch(memory, obs)
         decision = self._choose(memory, obs)
         if decision.rule == "germinate":
             key = self.space.blueprints[decision.action.blueprint]
@@ -297,6 +348,29 @@ class HeuristicPolicy:
             if r.stage in LIVE_STAGES and r.seed_id is not None and r.blueprint is not None
         }
 
+    def _note_epoch(self, memory: EnvMemory, obs: Observation) -> None:
+        """Keep the last training losses, and each seed's baseline from the validation
+        losses of the epochs before it first touched the output."""
+        if obs.epoch > memory.last_epoch:
+            memory.train_losses.append(obs.train_loss)
+            del memory.train_losses[: -(self.options.flat_window + 1)]
+            memory.last_epoch = obs.epoch
+        live = {r.seed_id for r in obs.slots if r.seed_id is not None}
+        memory.baselines = {k: v for k, v in memory.baselines.items() if k in live}
+        memory.gains = {k: v for k, v in memory.gains.items() if k in live}
+        for r in obs.slots:
+            if r.seed_id is None or r.seed_id in memory.baselines:
+                continue
+            if r.stage == Stage.BLENDING:
+                blended = r.epochs_in_stage
+                pre = obs.loss_history[:-blended] if blended else obs.loss_history
+                window = self.options.gain_window
+                memory.baselines[r.seed_id] = baseline_of(pre, obs.epoch - blended, window)
+            elif r.stage == Stage.HOLDING:
+                memory.baselines[r.seed_id] = None  # blended unseen: no baseline to judge by
+
+    # ------------------------------------------------------------ rules
+
     def _choose(self, memory: EnvMemory, obs: Observation) -> Decision:
         for candidate in self._candidates(memory, obs):
             if self._legal(candidate.action, obs):
@@ -312,86 +386,115 @@ class HeuristicPolicy:
 
     def _candidates(self, memory: EnvMemory, obs: Observation) -> list[Decision]:
         """Every action a rule suggests now, in priority order (legality checked later)."""
-        from esper_core.lifecycle.actions import Action, LifecycleOp
-
-        o = self.options
         out: list[Decision] = []
         for i, r in enumerate(obs.slots):
-            if r.stage != Stage.HOLDING or r.epochs_in_stage < o.min_holding_epochs:
-                continue
-            gate = obs.gates[i] if i < len(obs.gates) else None
-            if r.contribution is None:
-                continue  # nothing measured yet: wait for the counterfactual
-            if r.contribution <= o.fossilize_min_contribution:
-                out.append(
-                    Decision(
-                        Action(LifecycleOp.PRUNE, slot=i),
-                        "prune_holding",
-                        f"{r.slot_id}: contribution {r.contribution:.2f} <= "
-                        f"{o.fossilize_min_contribution:.2f} points",
-                    )
-                )
-            elif gate is not None and gate.passed:
-                out.append(
-                    Decision(
-                        Action(LifecycleOp.FOSSILIZE, slot=i),
-                        "fossilize",
-                        f"{r.slot_id}: contribution {r.contribution:.2f} points",
-                    )
-                )
-            elif r.epochs_in_stage >= o.max_holding_epochs:
-                why = gate.reason if gate is not None else "no gate"
-                out.append(
-                    Decision(
-                        Action(LifecycleOp.PRUNE, slot=i),
-                        "prune_gate",
-                        f"{r.slot_id}: {why} after {r.epochs_in_stage} epochs in HOLDING",
-                    )
-                )
+            judged = self._judge(memory, obs, i, r)
+            if judged is not None:
+                out.append(judged)
         for i, r in enumerate(obs.slots):
-            if r.stage not in WATCHED_STAGES:
-                continue
-            drop = obs.val_acc - r.acc_at_stage_start
-            if r.epochs_in_stage >= o.regression_epochs and drop < -o.regression_points:
-                out.append(
-                    Decision(
-                        Action(LifecycleOp.PRUNE, slot=i),
-                        "prune_regression",
-                        f"{r.slot_id}: accuracy {drop:+.2f} points since {r.stage.value} began",
-                    )
-                )
-            elif r.epochs_in_stage >= o.stall_epochs:
-                out.append(
-                    Decision(
-                        Action(LifecycleOp.PRUNE, slot=i),
-                        "prune_stall",
-                        f"{r.slot_id}: {r.epochs_in_stage} epochs in {r.stage.value}",
-                    )
-                )
+            removal = self._regression_or_stall(obs, i, r)
+            if removal is not None:
+                out.append(removal)
         for i, r in enumerate(obs.slots):
             gate = obs.gates[i] if i < len(obs.gates) else None
             if r.stage in ADVANCE_TARGET and gate is not None and gate.passed:
-                out.append(
-                    Decision(
-                        Action(LifecycleOp.ADVANCE, slot=i),
-                        "advance",
-                        f"{r.slot_id}: {gate.reason}",
-                    )
-                )
+                out.append(self._on_slot("ADVANCE", i, "advance", f"{r.slot_id}: {gate.reason}"))
         germinate = self._germination(memory, obs)
         if germinate is not None:
             out.append(germinate)
         return out
 
+    def _on_slot(self, op: str, slot: int, rule: str, reason: str) -> Decision:
+        from esper_core.lifecycle.actions import Action, LifecycleOp
+
+        return Decision(Action(LifecycleOp[op], slot=slot), rule, reason)
+
+    def gain(self, memory: EnvMemory, obs: Observation, report: SlotReport) -> float | None:
+        """The seed's measured gain now (see ``signals.relative_gain``); None: no baseline."""
+        base = memory.baselines.get(report.seed_id or "")
+        if base is None:
+            return None
+        return relative_gain(base, obs.loss_history, obs.epoch, self.options.gain_window)
+
+    def price(self, obs: Observation, report: SlotReport) -> float:
+        """The gain the seed must show to pay for its parameters."""
+        o = self.options
+        after = obs.host_params + obs.seed_params
+        return required_gain(o.min_gain, o.gain_per_doubling, after - report.seed_params, after)
+
+    def _judge(self, memory: EnvMemory, obs: Observation, i: int, r: SlotReport) -> Decision | None:
+        o = self.options
+        if r.stage != Stage.HOLDING or r.epochs_in_stage < o.min_holding_epochs:
+            return None
+        gain, need = self.gain(memory, obs, r), self.price(obs, r)
+        if gain is None or gain < need:
+            shown = "not measurable" if gain is None else f"{gain:+.3f}"
+            last = memory.gains.get(r.seed_id or "")
+            memory.gains[r.seed_id or ""] = -math.inf if gain is None else gain
+            rising = gain is not None and (last is None or gain > last)
+            if rising and r.epochs_in_stage < o.max_holding_epochs:
+                return None  # still climbing: it has until max_holding_epochs to pay
+            return self._on_slot(
+                "PRUNE", i, "prune_gain", f"{r.slot_id}: gain {shown} < {need:.3f} needed"
+            )
+        gate = obs.gates[i] if i < len(obs.gates) else None
+        if gate is not None and gate.passed:
+            return self._on_slot(
+                "FOSSILIZE", i, "fossilize", f"{r.slot_id}: gain {gain:+.3f} >= {need:.3f}"
+            )
+        if r.epochs_in_stage >= o.max_holding_epochs:
+            why = gate.reason if gate is not None else "no gate"
+            return self._on_slot(
+                "PRUNE",
+                i,
+                "prune_gate",
+                f"{r.slot_id}: {why} after {r.epochs_in_stage} epochs in HOLDING",
+            )
+        return None
+
+    def _regression_or_stall(self, obs: Observation, i: int, r: SlotReport) -> Decision | None:
+        o = self.options
+        if r.stage == Stage.BLENDING and r.epochs_in_stage >= o.regression_epochs:
+            drop = obs.val_acc - r.acc_at_stage_start
+            if drop < -o.regression_points:
+                return self._on_slot(
+                    "PRUNE",
+                    i,
+                    "prune_regression",
+                    f"{r.slot_id}: accuracy {drop:+.2f} points since {r.stage.value} began",
+                )
+        if r.stage in WATCHED_STAGES and r.epochs_in_stage >= o.stall_epochs:
+            return self._on_slot(
+                "PRUNE",
+                i,
+                "prune_stall",
+                f"{r.slot_id}: {r.epochs_in_stage} epochs in {r.stage.value}",
+            )
+        return None
+
+    def capacity_limited(self, memory: EnvMemory, obs: Observation) -> bool:
+        o = self.options
+        return capacity_limited(
+            memory.train_losses,
+            obs.chance_loss,
+            loss_ratio=o.underfit_loss_ratio,
+            window=o.flat_window,
+            max_drop=o.flat_max_drop,
+        )
+
+    def epochs_to_judge(self, obs: Observation, blueprint: int) -> int:
+        """Epochs from a germination of ``blueprint`` until its seed can be judged."""
+        before = obs.epochs_before_blending[blueprint] if obs.epochs_before_blending else 0
+        tempo = self.space.tempos[self.tempo_index]
+        return epochs_to_full_alpha(before, tempo) + self.options.min_holding_epochs
+
     def _germination(self, memory: EnvMemory, obs: Observation) -> Decision | None:
         from esper_core.lifecycle.actions import Action, LifecycleOp
 
         o = self.options
-        if obs.epoch < o.min_epoch or obs.plateau_epochs < o.plateau_epochs:
+        if obs.epoch < o.min_epoch or obs.epochs_since_prune < o.prune_cooldown:
             return None
-        if obs.epochs_since_prune < o.prune_cooldown:
-            return None
-        if o.min_epochs_left and obs.max_epochs - obs.epoch < o.min_epochs_left:
+        if not self.capacity_limited(memory, obs):
             return None
         legal_slots = obs.masks.slot[LifecycleOp.GERMINATE].tolist()
         if not bool(obs.masks.op[LifecycleOp.GERMINATE]) or not any(legal_slots):
@@ -399,18 +502,23 @@ class HeuristicPolicy:
         key = self.next_blueprint(memory, obs.epoch)
         if key is None:
             return None
+        blueprint = self.space.blueprints.index(key)
+        if obs.max_epochs - obs.epoch < self.epochs_to_judge(obs, blueprint):
+            return None  # it could not be judged, let alone kept, before the episode ends
         slot = legal_slots.index(True)
         action = Action(
             LifecycleOp.GERMINATE,
             slot=slot,
-            blueprint=self.space.blueprints.index(key),
+            blueprint=blueprint,
             style=self.style_index,
             tempo=self.tempo_index,
         )
+        loss = memory.train_losses[-1]
         return Decision(
             action,
             "germinate",
-            f"{self.space.slot_ids[slot]}: {key} after {obs.plateau_epochs} plateau epochs",
+            f"{self.space.slot_ids[slot]}: {key}: capacity limit (training loss {loss:.3f}, "
+            f"chance {obs.chance_loss:.3f})",
         )
 
     def next_blueprint(self, memory: EnvMemory, epoch: int) -> str | None:

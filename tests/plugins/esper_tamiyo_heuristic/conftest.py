@@ -112,6 +112,10 @@ class Builders:
         epochs_since_prune: int = 10_000,
         space: ActionSpace = SPACE,
         rules: MaskRules = RULES,
+        train_loss: float = 0.5,
+        loss_history: Sequence[float] = (0.5,),
+        host_params: int = 1000,
+        epochs_before_blending: Sequence[int] | None = None,
     ) -> Observation:
         if slots is None:
             slots = [self.report(sid) for sid in space.slot_ids]
@@ -120,21 +124,26 @@ class Builders:
             env_index=env_index,
             epoch=epoch,
             max_epochs=max_epochs,
-            val_loss=0.5,
+            val_loss=loss_history[-1],
             val_acc=val_acc,
-            train_loss=0.5,
+            train_loss=train_loss,
             train_acc=val_acc,
             chance_loss=2.3,
-            loss_history=(0.5,),
+            loss_history=tuple(loss_history),
             acc_history=(val_acc,),
             plateau_epochs=plateau_epochs,
             best_acc=val_acc,
             epochs_since_prune=epochs_since_prune,
-            host_params=1000,
+            host_params=host_params,
             seed_params=sum(r.seed_params for r in slots),
             slots=tuple(slots),
             gates=tuple(self.gate(r, ok) for r, ok in zip(slots, flags)),
             masks=compute_masks(slots, space, rules),
+            epochs_before_blending=tuple(
+                [0] * len(space.blueprints)
+                if epochs_before_blending is None
+                else epochs_before_blending
+            ),
         )
 
     def with_slot(self, report: SlotReport, space: ActionSpace = SPACE) -> list[SlotReport]:

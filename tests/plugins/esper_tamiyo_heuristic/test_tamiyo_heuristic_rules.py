@@ -1,12 +1,24 @@
-"""Each rule of the heuristic policy on hand-built observations (DOMAIN §7)."""
+"""Each rule of the heuristic policy on hand-built observations (issue 16: a capacity
+trigger, judgement by measured gain against the parameters, lifecycle-aware germination)."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from esper_tamiyo_heuristic.heuristic import (
+    EnvMemory,
     HeuristicOptions,
     HeuristicPolicy,
     resolve_blueprint_order,
+)
+from esper_tamiyo_heuristic.signals import (
+    Baseline,
+    baseline_of,
+    capacity_limited,
+    relative_gain,
+    required_gain,
+    slope,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,11 +29,28 @@ from esper_core.lifecycle.actions import Action, LifecycleOp, refusal_reason
 from esper_core.lifecycle.stages import Stage
 
 ORDER = ["conv_heavy", "conv_light", "norm"]
+CHANCE = 2.3  # the builders' chance-level loss
+UNDERFIT = (2.28, 2.27, 2.26)  # near chance and flat: a capacity limit
+FITTING = (1.8, 0.6, 0.2)  # far below chance and falling fast: none
 
 
 def policy(build, **options) -> HeuristicPolicy:
-    base = {"plateau_epochs": 3, "min_epoch": 5, "prune_cooldown": 5, "blueprint_order": ORDER}
+    base = {"min_epoch": 2, "prune_cooldown": 5, "blueprint_order": ORDER}
     return HeuristicPolicy(HeuristicOptions(**{**base, **options}), build.context())
+
+
+def feed(p: HeuristicPolicy, build, losses, *, env_index: int = 0, slots=None, **kw):  # type: ignore[no-untyped-def]
+    """One decision per epoch 1..n with these training losses; the last decision."""
+    decision = None
+    for epoch, loss in enumerate(losses, start=1):
+        obs = build.obs(slots, env_index=env_index, epoch=epoch, train_loss=loss, **kw)
+        decision = p.decide(obs)
+    assert decision is not None
+    return decision
+
+
+def underfit_memory(epoch: int = 9) -> EnvMemory:
+    return EnvMemory(train_losses=list(UNDERFIT), last_epoch=epoch)
 
 
 def germinate_key(build, action: Action) -> str:
@@ -29,13 +58,49 @@ def germinate_key(build, action: Action) -> str:
     return build.space.blueprints[action.blueprint]
 
 
+# ---------------------------------------------------------------- signals
+
+
+def test_capacity_limit_needs_a_high_and_flat_training_loss() -> None:
+    kw = {"loss_ratio": 0.8, "window": 2, "max_drop": 0.05}
+    assert capacity_limited(UNDERFIT, CHANCE, **kw)
+    assert not capacity_limited(UNDERFIT[1:], CHANCE, **kw)  # too few epochs to tell
+    assert not capacity_limited(FITTING, CHANCE, **kw)  # a host that fits its data
+    assert not capacity_limited((0.003, 0.003, 0.003), CHANCE, **kw)  # flat, but fitted
+    assert not capacity_limited((2.3, 2.1, 1.9), CHANCE, **kw)  # near chance, learning fast
+    assert capacity_limited((2.3, 2.1, 1.9), CHANCE, **{**kw, "max_drop": 0.1})
+
+
+def test_slope_and_baseline() -> None:
+    assert slope([3.0, 2.0, 1.0]) == pytest.approx(-1.0)
+    assert slope([1.0]) == 0.0
+    base = baseline_of([2.0, 1.9, 1.8, 1.7], epoch=6, window=2)
+    assert base == Baseline(epoch=6, level=pytest.approx(1.75), trend=pytest.approx(-0.1))
+    assert baseline_of([1.0, 1.2, 1.4], epoch=3, window=2).trend == 0.0  # never upward
+    assert baseline_of([], epoch=3, window=2) is None
+
+
+def test_gain_discounts_what_the_host_would_have_learnt_anyway() -> None:
+    base = Baseline(epoch=6, level=2.0, trend=-0.1)
+    # Four epochs later the host alone would be near 1.6: matching that is no gain.
+    assert relative_gain(base, [1.65, 1.55], epoch=10, window=2) == pytest.approx(0.0)
+    assert relative_gain(base, [1.0, 1.0], epoch=10, window=2) == pytest.approx(0.3)
+    assert relative_gain(base, [1.9, 1.9], epoch=10, window=2) < 0
+    assert relative_gain(base, [math.nan], epoch=10, window=2) == -math.inf
+
+
+def test_the_price_grows_with_every_doubling_of_the_parameters() -> None:
+    assert required_gain(0.05, 0.02, 1000, 1000) == pytest.approx(0.05)
+    assert required_gain(0.05, 0.02, 1000, 2000) == pytest.approx(0.07)
+    assert required_gain(0.05, 0.02, 1000, 8000) == pytest.approx(0.11)
+
+
 # ---------------------------------------------------------------- germination
 
 
-def test_germinates_only_after_the_plateau_window(build) -> None:
+def test_germinates_on_a_capacity_limit(build) -> None:
     p = policy(build)
-    assert p.decide(build.obs(plateau_epochs=2)).action.op == LifecycleOp.WAIT
-    decision = p.decide(build.obs(plateau_epochs=3))
+    decision = feed(p, build, UNDERFIT)
     assert decision.rule == "germinate"
     action = decision.action
     assert action.slot == 0  # the first empty slot
@@ -44,112 +109,100 @@ def test_germinates_only_after_the_plateau_window(build) -> None:
     assert build.space.tempos[action.tempo] == 5
 
 
-def test_never_germinates_before_min_epoch(build) -> None:
+def test_never_grows_a_host_that_fits_its_training_data(build) -> None:
     p = policy(build)
-    assert p.decide(build.obs(epoch=4, plateau_epochs=10)).action.op == LifecycleOp.WAIT
-    assert p.decide(build.obs(epoch=5, plateau_epochs=10)).action.op == LifecycleOp.GERMINATE
+    losses = [1.8, 0.6, 0.2, 0.1, 0.05, *[0.003] * 20]  # the base digits host: flat near 0
+    for epoch, loss in enumerate(losses, start=1):
+        assert p.decide(build.obs(epoch=epoch, train_loss=loss)).action.op == LifecycleOp.WAIT
+
+
+def test_never_germinates_before_min_epoch(build) -> None:
+    p = policy(build, min_epoch=5)
+    assert feed(p, build, [*UNDERFIT, 2.26]).action.op == LifecycleOp.WAIT  # epoch 4
+    assert p.decide(build.obs(epoch=5, train_loss=2.25)).action.op == LifecycleOp.GERMINATE
 
 
 def test_cooldown_after_a_prune(build) -> None:
+    for since, op in [(1, LifecycleOp.WAIT), (4, LifecycleOp.WAIT), (5, LifecycleOp.GERMINATE)]:
+        p = policy(build)
+        assert feed(p, build, UNDERFIT, epochs_since_prune=since).action.op == op
+
+
+@pytest.mark.parametrize(
+    ("epoch", "before_blending", "op"),
+    [
+        (24, 0, LifecycleOp.GERMINATE),  # blend 5 epochs + 1 HOLDING: judged at 30
+        (25, 0, LifecycleOp.WAIT),
+        (13, 11, LifecycleOp.GERMINATE),  # isolated: 1 GERMINATED + 10 TRAINING first
+        (14, 11, LifecycleOp.WAIT),
+    ],
+)
+def test_never_germinates_a_seed_that_cannot_finish_its_lifecycle(
+    build, epoch: int, before_blending: int, op: LifecycleOp
+) -> None:
     p = policy(build)
-    for since in (1, 4):
-        assert (
-            p.decide(build.obs(plateau_epochs=5, epochs_since_prune=since)).action.op
-            == LifecycleOp.WAIT
-        )
-    assert (
-        p.decide(build.obs(plateau_epochs=5, epochs_since_prune=5)).action.op
-        == LifecycleOp.GERMINATE
-    )
-
-
-def test_no_germination_when_too_few_epochs_remain(build) -> None:
-    p = policy(build, min_epochs_left=16)
-    assert (
-        p.decide(build.obs(plateau_epochs=5, epoch=15, max_epochs=30)).action.op == LifecycleOp.WAIT
-    )
-    assert (
-        p.decide(build.obs(plateau_epochs=5, epoch=14, max_epochs=30)).action.op
-        == LifecycleOp.GERMINATE
-    )
+    p.memory[0] = underfit_memory(epoch - 1)
+    bb = [before_blending] * len(build.space.blueprints)
+    obs = build.obs(epoch=epoch, train_loss=2.25, epochs_before_blending=bb)
+    assert p.decide(obs).action.op == op
 
 
 def test_style_and_tempo_come_from_the_options(build) -> None:
     p = policy(build, style="gated", tempo=3)
-    action = p.decide(build.obs(plateau_epochs=5)).action
+    action = feed(p, build, UNDERFIT).action
     assert build.space.styles[action.style] == "gated"
     assert build.space.tempos[action.tempo] == 3
 
 
 def test_blueprints_rotate_in_the_configured_order(build) -> None:
     p = policy(build)
-    keys = [
-        germinate_key(build, p.decide(build.obs(plateau_epochs=5, epoch=10 + i)).action)
-        for i in range(4)
-    ]
+    keys = []
+    for i in range(4):
+        p.memory.setdefault(0, EnvMemory()).train_losses = list(UNDERFIT)
+        keys.append(germinate_key(build, p.decide(build.obs(epoch=10 + i, train_loss=2.25)).action))
     assert keys == ["cnn/conv_heavy", "cnn/conv_light", "cnn/norm", "cnn/conv_heavy"]
 
 
 def test_a_pruned_blueprint_is_skipped_for_the_penalty_epochs(build) -> None:
     p = policy(build, blueprint_penalty_epochs=10, prune_cooldown=0)
     training = build.report(
-        "r0c0",
-        Stage.TRAINING,
-        seed_id="r0c0-s1",
-        blueprint="cnn/conv_heavy",
-        epochs_in_stage=2,
-        acc_at_stage_start=80.0,
+        "r0c0", Stage.TRAINING, seed_id="r0c0-s1", blueprint="cnn/conv_heavy", epochs_in_stage=2
     )
-    first = p.decide(build.obs(build.with_slot(training), epoch=9, passed=False))
+    p.memory[0] = underfit_memory(8)
+    first = p.decide(build.obs(build.with_slot(training), epoch=9, passed=False, train_loss=2.25))
     assert first.action.op == LifecycleOp.WAIT  # the seed incubates: no second germination
     # Next epoch the seed is gone (pruned): its slot cools down.
     embargoed = build.report(
         "r0c0", Stage.EMBARGOED, seed_id="r0c0-s1", blueprint="cnn/conv_heavy", cooldown_left=5
     )
-    obs = build.obs(build.with_slot(embargoed), epoch=10, plateau_epochs=5)
-    decision = p.decide(obs)
+    decision = p.decide(build.obs(build.with_slot(embargoed), epoch=10, train_loss=2.25))
     assert germinate_key(build, decision.action) == "cnn/conv_light"
     assert decision.action.slot == 1  # r0c0 is cooling down
     # Still penalised at epoch 19; allowed again at 20 (= 10 + penalty).
     p.memory[0].rotation = 0
-    assert (
-        germinate_key(build, p.decide(build.obs(epoch=19, plateau_epochs=5)).action)
-        == "cnn/conv_light"
-    )
+    obs = build.obs(epoch=19, train_loss=2.25)
+    assert germinate_key(build, p.decide(obs).action) == "cnn/conv_light"
     p.memory[0].rotation = 0
-    assert (
-        germinate_key(build, p.decide(build.obs(epoch=20, plateau_epochs=5)).action)
-        == "cnn/conv_heavy"
-    )
-
-
-def test_a_fossilized_seed_is_not_penalised(build) -> None:
-    p = policy(build, prune_cooldown=0)
-    holding = build.report(
-        "r0c0", Stage.HOLDING, blueprint="cnn/conv_heavy", epochs_in_stage=1, contribution=3.0
-    )
-    assert p.decide(build.obs(build.with_slot(holding), epoch=9)).rule == "fossilize"
-    fossil = build.report("r0c0", Stage.FOSSILIZED, blueprint="cnn/conv_heavy", epochs_in_stage=1)
-    p.decide(build.obs(build.with_slot(fossil), epoch=10))
-    assert p.memory[0].penalties == {}
+    obs = build.obs(epoch=20, train_loss=2.25)
+    assert germinate_key(build, p.decide(obs).action) == "cnn/conv_heavy"
 
 
 def test_when_every_blueprint_is_penalised_it_waits(build) -> None:
     p = policy(build, blueprint_order=["conv_heavy"], prune_cooldown=0)
     training = build.report("r0c0", Stage.TRAINING, blueprint="cnn/conv_heavy", epochs_in_stage=2)
-    p.decide(build.obs(build.with_slot(training), epoch=9))
+    p.memory[0] = underfit_memory(8)
+    p.decide(build.obs(build.with_slot(training), epoch=9, train_loss=2.25))
     embargoed = build.report("r0c0", Stage.EMBARGOED, blueprint="cnn/conv_heavy")
-    assert (
-        p.decide(build.obs(build.with_slot(embargoed), epoch=10, plateau_epochs=5)).action.op
-        == LifecycleOp.WAIT
-    )
+    obs = build.obs(build.with_slot(embargoed), epoch=10, train_loss=2.25)
+    assert p.decide(obs).action.op == LifecycleOp.WAIT
 
 
 def test_germination_respects_the_masks(build) -> None:
     p = policy(build)
-    # A seed still TRAINING elsewhere blocks germination (mask), whatever the plateau.
+    # A seed still TRAINING elsewhere blocks germination (mask), whatever the capacity.
     training = build.report("r0c1", Stage.TRAINING, epochs_in_stage=1, acc_at_stage_start=80.0)
-    obs = build.obs(build.with_slot(training), plateau_epochs=10, passed=False)
+    p.memory[0] = underfit_memory()
+    obs = build.obs(build.with_slot(training), passed=False, train_loss=2.25)
     assert not bool(obs.masks.op[LifecycleOp.GERMINATE])
     assert p.decide(obs).action.op == LifecycleOp.WAIT
 
@@ -172,25 +225,35 @@ def test_advances_when_the_gate_passes(build, stage: Stage) -> None:
     assert p.decide(build.obs(build.with_slot(report), passed=False)).action.op == LifecycleOp.WAIT
 
 
-# ---------------------------------------------------------------- pruning a regression
+# ---------------------------------------------------------------- regression and stall
 
 
-def test_prunes_a_seed_whose_stage_regressed(build) -> None:
+def test_prunes_a_blending_seed_whose_stage_regressed(build) -> None:
     p = policy(build)
-    regressed = build.report("r0c2", Stage.TRAINING, epochs_in_stage=5, acc_at_stage_start=80.0)
+    regressed = build.report(
+        "r0c2", Stage.BLENDING, epochs_in_stage=5, acc_at_stage_start=80.0, alpha=0.5
+    )
     decision = p.decide(build.obs(build.with_slot(regressed), val_acc=77.9, passed=False))
     assert decision.rule == "prune_regression"
     assert decision.action == Action(LifecycleOp.PRUNE, slot=2)
 
 
+def test_a_training_seed_is_never_pruned_for_host_noise(build) -> None:
+    # In TRAINING a seed cannot change the output: an accuracy drop is the host's own.
+    p = policy(build)
+    report = build.report("r0c2", Stage.TRAINING, epochs_in_stage=9, acc_at_stage_start=80.0)
+    obs = build.obs(build.with_slot(report), val_acc=60.0, passed=False)
+    assert p.decide(obs).action.op == LifecycleOp.WAIT
+
+
 @pytest.mark.parametrize(("epochs", "val_acc"), [(4, 70.0), (5, 78.5), (9, 78.0)])
 def test_keeps_a_seed_within_the_regression_bounds(build, epochs: int, val_acc: float) -> None:
     p = policy(build)
-    report = build.report("r0c2", Stage.TRAINING, epochs_in_stage=epochs, acc_at_stage_start=80.0)
-    assert (
-        p.decide(build.obs(build.with_slot(report), val_acc=val_acc, passed=False)).action.op
-        == LifecycleOp.WAIT
+    report = build.report(
+        "r0c2", Stage.BLENDING, epochs_in_stage=epochs, acc_at_stage_start=80.0, alpha=0.5
     )
+    obs = build.obs(build.with_slot(report), val_acc=val_acc, passed=False)
+    assert p.decide(obs).action.op == LifecycleOp.WAIT
 
 
 def test_regression_beats_an_open_gate(build) -> None:
@@ -198,99 +261,153 @@ def test_regression_beats_an_open_gate(build) -> None:
     report = build.report(
         "r0c0", Stage.BLENDING, epochs_in_stage=6, acc_at_stage_start=90.0, alpha=1.0
     )
-    assert (
-        p.decide(build.obs(build.with_slot(report), val_acc=80.0, passed=True)).rule
-        == "prune_regression"
-    )
+    obs = build.obs(build.with_slot(report), val_acc=80.0, passed=True)
+    assert p.decide(obs).rule == "prune_regression"
 
 
 def test_prunes_a_stalled_seed(build) -> None:
     p = policy(build, stall_epochs=20)
     report = build.report("r0c0", Stage.TRAINING, epochs_in_stage=20, acc_at_stage_start=80.0)
-    assert (
-        p.decide(build.obs(build.with_slot(report), val_acc=85.0, passed=False)).rule
-        == "prune_stall"
+    obs = build.obs(build.with_slot(report), val_acc=85.0, passed=False)
+    assert p.decide(obs).rule == "prune_stall"
+
+
+# ---------------------------------------------------------------- judging by gain
+
+
+def blend_then_hold(p, build, pre, during, *, host_params=1000, passed=True):  # type: ignore[no-untyped-def]
+    """A 100-parameter seed seen one epoch into BLENDING (validation losses ``pre`` before
+    it, then ``during[0]``), then in HOLDING after ``during[1:]``: the last decision."""
+    blending = build.report("r0c1", Stage.BLENDING, epochs_in_stage=1, alpha=0.2)
+    history = [*pre, during[0]]
+    epoch = 10
+    decision = p.decide(
+        build.obs(
+            build.with_slot(blending),
+            epoch=epoch,
+            loss_history=history[-5:],
+            host_params=host_params,
+            passed=False,
+        )
     )
+    for loss in during[1:]:
+        epoch += 1
+        history.append(loss)
+        holding = build.report("r0c1", Stage.HOLDING, epochs_in_stage=1, contribution=5.0)
+        decision = p.decide(
+            build.obs(
+                build.with_slot(holding),
+                epoch=epoch,
+                loss_history=history[-5:],
+                host_params=host_params,
+                passed=passed,
+            )
+        )
+    return decision
 
 
-# ---------------------------------------------------------------- HOLDING
-
-
-@pytest.mark.parametrize(
-    ("contribution", "rule", "op"),
-    [
-        (0.6, "fossilize", LifecycleOp.FOSSILIZE),
-        (5.0, "fossilize", LifecycleOp.FOSSILIZE),
-        (0.5, "prune_holding", LifecycleOp.PRUNE),
-        (0.1, "prune_holding", LifecycleOp.PRUNE),
-        (-3.0, "prune_holding", LifecycleOp.PRUNE),
-    ],
-)
-def test_holding_fossilizes_contributors_and_prunes_the_rest(build, contribution, rule, op) -> None:
+def test_fossilizes_a_seed_whose_gain_pays_for_its_parameters(build) -> None:
     p = policy(build)
-    holding = build.report("r0c1", Stage.HOLDING, epochs_in_stage=1, contribution=contribution)
-    decision = p.decide(build.obs(build.with_slot(holding), passed=True))
-    assert decision.rule == rule
-    assert decision.action == Action(op, slot=1)
+    decision = blend_then_hold(p, build, [2.2, 2.2, 2.2, 2.2], [1.8, 1.2])
+    assert decision.rule == "fossilize", decision.reason
+    assert decision.action == Action(LifecycleOp.FOSSILIZE, slot=1)
 
 
-def test_holding_waits_for_a_failing_fossilize_gate_then_prunes(build) -> None:
+def test_prunes_a_seed_the_model_merely_relies_on(build) -> None:
+    # The counterfactual contribution is large (5 points), but the validation loss is
+    # where the host alone was heading: no gain, so the seed goes (judged once: no wait).
+    p = policy(build, max_holding_epochs=1)
+    decision = blend_then_hold(p, build, [2.3, 2.2, 2.1, 2.0], [1.9, 1.8])
+    assert decision.rule == "prune_gain", decision.reason
+    assert decision.action == Action(LifecycleOp.PRUNE, slot=1)
+
+
+def test_a_bigger_seed_must_gain_more(build) -> None:
+    once = {"max_holding_epochs": 1}
+    cheap = blend_then_hold(
+        policy(build, **once), build, [2.0] * 4, [1.9, 1.8], host_params=100_000
+    )
+    assert cheap.rule == "fossilize", cheap.reason  # +0.1% params: a 10% gain pays
+    dear = blend_then_hold(policy(build, **once), build, [2.0] * 4, [1.9, 1.8], host_params=10)
+    assert dear.rule == "prune_gain", dear.reason  # 10 -> 110 params: 3.5 doublings
+
+
+def test_a_seed_whose_gain_still_rises_gets_until_max_holding_to_pay(build) -> None:
     p = policy(build, max_holding_epochs=3)
-    for epochs, expected in [(1, LifecycleOp.WAIT), (2, LifecycleOp.WAIT), (3, LifecycleOp.PRUNE)]:
-        holding = build.report("r0c0", Stage.HOLDING, epochs_in_stage=epochs, contribution=4.0)
-        assert p.decide(build.obs(build.with_slot(holding), passed=False)).action.op == expected
+    first = blend_then_hold(p, build, [2.0] * 4, [1.95, 1.9])  # gain 0.05 < 0.07: rising
+    assert first.action.op == LifecycleOp.WAIT
+    history = [2.0, 2.0, 1.95, 1.9, 1.6]
+    holding = build.report("r0c1", Stage.HOLDING, epochs_in_stage=2, contribution=5.0)
+    obs = build.obs(build.with_slot(holding), epoch=12, loss_history=history, passed=True)
+    assert p.decide(obs).rule == "fossilize"  # it paid in time
 
 
-def test_holding_waits_until_a_contribution_is_measured(build) -> None:
+def test_a_seed_whose_gain_stalls_short_of_its_price_is_pruned(build) -> None:
+    p = policy(build, max_holding_epochs=3)
+    assert blend_then_hold(p, build, [2.0] * 4, [1.95, 1.9]).action.op == LifecycleOp.WAIT
+    holding = build.report("r0c1", Stage.HOLDING, epochs_in_stage=2, contribution=5.0)
+    obs = build.obs(build.with_slot(holding), epoch=12, loss_history=[2.0, 2.0, 1.95, 1.9, 1.95])
+    assert p.decide(obs).rule == "prune_gain"  # no longer rising
+
+
+def test_a_paying_seed_whose_gate_fails_is_pruned_after_max_holding(build) -> None:
+    p = policy(build, max_holding_epochs=2)
+    first = blend_then_hold(p, build, [2.2] * 4, [1.5, 1.0], passed=False)
+    assert first.action.op == LifecycleOp.WAIT
+    holding = build.report("r0c1", Stage.HOLDING, epochs_in_stage=2, contribution=5.0)
+    obs = build.obs(
+        build.with_slot(holding), epoch=12, loss_history=[2.2, 2.2, 1.5, 1.0, 1.0], passed=False
+    )
+    assert p.decide(obs).rule == "prune_gate"
+
+
+def test_a_seed_without_a_measurable_baseline_is_pruned(build) -> None:
     p = policy(build)
-    holding = build.report("r0c0", Stage.HOLDING, epochs_in_stage=1, contribution=None)
-    assert p.decide(build.obs(build.with_slot(holding), passed=False)).action.op == LifecycleOp.WAIT
+    holding = build.report("r0c0", Stage.HOLDING, epochs_in_stage=1, contribution=9.0)
+    decision = p.decide(build.obs(build.with_slot(holding), passed=True))
+    assert decision.rule == "prune_gain" and "not measurable" in decision.reason
 
 
-def test_holding_decision_comes_first(build) -> None:
+def test_judging_comes_first(build) -> None:
     p = policy(build)
+    blend_then_hold(p, build, [2.2] * 4, [1.8], passed=False)  # baseline noted for r0c1
     slots = [
         build.report("r0c0", Stage.GERMINATED, epochs_in_stage=0),
         build.report("r0c1", Stage.HOLDING, epochs_in_stage=1, contribution=2.0),
         build.report("r0c2"),
     ]
-    assert p.decide(build.obs(slots, passed=True, plateau_epochs=9)).action == Action(
-        LifecycleOp.FOSSILIZE, slot=1
-    )
+    obs = build.obs(slots, passed=True, epoch=11, loss_history=[2.2, 2.2, 2.2, 1.8, 1.2])
+    assert p.decide(obs).action == Action(LifecycleOp.FOSSILIZE, slot=1)
 
 
 # ---------------------------------------------------------------- memory and options
 
 
 def test_memory_is_per_env_and_reset_forgets(build) -> None:
-    p = policy(build)
-    assert (
-        germinate_key(build, p.decide(build.obs(env_index=0, plateau_epochs=5)).action)
-        == "cnn/conv_heavy"
-    )
-    assert (
-        germinate_key(build, p.decide(build.obs(env_index=1, plateau_epochs=5)).action)
-        == "cnn/conv_heavy"
-    )
-    assert (
-        germinate_key(build, p.decide(build.obs(env_index=0, plateau_epochs=5)).action)
-        == "cnn/conv_light"
-    )
+    p = policy(build, prune_cooldown=0)
+
+    def grow(env_index: int, epoch: int) -> str:
+        memory = p.memory.setdefault(env_index, EnvMemory())
+        memory.train_losses = list(UNDERFIT)
+        obs = build.obs(env_index=env_index, epoch=epoch, train_loss=2.25)
+        return germinate_key(build, p.decide(obs).action)
+
+    assert grow(0, 10) == "cnn/conv_heavy"
+    assert grow(1, 10) == "cnn/conv_heavy"
+    assert grow(0, 11) == "cnn/conv_light"
     p.reset([0])
-    assert (
-        germinate_key(build, p.decide(build.obs(env_index=0, plateau_epochs=5)).action)
-        == "cnn/conv_heavy"
-    )
-    assert (
-        germinate_key(build, p.decide(build.obs(env_index=1, plateau_epochs=5)).action)
-        == "cnn/conv_light"
-    )
+    assert grow(0, 12) == "cnn/conv_heavy"
+    assert grow(1, 11) == "cnn/conv_light"
 
 
 def test_act_is_batched_over_envs(build) -> None:
     p = policy(build)
+    p.memory[1] = underfit_memory()
     actions = p.act(
-        [build.obs(env_index=0, plateau_epochs=0), build.obs(env_index=1, plateau_epochs=5)]
+        [
+            build.obs(env_index=0, epoch=10, train_loss=0.1),
+            build.obs(env_index=1, epoch=10, train_loss=2.25),
+        ]
     )
     assert [a.op for a in actions] == [LifecycleOp.WAIT, LifecycleOp.GERMINATE]
 
@@ -307,20 +424,22 @@ def test_blueprint_order_resolution() -> None:
     assert resolve_blueprint_order(["lora"], available) == available
 
 
-def test_style_or_tempo_outside_the_run_is_a_config_error(build) -> None:
+def test_style_tempo_or_gain_window_outside_the_run_is_a_config_error(build) -> None:
     with pytest.raises(ConfigError, match=r"style.*cosine_add.*lifecycle\.styles"):
         HeuristicPolicy(HeuristicOptions(style="cosine_add"), build.context())
     with pytest.raises(ConfigError, match=r"tempo.*4.*lifecycle\.tempos"):
         HeuristicPolicy(HeuristicOptions(tempo=4), build.context())
+    with pytest.raises(ConfigError, match=r"gain_window.*history_length >= 6"):
+        HeuristicPolicy(HeuristicOptions(gain_window=5), build.context())
 
 
 def test_options_are_validated() -> None:
-    with pytest.raises(ConfigError, match="plateau_epochs"):
-        structure({"plateau_epochs": -1}, HeuristicOptions, path="policies.heuristic")
+    with pytest.raises(ConfigError, match="underfit_loss_ratio"):
+        structure({"underfit_loss_ratio": -1}, HeuristicOptions, path="policies.heuristic")
     with pytest.raises(ConfigError, match="max_holding_epochs"):
         structure({"min_holding_epochs": 4, "max_holding_epochs": 2}, HeuristicOptions)
     with pytest.raises(ConfigError, match="unknown key"):
-        structure({"plateau": 3}, HeuristicOptions)
+        structure({"plateau_epochs": 3}, HeuristicOptions)
     with pytest.raises(ConfigError, match="blueprint_order"):
         structure({"blueprint_order": []}, HeuristicOptions)
     assert structure({}, HeuristicOptions) == HeuristicOptions()
@@ -362,15 +481,15 @@ def slot_states(draw, build):
 @settings(max_examples=150, deadline=None)
 @given(data=st.data())
 def test_the_heuristic_only_chooses_legal_actions(build, data) -> None:
-    options = {"plateau_epochs": data.draw(st.integers(0, 3)), "min_epoch": 0, "prune_cooldown": 0}
-    p = policy(build, **options)
-    for epoch in range(3):
+    p = policy(build, min_epoch=0, prune_cooldown=0)
+    for epoch in range(4):
         obs = build.obs(
             data.draw(slot_states(build)),
             passed=data.draw(st.lists(st.booleans(), min_size=3, max_size=3)),
             epoch=10 + epoch,
             val_acc=data.draw(st.floats(0, 100)),
-            plateau_epochs=data.draw(st.integers(0, 5)),
+            train_loss=data.draw(st.floats(0.01, 3.0)),
+            loss_history=data.draw(st.lists(st.floats(0.01, 3.0), min_size=1, max_size=5)),
             epochs_since_prune=data.draw(st.integers(0, 10)),
         )
         action = p.decide(obs).action

@@ -26,11 +26,13 @@ FAST = [
     "lifecycle.tempos=[1, 2, 3]",
     "lifecycle.default_tempo=2",
     "policies.heuristic.min_epoch=1",
-    "policies.heuristic.plateau_epochs=0",
     "policies.heuristic.tempo=2",
     'policies.heuristic.blueprint_order=["res"]',
-    # The zero-init residual's contribution on this toy task is noise: admit any.
-    "policies.heuristic.fossilize_min_contribution=-100.0",
+    # The toy task is learnt in a few epochs: call any host capacity-limited...
+    "policies.heuristic.underfit_loss_ratio=0.0",
+    "policies.heuristic.flat_max_drop=100.0",
+    # ...and the zero-init residual's gain there is noise: admit any.
+    "policies.heuristic.min_gain=-100.0",
     "policies.heuristic.regression_points=100.0",
 ]
 

@@ -22,7 +22,7 @@ def through_checkpoint(state: dict, tmp_path: Path) -> dict:
 
 def episode(build) -> list:
     """Two envs over several epochs: a germination, a prune (penalty), more germinations."""
-    opts = {"epoch": 0, "plateau_epochs": 5}
+    opts = {"epoch": 0, "train_loss": 2.28}  # near chance and flat: a capacity limit
     training = build.report(
         "r0c0",
         Stage.TRAINING,
@@ -52,7 +52,6 @@ def episode(build) -> list:
 def test_heuristic_resumes_exactly(build, tmp_path: Path) -> None:
     options = HeuristicOptions(
         blueprint_order=["conv_heavy", "conv_light", "norm"],
-        plateau_epochs=3,
         prune_cooldown=0,
         blueprint_penalty_epochs=4,
     )
@@ -81,7 +80,9 @@ def test_heuristic_resumes_exactly(build, tmp_path: Path) -> None:
 def test_heuristic_rejects_a_foreign_state(build) -> None:
     policy = HeuristicPolicy(HeuristicOptions(), build.context())
     with pytest.raises(CheckpointError, match="heuristic policy"):
-        policy.load_state_dict({"version": 1, "memory": {"0": {"rotation": "x"}}})
+        policy.load_state_dict({"version": 2, "memory": {"0": {"rotation": "x"}}})
+    with pytest.raises(CheckpointError, match="heuristic policy"):
+        policy.load_state_dict({"version": 1, "memory": {}})  # the old rules' state
     with pytest.raises(CheckpointError, match="heuristic policy"):
         policy.load_state_dict({"rng": []})
 

@@ -1,0 +1,105 @@
+"""Seeds installed at birth: an architecture trained from scratch, under the same env.
+
+``blueprint@slot`` names a seed (``conv_heavy@r0c0`` or ``cnn/conv_heavy@r0c0``), with
+``:style`` after it for a blend style other than ``linear_add`` (``norm@r0c1:gated``: the
+gate is part of the architecture). Every
+episode, right after the host is built and before the first epoch, each named seed is
+built and installed as a fossil (``rules.may_install_at_birth``). Seed ``k`` (counting
+from 1) is initialised from ``seed * 1_000_003 + k``, the init a grown run gives its
+``k``-th germination, and with the same host init and data order: the final
+architecture of a grown run trained from scratch on the same seed (the ``static``
+baseline).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from attrs import frozen
+
+from esper_core.components.blueprint import Blueprint
+from esper_core.errors import ConfigError
+from esper_core.lifecycle.alpha import STYLES
+
+if TYPE_CHECKING:
+    from esper_core.env.env import MorphogeneticEnv
+    from esper_core.env.events import StepEvents
+
+
+DEFAULT_STYLE = "linear_add"
+
+
+@frozen
+class BirthSeed:
+    blueprint: str  # blueprint key, e.g. "cnn/conv_heavy"
+    slot_id: str
+    style: str = DEFAULT_STYLE
+
+    @property
+    def spec(self) -> str:
+        return seed_spec(self.blueprint, self.slot_id, self.style)
+
+
+def seed_spec(blueprint: str, slot_id: str, style: str | None = None) -> str:
+    """``blueprint@slot`` (``:style`` unless the default): the inverse of the parser."""
+    name = f"{blueprint.split('/', 1)[-1]}@{slot_id}"
+    return name if style in (None, DEFAULT_STYLE) else f"{name}:{style}"
+
+
+def init_seed(env_seed: int, germination: int) -> int:
+    """The init seed of the ``germination``-th seed (from 1) of an episode seeded ``env_seed``."""
+    return env_seed * 1_000_003 + germination
+
+
+def parse_birth_seeds(
+    specs: Sequence[str], blueprints: Mapping[str, Blueprint], slot_ids: Sequence[str]
+) -> tuple[BirthSeed, ...]:
+    """``blueprint@slot`` strings -> seeds, refusing unknown names and repeated slots."""
+    problems: list[str] = []
+    seeds: list[BirthSeed] = []
+    for spec in specs:
+        name, sep, rest = str(spec).partition("@")
+        slot_id, _, style = rest.partition(":")
+        name, slot_id, style = name.strip(), slot_id.strip(), style.strip() or DEFAULT_STYLE
+        keys = [k for k in blueprints if k == name or k.split("/", 1)[-1] == name]
+        if not sep or not name or not slot_id:
+            problems.append(f"seed {spec!r}: expected blueprint@slot, e.g. conv_heavy@r0c0")
+        elif style not in STYLES:
+            problems.append(
+                f"seed {spec!r}: unknown style {style!r}; expected one of {', '.join(STYLES)}"
+            )
+        elif not keys:
+            available = ", ".join(sorted(k.split("/", 1)[-1] for k in blueprints)) or "none"
+            problems.append(f"seed {spec!r}: unknown blueprint {name!r}; available: {available}")
+        elif slot_id not in slot_ids:
+            problems.append(
+                f"seed {spec!r}: unknown slot {slot_id!r}; this host has {', '.join(slot_ids)}"
+            )
+        elif any(s.slot_id == slot_id for s in seeds):
+            problems.append(f"seed {spec!r}: slot {slot_id} already holds a seed")
+        else:
+            seeds.append(BirthSeed(keys[0], slot_id, style))
+    if problems:
+        raise ConfigError(problems)
+    return tuple(seeds)
+
+
+def install(env: MorphogeneticEnv, seeds: Sequence[BirthSeed], events: StepEvents) -> None:
+    """Install ``seeds`` as fossils into ``env``'s untrained model, with their events."""
+    for seed in seeds:
+        slot = env.model.slot(seed.slot_id)
+        before = slot.stage
+        env.stats.n_germinated += 1
+        slot.install_at_birth(
+            f"{slot.slot_id}-s{env.stats.n_germinated}",
+            env.blueprints[seed.blueprint],
+            epochs_done=env.epoch,
+            style=seed.style,
+            init_seed=init_seed(env.seed, env.stats.n_germinated),
+        )
+        env.stats.n_fossilized += 1
+        events.germinated(slot)
+        events.stage_changed(slot, before)
+        events.fossilized(slot)
+    env.trainer.sync_optimizers()

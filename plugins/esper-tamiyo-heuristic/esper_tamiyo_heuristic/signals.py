@@ -1,0 +1,86 @@
+"""The numbers the heuristic decides on: a capacity limit, a seed's measured gain and
+its price. Plain functions of loss histories, so each rule is testable on its own."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from attrs import frozen
+
+
+def capacity_limited(
+    train_losses: Sequence[float],
+    chance_loss: float,
+    *,
+    loss_ratio: float,
+    window: int,
+    max_drop: float,
+) -> bool:
+    """The host underfits and barely learns: its training loss is still at least
+    ``loss_ratio`` x the chance-level loss, and over the last ``window`` epochs it fell
+    by less than ``max_drop`` (a fraction of itself) per epoch.
+
+    A host that fits its training data (loss far below chance) never qualifies, however
+    flat its curve: a plateau near 100% training accuracy is not a capacity limit.
+    """
+    if len(train_losses) < window + 1 or chance_loss <= 0:
+        return False
+    now, then = train_losses[-1], train_losses[-1 - window]
+    if not (math.isfinite(now) and math.isfinite(then)) or then <= 0:
+        return False
+    drop_per_epoch = (then - now) / then / window
+    return now >= loss_ratio * chance_loss and drop_per_epoch < max_drop
+
+
+def slope(values: Sequence[float]) -> float:
+    """Least-squares slope per step of ``values`` (0 for fewer than two)."""
+    n = len(values)
+    if n < 2:
+        return 0.0
+    mean_x, mean_y = (n - 1) / 2, sum(values) / n
+    num = sum((i - mean_x) * (v - mean_y) for i, v in enumerate(values))
+    den = sum((i - mean_x) ** 2 for i in range(n))
+    return num / den
+
+
+@frozen
+class Baseline:
+    """Validation loss just before a seed touched the output, and the host's own trend."""
+
+    epoch: int  # the last epoch trained without the seed in the output
+    level: float  # mean validation loss of the last ``window`` such epochs
+    trend: float  # validation loss change per epoch then (never positive)
+
+
+def baseline_of(pre_seed_losses: Sequence[float], epoch: int, window: int) -> Baseline | None:
+    """The baseline from the validation losses of the epochs before the seed blended
+    (oldest first, the last one at ``epoch``); None when there are none."""
+    losses = [v for v in pre_seed_losses if math.isfinite(v)]
+    if not losses:
+        return None
+    level = sum(losses[-window:]) / len(losses[-window:])
+    return Baseline(epoch=epoch, level=level, trend=min(0.0, slope(losses)))
+
+
+def relative_gain(base: Baseline, losses: Sequence[float], epoch: int, window: int) -> float:
+    """How much lower the validation loss is now than the host alone was heading for,
+    as a fraction of the baseline level: the seed's measured gain, not its reliance.
+
+    The host's trend before the seed is extrapolated to ``epoch`` (the last entry of
+    ``losses``), so progress the host would have made anyway is not credited to the seed.
+    """
+    recent = [v for v in losses[-window:] if math.isfinite(v)]
+    if not recent or base.level <= 0:
+        return -math.inf
+    expected = max(0.0, base.level + base.trend * (epoch - base.epoch))
+    return (expected - sum(recent) / len(recent)) / base.level
+
+
+def required_gain(
+    min_gain: float, per_doubling: float, params_before: int, params_after: int
+) -> float:
+    """The gain a seed must show to pay for itself: ``min_gain`` plus ``per_doubling``
+    for every doubling of the model's parameters it causes."""
+    growth = max(params_after, 1) / max(params_before, 1)
+    return min_gain + per_doubling * math.log2(max(growth, 1.0))

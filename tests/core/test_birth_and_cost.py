@@ -1,0 +1,204 @@
+"""Seeds installed at birth (the static baseline) and the cost axes of a run (issue 16)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from esper_core.env import cost
+from esper_core.env.birth import init_seed, parse_birth_seeds
+from esper_core.errors import ConfigError
+from esper_core.lifecycle.actions import WAIT
+from esper_core.lifecycle.rules import LifecycleError
+from esper_core.lifecycle.stages import Stage
+from esper_core.run.telemetry import EpisodeFinished, SeedFossilized, SeedGerminated
+from tests.fakes import RES_RANDOM, drive_to, make_env
+
+
+def born(*specs: str, seed: int = 0, overrides: tuple[str, ...] = ()):  # type: ignore[no-untyped-def]
+    env = make_env(*overrides, seed=seed)
+    env.install_at_birth(list(specs))
+    env.reset(seed)
+    return env
+
+
+def fossil_by_hand(env, slot_id: str, germination: int) -> None:  # type: ignore[no-untyped-def]
+    """Make ``slot_id`` hold a fossil from the start by hand: germinate with the env's
+    init for that germination, then set the stage, bypassing every gate."""
+    slot = env.model.slot(slot_id)
+    slot.germinate(
+        f"{slot_id}-s{germination}", RES_RANDOM, init_seed=init_seed(env.seed, germination)
+    )
+    slot.state.stage = Stage.FOSSILIZED
+    slot.state.alpha_schedule.tick()
+    slot._sync_alpha()
+    env.stats.n_germinated = germination
+    env.trainer.sync_optimizers()
+
+
+def trajectory(env, epochs: int = 3) -> list[tuple[float, ...]]:  # type: ignore[no-untyped-def]
+    out = []
+    for _ in range(epochs):
+        m = env.step(WAIT).metrics
+        out.append((m.train_loss, m.train_acc, m.val_loss, m.val_acc))
+    return out
+
+
+# ---------------------------------------------------------------- install at birth
+
+
+def test_installed_seeds_start_as_fossils_in_the_first_observation() -> None:
+    env = born("res_random@r0c0", "res_random@r0c1")
+    reports = {r.slot_id: r for r in env.observation.slots}
+    assert reports["r0c0"].stage == reports["r0c1"].stage == Stage.FOSSILIZED
+    assert [r.seed_id for r in reports.values()] == ["r0c0-s1", "r0c1-s2"]
+    channels = [env.model.slot(s).spec.channels for s in ("r0c0", "r0c1")]
+    assert env.observation.seed_params == sum(RES_RANDOM.param_estimate(c) for c in channels)
+    assert env.stats.n_germinated == env.stats.n_fossilized == 2
+
+
+def test_seeds_installed_at_birth_train_exactly_like_seeds_fossilized_at_birth() -> None:
+    installed = born("res_random@r0c0", seed=3)
+    by_hand = make_env(seed=3)
+    fossil_by_hand(by_hand, "r0c0", 1)
+    assert trajectory(installed) == trajectory(by_hand)
+    for (name, a), b in zip(
+        installed.model.named_parameters(), by_hand.model.parameters(), strict=True
+    ):
+        assert torch.equal(a, b), name
+
+
+def test_an_installed_seed_gets_the_init_of_the_same_germination_in_a_grown_run() -> None:
+    installed = born("res_random@r0c0", seed=5)
+    grown = make_env(seed=5)
+    grown.apply_action(grown.space.germinate("r0c0", "res_random"))  # germination 1, untrained
+    for a, b in zip(
+        installed.model.slot("r0c0").seed_parameters(),
+        grown.model.slot("r0c0").seed_parameters(),
+        strict=True,
+    ):
+        assert torch.equal(a, b)
+
+
+def test_installed_seeds_leave_the_host_init_and_data_order_of_the_seed_alone() -> None:
+    installed, plain = born("res_random@r0c1", seed=2), make_env(seed=2)
+    for (name, a), b in zip(
+        installed.model.host.named_parameters(), plain.model.host.parameters(), strict=True
+    ):
+        assert torch.equal(a, b), name
+    assert torch.equal(installed.generator.get_state(), plain.generator.get_state())
+
+
+def test_birth_events_arrive_with_the_first_step_and_every_episode_reinstalls() -> None:
+    env = born("res_random@r0c0", overrides=("env.max_epochs=2",))
+    first = env.step(WAIT).events
+    germinated = [e for e in first if isinstance(e, SeedGerminated)]
+    fossilized = [e for e in first if isinstance(e, SeedFossilized)]
+    assert [(e.epoch, e.slot_id) for e in germinated] == [(0, "r0c0")]
+    assert [(e.epoch, e.seed_id, e.gain) for e in fossilized] == [(0, "r0c0-s1", None)]
+    last = env.step(WAIT).events
+    assert not any(isinstance(e, SeedGerminated) for e in last)
+    (finished,) = [e for e in last if isinstance(e, EpisodeFinished)]
+    assert (finished.seeds_germinated, finished.seeds_fossilized) == (1, 1)
+    env.reset(7)
+    assert env.model.slot("r0c0").stage == Stage.FOSSILIZED
+
+
+def test_a_birth_seed_keeps_its_blend_style() -> None:
+    env = born("res_random@r0c0:gated")
+    slot = env.model.slot("r0c0")
+    assert slot.state.style == "gated" and slot.gate is not None
+    assert (
+        parse_birth_seeds(
+            ["cnn/res@r0c1:gated", "res_random@r0c0"], env.blueprints, env.model.slot_ids
+        )[0].spec
+        == "res@r0c1:gated"
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("res_random", "expected blueprint@slot"),
+        ("res@r0c0:wobbly", "unknown style 'wobbly'"),
+        ("nope@r0c0", "unknown blueprint 'nope'"),
+        ("res@r9c9", "unknown slot 'r9c9'"),
+    ],
+)
+def test_bad_birth_seeds_are_config_errors(spec: str, message: str) -> None:
+    env = make_env()
+    with pytest.raises(ConfigError, match=message):
+        env.install_at_birth([spec])
+
+
+def test_one_seed_per_slot_at_birth() -> None:
+    env = make_env()
+    with pytest.raises(ConfigError, match="r0c0 already holds a seed"):
+        parse_birth_seeds(["res@r0c0", "cnn/res_random@r0c0"], env.blueprints, env.model.slot_ids)
+
+
+def test_install_at_birth_is_refused_once_the_host_has_trained() -> None:
+    env = make_env()
+    env.step(WAIT)
+    with pytest.raises(LifecycleError, match="untrained host"):
+        env.model.slot("r0c0").install_at_birth("x", RES_RANDOM, epochs_done=env.epoch)
+
+
+# ---------------------------------------------------------------- cost axes
+
+
+def counted_flops(model, task, batch: int) -> int:  # type: ignore[no-untyped-def]
+    """FlopCounterMode's count of one training step's forward and backward on ``batch`` samples."""
+    x = torch.randn(batch, 1, 4, 4)
+    y = torch.randint(0, 4, (batch,))
+    with FlopCounterMode(display=False) as counter:
+        task.loss(model(x), y).backward()
+    model.zero_grad(set_to_none=True)
+    return int(counter.get_total_flops())
+
+
+def test_train_flops_are_flop_counter_mode_times_samples() -> None:
+    env = make_env()
+    env.step(WAIT)
+    samples = env.last_train.samples
+    per_batch = counted_flops(env.model, env.task, env.batch_size)
+    assert samples % env.batch_size == 0
+    assert per_batch > 0
+    assert env.stats.train_flops == per_batch * (samples // env.batch_size)
+
+
+def test_train_flops_follow_every_architecture_change() -> None:
+    env = make_env("env.max_epochs=12")
+    before = env.stats.train_flops
+    results = drive_to(env, "r0c0", "FOSSILIZED", blueprint="res_random")
+    assert results
+    fossil_flops = counted_flops(env.model, env.task, env.batch_size)
+    host_only = make_env()
+    host_flops = counted_flops(host_only.model, host_only.task, env.batch_size)
+    assert fossil_flops > host_flops
+    done = env.stats.train_flops
+    env.step(WAIT)
+    batches = env.last_train.samples // env.batch_size
+    assert env.stats.train_flops - done == fossil_flops * batches
+    assert done > before + host_flops * batches  # a seed was trained in earlier epochs too
+
+
+def test_counting_flops_leaves_training_untouched(monkeypatch: pytest.MonkeyPatch) -> None:
+    counted = born("res_random@r0c0", seed=1)
+    counted_run = trajectory(counted)
+    assert counted.stats.train_flops > 0
+    monkeypatch.setattr(cost, "count_train_flops", lambda *args: 0)
+    uncounted = born("res_random@r0c0", seed=1)
+    assert trajectory(uncounted) == counted_run
+    assert uncounted.stats.train_flops == 0
+
+
+def test_params_forward_and_held_count_blended_and_incubating_seeds() -> None:
+    env = make_env("lifecycle.isolation_non_identity=full", "env.max_epochs=12")
+    host = env.model.host_param_count()
+    drive_to(env, "r0c0", "TRAINING", blueprint="res_random")
+    seed = RES_RANDOM.param_estimate(4)
+    assert (cost.params_forward(env.model), cost.params_held(env.model)) == (host, host + seed)
+    drive_to(env, "r0c0", "BLENDING", blueprint="res_random")
+    assert cost.params_forward(env.model) == cost.params_held(env.model) == host + seed
