@@ -55,6 +55,30 @@ class RunFinished(Event):
 
 
 @frozen
+class EnvEvent(Event):
+    """An event of one env at one epoch of one episode. attrs puts inherited fields
+    first, so every subclass writes ``time, env, episode, epoch`` before its own."""
+
+    env: int
+    episode: int
+    epoch: int
+
+
+@frozen(slots=False)
+class EpochScores:
+    """The losses and accuracies of one epoch, shared by :class:`EpochCompleted` and the
+    env's ``EpochMetrics``. Not slotted: a mixin beside a slotted event base must not
+    lay out slots of its own."""
+
+    train_loss: float
+    train_acc: float
+    val_loss: float
+    val_acc: float
+    test_loss: float | None
+    test_acc: float | None
+
+
+@frozen
 class SlotSummary:
     """The per-slot part of :class:`EpochCompleted`."""
 
@@ -68,17 +92,12 @@ class SlotSummary:
 
 
 @frozen
-class EpochCompleted(Event):
+class EpochCompleted(EpochScores, EnvEvent):
+    """Written flat: ``time, env, episode, epoch``, the :class:`EpochScores`, then these.
+    (``EpochScores`` comes first among the bases so that it comes after ``EnvEvent`` in
+    the field order.)"""
+
     kind: ClassVar[str] = "epoch_completed"
-    env: int
-    episode: int
-    epoch: int
-    train_loss: float
-    train_acc: float
-    val_loss: float
-    val_acc: float
-    test_loss: float | None
-    test_acc: float | None
     action: str
     action_refused: str | None
     reward: float
@@ -91,11 +110,8 @@ class EpochCompleted(Event):
 
 
 @frozen
-class SeedGerminated(Event):
+class SeedGerminated(EnvEvent):
     kind: ClassVar[str] = "seed_germinated"
-    env: int
-    episode: int
-    epoch: int
     slot_id: str
     seed_id: str
     blueprint: str
@@ -105,11 +121,8 @@ class SeedGerminated(Event):
 
 
 @frozen
-class StageChanged(Event):
+class StageChanged(EnvEvent):
     kind: ClassVar[str] = "stage_changed"
-    env: int
-    episode: int
-    epoch: int
     slot_id: str
     seed_id: str | None
     from_stage: str
@@ -117,11 +130,8 @@ class StageChanged(Event):
 
 
 @frozen
-class GateEvaluated(Event):
+class GateEvaluated(EnvEvent):
     kind: ClassVar[str] = "gate_evaluated"
-    env: int
-    episode: int
-    epoch: int
     slot_id: str
     seed_id: str | None
     gate: str
@@ -130,11 +140,8 @@ class GateEvaluated(Event):
 
 
 @frozen
-class SeedFossilized(Event):
+class SeedFossilized(EnvEvent):
     kind: ClassVar[str] = "seed_fossilized"
-    env: int
-    episode: int
-    epoch: int
     slot_id: str
     seed_id: str
     blueprint: str
@@ -144,11 +151,8 @@ class SeedFossilized(Event):
 
 
 @frozen
-class SeedPruned(Event):
+class SeedPruned(EnvEvent):
     kind: ClassVar[str] = "seed_pruned"
-    env: int
-    episode: int
-    epoch: int
     slot_id: str
     seed_id: str
     blueprint: str
@@ -160,11 +164,8 @@ class SeedPruned(Event):
 
 
 @frozen
-class GovernorRollback(Event):
+class GovernorRollback(EnvEvent):
     kind: ClassVar[str] = "governor_rollback"
-    env: int
-    episode: int
-    epoch: int
     reason: str
     val_loss: float
     penalty: float
