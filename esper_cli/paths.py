@@ -1,9 +1,13 @@
-"""Output directories named on the command line, checked before any work starts."""
+"""Paths named on the command line: output directories checked before any work starts,
+and the path parameter type of every command."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
+
+import click
 
 from esper_core.errors import RunDirError
 
@@ -22,3 +26,13 @@ def output_dir(path: Path, flag: str) -> Path:
             raise RunDirError(f"{flag} {path}: {parent} is not writable")
         break
     return path
+
+
+class PathParam(click.Path):
+    """``click.Path`` that refuses a NUL byte as a usage error: click's own check lets
+    ``os.stat``'s ``ValueError`` escape as a traceback."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and "\x00" in value:
+            self.fail("a path cannot contain a NUL byte", param, ctx)
+        return super().convert(value, param, ctx)
