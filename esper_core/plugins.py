@@ -33,7 +33,7 @@ T = TypeVar("T")
 
 ENTRY_POINT_GROUP = "esper"
 DISABLE_AUTOLOAD_ENV = "ESPER_DISABLE_PLUGIN_AUTOLOAD"
-KINDS = ("tasks", "blueprints", "rewards", "policies", "telemetry", "executors")
+KINDS = ("tasks", "blueprints", "rewards", "policies", "telemetry", "executors", "runners")
 _HOOK_OF_KIND = {kind: f"esper_register_{kind}" for kind in KINDS}
 
 
@@ -134,9 +134,11 @@ class PluginManager:
         self.pm.add_hookspecs(hookspecs)
         self.infos: dict[str, PluginInfo] = {}
         self.registries: dict[str, Registry[Any]] = {kind: Registry(kind) for kind in KINDS}
+        from esper_core.compare import local_runner
         from esper_core.run import executor
 
         self._register_module(executor, "executors.serial", "esper", _own_version())
+        self._register_module(local_runner, "runners.local", "esper", _own_version())
         self._entry_points = {
             ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
         }

@@ -105,6 +105,10 @@ class ExperimentFile:
         None, doc="Policy label for the probability of improvement."
     )
     jobs: int | None = options_field(None, in_range(1, integer=True), "Cells run in parallel.")
+    runner: str = options_field(
+        "local", doc="Where the cells run: a runners.* component (local, ray, ...)."
+    )
+    runner_options: dict[str, Any] = options_field({}, doc="Options of the runner component.")
     out: str | None = options_field(None, doc="Experiment directory.")
     confidence: float = options_field(
         0.95, in_range(0, 1, lo_open=True, hi_open=True), "Confidence level."

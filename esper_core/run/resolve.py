@@ -166,12 +166,20 @@ def resolve(config: RunConfig, pm: PluginManager) -> Resolved:
         },
     )
     task_topology = getattr(task.cls, "topology", None)
-    # Each module a blueprint builds is checked before a slot uses it, naming its plugin.
+    # The blueprint set is pinned by env.blueprints; each module a blueprint builds is
+    # checked before a slot uses it, naming its plugin.
     registry = pm.registry("blueprints")
     blueprints = [
         checked_blueprint(bp, registry.plugin_of(bp.key))
-        for bp in (pm.blueprints_for(task_topology) if task_topology else [])
+        for bp in pinned_blueprints(
+            pm.blueprints_for(task_topology) if task_topology else [],
+            config.env.blueprints,
+            task_topology,
+        )
     ]
+    filled = attrs.evolve(
+        filled, env=attrs.evolve(filled.env, blueprints=sorted(bp.key for bp in blueprints))
+    )
     return Resolved(
         config=filled,
         task=task,
@@ -182,3 +190,32 @@ def resolve(config: RunConfig, pm: PluginManager) -> Resolved:
         telemetry=[c for c in telemetry if c],
         blueprints=blueprints,
     )
+
+
+def pinned_blueprints(
+    installed: list[Any], pinned: list[str] | None, topology: str | None
+) -> list[Any]:
+    """The blueprints of the action space: those ``env.blueprints`` names (a key such as
+    ``cnn/conv_light`` or, within the task's topology, a name such as ``conv_light``), or
+    every installed one when it is unset."""
+    if pinned is None:
+        return installed
+    by_key = {bp.key: bp for bp in installed}
+    by_name = {bp.name: bp for bp in installed}
+    chosen: dict[str, Any] = {}
+    unknown = []
+    for name in pinned:
+        bp = by_key.get(name) or by_name.get(name)
+        if bp is None:
+            unknown.append(name)
+        else:
+            chosen[bp.key] = bp
+    if unknown:
+        available = ", ".join(sorted(by_key)) or "none"
+        raise ConfigError(
+            [
+                f"env.blueprints: {', '.join(map(repr, unknown))} not installed for "
+                f"{topology or 'this task'} hosts; available: {available}"
+            ]
+        )
+    return [chosen[key] for key in sorted(chosen)]

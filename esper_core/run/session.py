@@ -214,22 +214,19 @@ def open_session(
     executor = resolved.make_executor()
     ranks = executor if isinstance(executor, MultiProcessExecutor) else None
     writer = ranks is None or bool(ranks.is_writer)
-    lock = None
-    if writer:
-        lock = prepare_run_dir(path, config, resume)
-    elif resume and not (path / CHECKPOINT).is_file():
-        raise RunDirError(
-            f"cannot resume {path}: it has no {CHECKPOINT} (every rank must see the run directory)"
-        )
+    if resume and not (path / CHECKPOINT).is_file():
+        where = "" if writer else " (every rank must see the run directory)"
+        raise RunDirError(f"cannot resume {path}: it has no {CHECKPOINT}{where}")
+    # The envs are built before the run directory is: a setting only the env can check
+    # (an unknown slot id) fails without leaving a stub directory behind.
+    task = resolved.make_task(quiet)
+    devices = executor.env_devices(config.run.n_envs)
+    envs = [
+        MorphogeneticEnv(task, resolved.make_reward(), resolved.blueprints, config, i, devices[i])
+        for i in range(config.run.n_envs)
+    ]
+    lock = prepare_run_dir(path, config, resume) if writer else None
     try:
-        task = resolved.make_task(quiet)
-        devices = executor.env_devices(config.run.n_envs)
-        envs = [
-            MorphogeneticEnv(
-                task, resolved.make_reward(), resolved.blueprints, config, i, devices[i]
-            )
-            for i in range(config.run.n_envs)
-        ]
         training = mode == "train"
         total_updates = config.train.updates if training else 0
         policy = resolved.make_policy(envs, total_updates)

@@ -192,6 +192,9 @@ class EpisodeFinished(Event):
     refused_actions: int
     seed: int
     update: int | None = None
+    # Parameters of seeds alive at the end that never reached the output (GERMINATED,
+    # TRAINING): not in params_added, which counts blended and fossilized seeds only.
+    params_unblended: int = 0
 
 
 @frozen
