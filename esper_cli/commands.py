@@ -14,7 +14,7 @@ import click
 from esper_cli.compare import compare
 from esper_cli.context import dumps, note_run, plugin_manager
 from esper_cli.options import F, build_config, config_options
-from esper_cli.paths import PathParam, output_dir
+from esper_cli.paths import PathArg, output_dir
 
 
 def _run_or_train(
@@ -113,12 +113,12 @@ def run_options(mode: str) -> Callable[[F], F]:
         decorators = [
             click.option(
                 "--out",
-                type=PathParam(file_okay=False),
+                type=PathArg(file_okay=False),
                 help=f"Run directory (default: runs/<task>-<policy>-{mode}-<time>).",
             ),
             click.option(
                 "--resume",
-                type=PathParam(file_okay=False, exists=True),
+                type=PathArg(file_okay=False, exists=True),
                 help="Continue the run in this directory.",
             ),
             click.option(

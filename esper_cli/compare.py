@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from esper_cli.context import dumps, plugin_manager
-from esper_cli.paths import PathParam, output_dir
+from esper_cli.paths import PathArg, output_dir
 
 
 def _experiment_data(
@@ -68,7 +68,7 @@ def print_tables(results: Any, console: Any) -> None:
 
 
 @click.command()
-@click.argument("experiment", required=False, type=PathParam(dir_okay=False))
+@click.argument("experiment", required=False, type=PathArg(dir_okay=False))
 @click.option(
     "--policy",
     "policies",
@@ -90,14 +90,14 @@ def print_tables(results: Any, console: Any) -> None:
 @click.option("--baseline", help="Policy label for P(policy > baseline), e.g. wait.")
 @click.option(
     "--out",
-    type=PathParam(file_okay=False),
+    type=PathArg(file_okay=False),
     help="Experiment directory (default runs/compare-<file stem> or runs/compare-<tasks>-<policies>); "
     "running again continues it.",
 )
 @click.option(
     "--config",
     "config_path",
-    type=PathParam(dir_okay=False),
+    type=PathArg(dir_okay=False),
     help="Shared TOML or JSON run config.",
 )
 @click.option(

@@ -1,5 +1,4 @@
-"""Paths named on the command line: output directories checked before any work starts,
-and the path parameter type of every command."""
+"""Output directories named on the command line, checked before any work starts."""
 
 from __future__ import annotations
 
@@ -28,11 +27,11 @@ def output_dir(path: Path, flag: str) -> Path:
     return path
 
 
-class PathParam(click.Path):
-    """``click.Path`` that refuses a NUL byte as a usage error: click's own check lets
-    ``os.stat``'s ``ValueError`` escape as a traceback."""
+class PathArg(click.Path):
+    """``click.Path`` that refuses a NUL byte as a usage error: the operating system cannot
+    take one, and ``os.stat`` would raise ValueError instead of naming the option."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, str) and "\x00" in value:
-            self.fail("a path cannot contain a NUL byte", param, ctx)
+        if isinstance(value, str) and "\0" in value:
+            self.fail(f"{value!r} contains a NUL byte", param, ctx)
         return super().convert(value, param, ctx)

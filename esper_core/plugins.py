@@ -118,6 +118,13 @@ def _component_key(kind: str, component: Any, plugin: str) -> str:
     return str(component.name)
 
 
+# The components that ship with the core: plugin name -> module.
+BUILTIN_PLUGINS = {
+    "executors.serial": "esper_core.run.executor",
+    "runners.local": "esper_core.compare.local_runner",
+}
+
+
 class PluginManager:
     """Loads plugins and holds one registry per component kind.
 
@@ -134,11 +141,10 @@ class PluginManager:
         self.pm.add_hookspecs(hookspecs)
         self.infos: dict[str, PluginInfo] = {}
         self.registries: dict[str, Registry[Any]] = {kind: Registry(kind) for kind in KINDS}
-        from esper_core.compare import local_runner
-        from esper_core.run import executor
-
-        self._register_module(executor, "executors.serial", "esper", _own_version())
-        self._register_module(local_runner, "runners.local", "esper", _own_version())
+        # The core's own components are plugins too, loaded by name like entry points so
+        # that the plugin manager does not depend on the packages that use it.
+        for name, module in BUILTIN_PLUGINS.items():
+            self._register_module(importlib.import_module(module), name, "esper", _own_version())
         self._entry_points = {
             ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
         }

@@ -23,22 +23,10 @@ from esper_core.converter import structure, unstructure
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.blueprint_check import checked_blueprint
 from esper_core.plugins import PluginManager
+from esper_core.run.policy_ref import PolicyRef
 
 if TYPE_CHECKING:
     from esper_core.env.env import MorphogeneticEnv
-
-
-@frozen
-class PolicyRef:
-    """``--policy NAME[:ARGUMENT]``, e.g. ``ppo:runs/x/checkpoint.pt``."""
-
-    name: str
-    argument: str | None = None
-
-    @classmethod
-    def parse(cls, text: str) -> PolicyRef:
-        name, sep, arg = text.partition(":")
-        return cls(name.strip(), arg.strip() if sep else None)
 
 
 @frozen

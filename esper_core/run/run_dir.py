@@ -15,7 +15,7 @@ from esper_core.errors import EsperError, RunDirError
 from esper_core.run.checkpoint import disk_full_error, is_disk_full, write_text
 from esper_core.run.lock import RunDirLock
 from esper_core.run.paths import inside_run_dir
-from esper_core.run.resolve import PolicyRef
+from esper_core.run.policy_ref import PolicyRef
 
 CHECKPOINT = "checkpoint.pt"
 SUMMARY = "summary.json"

@@ -48,7 +48,7 @@ WRITTEN_KEYS = {
         *("schema", "kind", "time", "env", "episode", "epochs", "final_val_acc"),
         *("final_test_acc", "final_test_loss", "total_reward", "reward_components"),
         *("host_params", "params_added", "seeds_germinated", "seeds_fossilized"),
-        *("seeds_pruned", "rollbacks", "refused_actions", "seed", "update"),
+        *("seeds_pruned", "rollbacks", "refused_actions", "seed", "update", "params_unblended"),
     ],
     "policy_update": ["schema", "kind", "time", "update", "diagnostics"],
 }

@@ -125,4 +125,4 @@ def test_a_device_this_machine_lacks_is_one_line(
 def test_a_nul_byte_in_a_path_is_a_usage_error(invoke: Invoke, flag: str) -> None:
     """click's path check let os.stat's ValueError out as a traceback (found by the fuzzer)."""
     line = failed_in_one_line(invoke("run", flag, "a\x00b"))
-    assert f"Invalid value for '{flag}': a path cannot contain a NUL byte" in line
+    assert f"Invalid value for '{flag}'" in line and "contains a NUL byte" in line
