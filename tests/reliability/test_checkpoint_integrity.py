@@ -123,3 +123,31 @@ def test_a_disk_that_fills_during_a_large_checkpoint_is_a_one_line_error(tmp_pat
     assert "unexpected pos" not in proc.stderr and "RuntimeError" not in proc.stderr
     assert target.read_bytes() == before, "the previous checkpoint changed"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.pt"], "temporary files left"
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_no_single_bit_flip_loads_changed_content(tmp_path: Path) -> None:
+    """Flip one random bit, 300 times: each load either fails with a CheckpointError or
+    returns exactly what was saved (flips in bytes torch never reads)."""
+    import random
+
+    from esper_core.run.content_digest import content_digest
+
+    payload = {"w": torch.randn(32, 32), "meta": {"epoch": 5, "xs": [1.0, 2.0]}}
+    path = tmp_path / "checkpoint.pt"
+    save_checkpoint(path, payload)
+    raw, expected = path.read_bytes(), content_digest(payload)
+    rng = random.Random(0)
+    refused = 0
+    for _ in range(300):
+        damaged = bytearray(raw)
+        at = rng.randrange(len(damaged))
+        damaged[at] ^= 1 << rng.randrange(8)
+        path.write_bytes(bytes(damaged))
+        try:
+            data = load_checkpoint(path)
+        except CheckpointError:
+            refused += 1
+            continue
+        assert content_digest({k: v for k, v in data.items() if k != "format"}) == expected, at
+    assert refused > 200

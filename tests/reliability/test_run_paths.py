@@ -119,3 +119,10 @@ def test_a_device_this_machine_lacks_is_one_line(
     line = run_cli(invoke, "--device", device, "--out", str(tmp_path / "run"))
     assert f"run.device: '{device}'" in line
     assert not (tmp_path / "run").exists(), "the run directory was created anyway"
+
+
+@pytest.mark.parametrize("flag", ["--config", "--out", "--resume"])
+def test_a_nul_byte_in_a_path_is_a_usage_error(invoke: Invoke, flag: str) -> None:
+    """click's path check let os.stat's ValueError out as a traceback (found by the fuzzer)."""
+    line = failed_in_one_line(invoke("run", flag, "a\x00b"))
+    assert f"Invalid value for '{flag}'" in line and "contains a NUL byte" in line
