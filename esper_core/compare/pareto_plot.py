@@ -3,7 +3,8 @@
 One row per task, two panels: parameters in the forward pass at the end, and training
 FLOPs (both log scale). Each policy is a point at (mean cost, IQM accuracy) with the
 bootstrap interval of the accuracy as error bar; a policy another one dominates on that
-axis (:mod:`esper_core.compare.pareto`) is drawn hollow and marked "dominated".
+axis (:mod:`esper_core.compare.pareto`) is drawn hollow and marked "dominated". Equal
+points are drawn as concentric rings, the first policy the largest.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ def plot_pareto(results: ComparisonResults, path: Path) -> None:
 
     matplotlib.use("Agg", force=False)
     from matplotlib.figure import Figure
+    from matplotlib.ticker import NullFormatter
 
     policies = list(results.policies)
     tasks = list(results.tasks)
@@ -47,11 +49,13 @@ def plot_pareto(results: ComparisonResults, path: Path) -> None:
                     fmt="o",
                     color=color,
                     markerfacecolor="white" if hollow else color,
-                    markersize=7,
+                    # Earlier policies drawn larger: equal points show as concentric rings.
+                    markersize=6 + 3 * (len(policies) - 1 - policies.index(policy)),
                     capsize=3,
                     label=policy + (" (dominated)" if hollow else ""),
                 )
             ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels collide
             ax.set_xlabel(METRIC[axis].title, fontsize=9)
             ax.set_ylabel(f"{acc.title} ({acc.unit})", fontsize=9)
             ax.set_title(task, fontsize=10)
