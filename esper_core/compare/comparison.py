@@ -15,6 +15,7 @@ directory:
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,21 +23,16 @@ from typing import Any
 from attrs import frozen
 
 from esper_core.compare.cell_dirs import CellState, cell_state
-from esper_core.compare.cells import (
-    CellJob,
-    CellOutcome,
-    CellsInterrupted,
-    run_cells,
-    threads_per_job,
-)
+from esper_core.compare.cells import CellJob, CellOutcome, CellsInterrupted, threads_per_job
 from esper_core.compare.experiment import Cell, Experiment
 from esper_core.compare.interval_plot import plot_intervals
 from esper_core.compare.pareto_plot import plot_pareto
-from esper_core.compare.plan import check_existing_cells, validate
+from esper_core.compare.plan import stale_cells, validate
 from esper_core.compare.results import ComparisonResults, aggregate
 from esper_core.compare.static_final import growing, static_cells
 from esper_core.compare.tables import to_markdown
-from esper_core.converter import unstructure
+from esper_core.components.runner import RunnerContext
+from esper_core.converter import structure, unstructure
 from esper_core.plugins import PluginManager
 from esper_core.run.checkpoint import write_json, write_text
 
@@ -56,6 +52,7 @@ class Plan:
     resumable: int
     broken: int  # unfinished without a usable checkpoint: removed and run again
     directory: Path
+    stale: int = 0  # made with another config or blueprint set: removed and run again
 
 
 @frozen
@@ -96,13 +93,30 @@ def _record(experiment: Experiment, cells: Sequence[Cell], root: Path) -> dict[s
     }
 
 
+def make_runner(pm: PluginManager, name: str, options: dict[str, Any], jobs: int) -> Any:
+    """The ``runners.NAME`` component with its options checked (before any cell starts)."""
+    cls = pm.get("runners", name)
+    return cls(structure(options, cls.Options, path=f"runners.{name}"), RunnerContext(jobs=jobs))
+
+
 def prepare(
     experiment: Experiment, pm: PluginManager, out: Path, jobs: int = 1
 ) -> tuple[list[Cell], list[CellState], Plan]:
     """Validate the experiment and look at what ``out`` already holds; start nothing."""
+    cells, states, plan, _ = _prepare(experiment, pm, out, jobs)
+    return cells, states, plan
+
+
+def _prepare(
+    experiment: Experiment, pm: PluginManager, out: Path, jobs: int
+) -> tuple[list[Cell], list[CellState], Plan, dict[Path, list[str]]]:
     threads = experiment.base.run.threads or threads_per_job(jobs)
     cells = validate(experiment, pm, out, threads)
-    states = [cell_state(c.directory(out)) for c in cells]
+    stale = stale_cells(cells, out)
+    states = [
+        CellState.MISSING if c.directory(out) in stale else cell_state(c.directory(out))
+        for c in cells
+    ]
     # One static-final cell per cell of a growing policy, planned once that cell finished.
     grown = set(growing(experiment))
     expected = sum(1 for c in cells if c.policy in grown)
@@ -116,8 +130,9 @@ def prepare(
         states.count(CellState.RESUMABLE),
         states.count(CellState.BROKEN),
         out,
+        len(stale),
     )
-    return cells, states, plan
+    return cells, states, plan, stale
 
 
 def _jobs(experiment: Experiment, cells: Sequence[Cell], out: Path) -> list[CellJob]:
@@ -126,6 +141,16 @@ def _jobs(experiment: Experiment, cells: Sequence[Cell], out: Path) -> list[Cell
         for c in cells
         if cell_state(c.directory(out)) is not CellState.COMPLETED
     ]
+
+
+def _forget_stale(stale: dict[Path, list[str]], out: Path, notify: Callable[[str], None]) -> None:
+    """Remove finished cells made with another config, saying why, so they run again."""
+    for directory, differences in stale.items():
+        shown = "; ".join(differences[:3]) + ("; ..." if len(differences) > 3 else "")
+        notify(
+            f"{directory.relative_to(out)}: made with another config ({shown}); running it again"
+        )
+        shutil.rmtree(directory)
 
 
 def compare(
@@ -137,9 +162,14 @@ def compare(
     on_plan: Callable[[Plan], None] | None = None,
     on_outcome: Callable[[CellOutcome], None] | None = None,
     notify: Callable[[str], None] = print,
+    runner: str = "local",
+    runner_options: dict[str, Any] | None = None,
 ) -> CompareReport:
-    """Validate, run the unfinished cells on ``jobs`` processes, aggregate and write results."""
-    cells, _states, plan = prepare(experiment, pm, out, jobs)
+    """Validate, run the unfinished cells with ``runner`` (``jobs`` at a time), aggregate and
+    write results."""
+    cell_runner = make_runner(pm, runner, runner_options or {}, jobs)
+    cells, _states, plan, stale = _prepare(experiment, pm, out, jobs)
+    _forget_stale(stale, out, notify)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / EXPERIMENT_JSON, _record(experiment, cells, out))
     if on_plan is not None:
@@ -147,11 +177,11 @@ def compare(
     report = on_outcome or (lambda _o: None)
     statics: list[Cell] = []
     try:
-        outcomes = run_cells(_jobs(experiment, cells, out), jobs, report, notify)
+        outcomes = cell_runner.run(_jobs(experiment, cells, out), report, notify)
         statics = static_cells(experiment, cells, out, pm)
-        check_existing_cells(statics, out)
+        _forget_stale(stale_cells(statics, out), out, notify)
         write_json(out / EXPERIMENT_JSON, _record(experiment, [*cells, *statics], out))
-        outcomes += run_cells(_jobs(experiment, statics, out), jobs, report, notify)
+        outcomes += cell_runner.run(_jobs(experiment, statics, out), report, notify)
     except CellsInterrupted:
         write_results(aggregate(experiment, [*cells, *statics], out), out)  # finished so far
         raise

@@ -230,7 +230,7 @@ class MorphogeneticEnv:
         self.last_train = train
         epoch_end.record_measurements(self.model, train, ev)
 
-        verdict = self.governor.check(ev.loss, train.finite)
+        verdict = self.governor.check(ev.loss, train.finite, ev.accuracy)
         rolled_back = verdict.panic
         if rolled_back:
             epoch_end.rollback(self, verdict.reason, ev.loss, step.events)
