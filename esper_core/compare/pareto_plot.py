@@ -61,7 +61,8 @@ def plot_pareto(results: ComparisonResults, path: Path) -> None:
             ax.set_title(task, fontsize=10)
             ax.grid(alpha=0.3, which="both")
             ax.tick_params(labelsize=8)
-            ax.legend(fontsize=7, loc="best")
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=7, loc="best")
     fig.suptitle(
         f"IQM accuracy ({results.confidence:.0%} bootstrap CI) and mean cost over "
         f"{len(results.seeds)} seed(s); hollow: dominated on that axis",
