@@ -18,9 +18,10 @@ Once per epoch and env it takes the first rule that yields a legal action:
 4. Advance a seed whose next gate (``Observation.gates``) passes.
 5. Germinate when the host shows a capacity limit (training loss still at least
    ``underfit_loss_ratio`` x chance and falling less than ``flat_max_drop`` per epoch
-   over ``flat_window`` epochs), at least ``min_epoch`` epochs are done, the last prune
-   is ``prune_cooldown`` epochs ago and the seed can finish its lifecycle (blend, reach
-   alpha 1 and be judged) before the episode ends. The blueprint is the next one of
+   over ``flat_window`` epochs), no other seed is live (one seed is judged at a time),
+   at least ``min_epoch`` epochs are done, the last prune is ``prune_cooldown`` epochs
+   ago and the seed can finish its lifecycle (blend, reach alpha 1 and be judged)
+   before the episode ends. The blueprint is the next one of
    ``blueprint_order`` (rotating), skipping any whose seed was pruned in the last
    ``blueprint_penalty_epochs`` epochs.
 6. Otherwise WAIT.
@@ -368,6 +369,8 @@ class HeuristicPolicy:
         o = self.options
         if obs.epoch < o.min_epoch or obs.epochs_since_prune < o.prune_cooldown:
             return None
+        if any(r.stage in LIVE_STAGES for r in obs.slots):
+            return None  # one seed at a time: each gain is measured against the host alone
         if not self.capacity_limited(memory, obs):
             return None
         legal_slots = obs.masks.slot[LifecycleOp.GERMINATE].tolist()
