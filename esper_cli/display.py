@@ -85,4 +85,6 @@ def print_summary(summary: dict[str, Any], run_dir: str, console: Console | None
         f"final test accuracy (mean): [bold]{_fmt(mean)}%[/bold]   parameters added (mean): "
         f"{_fmt(added, 0)} on a host of {summary.get('host_params') or 0:,}"
     )
+    if summary.get("growth"):
+        console.print(f"growth: {summary['growth']}")
     console.print(f"run directory: {run_dir}")

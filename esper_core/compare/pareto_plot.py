@@ -3,7 +3,8 @@
 One row per task, two panels: parameters in the forward pass at the end, and training
 FLOPs (both log scale). Each policy is a point at (mean cost, IQM accuracy) with the
 bootstrap interval of the accuracy as error bar; a policy another one dominates on that
-axis (:mod:`esper_core.compare.pareto`) is drawn hollow and marked "dominated".
+axis (:mod:`esper_core.compare.pareto`) is drawn hollow and marked "dominated". Equal
+points are drawn as concentric rings, the first policy the largest.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ def plot_pareto(results: ComparisonResults, path: Path) -> None:
 
     matplotlib.use("Agg", force=False)
     from matplotlib.figure import Figure
+    from matplotlib.ticker import NullFormatter
 
     policies = list(results.policies)
     tasks = list(results.tasks)
@@ -47,17 +49,20 @@ def plot_pareto(results: ComparisonResults, path: Path) -> None:
                     fmt="o",
                     color=color,
                     markerfacecolor="white" if hollow else color,
-                    markersize=7,
+                    # Earlier policies drawn larger: equal points show as concentric rings.
+                    markersize=6 + 3 * (len(policies) - 1 - policies.index(policy)),
                     capsize=3,
                     label=policy + (" (dominated)" if hollow else ""),
                 )
             ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels collide
             ax.set_xlabel(METRIC[axis].title, fontsize=9)
             ax.set_ylabel(f"{acc.title} ({acc.unit})", fontsize=9)
             ax.set_title(task, fontsize=10)
             ax.grid(alpha=0.3, which="both")
             ax.tick_params(labelsize=8)
-            ax.legend(fontsize=7, loc="best")
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=7, loc="best")
     fig.suptitle(
         f"IQM accuracy ({results.confidence:.0%} bootstrap CI) and mean cost over "
         f"{len(results.seeds)} seed(s); hollow: dominated on that axis",

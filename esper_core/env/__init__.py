@@ -9,5 +9,7 @@ Modules by job, in the order a step uses them:
 * ``epoch_end``: governor rollback, stage ticks, auto-advance and the reward;
 * ``episode``, ``events``, ``observation``, ``step``: what the step counts, emits,
   shows the controller and returns;
+* ``birth``: seeds installed as fossils before the first epoch (a fixed architecture);
+* ``cost``: parameters in the forward pass and held, training FLOPs;
 * ``state``: the env's checkpoint; ``gym``: the Gymnasium adapter.
 """

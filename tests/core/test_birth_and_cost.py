@@ -202,3 +202,71 @@ def test_params_forward_and_held_count_blended_and_incubating_seeds() -> None:
     assert (cost.params_forward(env.model), cost.params_held(env.model)) == (host, host + seed)
     drive_to(env, "r0c0", "BLENDING", blueprint="res_random")
     assert cost.params_forward(env.model) == cost.params_held(env.model) == host + seed
+
+
+# ---------------------------------------------------------------- the summary's growth line
+
+
+def seed_row(fate: str, *, stage: str = "HOLDING", gain: float | None = 3.0, epoch: int = 3, **kw):  # type: ignore[no-untyped-def]
+    return {
+        "seed_id": kw.get("seed_id", "r0c0-s1"),
+        "env": 0,
+        "episode": 0,
+        "slot_id": kw.get("slot_id", "r0c0"),
+        "blueprint": kw.get("blueprint", "cnn/conv_heavy"),
+        "style": kw.get("style", "linear_add"),
+        "params": 100,
+        "germinated_epoch": epoch,
+        "fate": fate,
+        "last_stage": stage,
+        "gain": gain,
+    }
+
+
+def test_final_architecture_is_what_shapes_the_output_at_the_end() -> None:
+    from esper_core.run.summary import final_architecture
+
+    rows = [
+        seed_row("fossilized", epoch=9, seed_id="r0c1-s2", slot_id="r0c1", style="gated"),
+        seed_row("fossilized", epoch=2),
+        seed_row("pruned", epoch=4, seed_id="r0c2-s3", slot_id="r0c2"),
+        seed_row("live", stage="BLENDING", epoch=20, seed_id="r0c2-s4", slot_id="r0c2"),
+        seed_row("live", stage="TRAINING", epoch=25, seed_id="r0c0-s5"),
+    ]
+    assert final_architecture(rows) == [
+        "conv_heavy@r0c0",
+        "conv_heavy@r0c1:gated",
+        "conv_heavy@r0c2",
+    ]
+
+
+def test_the_growth_line_says_what_grew_and_what_it_gained() -> None:
+    from esper_core.run.ledger import SeedRecord
+    from esper_core.run.summary import growth_verdict
+
+    def records(*rows):  # type: ignore[no-untyped-def]
+        keep = ("seed_id", "env", "episode", "slot_id", "blueprint", "style", "params")
+        return [
+            SeedRecord(
+                **{k: r[k] for k in keep},
+                germinated_epoch=r["germinated_epoch"],
+                fate=r["fate"],
+                last_stage=r["last_stage"],
+                gain=r["gain"],
+            )
+            for r in rows
+        ]
+
+    episode = {"seeds_germinated": 0, "host_params": 1000, "params_added": 0}
+    assert growth_verdict([episode], []) == "no growth: no seed was germinated"
+    tried = {**episode, "seeds_germinated": 2}
+    pruned = records(seed_row("pruned"), seed_row("pruned", seed_id="r0c0-s2"))
+    assert growth_verdict([tried], pruned) == "no growth kept: 2 seed(s) tried and pruned"
+    kept = {**episode, "seeds_germinated": 1, "params_added": 500}
+    line = growth_verdict([kept], records(seed_row("fossilized", gain=12.5)))
+    assert line == (
+        "growth kept: 1 seed(s) fossilized, +500 parameters per episode (+50% of the host), "
+        "measured gain +12.50 points"
+    )
+    born = growth_verdict([kept], records(seed_row("fossilized", gain=None, epoch=0)))
+    assert born.endswith("1 installed at birth")

@@ -197,6 +197,22 @@ def test_when_every_blueprint_is_penalised_it_waits(build) -> None:
     assert p.decide(obs).action.op == LifecycleOp.WAIT
 
 
+@pytest.mark.parametrize("stage", [Stage.BLENDING, Stage.HOLDING])
+def test_one_seed_is_judged_at_a_time(build, stage: Stage) -> None:
+    # A live seed elsewhere (not incubating: masks allow germination) blocks a second one.
+    p = policy(build)
+    p.memory[0] = underfit_memory()
+    live = build.report(
+        "r0c1", stage, epochs_in_stage=0, alpha=0.4 if stage == Stage.BLENDING else None
+    )
+    obs = build.obs(build.with_slot(live), passed=False, train_loss=2.25)
+    assert bool(obs.masks.op[LifecycleOp.GERMINATE])
+    assert p.decide(obs).action.op == LifecycleOp.WAIT
+    fossil = build.report("r0c1", Stage.FOSSILIZED, epochs_in_stage=1)
+    obs = build.obs(build.with_slot(fossil), train_loss=2.25, epoch=11)
+    assert p.decide(obs).action.op == LifecycleOp.GERMINATE  # a fossil is judged already
+
+
 def test_germination_respects_the_masks(build) -> None:
     p = policy(build)
     # A seed still TRAINING elsewhere blocks germination (mask), whatever the capacity.

@@ -1,0 +1,136 @@
+"""The heuristic's options: every constant it decides with is one of these fields."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from attrs import define
+
+from esper_core.converter import each, in_range, non_empty, options_field
+
+# CNN: measured on digits with the impaired host (benchmarks/growth_study.py): seeds
+# that add 3x3 spatial mixing help, 1x1 and channel-only ones do not. Transformer: on
+# charlm (impaired, one seed) no blueprint beat wait in 30 epochs; lora cost the least.
+# Keys name the topology, so each host rotates through its own blueprints only.
+DEFAULT_BLUEPRINT_ORDER = [
+    "cnn/conv_heavy",
+    "cnn/conv_light",
+    "cnn/depthwise",
+    "cnn/bottleneck",
+    "cnn/attention",
+    "cnn/norm",
+    "cnn/conv_small",
+    "transformer/lora",
+    "transformer/mlp_small",
+    "transformer/attention",
+    "transformer/mlp",
+    "transformer/lora_large",
+    "transformer/norm",
+]
+
+
+def _non_blank(value: Any) -> str | None:
+    if isinstance(value, str) and value.strip():
+        return None
+    return f"expected a blueprint name such as conv_small or cnn/conv_small, got {value!r}"
+
+
+@define
+class HeuristicOptions:
+    min_epoch: int = options_field(
+        2,
+        in_range(0, integer=True),
+        "Never germinate before this many epochs are done (the capacity signal needs a "
+        "few epochs of training).",
+    )
+    underfit_loss_ratio: float = options_field(
+        0.8,
+        in_range(0),
+        "Capacity limit: the training loss is still at least this fraction of the "
+        "chance-level loss...",
+    )
+    flat_window: int = options_field(
+        2, in_range(1, integer=True), "...and over this many epochs..."
+    )
+    flat_max_drop: float = options_field(
+        0.05,
+        in_range(0),
+        "...it fell by less than this fraction of itself per epoch.",
+    )
+    prune_cooldown: int = options_field(
+        5,
+        in_range(0, integer=True),
+        "Germinate only when the last prune (by this policy or a governor rollback) is at "
+        "least this many epochs ago (Observation.epochs_since_prune).",
+    )
+    blueprint_order: list[str] = options_field(
+        DEFAULT_BLUEPRINT_ORDER,
+        each(_non_blank),
+        "Blueprints to germinate, in rotation: names (conv_small) or keys (cnn/conv_small). "
+        "Names the host's topology lacks are skipped; if none is available, every available "
+        "blueprint is used in the action space's order.",
+    )
+    blueprint_penalty_epochs: int = options_field(
+        10,
+        in_range(0, integer=True),
+        "After a seed of a blueprint is pruned, skip that blueprint for this many epochs.",
+    )
+    style: str = options_field(
+        "linear_add",
+        _non_blank,
+        "Germination style: alpha curve + blend operator (one of lifecycle.styles).",
+    )
+    tempo: int = options_field(
+        5, in_range(1, integer=True), "Alpha ramp length in epochs (one of lifecycle.tempos)."
+    )
+    gain_window: int = options_field(
+        2,
+        in_range(1, integer=True),
+        "Validation losses averaged for the level before a seed blends and when it is judged.",
+    )
+    min_gain: float = options_field(
+        0.05,
+        doc="A seed must lower the validation loss by at least this fraction below where the "
+        "host alone was heading...",
+    )
+    gain_per_doubling: float = options_field(
+        0.02,
+        in_range(0),
+        "...plus this much for every doubling of the model's parameters it causes.",
+    )
+    min_holding_epochs: int = options_field(
+        1,
+        in_range(1, integer=True),
+        "Epochs in HOLDING (alpha 1) before the seed is judged.",
+    )
+    max_holding_epochs: int = options_field(
+        3,
+        in_range(1, integer=True),
+        "Prune a paying seed whose fossilize gate (G5) still fails after this many epochs in "
+        "HOLDING.",
+    )
+    regression_points: float = options_field(
+        2.0,
+        in_range(0),
+        "Prune a BLENDING seed when validation accuracy is more than this many points below "
+        "its value at the start of the stage...",
+    )
+    regression_epochs: int = options_field(
+        5, in_range(0, integer=True), "...once the seed has spent this many epochs in the stage."
+    )
+    stall_epochs: int = options_field(
+        20,
+        in_range(1, integer=True),
+        "Prune a seed whose gate has not passed after this many epochs in TRAINING or BLENDING.",
+    )
+
+    def __esper_validate__(self) -> list[str]:
+        problems = []
+        if self.max_holding_epochs < self.min_holding_epochs:
+            problems.append(
+                f"max_holding_epochs ({self.max_holding_epochs}) must be at least "
+                f"min_holding_epochs ({self.min_holding_epochs})"
+            )
+        if non_empty(self.blueprint_order) is not None:
+            problems.append('blueprint_order: name at least one blueprint (e.g. ["conv_small"])')
+        return problems
