@@ -127,6 +127,26 @@ def blend_gated(
     return torch.lerp(h, s, (alpha.to(h.dtype) * gate_value.to(h.dtype)))
 
 
+def blend(
+    operator: str,
+    h: torch.Tensor,
+    s: torch.Tensor,
+    alpha: torch.Tensor,
+    seed_input: torch.Tensor,
+    gate_value: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The blend of ``operator``; bit for bit ``h`` wherever alpha is 0 (a seed switched
+    off is the host, even where ``lerp`` would round or turn a huge ``s`` into NaN)."""
+    if operator == "add":
+        out = blend_add(h, s, alpha, seed_input)
+    elif operator == "multiply":
+        out = blend_multiply(h, s, alpha, seed_input)
+    else:
+        assert gate_value is not None, "the gate operator needs the gate's value"
+        out = blend_gated(h, s, alpha, gate_value)
+    return torch.where(alpha == 0, h, out)
+
+
 @frozen
 class Style:
     """A germination style pairs an alpha curve with a blend operator."""

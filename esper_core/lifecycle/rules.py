@@ -126,6 +126,17 @@ def may_advance(stage: Stage) -> bool:
     return stage in ADVANCE_TARGET
 
 
+def why_no_advance(stage: Stage) -> str:
+    """Why a seed in ``stage`` (one :func:`may_advance` refuses) cannot be advanced."""
+    if stage == Stage.DORMANT:
+        return "the slot holds no seed; germinate one first"
+    if stage == Stage.HOLDING:
+        return "advance() moves GERMINATED, TRAINING and BLENDING seeds; a HOLDING seed is fossilized with fossilize()"
+    if stage in FOSSIL_STAGES:
+        return "a fossil is permanent"
+    return "the slot is cooling down after a prune"
+
+
 def may_prune(seed: StagedSeed, min_prune_age: int) -> bool:
     return seed.stage in PRUNABLE_STAGES and seed.epochs_total >= min_prune_age
 

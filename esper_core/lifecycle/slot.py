@@ -3,12 +3,15 @@
 Forward pass by stage:
 
 * no seed / cooldown: the host activation, untouched (the seed is not called);
-* TRAINING: ``h + (s - s.detach())`` with the seed fed ``h.detach()``: output and host
-  gradients are bit-identical to the host alone while the seed learns from the task
-  gradient (straight-through);
+* TRAINING: ``straight_through(h, s)`` with the seed fed ``h.detach()``: output and
+  host gradients are bit-identical to the host alone, whatever the seed outputs, while
+  the seed learns from the task gradient;
 * BLENDING: ``blend(h, s, alpha)`` with the seed input still detached (isolation);
+  exactly ``h`` wherever alpha is 0;
 * HOLDING, FOSSILIZED: alpha = 1 and isolation off, so upstream host layers receive
   gradient through the seed.
+
+Non-finite seed outputs: see :mod:`~esper_core.lifecycle.isolation` (counted on the device).
 """
 
 from __future__ import annotations
@@ -24,14 +27,8 @@ from esper_core.components.blueprint import Blueprint
 from esper_core.components.host import InjectionSpec
 from esper_core.converter import converter
 from esper_core.lifecycle import rules
-from esper_core.lifecycle.alpha import (
-    STYLES,
-    AlphaSchedule,
-    BlendGate,
-    blend_add,
-    blend_gated,
-    blend_multiply,
-)
+from esper_core.lifecycle.alpha import STYLES, AlphaSchedule, BlendGate, blend
+from esper_core.lifecycle.isolation import any_nonfinite, finite_or_host, straight_through
 from esper_core.lifecycle.rules import (
     ADVANCE_TARGET,
     BLENDED_STAGES,
@@ -55,6 +52,7 @@ class SeedSlot(nn.Module):
 
     _anchor: torch.Tensor
     _alpha: torch.Tensor
+    _nonfinite: torch.Tensor
 
     def __init__(
         self,
@@ -74,6 +72,7 @@ class SeedSlot(nn.Module):
         # Moves with .to() so an empty slot still knows its device and dtype.
         self.register_buffer("_anchor", torch.zeros(0), persistent=False)
         self.register_buffer("_alpha", torch.zeros(()), persistent=False)
+        self.register_buffer("_nonfinite", torch.zeros(()), persistent=False)
         self._alpha_override: torch.Tensor | float | None = None
 
     # ------------------------------------------------------------ properties
@@ -90,6 +89,14 @@ class SeedSlot(nn.Module):
     def alpha_tensor(self) -> torch.Tensor:
         """The scheduled alpha as a 0-dim tensor on the slot's device (no host sync to read)."""
         return self._alpha
+
+    @property
+    def nonfinite_outputs(self) -> torch.Tensor:
+        """Forwards with a non-finite seed output since :meth:`clear_nonfinite` (on the device)."""
+        return self._nonfinite
+
+    def clear_nonfinite(self) -> None:
+        self._nonfinite.zero_()
 
     @property
     def has_seed(self) -> bool:
@@ -190,12 +197,10 @@ class SeedSlot(nn.Module):
         """
         stage = self.state.stage
         if not rules.may_advance(stage):
+            # Only HOLDING has a next stage (FOSSILIZED, through fossilize()) to name.
+            target = rules.next_gated_target(stage)
             raise LifecycleError(
-                stage,
-                Stage.FOSSILIZED,
-                self.slot_id,
-                "advance() moves GERMINATED, TRAINING and BLENDING seeds; "
-                "a HOLDING seed is fossilized with fossilize()",
+                stage, target, self.slot_id, rules.why_no_advance(stage), "advance()"
             )
         target = ADVANCE_TARGET[stage]
         result = evaluate_gate(target, self.gate_inputs(), self.settings.gates)
@@ -351,22 +356,20 @@ class SeedSlot(nn.Module):
             if not torch.is_grad_enabled():
                 return h  # the output equals h; the seed only needs to run to learn
             s = seed(h.detach())
-            return h + (s - s.detach())
+            self._nonfinite.add_(any_nonfinite(s))
+            return straight_through(h, s)
         if stage not in BLENDED_STAGES:
             return h
         x = h.detach() if stage in ISOLATED_STAGES else h
-        s = seed(x)
+        s, bad = finite_or_host(seed(x), h)
+        self._nonfinite.add_(bad)
         alpha = self._alpha_for(h)
         alpha_t = (
             alpha if isinstance(alpha, torch.Tensor) else torch.full((), alpha, device=h.device)
         )
         operator = STYLES[self.state.style or "linear_add"].operator
-        if operator == "add":
-            return blend_add(h, s, alpha_t, x)
-        if operator == "multiply":
-            return blend_multiply(h, s, alpha_t, x)
-        assert self.gate is not None
-        return blend_gated(h, s, alpha_t, self.gate(x))
+        gate = self.gate(x) if operator == "gate" and self.gate is not None else None
+        return blend(operator, h, s, alpha_t, x, gate)
 
     # ------------------------------------------------------------ checkpointing
 

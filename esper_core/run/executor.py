@@ -26,7 +26,7 @@ class Executor(Protocol):
     description: ClassVar[str]
     Options: ClassVar[type]
 
-    def env_devices(self, n_envs: int) -> Sequence[str | torch.device]:
+    def env_devices(self, n_envs: int) -> Sequence[torch.device]:
         """The device of each env (executors that spread envs over devices decide here)."""
         ...
 
@@ -82,10 +82,12 @@ class SerialExecutor:
 
     def __init__(self, options: SerialOptions | None = None, config: Any = None) -> None:
         self.options = options or SerialOptions()
-        self.device = config.run.device if config is not None else "cpu"
+        self.device: str = config.run.device if config is not None else "cpu"
 
-    def env_devices(self, n_envs: int) -> list[str]:
-        return [self.device] * n_envs
+    def env_devices(self, n_envs: int) -> list[torch.device]:
+        from esper_core.env.device import canonical_device
+
+        return [canonical_device(self.device)] * n_envs
 
     def step(self, envs: Sequence[MorphogeneticEnv], actions: Sequence[Action]) -> list[StepResult]:
         from esper_core.env.env import run_epoch

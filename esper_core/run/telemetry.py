@@ -161,7 +161,7 @@ class SeedPruned(Event):
     contribution: float | None
     params: int
     germinated_epoch: int
-    reason: str  # "policy" or "rollback"
+    reason: str  # "policy", "rollback" or "non_finite" (its output held an inf or NaN)
 
 
 @frozen

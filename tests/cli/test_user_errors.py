@@ -1,0 +1,80 @@
+"""Errors a user causes in a run are one line on stderr and exit 2 (issue 18, item 11):
+fp16 on a CPU, a checkpoint naming a blueprint that is not registered, and a PPO
+checkpoint trained on another task."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FAKE_PLUGIN = str(Path(__file__).parents[1] / "fake_plugin.py")
+TINY = ["--plugin", FAKE_PLUGIN, "--reward", "acc_delta", "--set", "run.threads=1", "--quiet"]
+
+
+def esper(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "esper_cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+    )
+
+
+def one_line_exit_2(result: subprocess.CompletedProcess[str], expected: str) -> None:
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr and expected in lines[0], lines[0]
+
+
+def test_fp16_on_a_cpu(tmp_path: Path) -> None:
+    result = esper(
+        "run", *TINY, "--task", "tiny", "--max-epochs", "1", "--out", str(tmp_path / "r"),
+        "--set", 'training.amp="fp16"', cwd=tmp_path,
+    )  # fmt: skip
+    one_line_exit_2(result, "training.amp: fp16 needs a CUDA device, this env runs on cpu")
+
+
+@pytest.mark.slow
+def test_resuming_a_checkpoint_whose_blueprint_is_not_registered(tmp_path: Path) -> None:
+    import torch
+
+    run = tmp_path / "run"
+    interrupted = esper(
+        "run", *TINY, "--task", "tiny", "--policy", "scripted", "--max-epochs", "6",
+        "--set", 'run.telemetry=["interrupter"]', "--set", "telemetry.interrupter.at_epoch=1",
+        "--out", str(run), cwd=tmp_path,
+    )  # fmt: skip
+    assert interrupted.returncode == 130, interrupted.stderr
+    checkpoint = torch.load(run / "checkpoint.pt", weights_only=True)
+    renamed = 0
+    for key, value in checkpoint["envs"][0]["model"].items():
+        if key.endswith("_extra_state") and value["state"]["stage"] != "DORMANT":
+            value["state"]["blueprint"] = "cnn/uninstalled"
+            renamed += 1
+    assert renamed, "the scripted policy germinated in epoch 0"
+    torch.save(checkpoint, run / "checkpoint.pt")
+    result = esper("run", *TINY, "--resume", str(run), cwd=tmp_path)
+    one_line_exit_2(result, "blueprint 'cnn/uninstalled' is not registered for cnn hosts")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("other", ["faulty"])
+def test_a_ppo_checkpoint_of_another_task(tmp_path: Path, other: str) -> None:
+    trained = esper(
+        "train", *TINY, "--task", "tiny", "--set", "run.telemetry=[]", "--max-epochs", "2",
+        "--updates", "1", "--out", str(tmp_path / "ppo"), cwd=tmp_path,
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr
+    # The faulty task has the tiny task's host, so the action vocabulary and the feature
+    # layout match: only the task name tells the policy's observations apart.
+    result = esper(
+        "run", *TINY, "--task", other, "--policy", f"ppo:{tmp_path / 'ppo'}",
+        "--max-epochs", "2", "--out", str(tmp_path / "eval"), cwd=tmp_path,
+    )  # fmt: skip
+    one_line_exit_2(result, f"trained on task 'tiny', this run's task is '{other}'")
+    assert not (tmp_path / "eval" / "summary.json").exists()
