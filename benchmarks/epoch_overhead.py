@@ -27,7 +27,7 @@ from esper_core.env.evaluation import validate_pending
 from esper_core.env.pending import fetch
 from esper_core.lifecycle.actions import WAIT
 from esper_core.plugins import PluginManager
-from esper_core.run.runner import resolve
+from esper_core.run.resolve import resolve
 
 
 def plain_epoch(
@@ -76,9 +76,8 @@ def main() -> None:
     resolved = resolve(cfg, pm)
     cfg = resolved.config
     task = resolved.make_task()
-    reward = resolved.reward.cls(resolved.reward.options, gamma=cfg.run.gamma)
-    env = MorphogeneticEnv(task, reward, resolved.blueprints, cfg, 0, "cpu")
-    policy = resolved.policy.cls(resolved.policy.options, _context(resolved, env))
+    env = MorphogeneticEnv(task, resolved.make_reward(), resolved.blueprints, cfg, 0, "cpu")
+    policy = resolved.make_policy([env])
     env.reset(0)
     policy.reset([0])
 
@@ -138,12 +137,6 @@ def main() -> None:
         )
     )
     assert WAIT is not None
-
-
-def _context(resolved, env):  # type: ignore[no-untyped-def]
-    from esper_core.run.runner import _make_policy_context
-
-    return _make_policy_context(resolved, [env], 0)
 
 
 if __name__ == "__main__":

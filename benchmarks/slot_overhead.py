@@ -35,9 +35,10 @@ from torch import nn
 from torch.utils.benchmark import Timer
 
 from esper_core.components.blueprint import Blueprint
+from esper_core.lifecycle.gates import GateThresholds
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.slot import SlotSettings
-from esper_core.lifecycle.stages import GateThresholds, Stage
+from esper_core.lifecycle.stages import Stage
 
 
 class _ConvLight(nn.Module):

@@ -1,7 +1,7 @@
 """Wall time of a run with the file and display backends vs the same run without telemetry.
 
 Prints JSON. Both variants run the same config (same seed, task, policy, reward, envs
-and epochs) through ``esper_core.run.runner.run`` in this one process; ``telemetry`` is
+and epochs) through ``esper_core.run.api.run`` in this one process; ``telemetry`` is
 ``console`` (live, not quiet, drawn to a null file as if it were a terminal), ``jsonl``,
 ``csv`` and ``tensorboard``; ``none`` has no backend at all. A warm-up run of each
 variant comes first (imports, caches), then the repetitions alternate which variant
@@ -33,7 +33,7 @@ import torch
 
 from esper_core.config import load_config
 from esper_core.plugins import PluginManager
-from esper_core.run import runner
+from esper_core.run import api
 from esper_core.run.telemetry import Hub
 
 BACKENDS = ["console", "jsonl", "csv", "tensorboard"]
@@ -103,7 +103,7 @@ def _timed(pm: PluginManager, config: Any, root: Path, name: str) -> tuple[float
     """(wall seconds, CPU seconds of the whole process with every thread, seconds in the hub)."""
     with HubClock() as clock:
         wall, cpu = time.perf_counter(), time.process_time()
-        runner.run(config, pm, run_dir=root / name, quiet=False, notify=lambda _msg: None)
+        api.run(config, pm, run_dir=root / name, quiet=False, notify=lambda _msg: None)
         return time.perf_counter() - wall, time.process_time() - cpu, clock.seconds
 
 

@@ -1,1 +1,1 @@
-"""The ``esper`` command line: click commands only; the logic lives in esper_core.run.runner."""
+"""The ``esper`` command line: click commands only; the logic lives in esper_core."""

@@ -5,35 +5,40 @@ from __future__ import annotations
 import functools
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
-from esper_cli.main import dumps, plugin_manager
-from esper_cli.options import build_config, config_options
+from esper_cli.compare import compare
+from esper_cli.context import dumps, note_run, plugin_manager
+from esper_cli.options import F, build_config, config_options
+from esper_cli.paths import output_dir
 
 
 def _run_or_train(
     ctx: click.Context, mode: str, params: dict[str, Any], extra_run: dict[str, Any]
 ) -> None:
-    from esper_core.run import runner
+    from esper_core.plugins import split_selections
+    from esper_core.run import api
+    from esper_core.run.run_dir import default_run_dir, load_run_config
 
     pm = plugin_manager(ctx)
     resume = params.get("resume")
-    run_dir: Path | None
     if resume:
         run_dir = Path(resume)
-        config = runner.load_run_config(run_dir)
-        # On resume the config names the components; only extra plugin modules still need loading.
-        pm.extend(
-            [p for p in params.get("plugins") or () if p.count(".") != 1 or p.endswith(".py")]
-        )
+        config = load_run_config(run_dir)
+        # The stored config names the components; --plugin values only load modules (a
+        # KIND.NAME loads its entry point when autoloading is off, selecting nothing).
+        pm.extend(split_selections(params.get("plugins") or ())[0])
     else:
         config = build_config(pm, params, extra_run)
-        run_dir = Path(params["out"]) if params.get("out") else runner.default_run_dir(config, mode)
+        run_dir = Path(params["out"]) if params.get("out") else default_run_dir(config, mode)
+        output_dir(run_dir, "--out")
+    note_run(ctx, run_dir, mode)
     quiet = bool(params.get("quiet") or params.get("as_json"))
-    fn = runner.run if mode == "run" else runner.train
+    fn = api.run if mode == "run" else api.train
 
     def notify(message: str) -> None:
         click.echo(message, err=True)
@@ -64,9 +69,9 @@ def _launch(
     """``--nproc N``: the executor starts N local processes, each running this run as one rank."""
     from esper_core.errors import ConfigError
     from esper_core.plugins import split_selections
-    from esper_core.run import runner
+    from esper_core.run.resolve import resolve
 
-    resolved = runner.resolve(config, pm)
+    resolved = resolve(config, pm)
     launcher = getattr(resolved.executor.cls, "launch_local", None)
     if launcher is None:
         raise ConfigError(
@@ -85,11 +90,11 @@ def rank_job(
 ) -> dict[str, Any]:
     """One rank of a ``--nproc`` run (module level, so worker processes can unpickle it)."""
     from esper_core.plugins import PluginManager
-    from esper_core.run import runner
+    from esper_core.run import api
 
     pm = PluginManager()
     pm.extend(list(plugins))
-    fn = runner.run if mode == "run" else runner.train
+    fn = api.run if mode == "run" else api.train
     return fn(
         config,
         pm,
@@ -100,25 +105,40 @@ def rank_job(
     )
 
 
-NPROC_HELP = "Start N local processes, one rank each (with --executor distributed)."
+def run_options(mode: str) -> Callable[[F], F]:
+    """--out, --resume, --nproc, --quiet and --json of ``esper run`` and ``esper train``."""
+
+    def decorate(fn: F) -> F:
+        decorators = [
+            click.option(
+                "--out",
+                type=click.Path(file_okay=False),
+                help=f"Run directory (default: runs/<task>-<policy>-{mode}-<time>).",
+            ),
+            click.option(
+                "--resume",
+                type=click.Path(file_okay=False, exists=True),
+                help="Continue the run in this directory.",
+            ),
+            click.option(
+                "--nproc",
+                type=click.IntRange(min=1),
+                help="Start N local processes, one rank each (with --executor distributed).",
+            ),
+            click.option("--quiet", is_flag=True, help="No live display."),
+            click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON."),
+        ]
+        for decorator in reversed(decorators):
+            fn = decorator(fn)
+        return fn
+
+    return decorate
 
 
 @click.command()
 @config_options
 @click.option("--episodes", type=int, help="Episodes per env.")
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False),
-    help="Run directory (default: runs/<task>-<policy>-run-<time>).",
-)
-@click.option(
-    "--resume",
-    type=click.Path(file_okay=False, exists=True),
-    help="Continue the run in this directory.",
-)
-@click.option("--nproc", type=click.IntRange(min=1), help=NPROC_HELP)
-@click.option("--quiet", is_flag=True, help="No live display.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@run_options("run")
 @click.pass_context
 def run(ctx: click.Context, **params: Any) -> None:
     """Run episodes of a policy (default: the heuristic on digits)."""
@@ -131,15 +151,7 @@ def run(ctx: click.Context, **params: Any) -> None:
 @click.option(
     "--updates", type=int, help="Policy updates (one rollout = one episode of every env)."
 )
-@click.option("--out", type=click.Path(file_okay=False), help="Run directory.")
-@click.option(
-    "--resume",
-    type=click.Path(file_okay=False, exists=True),
-    help="Continue training in this directory.",
-)
-@click.option("--nproc", type=click.IntRange(min=1), help=NPROC_HELP)
-@click.option("--quiet", is_flag=True, help="No live display.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@run_options("train")
 @click.pass_context
 def train(ctx: click.Context, **params: Any) -> None:
     """Train a learnable policy, by default PPO, over parallel envs."""
@@ -188,7 +200,11 @@ def plugins(ctx: click.Context, plugins: tuple[str, ...], as_json: bool) -> None
 @click.command()
 @click.option("--topology", type=click.Choice(["cnn", "transformer"]), help="Only this topology.")
 @click.option(
-    "--channels", type=int, default=64, show_default=True, help="Width for the parameter counts."
+    "--channels",
+    type=click.IntRange(1, 65536),
+    default=64,
+    show_default=True,
+    help="Width for the parameter counts (1..65536).",
 )
 @click.option("--plugin", "plugins", multiple=True, help="Also load this plugin module or file.")
 @click.option("--json", "as_json", is_flag=True)
@@ -246,13 +262,11 @@ def config() -> None:
 def config_show(ctx: click.Context, **params: Any) -> None:
     """Print the fully resolved config (defaults and component options filled in) as TOML."""
     from esper_core.config import dump_toml
-    from esper_core.run.runner import resolve
+    from esper_core.run.resolve import resolve
 
     pm = plugin_manager(ctx)
     cfg = build_config(pm, params)
     click.echo(dump_toml(resolve(cfg, pm).config), nl=False)
 
-
-from esper_cli.compare import compare  # noqa: E402  (its own module: the command is long)
 
 COMMANDS = [run, train, compare, plugins, blueprints, config]

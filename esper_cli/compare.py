@@ -1,4 +1,4 @@
-"""``esper compare``: policies x tasks x seeds with robust statistics (logic in esper_core.compare.comparison)."""
+"""``esper compare``: policies x tasks x seeds with robust statistics (logic in esper_core.compare)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,15 @@ from typing import Any
 
 import click
 
-from esper_cli.main import dumps, plugin_manager
+from esper_cli.context import dumps, plugin_manager
+from esper_cli.paths import output_dir
 
 
 def _experiment_data(
     params: dict[str, Any], selections: dict[str, list[str]]
 ) -> tuple[dict[str, Any], str]:
     """The experiment file's content with the flags applied over it."""
-    from esper_core.config import read_file
+    from esper_core.config_io import read_file
     from esper_core.errors import ConfigError
 
     source = params.get("experiment")
@@ -52,7 +53,7 @@ def _extra(params: dict[str, Any], selections: dict[str, list[str]]) -> dict[str
 def print_tables(results: Any, console: Any) -> None:
     from rich.table import Table
 
-    from esper_core.compare.comparison import describe, sections, table_rows
+    from esper_core.compare.tables import describe, sections, table_rows
 
     for task, heading in sections(results):
         header, rows = table_rows(results, task, short=True)
@@ -164,6 +165,7 @@ def compare(ctx: click.Context, **params: Any) -> None:
         out = Path(base.run.out_dir) / f"compare-{Path(params['experiment']).stem}"
     else:
         out = experiment.default_out()
+    out = output_dir(out, "--out" if params.get("out") else "experiment directory")
     jobs = spec.jobs or 1
     quiet = bool(params.get("quiet") or params.get("as_json"))
     err = Console(stderr=True)

@@ -5,12 +5,17 @@ It is strict: unknown keys are refused, a bool is not accepted where a number is
 expected and a number is not accepted where a string is. Value ranges are declared
 on attrs fields as ``metadata={"check": ...}`` and checked by :func:`check_values`,
 so every problem in a file is reported at once, each with its dotted path.
+Whatever an option (:func:`options_field`) declares, a float must be finite and an
+integer must fit in 64 bits unless the option says otherwise (``allow_nonfinite=True``):
+NaN, inf and 5000-digit integers are never a sensible setting, and torch crashes on them.
 """
 
 from __future__ import annotations
 
 import enum
 import json
+import math
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -30,17 +35,31 @@ class ValueTypeError(ValueError):
     """Raised by the strict primitive hooks; the message is the user-facing text."""
 
 
+INT_LIMIT = 2**63
+"""Every config integer lies in [-INT_LIMIT, INT_LIMIT): torch's int64, and the bound of
+``torch.manual_seed``."""
+
+_LONG_INT = 10**30  # larger integers are described by their size, not spelled out
+
+
 def _describe(value: Any) -> str:
     if isinstance(value, str):
         # JSON quoting escapes newlines and control characters: messages stay one line.
-        return json.dumps(value, ensure_ascii=False)
+        return json.dumps(value[:200] + ("..." if len(value) > 200 else ""), ensure_ascii=False)
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= _LONG_INT:
+        # repr() of a 5000-digit integer raises ValueError (Python's digit limit).
+        digits = int(abs(value).bit_length() * math.log10(2)) + 1
+        return f"an integer of about {digits} digits"
     return repr(value)
 
 
 def _structure_float(value: Any, _: type) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueTypeError(f"expected a number, got {_describe(value)}")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond the float range
+        raise ValueTypeError(f"expected a finite number, got {_describe(value)}") from None
 
 
 def _structure_int(value: Any, _: type) -> int:
@@ -96,6 +115,44 @@ converter.register_structure_hook(Any, lambda v, _: v)
 # ---------------------------------------------------------------- value checks
 
 
+@attrs.frozen
+class Range:
+    """A check that a number lies in an interval; build it with :func:`in_range`.
+
+    A class, not a closure, so tests and docs can read the bounds.
+    """
+
+    lo: float | None
+    hi: float | None
+    lo_open: bool = False
+    hi_open: bool = False
+    integer: bool = False
+
+    @property
+    def expected(self) -> str:
+        lo_txt = "-inf" if self.lo is None else _bound(self.lo)
+        hi_txt = "inf" if self.hi is None else _bound(self.hi)
+        kind = "an integer" if self.integer else "a number"
+        if self.lo is not None and self.hi is None and not self.lo_open and self.lo == 0:
+            return f"{kind} >= 0"
+        if self.lo is not None and self.hi is None:
+            return f"{kind} {'>' if self.lo_open else '>='} {lo_txt}"
+        left = "(" if self.lo_open else "["
+        right = ")" if self.hi_open else "]"
+        return f"{kind} in {left}{lo_txt}, {hi_txt}{right}"
+
+    def __call__(self, value: Any) -> str | None:
+        if value is None:
+            return None
+        lo, hi = self.lo, self.hi
+        bad = (
+            (lo is not None and (value <= lo if self.lo_open else value < lo))
+            or (hi is not None and (value >= hi if self.hi_open else value > hi))
+            or value != value  # NaN
+        )
+        return f"expected {self.expected}, got {_describe(value)}" if bad else None
+
+
 def in_range(
     lo: float | None = None,
     hi: float | None = None,
@@ -103,32 +160,13 @@ def in_range(
     lo_open: bool = False,
     hi_open: bool = False,
     integer: bool = False,
-) -> Check:
+) -> Range:
     """A check that a number lies in an interval, e.g. ``in_range(0, 1, lo_open=True)``."""
+    return Range(lo, hi, lo_open, hi_open, integer)
 
-    left = "(" if lo_open else "["
-    right = ")" if hi_open else "]"
-    lo_txt = "-inf" if lo is None else f"{lo:g}"
-    hi_txt = "inf" if hi is None else f"{hi:g}"
-    kind = "an integer" if integer else "a number"
-    if lo is not None and hi is None and not lo_open and lo == 0:
-        expected = f"{kind} >= 0"
-    elif lo is not None and hi is None:
-        expected = f"{kind} {'>' if lo_open else '>='} {lo:g}"
-    else:
-        expected = f"{kind} in {left}{lo_txt}, {hi_txt}{right}"
 
-    def check(value: Any) -> str | None:
-        if value is None:
-            return None
-        bad = (
-            (lo is not None and (value <= lo if lo_open else value < lo))
-            or (hi is not None and (value >= hi if hi_open else value > hi))
-            or value != value  # NaN
-        )
-        return f"expected {expected}, got {_describe(value)}" if bad else None
-
-    return check
+def _bound(x: float) -> str:
+    return str(x) if isinstance(x, int) else f"{x:g}"
 
 
 def one_of(*choices: str) -> Check:
@@ -140,19 +178,25 @@ def one_of(*choices: str) -> Check:
     return check
 
 
-def each(inner: Check) -> Check:
-    """Apply ``inner`` to every element of a sequence."""
+@attrs.frozen
+class Each:
+    """Apply ``inner`` to every element of a sequence; build it with :func:`each`."""
 
-    def check(value: Any) -> str | None:
+    inner: Check
+
+    def __call__(self, value: Any) -> str | None:
         if value is None:
             return None
         for i, item in enumerate(value):
-            problem = inner(item)
+            problem = self.inner(item)
             if problem:
                 return f"item {i}: {problem}"
         return None
 
-    return check
+
+def each(inner: Check) -> Each:
+    """Apply ``inner`` to every element of a sequence."""
+    return Each(inner)
 
 
 def non_empty(value: Any) -> str | None:
@@ -161,8 +205,66 @@ def non_empty(value: Any) -> str | None:
     return None
 
 
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+=-]{0,127}")
+
+
+def path_component(value: Any) -> str | None:
+    """A single file or directory name: no separator, no ``..``, at most 128 characters."""
+    if value is None or (isinstance(value, str) and _SAFE_NAME.fullmatch(value)):
+        return None
+    return (
+        "expected a single file name of at most 128 letters, digits and . _ + = - "
+        f"(not starting with . + = -), got {_describe(value)}"
+    )
+
+
+def relative_path(value: Any) -> str | None:
+    """A path that stays inside the run directory: relative, and no part is ``..``.
+
+    Each part must be a plain name (:func:`path_component`), so a value can neither
+    climb out of the directory nor name a device, a home directory or a drive.
+    """
+    if value is None:
+        return None
+    parts = value.split("/") if isinstance(value, str) else []
+    if parts and all(path_component(part) is None for part in parts):
+        return None
+    return (
+        "expected a relative path inside the run directory (names of letters, digits "
+        f"and . _ + = - separated by /, no .. and no leading /), got {_describe(value)}"
+    )
+
+
+def _number_problem(value: Any) -> str | None:
+    """Non-finite floats and integers beyond 64 bits, anywhere in a value."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"expected a finite number, got {value!r}"
+    if (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and not -INT_LIMIT <= value < INT_LIMIT
+    ):
+        return f"expected an integer in [-2**63, 2**63), got {_describe(value)}"
+    if isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            problem = _number_problem(item)
+            if problem:
+                return f"item {i}: {problem}"
+    if isinstance(value, dict):
+        for key, item in value.items():
+            problem = _number_problem(item)
+            if problem:
+                return f"{_describe(key)}: {problem}"
+    return None
+
+
 def check_values(obj: Any, path: str = "") -> list[str]:
-    """Run every field's declared check, recursively; return ``path: problem`` lines."""
+    """Run every field's declared check, recursively; return ``path: problem`` lines.
+
+    A value of an :func:`options_field` that passes its own check must also be finite
+    and fit in 64 bits, unless the field is declared with ``allow_nonfinite``. Plain
+    attrs fields (events, summaries: a loss may well be inf) are not held to that.
+    """
     problems: list[str] = []
     if not attrs.has(type(obj)):
         return problems
@@ -170,14 +272,15 @@ def check_values(obj: Any, path: str = "") -> list[str]:
         value = getattr(obj, field.name)
         here = f"{path}.{field.name}" if path else field.name
         check = field.metadata.get("check")
-        if check is not None:
-            problem = check(value)
-            if problem:
-                problems.append(f"{here}: {problem}")
+        problem = check(value) if check is not None else None  # the field's own words first
+        if not problem and field.metadata.get("finite", False):
+            problem = _number_problem(value)
+        if problem:
+            problems.append(f"{here}: {problem}")
         if attrs.has(type(value)):
             problems.extend(check_values(value, here))
     validate = getattr(obj, "__esper_validate__", None)
-    if validate is not None:
+    if validate is not None and not problems:  # cross-field rules assume valid fields
         problems.extend(f"{path}: {p}" if path else p for p in validate())
     return problems
 
@@ -249,11 +352,18 @@ def drop_none(value: Any) -> Any:
     return value
 
 
-def options_field(default: Any, check: Check | None = None, doc: str = "") -> Any:
-    """An attrs field carrying a value check and a one-line description."""
+def options_field(
+    default: Any, check: Check | None = None, doc: str = "", *, allow_nonfinite: bool = False
+) -> Any:
+    """An attrs field carrying a value check and a one-line description.
+
+    ``allow_nonfinite`` lets the value hold NaN, inf or integers beyond 64 bits, which
+    :func:`check_values` otherwise refuses before ``check`` runs.
+    """
     metadata: dict[str, Any] = {"doc": doc}
     if check is not None:
         metadata["check"] = check
+    metadata["finite"] = not allow_nonfinite
     if isinstance(default, list | dict | set):
         return attrs.field(factory=lambda: type(default)(default), metadata=metadata)
     return attrs.field(default=default, metadata=metadata)

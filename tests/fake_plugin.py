@@ -1,21 +1,20 @@
-"""A plugin file with the fake components, loadable with --plugin tests/fake_plugin.py."""
+"""The fake components as a plugin: ``--plugin tests.fake_plugin``, or ``--plugin
+path/to/tests/fake_plugin.py`` from anywhere."""
 
 from __future__ import annotations
 
+import functools
+import importlib
+import importlib.util
 import random
-import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any, ClassVar
 
 from attrs import define
 
 from esper_core import hookimpl
-
-# Loaded by file path (--plugin tests/fake_plugin.py), possibly from another directory:
-# make `tests.fakes` importable.
-if str(Path(__file__).parents[1]) not in sys.path:
-    sys.path.insert(0, str(Path(__file__).parents[1]))
 from esper_core.env.observation import Observation
 from esper_core.lifecycle.actions import WAIT, Action, LifecycleOp
 
@@ -82,27 +81,39 @@ class ScriptedPolicy:
         self.rng.setstate((3, tuple(state["rng"]), state["pos"]))
 
 
+@functools.cache
+def _fakes() -> ModuleType:
+    """tests/fakes.py: through the ``tests`` package when it is importable (the same classes
+    the tests import), else from this file's folder (a file plugin belongs to no package)."""
+    try:
+        return importlib.import_module("tests.fakes")
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("tests", "tests.fakes"):
+            raise
+    spec = importlib.util.spec_from_file_location(
+        f"{__name__}_fakes", Path(__file__).with_name("fakes.py")
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @hookimpl
 def esper_register_tasks(register: Any) -> None:
-    from tests.fakes import FaultyTask, TinyTask
-
-    register(TinyTask)
-    register(FaultyTask)
+    register(_fakes().TinyTask)
+    register(_fakes().FaultyTask)
 
 
 @hookimpl
 def esper_register_blueprints(register: Any) -> None:
-    from tests.fakes import BLUEPRINTS
-
-    for bp in BLUEPRINTS:
+    for bp in _fakes().BLUEPRINTS:
         register(bp)
 
 
 @hookimpl
 def esper_register_rewards(register: Any) -> None:
-    from tests.fakes import AccuracyDeltaReward
-
-    register(AccuracyDeltaReward)
+    register(_fakes().AccuracyDeltaReward)
 
 
 @define
@@ -118,9 +129,7 @@ class Interrupter:
     description: ClassVar[str] = "test backend that interrupts the run"
     Options: ClassVar[type] = InterrupterOptions
 
-    def __init__(
-        self, options: InterrupterOptions, run_dir: Any = None, quiet: bool = False
-    ) -> None:
+    def __init__(self, options: InterrupterOptions, context: Any) -> None:
         self.options = options
 
     def handle(self, events: Sequence[Any]) -> None:
@@ -200,8 +209,8 @@ class MemoryProbe:
     description: ClassVar[str] = "resident set size per epoch"
     Options: ClassVar[type] = ProbeOptions
 
-    def __init__(self, options: ProbeOptions, run_dir: Any = None, quiet: bool = False) -> None:
-        self.run_dir = run_dir
+    def __init__(self, options: ProbeOptions, context: Any) -> None:
+        self.run_dir = context.run_dir
         self.samples: list[tuple[int, int]] = []
 
     def handle(self, events: Sequence[Any]) -> None:

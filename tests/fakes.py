@@ -11,8 +11,8 @@ from torch import nn
 
 from esper_core.components.blueprint import Blueprint
 from esper_core.components.host import InjectionSpec, slot_id
-from esper_core.components.reward import RewardBreakdown, RewardContext
-from esper_core.components.task import BatchMetrics, TaskData
+from esper_core.components.reward import RewardBreakdown, RewardContext, RewardSetup
+from esper_core.components.task import BatchMetrics, TaskContext, TaskData
 from esper_core.env.data import TensorSplit
 
 
@@ -103,8 +103,11 @@ class TinyTask:
     default_batch_size = 32
     default_eval_batch_size = 64
 
-    def __init__(self, options: TinyTaskOptions | None = None) -> None:
+    def __init__(
+        self, options: TinyTaskOptions | None = None, context: TaskContext | None = None
+    ) -> None:
         self.options = options or TinyTaskOptions()
+        self.context = context or TaskContext()
         self._cache: dict[str, TaskData] = {}
 
     @property
@@ -159,9 +162,9 @@ class AccuracyDeltaReward:
     description: ClassVar[str] = "accuracy delta"
     Options: ClassVar[type] = AccOptions
 
-    def __init__(self, options: AccOptions | None = None, gamma: float = 0.99) -> None:
+    def __init__(self, options: AccOptions | None = None, setup: RewardSetup | None = None) -> None:
         self.options = options or AccOptions()
-        self.gamma = gamma
+        self.gamma = (setup or RewardSetup(gamma=0.99)).gamma
 
     def compute(self, ctx: RewardContext) -> RewardBreakdown:
         return RewardBreakdown.of(
@@ -240,8 +243,10 @@ class FaultyTask(TinyTask):
     description: ClassVar[str] = "tiny task with injected faults"
     Options: ClassVar[type] = FaultyTaskOptions
 
-    def __init__(self, options: FaultyTaskOptions | None = None) -> None:
-        super().__init__(TinyTaskOptions())
+    def __init__(
+        self, options: FaultyTaskOptions | None = None, context: TaskContext | None = None
+    ) -> None:
+        super().__init__(TinyTaskOptions(), context)
         self.fault = options or FaultyTaskOptions()
         self.train_batches = 0
         self.batches_per_epoch = TinyTaskOptions().n_train // self.default_batch_size

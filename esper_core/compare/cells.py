@@ -1,6 +1,6 @@
 """Running the cells of a comparison experiment in parallel worker processes.
 
-Each cell is an ordinary run directory written by :func:`esper_core.run.runner.run`.
+Each cell is an ordinary run directory written by :func:`esper_core.run.api.run`.
 A cell whose ``summary.json`` says ``completed`` is never run again. Any other cell
 directory is unfinished: if it holds a checkpoint and the config it was started with,
 the cell is *resumed* from that checkpoint (the runner guarantees the same result as
@@ -17,8 +17,6 @@ two processes (say, a dying worker of a killed run and a new run) off the same c
 from __future__ import annotations
 
 import contextlib
-import enum
-import json
 import multiprocessing
 import os
 import shutil
@@ -33,35 +31,17 @@ from typing import Any
 
 from attrs import frozen
 
-from esper_core.errors import EsperError
-from esper_core.run.runner import CHECKPOINT, CONFIG, SUMMARY, Interrupted
+from esper_core.compare.cell_dirs import CellState, can_resume, cell_state
+from esper_core.config import RunConfig
+from esper_core.converter import structure
+from esper_core.errors import CheckpointError, EsperError, RunDirError
+from esper_core.plugins import PluginManager
+from esper_core.run import api
+from esper_core.run.failures import explain, plugin_modules
+from esper_core.run.interrupts import Interrupted
 
 POLL_SECONDS = 0.2  # how often a worker checks its parent is alive
 EXIT_ABORTED = 130
-
-
-class CellState(enum.Enum):
-    MISSING = "missing"
-    COMPLETED = "completed"
-    RESUMABLE = "resumable"  # has a checkpoint and its config: may continue
-    BROKEN = "broken"  # anything else: removed and run again
-
-
-def _summary_status(directory: Path) -> str | None:
-    try:
-        return str(json.loads((directory / SUMMARY).read_text(encoding="utf-8")).get("status"))
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
-def cell_state(directory: Path) -> CellState:
-    if not directory.exists():
-        return CellState.MISSING
-    if _summary_status(directory) == "completed":
-        return CellState.COMPLETED
-    if (directory / CHECKPOINT).is_file() and (directory / CONFIG).is_file():
-        return CellState.RESUMABLE
-    return CellState.BROKEN
 
 
 def threads_per_job(jobs: int) -> int:
@@ -140,27 +120,13 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
-def _can_resume(directory: Path, config: Any) -> bool:
-    from esper_core.compare.experiment import config_differences, stored_config
-
-    if cell_state(directory) is not CellState.RESUMABLE:
-        return False
-    stored = stored_config(directory)
-    return stored is not None and not config_differences(stored, config)
-
-
 def run_cell(job: CellJob) -> CellOutcome:
     """Run (or resume, or skip) one cell. Never raises for a failing run: the outcome says."""
-    from esper_core.config import RunConfig
-    from esper_core.converter import structure
-    from esper_core.errors import CheckpointError, RunDirError
-    from esper_core.plugins import PluginManager
-    from esper_core.run import runner
-
     directory = Path(job.directory)
     # In a worker, the SIGINT of a stop request interrupts whatever runs until the runner
     # installs its own handler (which checkpoints at the epoch end instead).
     previous = signal.signal(signal.SIGINT, _interrupt) if _worker_stop is not None else None
+    pm: PluginManager | None = None
     try:
         if _worker_stop is not None and _worker_stop.is_set():
             return CellOutcome(job.directory, "cancelled")
@@ -169,13 +135,13 @@ def run_cell(job: CellJob) -> CellOutcome:
                 return CellOutcome(job.directory, "skipped")
             config = structure(job.config, RunConfig)
             pm = PluginManager(extra=list(job.plugins))
-            resume = _can_resume(directory, config)
+            resume = can_resume(directory, config)
             restarted = directory.exists() and not resume
             if restarted:
                 shutil.rmtree(directory)
 
             def execute(resume: bool) -> None:
-                runner.run(
+                api.run(
                     config, pm, run_dir=directory, resume=resume, quiet=True, notify=lambda _m: None
                 )
 
@@ -198,11 +164,21 @@ def run_cell(job: CellJob) -> CellOutcome:
     except EsperError as exc:
         return CellOutcome(job.directory, "failed", error=str(exc))
     except Exception as exc:  # a bug or a numerical failure in one cell must not stop the others
-        detail = "".join(traceback.format_exception(exc)[-3:]).strip()
-        return CellOutcome(job.directory, "failed", error=f"{type(exc).__name__}: {exc}\n{detail}")
+        return CellOutcome(job.directory, "failed", error=_failure(exc, pm))
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+
+
+def _failure(exc: Exception, pm: PluginManager | None) -> str:
+    """One cell's failure as the command shows it: out-of-memory, dead workers, full disks
+    and plugin exceptions explained as ``esper run`` would (the cell's own resume advice
+    is left out: running the experiment again resumes it); a bug with its traceback's end."""
+    explained = explain(exc, plugin_modules(pm) if pm is not None else {}, None, "run")
+    if explained is not None:
+        return str(explained)
+    detail = "".join(traceback.format_exception(exc)[-3:]).strip()
+    return f"{type(exc).__name__}: {exc}\n{detail}"
 
 
 # ---------------------------------------------------------------- parent side

@@ -28,7 +28,6 @@ options under different labels. The whole experiment is validated before any cel
 from __future__ import annotations
 
 import re
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,25 +35,14 @@ from typing import Any
 import attrs
 from attrs import define, frozen
 
-from esper_core.config import (
-    RunConfig,
-    apply_overrides,
-    config_to_dict,
-    load_config,
-    merge,
-    read_file,
-)
+from esper_core.config import RunConfig
+from esper_core.config_io import apply_overrides, merge, read_file
 from esper_core.converter import in_range, options_field, structure
-from esper_core.errors import ConfigError, EsperError
-from esper_core.plugins import PluginManager
+from esper_core.errors import ConfigError
 
 CELLS_DIR = "cells"
 LOCKS_DIR = ".locks"
 LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-# Settings that do not change a cell's result (thread count, display, telemetry backends):
-# a finished or checkpointed cell is reused whatever they are.
-NEUTRAL_KEYS = ("run.threads", "run.quiet", "run.telemetry")
-NEUTRAL_SECTIONS = ("telemetry",)
 
 
 class ExperimentError(ConfigError):
@@ -281,161 +269,3 @@ def build_experiment(
         bootstrap_seed=spec.bootstrap_seed,
         plugins=tuple(plugins),
     )
-
-
-# ---------------------------------------------------------------- cells
-
-
-def _cell_data(base: RunConfig, task: Arm, policy: Arm, seed: int, threads: int) -> dict[str, Any]:
-    data = config_to_dict(base)
-    data.pop("schema_version", None)
-    run = data.setdefault("run", {})
-    run.pop("name", None)
-    # One episode of one env per cell: the seed alone decides the host and the data order.
-    run.update(
-        task=task.name,
-        policy=policy.spec,
-        seed=seed,
-        episodes=1,
-        n_envs=1,
-        quiet=True,
-        threads=threads,
-    )
-    for kind, arm in (("tasks", task), ("policies", policy)):
-        table = data.setdefault(kind, {})
-        table[arm.name] = merge(table.get(arm.name, {}), arm.options)
-    return data
-
-
-def plan_cells(experiment: Experiment, pm: PluginManager, threads: int = 0) -> list[Cell]:
-    """Every cell, seed-major (all policies of a seed finish close together), with its config
-    resolved: unknown names and bad options of any (task, policy) are all reported at once."""
-    from esper_core.run.runner import resolve
-
-    problems: list[str] = []
-    resolved: dict[tuple[str, str], RunConfig] = {}
-    for task in experiment.tasks:
-        for policy in experiment.policies:
-            where = f"{policy.label} on {task.label}"
-            try:
-                data = _cell_data(experiment.base, task, policy, experiment.seeds[0], threads)
-                resolved[task.label, policy.label] = resolve(structure(data, RunConfig), pm).config
-            except ConfigError as exc:
-                problems.extend(f"{where}: {p}" for p in exc.problems)
-            except EsperError as exc:
-                problems.append(f"{where}: {exc}")
-    if problems:
-        raise ConfigError(list(dict.fromkeys(problems)))
-    cells = []
-    for seed in experiment.seeds:
-        for task in experiment.tasks:
-            for policy in experiment.policies:
-                config = resolved[task.label, policy.label]
-                config = attrs.evolve(config, run=attrs.evolve(config.run, seed=seed))
-                cells.append(Cell(task.label, policy.label, seed, config))
-    return cells
-
-
-def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(data, dict):
-        return {prefix: data}
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        out.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
-    return out
-
-
-def comparable(config: RunConfig) -> dict[str, Any]:
-    """The settings that decide a cell's result, flattened to dotted keys."""
-    data = config_to_dict(config)
-    for section in NEUTRAL_SECTIONS:
-        data.pop(section, None)
-    return {k: v for k, v in _flatten(data).items() if k not in NEUTRAL_KEYS}
-
-
-def _short(value: Any, limit: int = 48) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def config_differences(stored: RunConfig, planned: RunConfig) -> list[str]:
-    a, b = comparable(stored), comparable(planned)
-    return [
-        f"{k}: {_short(a.get(k, '(unset)'))} there, {_short(b.get(k, '(unset)'))} now"
-        for k in sorted(set(a) | set(b))
-        if a.get(k) != b.get(k)
-    ]
-
-
-def stored_config(directory: Path) -> RunConfig | None:
-    """The config a cell directory was run with, or None if it has none or it is unreadable."""
-    from esper_core.run.runner import CONFIG
-
-    try:
-        return load_config(directory / CONFIG)
-    except ConfigError:
-        return None
-
-
-def check_existing_cells(cells: Sequence[Cell], root: Path) -> None:
-    """Refuse to reuse finished cells of a different experiment under the same directory."""
-    from esper_core.compare.cells import CellState, cell_state
-
-    stale: list[tuple[Path, list[str]]] = []
-    for cell in cells:
-        directory = cell.directory(root)
-        if cell_state(directory) is not CellState.COMPLETED:
-            continue
-        stored = stored_config(directory)
-        differences = (
-            ["its config.toml is unreadable"]
-            if stored is None
-            else config_differences(stored, cell.config)
-        )
-        if differences:
-            stale.append((directory, differences))
-    if stale:
-        directory, differences = stale[0]
-        raise ExperimentError(
-            [
-                f"{len(stale)} finished run(s) under {root / CELLS_DIR} were made with another config than "
-                f"this experiment's, e.g. {directory.relative_to(root)}: {'; '.join(differences[:3])}. "
-                "Choose another --out, or delete those run directories to run them again"
-            ]
-        )
-
-
-def check_constructible(experiment: Experiment, cells: Sequence[Cell], pm: PluginManager) -> None:
-    """Build each (task, policy) once as a cell would (task data, env, policy) in a scratch
-    directory: a missing dataset or a PPO checkpoint that does not fit fails here, before
-    any cell starts."""
-    from esper_core.run.runner import open_session
-
-    problems: list[str] = []
-    firsts: dict[tuple[str, str], Cell] = {}
-    for cell in cells:
-        firsts.setdefault((cell.task, cell.policy), cell)
-    with tempfile.TemporaryDirectory(prefix="esper-compare-check-") as scratch:
-        for i, ((task, policy), cell) in enumerate(firsts.items()):
-            config = attrs.evolve(
-                cell.config, run=attrs.evolve(cell.config.run, telemetry=[], threads=0)
-            )
-            try:
-                session = open_session(
-                    config, pm, "run", Path(scratch) / str(i), resume=False, quiet=True
-                )
-            except EsperError as exc:
-                problems.append(f"{policy} on {task}: {exc}")
-                continue
-            session.hub.close()
-            session.executor.close()
-    if problems:
-        raise ExperimentError(problems)
-
-
-def validate(experiment: Experiment, pm: PluginManager, root: Path, threads: int = 0) -> list[Cell]:
-    """Plan the cells and check everything that can be checked before one starts."""
-    cells = plan_cells(experiment, pm, threads)
-    check_existing_cells(cells, root)
-    check_constructible(experiment, cells, pm)
-    return cells

@@ -8,10 +8,9 @@ Rendered with matplotlib's Agg backend (no display needed).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from esper_core.compare.comparison import ComparisonResults
+from esper_core.compare.results import IMPROVEMENT_METRIC, METRIC, ComparisonResults
 
 DPI = 150
 PANEL_WIDTH = 4.2
@@ -25,8 +24,6 @@ def _label(value: float, kind: str) -> str:
 
 
 def _panels(results: ComparisonResults) -> list[dict[str, Any]]:
-    from esper_core.compare.comparison import IMPROVEMENT_METRIC, METRIC
-
     acc = METRIC[IMPROVEMENT_METRIC]
     pooled = len(results.tasks) > 1
     panels: list[dict[str, Any]] = [

@@ -9,13 +9,14 @@ which ``esper train`` drives: one rollout = one episode of every env.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from attrs import frozen
 
-from esper_core.env.observation import Observation
-from esper_core.env.step import StepResult
-from esper_core.lifecycle.actions import Action, ActionSpace
+if TYPE_CHECKING:  # the env modules import torch; a plugin's import must stay light
+    from esper_core.env.observation import Observation
+    from esper_core.env.step import StepResult
+    from esper_core.lifecycle.actions import Action, ActionSpace
 
 
 @frozen

@@ -1,18 +1,26 @@
 """The reward protocol: every family receives the same :class:`RewardContext`.
 
-A family is a component class constructed as ``Family(options, gamma=run.gamma)``;
-``compute(ctx)`` returns a :class:`RewardBreakdown` whose components are summed into
-the total and reported to telemetry. The run's gamma is the one PPO discounts with.
+A family is a component class constructed as ``Family(options, setup)`` with a
+:class:`RewardSetup` (what it knows about the run, once); ``compute(ctx)`` receives a
+:class:`RewardContext` every step and returns a :class:`RewardBreakdown` whose
+components are summed into the total and reported to telemetry.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 from attrs import field, frozen
 
 from esper_core.lifecycle.actions import Action, LifecycleOp
 from esper_core.lifecycle.stages import Stage
+
+
+@frozen
+class RewardSetup:
+    """What a reward family may know about the run, given once at construction."""
+
+    gamma: float  # run.gamma: the discount PPO uses, so potential-based shaping must use it too
 
 
 @frozen
@@ -89,8 +97,3 @@ class RewardFamily(Protocol):
     Options: ClassVar[type]
 
     def compute(self, ctx: RewardContext) -> RewardBreakdown: ...
-
-
-def make_reward(cls: Any, options: Any, gamma: float) -> RewardFamily:
-    family: RewardFamily = cls(options, gamma=gamma)
-    return family

@@ -1,8 +1,8 @@
 """The task protocol: a dataset with fixed splits, a host family and a loss/metric.
 
 A task component is a class with ``name``, ``description`` and an attrs ``Options``
-class, constructed as ``TaskClass(options)`` and registered through
-``esper_register_tasks``. Data for datasets that fit in memory is returned as
+class, constructed as ``TaskClass(options, context)`` with a :class:`TaskContext` and
+registered through ``esper_register_tasks``. Data for datasets that fit in memory is returned as
 :class:`esper_core.env.data.TensorSplit` values (the fast path: indexed batches on the
 env's device); larger datasets may return any ``torch.utils.data.Dataset``.
 """
@@ -18,6 +18,14 @@ if TYPE_CHECKING:
     from torch import nn
 
     from esper_core.env.data import Split
+
+
+@frozen
+class TaskContext:
+    """What a task may know about the run that builds it."""
+
+    seed: int = 0  # run.seed: a task that generates its data derives its randomness from it
+    quiet: bool = False  # the run shows no progress output (e.g. while a dataset downloads)
 
 
 @frozen

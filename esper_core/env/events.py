@@ -9,9 +9,10 @@ from attrs import define, field, frozen
 
 from esper_core.converter import unstructure
 from esper_core.env.step import EpochMetrics
+from esper_core.lifecycle.gates import GateResult
 from esper_core.lifecycle.slot import SeedSlot
 from esper_core.lifecycle.slot_state import SlotReport
-from esper_core.lifecycle.stages import GateResult, Stage
+from esper_core.lifecycle.stages import Stage
 from esper_core.lifecycle.views import by_name
 from esper_core.run.telemetry import (
     EpisodeFinished,

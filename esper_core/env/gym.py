@@ -29,14 +29,18 @@ def make_env(
 ) -> MorphogeneticEnv:
     """Build one env from a config through the plugin registries."""
     from esper_core.plugins import PluginManager
-    from esper_core.run.runner import resolve
+    from esper_core.run.resolve import resolve
 
     config = config or RunConfig()
     resolved = resolve(config, pm or PluginManager())
     cfg = resolved.config
-    reward = resolved.reward.cls(resolved.reward.options, gamma=cfg.run.gamma)
     return MorphogeneticEnv(
-        resolved.make_task(), reward, resolved.blueprints, cfg, env_index, cfg.run.device
+        resolved.make_task(),
+        resolved.make_reward(),
+        resolved.blueprints,
+        cfg,
+        env_index,
+        cfg.run.device,
     )
 
 

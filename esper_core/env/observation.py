@@ -11,8 +11,9 @@ import torch
 from attrs import frozen
 
 from esper_core.lifecycle.actions import ActionMasks, ActionSpace, compute_masks
+from esper_core.lifecycle.gates import GateResult
 from esper_core.lifecycle.slot_state import SlotReport
-from esper_core.lifecycle.stages import STAGES, GateResult
+from esper_core.lifecycle.stages import STAGES
 
 if TYPE_CHECKING:
     from esper_core.env.env import MorphogeneticEnv

@@ -13,6 +13,55 @@ from typing import Protocol
 
 from esper_core.lifecycle.stages import Stage
 
+# ---------------------------------------------------------------- transitions
+
+TRANSITIONS: dict[Stage, frozenset[Stage]] = {
+    Stage.DORMANT: frozenset({Stage.GERMINATED}),
+    Stage.GERMINATED: frozenset({Stage.TRAINING, Stage.PRUNED}),
+    Stage.TRAINING: frozenset({Stage.BLENDING, Stage.PRUNED}),
+    Stage.BLENDING: frozenset({Stage.HOLDING, Stage.PRUNED}),
+    Stage.HOLDING: frozenset({Stage.FOSSILIZED, Stage.BLENDING, Stage.PRUNED}),
+    Stage.FOSSILIZED: frozenset(),
+    Stage.PRUNED: frozenset({Stage.EMBARGOED}),
+    Stage.EMBARGOED: frozenset({Stage.RESETTING}),
+    Stage.RESETTING: frozenset({Stage.DORMANT}),
+}
+
+
+class LifecycleError(RuntimeError):
+    """An illegal stage transition, or a call that has no transition from this stage.
+
+    The message names the source stage, the target stage when there is one (else the
+    refused ``call``) and the stages that are legal from the source.
+    """
+
+    def __init__(
+        self,
+        src: Stage,
+        dst: Stage | None,
+        slot: str | None = None,
+        detail: str | None = None,
+        call: str | None = None,
+    ):
+        self.src, self.dst, self.slot, self.detail, self.call = src, dst, slot, detail, call
+        where = f"slot {slot}: " if slot else ""
+        legal = ", ".join(s.value for s in sorted(TRANSITIONS[src])) or "none (terminal)"
+        # ``detail`` explains a refused call whose transition the table allows
+        # (e.g. advance() from HOLDING: FOSSILIZED is reached through fossilize()).
+        why = f" ({detail})" if detail else ""
+        what = (
+            f"illegal lifecycle transition {src.value} -> {dst.value}"
+            if dst is not None
+            else f"{call or 'this call'} is illegal from {src.value}"
+        )
+        super().__init__(f"{where}{what}{why}; legal from {src.value}: {legal}")
+
+
+def check_transition(src: Stage, dst: Stage, slot: str | None = None) -> None:
+    if dst not in TRANSITIONS[src]:
+        raise LifecycleError(src, dst, slot)
+
+
 # ---------------------------------------------------------------- stage sets
 
 # A seed that is still being decided on: it can be advanced or pruned.

@@ -28,6 +28,7 @@ from esper_core.components.host import InjectionSpec
 from esper_core.converter import converter
 from esper_core.lifecycle import rules
 from esper_core.lifecycle.alpha import STYLES, AlphaSchedule, BlendGate, blend
+from esper_core.lifecycle.gates import GateInputs, GateResult, evaluate_gate
 from esper_core.lifecycle.isolation import any_nonfinite, finite_or_host, straight_through
 from esper_core.lifecycle.rules import (
     ADVANCE_TARGET,
@@ -35,16 +36,11 @@ from esper_core.lifecycle.rules import (
     ISOLATED_STAGES,
     PRUNABLE_STAGES,
     SEED_STAGES,
+    LifecycleError,
+    check_transition,
 )
 from esper_core.lifecycle.slot_state import DEFAULT_SETTINGS, SlotReport, SlotSettings, SlotState
-from esper_core.lifecycle.stages import (
-    GateInputs,
-    GateResult,
-    LifecycleError,
-    Stage,
-    check_transition,
-    evaluate_gate,
-)
+from esper_core.lifecycle.stages import Stage
 
 
 class SeedSlot(nn.Module):

@@ -12,7 +12,8 @@ from attrs import define, field, frozen
 from esper_core.config import LifecycleSection
 from esper_core.lifecycle import rules
 from esper_core.lifecycle.alpha import AlphaSchedule
-from esper_core.lifecycle.stages import GateInputs, GateThresholds, Stage
+from esper_core.lifecycle.gates import GateInputs, GateThresholds
+from esper_core.lifecycle.stages import Stage
 from esper_core.lifecycle.views import by_name, lifecycle_default
 
 

@@ -4,6 +4,9 @@ Out-of-memory, a dead DataLoader worker, a full disk and an exception raised ins
 plugin's code each become an :class:`~esper_core.errors.EsperError` that says what
 happened, what to do, and where the last checkpoint is. Anything else is a bug and
 keeps its traceback.
+
+The library lets exceptions propagate; :func:`explain` is asked where they end: the CLI's
+error boundary (``esper_cli.boundary``) and each comparison cell (``esper_core.compare.cells``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Seed fates from telemetry events: the one place that turns events into seed records.
 
-Used by the runner (summary.json) and by ``esper report`` (report.md), so both
+Used by the run's summary (summary.json) and by ``esper report`` (report.md), so both
 describe the same seeds in the same way.
 """
 

@@ -13,7 +13,7 @@ import json
 import logging
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar
 
 from attrs import field, frozen
 
@@ -279,23 +279,9 @@ def read_events(path: Any) -> list[Event]:
 # ---------------------------------------------------------------- backends and hub
 
 
-@runtime_checkable
-class TelemetryBackend(Protocol):
-    """A telemetry component, constructed as ``Backend(options, run_dir=..., quiet=...)``."""
-
-    name: ClassVar[str]
-    description: ClassVar[str]
-    Options: ClassVar[type]
-
-    def handle(self, events: Sequence[Event]) -> None: ...
-
-    def flush(self) -> None: ...
-
-    def close(self) -> None: ...
-
-
 class Hub:
-    """Fans events out to the enabled backends; isolates backend failures.
+    """Fans events out to the enabled backends (each a
+    :class:`~esper_core.components.telemetry.TelemetryBackend`); isolates backend failures.
 
     A backend that raises from any call (``handle``, ``flush``, ``close``,
     ``state_dict``, ``load_state_dict``) is disabled with a warning naming it; the run

@@ -13,29 +13,19 @@ import pytest
 from click.testing import CliRunner
 
 from esper_cli.main import build_cli
+from esper_core.plugins import PluginManager
+from tests.plugin_set import FAKE_COMPONENTS, FAKE_PLUGIN, REPO, plugin_manager, subprocess_env
 
-FAKE_PLUGIN = str(Path(__file__).parents[1] / "fake_plugin.py")
 
-
-def esper(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def esper(*args: str, autoload: bool = False) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "esper_cli", *args],
         capture_output=True,
         text=True,
-        env=env,
+        cwd=REPO,
+        env=subprocess_env(autoload),
         timeout=120,
     )
-
-
-@pytest.fixture(scope="module")
-def invoke():  # type: ignore[no-untyped-def]
-    group, pm = build_cli()
-    runner = CliRunner()
-
-    def call(*args: str):  # type: ignore[no-untyped-def]
-        return runner.invoke(group, list(args), obj={"pm": pm})
-
-    return call
 
 
 def test_version(invoke) -> None:  # type: ignore[no-untyped-def]
@@ -80,14 +70,7 @@ def test_config_show_round_trips(invoke, tmp_path: Path) -> None:  # type: ignor
     result = invoke(
         "config",
         "show",
-        "--plugin",
-        FAKE_PLUGIN,
-        "--task",
-        "tiny",
-        "--policy",
-        "scripted",
-        "--reward",
-        "acc_delta",
+        *FAKE_COMPONENTS,
         "--set",
         "run.seed=4",
         "--set",
@@ -107,14 +90,7 @@ def test_component_options_are_validated_with_their_path(invoke) -> None:  # typ
     result = invoke(
         "config",
         "show",
-        "--plugin",
-        FAKE_PLUGIN,
-        "--task",
-        "tiny",
-        "--reward",
-        "acc_delta",
-        "--policy",
-        "scripted",
+        *FAKE_COMPONENTS,
         "--set",
         'rewards.acc_delta.scale="big"',
         "--set",
@@ -126,7 +102,7 @@ def test_component_options_are_validated_with_their_path(invoke) -> None:  # typ
 
 
 def test_plugins_json_lists_first_party_plugins_with_versions() -> None:
-    result = esper("plugins", "--json")
+    result = esper("plugins", "--json", autoload=True)
     assert result.returncode == 0, result.stderr
     plugins = {p["name"]: p for p in json.loads(result.stdout)}
     assert plugins["executors.serial"]["version"] == "0.1.0"
@@ -135,21 +111,25 @@ def test_plugins_json_lists_first_party_plugins_with_versions() -> None:
         assert info["components"], f"{name} registers nothing"
 
 
-def test_third_party_example_is_listed_and_usable(invoke) -> None:  # type: ignore[no-untyped-def]
-    """examples/third-party-plugin is installed in the test environment (requirements-test.txt)."""
-    listing = json.loads(invoke("plugins", "--json").output)
+def test_third_party_example_is_listed_and_usable() -> None:
+    """examples/third-party-plugin is installed in the test environment (requirements-test.txt)
+    and discovered through its entry point."""
+    group, pm = build_cli(PluginManager(autoload=True))
+    runner = CliRunner()
+    listing = json.loads(runner.invoke(group, ["plugins", "--json"], obj={"pm": pm}).output)
     example = next(p for p in listing if p["name"] == "blueprints.example")
     assert example["distribution"] == "esper-example-plugin" and example["components"] == [
         "blueprints.cnn/dilated"
     ]
-    blueprints = json.loads(invoke("blueprints", "--topology", "cnn", "--json").output)
+    listed = runner.invoke(group, ["blueprints", "--topology", "cnn", "--json"], obj={"pm": pm})
+    blueprints = json.loads(listed.output)
     assert any(b["key"] == "cnn/dilated" and b["identity_at_birth"] for b in blueprints)
 
 
 def test_help_and_plugins_answer_quickly() -> None:
     for args in (["--help"], ["plugins"]):
         start = time.perf_counter()
-        result = esper(*args)
+        result = esper(*args, autoload=True)
         elapsed = time.perf_counter() - start
         assert result.returncode == 0
         assert elapsed < 2.0, f"esper {' '.join(args)} took {elapsed:.2f}s"
@@ -159,9 +139,9 @@ def test_third_party_blueprint_germinates_by_name(tmp_path: Path) -> None:
     from esper_core.config import load_config
     from esper_core.env.gym import make_env
     from esper_core.lifecycle.stages import Stage
-    from esper_core.plugins import PluginManager
 
-    env = make_env(load_config(overrides=["run.telemetry=[]", "env.max_epochs=2"]), PluginManager())
+    pm = plugin_manager("blueprints.example")
+    env = make_env(load_config(overrides=["run.telemetry=[]", "env.max_epochs=2"]), pm)
     env.reset(0)
     assert "cnn/dilated" in env.space.blueprints
     result = env.step(env.space.germinate("r0c0", "dilated"))
@@ -172,3 +152,20 @@ def test_third_party_blueprint_germinates_by_name(tmp_path: Path) -> None:
         and slot.state.blueprint == "cnn/dilated"
     )
     assert type(slot.seed).__module__ == "esper_example_plugin.blueprints"
+
+
+def test_the_fake_plugin_file_loads_from_any_directory(
+    fake_plugin_file: Path, tmp_path: Path
+) -> None:
+    """``--plugin path/to/tests/fake_plugin.py`` needs no ``tests`` package on sys.path."""
+    args = ["config", "show", "--plugin", str(fake_plugin_file), *FAKE_COMPONENTS[2:]]
+    result = subprocess.run(
+        [sys.executable, "-m", "esper_cli", *args, "--set", "run.telemetry=[]"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=subprocess_env(),
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert tomllib.loads(result.stdout)["tasks"]["tiny"]["n_train"] == 256

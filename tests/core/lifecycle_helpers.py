@@ -7,10 +7,11 @@ from torch import nn
 
 from esper_core.components.blueprint import Blueprint
 from esper_core.components.host import InjectionSpec
+from esper_core.lifecycle.gates import GateThresholds
 from esper_core.lifecycle.rules import COOLDOWN_STAGES, next_gated_target
 from esper_core.lifecycle.slot import SeedSlot
 from esper_core.lifecycle.slot_state import SlotSettings
-from esper_core.lifecycle.stages import GateThresholds, Stage
+from esper_core.lifecycle.stages import Stage
 from tests.fakes import BLUEPRINTS, RES_RANDOM
 
 # Permissive gates with no minimum TRAINING time, so a slot reaches any stage in a few calls.

@@ -19,10 +19,10 @@ from esper_core.lifecycle.actions import (
     compute_masks,
     refusal_reason,
 )
-from esper_core.lifecycle.rules import ADVANCE_TARGET, LIVE_STAGES, SEED_STAGES
+from esper_core.lifecycle.rules import ADVANCE_TARGET, LIVE_STAGES, SEED_STAGES, LifecycleError
 from esper_core.lifecycle.slot import SeedSlot
 from esper_core.lifecycle.slot_state import SlotReport
-from esper_core.lifecycle.stages import STAGES, LifecycleError, Stage
+from esper_core.lifecycle.stages import STAGES, Stage
 from tests.core.lifecycle_helpers import drive_to, make_slot
 from tests.fakes import RES, RES_RANDOM
 

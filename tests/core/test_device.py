@@ -7,12 +7,13 @@ import torch
 
 from esper_core.env.device import canonical_device
 from esper_core.run.executor import SerialExecutor
+from esper_core.run.resolve import executor_context
 from tests.fakes import make_env
 from tests.plugins.esper_streams.helpers import make_config
 
 
 def test_the_serial_executor_places_envs_on_device_values() -> None:
-    placed = SerialExecutor(None, make_config("run.device=cpu")).env_devices(3)
+    placed = SerialExecutor(None, executor_context(make_config("run.device=cpu"))).env_devices(3)
     assert placed == [torch.device("cpu")] * 3
     assert all(isinstance(d, torch.device) for d in placed)
     assert SerialExecutor(None, None).env_devices(1) == [torch.device("cpu")]

@@ -10,31 +10,23 @@ import attrs
 import pytest
 import torch
 
-from esper_core.compare.comparison import (
-    RESULTS_JSON,
-    RESULTS_MD,
-    aggregate,
-    load_results,
-    to_markdown,
-    write_results,
-)
+from esper_core.compare.comparison import RESULTS_JSON, RESULTS_MD, write_results
 from esper_core.compare.experiment import (
     ExperimentError,
     build_experiment,
-    check_existing_cells,
     load_experiment_file,
     parse_experiment,
-    plan_cells,
     policy_label,
     shared_config,
-    validate,
 )
+from esper_core.compare.plan import check_existing_cells, plan_cells, validate
+from esper_core.compare.results import aggregate, load_results
+from esper_core.compare.tables import to_markdown
 from esper_core.config import dump_toml
-from esper_core.errors import ConfigError
+from esper_core.errors import ConfigError, RunDirError
 from esper_core.plugins import PluginManager
-from esper_core.run.runner import open_session
+from esper_core.run.session import open_session
 
-FAKE = str(Path(__file__).parents[1] / "fake_plugin.py")
 SHARED = {"run": {"reward": "acc_delta", "telemetry": []}, "env": {"max_epochs": 3}}
 
 EXPERIMENT = """
@@ -62,11 +54,6 @@ run = { reward = "acc_delta", telemetry = [], seed = 10 }
 env = { max_epochs = 4 }
 policies.scripted = { seed = 1 }
 """
-
-
-@pytest.fixture(scope="module")
-def pm() -> PluginManager:
-    return PluginManager(extra=[FAKE])
 
 
 def experiment_of(data: dict, sets: tuple[str, ...] = ()):  # type: ignore[no-untyped-def]
@@ -292,3 +279,15 @@ def test_aggregate_rows_pooled_rows_and_outputs(pm: PluginManager, tmp_path: Pat
     )
     assert "## all tasks (bootstrap stratified over tasks)" in markdown
     assert (tmp_path / "intervals.png").stat().st_size > 10_000
+
+
+def test_a_damaged_summary_of_a_finished_cell_is_named(pm: PluginManager, tmp_path: Path) -> None:
+    experiment = experiment_of({"policies": ["scripted"], "seeds": 1, "config": SHARED})
+    (cell,) = plan_cells(experiment, pm)
+    directory = cell.directory(tmp_path)
+    _finished(directory, 50.0)
+    summary = json.loads((directory / "summary.json").read_text())
+    del summary["seeds_pruned"]
+    (directory / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(RunDirError, match=r"summary\.json is damaged.*delete that run directory"):
+        aggregate(experiment, [cell], tmp_path)

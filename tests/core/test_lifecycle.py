@@ -10,25 +10,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from esper_core.lifecycle.alpha import STYLES
+from esper_core.lifecycle.gates import GateInputs, GateThresholds, evaluate_gate
 from esper_core.lifecycle.rules import (
     ADVANCE_TARGET,
     BLENDED_STAGES,
     COOLDOWN_STAGES,
     LIVE_STAGES,
     SEED_STAGES,
+    TRANSITIONS,
+    LifecycleError,
+    check_transition,
 )
 from esper_core.lifecycle.slot import SeedSlot
 from esper_core.lifecycle.slot_state import SlotSettings
-from esper_core.lifecycle.stages import (
-    STAGES,
-    TRANSITIONS,
-    GateInputs,
-    GateThresholds,
-    LifecycleError,
-    Stage,
-    check_transition,
-    evaluate_gate,
-)
+from esper_core.lifecycle.stages import STAGES, Stage
 from tests.core.lifecycle_helpers import drive_to, healthy, make_slot
 from tests.fakes import RES, RES_RANDOM
 

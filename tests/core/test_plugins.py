@@ -187,6 +187,6 @@ def test_selections_are_split_from_loads() -> None:
 
 
 def test_listing_does_not_import_torch() -> None:
-    code = "import sys; from esper_core.plugins import PluginManager; PluginManager(); print('torch' in sys.modules)"
+    code = "import sys; from esper_core.plugins import PluginManager; PluginManager(autoload=True); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", "a plugin module imports torch at import time"

@@ -3,9 +3,7 @@ of cells, SIGKILL and Ctrl-C in the middle, and --jobs 2 equal to --jobs 1."""
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -16,23 +14,30 @@ from typing import Any
 import attrs
 import pytest
 
-from esper_core.compare.cells import CellJob, CellState, cell_state, run_cell
-from esper_core.compare.comparison import ComparisonResults, compare, load_results
-from esper_core.compare.experiment import (
-    build_experiment,
-    parse_experiment,
-    plan_cells,
-    shared_config,
-)
+from esper_core.compare.cell_dirs import CellState, cell_state
+from esper_core.compare.cells import CellJob, run_cell
+from esper_core.compare.comparison import compare
+from esper_core.compare.experiment import build_experiment, parse_experiment, shared_config
+from esper_core.compare.plan import plan_cells
+from esper_core.compare.results import ComparisonResults, load_results
 from esper_core.converter import unstructure
 from esper_core.plugins import PluginManager
-from esper_core.run.runner import Interrupted, run
+from esper_core.run.api import run
+from esper_core.run.interrupts import Interrupted
+from tests.plugin_set import (
+    FAKE_COMPONENTS,
+    FAKE_PLUGIN,
+    REPO,
+    subprocess_env,
+    write_broken_plugin,
+)
 
-REPO = Path(__file__).parents[2]
-FAKE = str(REPO / "tests" / "fake_plugin.py")
-INSTALLED = {ep.name for ep in importlib.metadata.entry_points(group="esper")}
-POLICIES = ["scripted"] + [p for p in ("wait", "random") if f"policies.{p}" in INSTALLED]
-BASELINE = "wait" if "wait" in POLICIES else "scripted"
+OTHERS = ["wait", "random"]
+POLICIES = ["scripted", *OTHERS]
+BASELINE = "wait"
+# Every plugin the experiments load (autoloading is off in tests), in this process, in the
+# cells' worker processes and in `esper compare`: the same blueprints, the same results.
+CELL_PLUGINS = (FAKE_PLUGIN, *(f"policies.{p}" for p in OTHERS))
 SEEDS = 4
 SHARED = {
     "run": {"reward": "acc_delta", "telemetry": [], "checkpoint_every": 1},
@@ -41,19 +46,14 @@ SHARED = {
 }
 CLI_ARGS = [
     "compare",
-    "--plugin",
-    "tests/fake_plugin.py",
-    "--task",
-    "tiny",
-    *[a for p in POLICIES for a in ("--policy", p)],
+    *FAKE_COMPONENTS,  # --policy scripted; the others come in as --plugin policies.NAME
+    *[a for p in CELL_PLUGINS[1:] for a in ("--plugin", p)],
     "--seeds",
     str(SEEDS),
     "--max-epochs",
     "3",
     "--baseline",
     BASELINE,
-    "--set",
-    "run.reward=acc_delta",
     "--set",
     "run.telemetry=[]",
     "--set",
@@ -65,11 +65,10 @@ CLI_ARGS = [
 
 
 def esper(*args: str, **kwargs: Any) -> subprocess.Popen[str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.Popen(
         [sys.executable, "-m", "esper_cli", *args],
         cwd=REPO,
-        env=env,
+        env=subprocess_env(),
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -87,7 +86,7 @@ def experiment(**changes: Any):  # type: ignore[no-untyped-def]
         **changes,
     }
     spec = parse_experiment(data)
-    return build_experiment(spec, shared_config(spec), plugins=[FAKE])
+    return build_experiment(spec, shared_config(spec), plugins=CELL_PLUGINS)
 
 
 def stable(results: ComparisonResults) -> dict[str, Any]:
@@ -103,34 +102,21 @@ def stable(results: ComparisonResults) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def pm() -> PluginManager:
-    return PluginManager(extra=[FAKE])
+def cells_pm() -> PluginManager:
+    """Exactly the plugins of the experiments' cells (no first-party blueprints)."""
+    return PluginManager(extra=list(CELL_PLUGINS), autoload=False)
 
 
 @pytest.fixture(scope="module")
-def clean(pm: PluginManager, tmp_path_factory: pytest.TempPathFactory) -> ComparisonResults:
+def clean(cells_pm: PluginManager, tmp_path_factory: pytest.TempPathFactory) -> ComparisonResults:
     out = tmp_path_factory.mktemp("clean")
-    report = compare(experiment(), pm, out, jobs=1, notify=lambda _m: None)
+    report = compare(experiment(), cells_pm, out, jobs=1, notify=lambda _m: None)
     assert not report.failed and not report.results.missing
     assert {o.status for o in report.outcomes} == {"completed"}
     return report.results
 
 
 # ---------------------------------------------------------------- validation before any cell
-
-
-@pytest.fixture(scope="module")
-def invoke():  # type: ignore[no-untyped-def]
-    from click.testing import CliRunner
-
-    from esper_cli.main import build_cli
-
-    group, pm = build_cli()
-
-    def call(*args: str):  # type: ignore[no-untyped-def]
-        return CliRunner().invoke(group, list(args), obj={"pm": pm})
-
-    return call
 
 
 @pytest.mark.parametrize(
@@ -143,11 +129,8 @@ def invoke():  # type: ignore[no-untyped-def]
 def test_bad_policy_fails_before_any_cell(
     invoke, policy: str, expected: str, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    if policy.startswith("ppo") and "policies.ppo" not in INSTALLED:
-        pytest.skip("esper-tamiyo-ppo is not installed")
     out = tmp_path / "exp"
-    args = [FAKE if a == "tests/fake_plugin.py" else a for a in CLI_ARGS]
-    result = invoke(*args, "--policy", policy, "--out", str(out))
+    result = invoke(*CLI_ARGS, "--policy", policy, "--out", str(out))
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], (
@@ -158,20 +141,17 @@ def test_bad_policy_fails_before_any_cell(
 
 def test_dry_run_checks_and_starts_nothing(invoke, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "exp"
-    args = [FAKE if a == "tests/fake_plugin.py" else a for a in CLI_ARGS]
-    result = invoke(*args, "--out", str(out), "--dry-run")
+    result = invoke(*CLI_ARGS, "--out", str(out), "--dry-run")
     assert result.exit_code == 0, result.output
     assert f"experiment OK: {SEEDS * len(POLICIES)} runs in {out}" in result.output
     assert not out.exists()
 
 
 def test_mismatching_ppo_checkpoint_fails_validation(pm: PluginManager, tmp_path: Path) -> None:
-    if "policies.ppo" not in INSTALLED:
-        pytest.skip("esper-tamiyo-ppo is not installed")
-    from esper_core.compare.experiment import validate
+    from esper_core.compare.plan import validate
     from esper_core.config import load_config
     from esper_core.errors import ConfigError
-    from esper_core.run.runner import train
+    from esper_core.run.api import train
 
     # A policy trained on both slots of the tiny host cannot drive a run with only one.
     overrides = [
@@ -196,7 +176,8 @@ def test_mismatching_ppo_checkpoint_fails_validation(pm: PluginManager, tmp_path
 # ---------------------------------------------------------------- cells
 
 
-def test_a_cell_is_resumed_redone_or_skipped(pm: PluginManager, tmp_path: Path) -> None:
+def test_a_cell_is_resumed_redone_or_skipped(cells_pm: PluginManager, tmp_path: Path) -> None:
+    pm = cells_pm
     exp = experiment(
         policies=["scripted"], seeds=1, baseline=None, config={**SHARED, "env": {"max_epochs": 4}}
     )
@@ -204,7 +185,10 @@ def test_a_cell_is_resumed_redone_or_skipped(pm: PluginManager, tmp_path: Path) 
 
     def job(root: Path) -> CellJob:
         return CellJob(
-            str(cell.directory(root)), str(cell.lock(root)), unstructure(cell.config), (FAKE,)
+            str(cell.directory(root)),
+            str(cell.lock(root)),
+            unstructure(cell.config),
+            (FAKE_PLUGIN,),
         )
 
     def summary(root: Path) -> dict[str, Any]:
@@ -222,7 +206,9 @@ def test_a_cell_is_resumed_redone_or_skipped(pm: PluginManager, tmp_path: Path) 
         run(interrupted, pm, run_dir=cell.directory(tmp_path / "resumed"), quiet=True)
     assert cell_state(cell.directory(tmp_path / "resumed")) is CellState.RESUMABLE
     resumed = run_cell(job(tmp_path / "resumed"))
-    assert (resumed.status, resumed.resumed, resumed.restarted) == ("completed", True, False)
+    assert (resumed.status, resumed.resumed, resumed.restarted) == ("completed", True, False), (
+        resumed.error
+    )
 
     # A directory without a checkpoint is removed and the cell run from scratch.
     broken = cell.directory(tmp_path / "broken")
@@ -248,14 +234,34 @@ def test_a_cell_is_resumed_redone_or_skipped(pm: PluginManager, tmp_path: Path) 
     assert (broken / "summary.json").stat().st_mtime_ns == mtime
 
 
+def test_a_failing_cell_reports_the_plugin_in_one_line(tmp_path: Path) -> None:
+    plugin = write_broken_plugin(
+        tmp_path / "broken_policy.py", "policies", "scripted", "act", "broken policy"
+    )
+    plugins = (*CELL_PLUGINS, str(plugin))
+    pm = PluginManager(extra=list(plugins), autoload=False)
+    spec = parse_experiment(
+        {"policies": ["broken"], "tasks": ["tiny"], "seeds": 1, "config": SHARED}
+    )
+    (cell,) = plan_cells(build_experiment(spec, shared_config(spec), plugins), pm, threads=1)
+    root = tmp_path / "exp"
+    outcome = run_cell(
+        CellJob(str(cell.directory(root)), str(cell.lock(root)), unstructure(cell.config), plugins)
+    )
+    assert outcome.status == "failed" and outcome.error is not None
+    assert "broken_policy.py raised ValueError: broken policy" in outcome.error
+    # Running the experiment again retries the cell: no `esper run --resume` advice.
+    assert "\n" not in outcome.error and "--resume" not in outcome.error
+
+
 # ---------------------------------------------------------------- whole experiments
 
 
 @pytest.mark.slow
 def test_jobs_2_gives_the_results_of_jobs_1(
-    pm: PluginManager, clean: ComparisonResults, tmp_path: Path
+    cells_pm: PluginManager, clean: ComparisonResults, tmp_path: Path
 ) -> None:
-    report = compare(experiment(), pm, tmp_path, jobs=2, notify=lambda _m: None)
+    report = compare(experiment(), cells_pm, tmp_path, jobs=2, notify=lambda _m: None)
     assert stable(report.results) == stable(clean)
     assert load_results(tmp_path / "results.json") == report.results
     assert (tmp_path / "results.md").is_file() and (tmp_path / "intervals.png").is_file()

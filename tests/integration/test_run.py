@@ -7,14 +7,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from esper_core.config import load_config
-from esper_core.errors import RunDirError
+from esper_core.converter import structure, unstructure
+from esper_core.errors import ConfigError, RunDirError
 from esper_core.plugins import PluginManager
+from esper_core.run.api import run, train
+from esper_core.run.boundary import explained_failures
 from esper_core.run.checkpoint import load_checkpoint
-from esper_core.run.runner import Interrupted, run
+from esper_core.run.failures import ResourceError
+from esper_core.run.interrupts import Interrupted
+from esper_core.run.summary import RunSummary
 
-FAKE = str(Path(__file__).parents[1] / "fake_plugin.py")
 BASE = [
     "run.task=tiny",
     "run.policy=scripted",
@@ -35,11 +40,6 @@ def stable(summary: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@pytest.fixture(scope="module")
-def pm() -> PluginManager:
-    return PluginManager(extra=[FAKE])
-
-
 def test_run_writes_the_run_directory(pm: PluginManager, tmp_path: Path) -> None:
     summary = run(load_config(overrides=BASE), pm, run_dir=tmp_path / "r", quiet=True)
     names = {p.name for p in (tmp_path / "r").iterdir()}
@@ -48,6 +48,14 @@ def test_run_writes_the_run_directory(pm: PluginManager, tmp_path: Path) -> None
     assert summary["episodes_completed"] == 4 and summary["seeds_fossilized"] > 0
     assert load_checkpoint(tmp_path / "r" / "checkpoint.pt")["outer"] == 2
     assert not [p for p in (tmp_path / "r").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_summary_json_is_a_run_summary(pm: PluginManager, tmp_path: Path) -> None:
+    summary = run(load_config(overrides=BASE), pm, run_dir=tmp_path / "r", quiet=True)
+    written = json.loads((tmp_path / "r" / "summary.json").read_text())
+    value = structure(written, RunSummary)  # the converter is strict: no extra or missing key
+    assert unstructure(value) == written == json.loads(json.dumps(summary))
+    assert value.seeds and value.seeds[0].fate in ("live", "fossilized", "pruned")
 
 
 def test_same_seed_same_summary(pm: PluginManager, tmp_path: Path) -> None:
@@ -86,3 +94,22 @@ def test_existing_run_is_not_overwritten(pm: PluginManager, tmp_path: Path) -> N
         run(load_config(overrides=BASE), pm, run_dir=tmp_path / "x", quiet=True)
     with pytest.raises(RunDirError, match=r"no checkpoint\.pt"):
         run(load_config(overrides=BASE), pm, run_dir=tmp_path / "empty", resume=True, quiet=True)
+
+
+def test_errors_propagate_unchanged_and_the_boundary_explains_them(
+    pm: PluginManager, tmp_path: Path
+) -> None:
+    oom = load_config(overrides=[*BASE, "run.task=faulty", 'tasks.faulty.fault="oom"'])
+    with pytest.raises(torch.OutOfMemoryError):
+        run(oom, pm, run_dir=tmp_path / "raw", quiet=True)
+    with (
+        pytest.raises(ResourceError, match="out of device memory"),
+        explained_failures(pm, tmp_path / "explained", "run"),
+    ):
+        run(oom, pm, run_dir=tmp_path / "explained", quiet=True)
+
+
+def test_train_refuses_a_policy_that_cannot_learn(pm: PluginManager, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="'scripted' is not trainable"):
+        train(load_config(overrides=BASE), pm, run_dir=tmp_path / "t", quiet=True)
+    assert not (tmp_path / "t" / "checkpoint.pt").exists()

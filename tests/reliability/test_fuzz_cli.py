@@ -5,15 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 import tomli_w
-from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from esper_cli.main import build_cli
+from tests.plugin_set import FAKE_COMPONENTS
+from tests.plugin_set import FAKE_PLUGIN as FAKE
 
-FAKE = str(Path(__file__).parents[1] / "fake_plugin.py")
 SECTIONS = ["run", "env", "training", "lifecycle", "governor", "train", "rewards", "tasks", "bogus"]
 KEYS = [
     "seed",
@@ -34,27 +32,21 @@ KEYS = [
     "slots",
     "x",
     "task",
+    "name",
+    "threads",
+    "history_length",
+    "host_lr",
 ]
 SCALARS = st.one_of(
     st.integers(-(10**6), 10**6),
-    st.floats(allow_nan=False, allow_infinity=False),
+    st.integers(-(2**80), 2**80),
+    st.floats(),  # NaN and infinities included
+    st.datetimes(),
     st.booleans(),
     st.text(max_size=8),
     st.lists(st.integers(-5, 5), max_size=3),
     st.lists(st.text(max_size=4), max_size=3),
 )
-
-
-@pytest.fixture(scope="module")
-def invoke():  # type: ignore[no-untyped-def]
-    group, pm = build_cli()
-    pm.extend([FAKE])
-    runner = CliRunner()
-
-    def call(*args: str):  # type: ignore[no-untyped-def]
-        return runner.invoke(group, list(args), obj={"pm": pm})
-
-    return call
 
 
 def check(result) -> None:  # type: ignore[no-untyped-def]
@@ -132,6 +124,44 @@ def test_random_arguments(invoke, pairs, command) -> None:  # type: ignore[no-un
         args += [option, value]
     args += ["--set", "run.episodes=0", "--set", "train.updates=0"]
     check(invoke(*args))
+
+
+COMPARE_OPTIONS = [
+    "--policy",
+    "--task",
+    "--seeds",
+    "--seed",
+    "--jobs",
+    "--baseline",
+    "--out",
+    "--config",
+    "--set",
+    "--plugin",
+    "--reward",
+    "--device",
+    "--max-epochs",
+    "--resamples",
+]
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(COMPARE_OPTIONS), st.text(max_size=10)), min_size=1, max_size=3
+    )
+)
+def test_random_compare_arguments(invoke, tmp_path_factory, pairs) -> None:  # type: ignore[no-untyped-def]
+    # --dry-run checks the whole experiment (every cell's config, data, policy) and runs nothing.
+    out = tmp_path_factory.mktemp("compare") / "exp"
+    args = ["compare", *FAKE_COMPONENTS, "--seeds", "1", "--max-epochs", "2", "--out", str(out)]
+    args += ["--set", "run.telemetry=[]"]
+    for option, value in pairs:
+        args += [option, value]
+    result = invoke(*args, "--dry-run")
+    check(result)
+    assert not out.exists()
 
 
 def test_toml_that_is_not_a_table_of_tables(invoke, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -3,24 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-FAKE = str(Path(__file__).parents[1] / "fake_plugin.py")
+from tests.plugin_set import FAKE_COMPONENTS, FAKE_PLUGIN, REPO, subprocess_env
+
 ARGS = [
     "run",
-    "--plugin",
-    FAKE,
-    "--task",
-    "tiny",
-    "--policy",
-    "scripted",
-    "--reward",
-    "acc_delta",
+    *FAKE_COMPONENTS,
     "--set",
     "run.telemetry=[]",
     "--set",
@@ -35,13 +28,13 @@ ARGS = [
 
 
 def esper(*args: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.Popen(
         [sys.executable, "-m", "esper_cli", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        cwd=REPO,
+        env=subprocess_env(),
     )
 
 
@@ -73,7 +66,7 @@ def test_sigint_checkpoints_exits_cleanly_and_resumes_identically(tmp_path: Path
     assert not (run_dir / "summary.json").exists()
     assert not [p for p in run_dir.iterdir() if p.name.endswith(".tmp")]
 
-    resumed = esper("run", "--plugin", FAKE, "--resume", str(run_dir), "--quiet", "--json")
+    resumed = esper("run", "--plugin", FAKE_PLUGIN, "--resume", str(run_dir), "--quiet", "--json")
     out, err = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, err
     assert stable(json.loads(out)) == expected

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-FAKE = str(Path(__file__).parents[1] / "fake_plugin.py")
+from tests.plugin_set import FAKE_PLUGIN, REPO, subprocess_env
+
 MIB = 2**20
 
 
@@ -24,7 +24,13 @@ def test_200_epochs_of_churn_on_digits_keep_rss_bounded(tmp_path: Path) -> None:
             "esper_cli",
             "run",
             "--plugin",
-            FAKE,
+            FAKE_PLUGIN,
+            "--plugin",
+            "tasks.digits",
+            "--plugin",
+            "blueprints.cnn",
+            "--plugin",
+            "rewards.pbrs",
             "--task",
             "digits",
             "--policy",
@@ -45,7 +51,8 @@ def test_200_epochs_of_churn_on_digits_keep_rss_bounded(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=1800,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        cwd=REPO,
+        env=subprocess_env(),
     )
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)

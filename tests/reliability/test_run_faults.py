@@ -1,5 +1,6 @@
-"""Runs survive faults: bad losses roll back, resource failures end with advice and a
-consistent run directory, plugin exceptions name the plugin."""
+"""Runs survive faults: bad losses roll back, resource failures end with advice (one line
+from the CLI's error boundary) and a consistent run directory, plugin exceptions name the
+plugin."""
 
 from __future__ import annotations
 
@@ -11,13 +12,12 @@ from typing import Any
 import pytest
 
 from esper_core.config import load_config
-from esper_core.errors import DataError, PluginError
+from esper_core.errors import PluginError
 from esper_core.plugins import PluginManager
-from esper_core.run.checkpoint import DiskFullError, load_checkpoint
-from esper_core.run.failures import ResourceError
-from esper_core.run.runner import run
+from esper_core.run.api import run
+from esper_core.run.checkpoint import load_checkpoint
+from tests.plugin_set import FAKE_PLUGIN, plugin_manager, write_broken_plugin
 
-FAKE = str(Path(__file__).parents[1] / "fake_plugin.py")
 BASE = [
     "run.task=faulty",
     "run.policy=scripted",
@@ -30,9 +30,25 @@ BASE = [
 ]
 
 
-@pytest.fixture(scope="module")
-def pm() -> PluginManager:
-    return PluginManager(extra=[FAKE])
+def run_cli(invoke: Any, run_dir: Path | None, *sets: str, plugins: tuple[str, ...] = ()) -> Any:
+    """``esper run`` of the faulty task with BASE and ``sets``; ``run_dir`` None: the default."""
+    args = ["run", "--quiet", "--plugin", FAKE_PLUGIN]
+    for plugin in plugins:
+        args += ["--plugin", plugin]
+    for assignment in (*BASE, *sets):
+        args += ["--set", assignment]
+    if run_dir is not None:
+        args += ["--out", str(run_dir)]
+    return invoke(*args)
+
+
+def one_line_error(result: Any) -> str:
+    """The single stderr line of a run that failed with exit code 2 and no traceback."""
+    assert result.exit_code == 2, (result.exit_code, result.stderr, result.exception)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    message: str = lines[0]
+    return message
 
 
 def assert_consistent(run_dir: Path, checkpoint_epoch: int | None) -> None:
@@ -65,35 +81,29 @@ def test_bad_losses_roll_back_and_the_run_finishes(
     assert episode["final_val_acc"] > 30.0, "the restored model should still work"
 
 
-def test_out_of_memory_ends_with_advice_and_a_checkpoint(pm: PluginManager, tmp_path: Path) -> None:
-    config = load_config(overrides=[*BASE, 'tasks.faulty.fault="oom"', "tasks.faulty.at_epoch=6"])
-    with pytest.raises(ResourceError) as info:
-        run(config, pm, run_dir=tmp_path / "r", quiet=True)
-    message = str(info.value)
+def test_out_of_memory_ends_with_advice_and_a_checkpoint(invoke: Any, tmp_path: Path) -> None:
+    result = run_cli(invoke, tmp_path / "r", 'tasks.faulty.fault="oom"', "tasks.faulty.at_epoch=6")
+    message = one_line_error(result)
     assert "out of device memory" in message and "env.batch_size" in message
     assert f"esper run --resume {tmp_path / 'r'}" in message
     assert_consistent(tmp_path / "r", checkpoint_epoch=4)
 
 
-def test_dataloader_worker_crash_ends_with_advice(pm: PluginManager, tmp_path: Path) -> None:
-    config = load_config(
-        overrides=[
-            *BASE,
-            'tasks.faulty.fault="worker_crash"',
-            "tasks.faulty.at_epoch=3",
-            "env.num_workers=1",
-        ]
+def test_dataloader_worker_crash_ends_with_advice(invoke: Any, tmp_path: Path) -> None:
+    result = run_cli(
+        invoke,
+        tmp_path / "r",
+        'tasks.faulty.fault="worker_crash"',
+        "tasks.faulty.at_epoch=3",
+        "env.num_workers=1",
     )
-    with pytest.raises(DataError) as info:
-        run(config, pm, run_dir=tmp_path / "r", quiet=True)
-    assert "data-loading worker process died" in str(info.value) and "env.num_workers=0" in str(
-        info.value
-    )
+    message = one_line_error(result)
+    assert "data-loading worker process died" in message and "env.num_workers=0" in message
     assert_consistent(tmp_path / "r", checkpoint_epoch=2)
 
 
 def test_disk_full_during_a_checkpoint_keeps_the_previous_one(
-    pm: PluginManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    invoke: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls = {"n": 0}
     real_fsync = os.fsync
@@ -105,9 +115,9 @@ def test_disk_full_during_a_checkpoint_keeps_the_previous_one(
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", fsync)
-    with pytest.raises(DiskFullError, match="no space left"):
-        run(load_config(overrides=BASE), pm, run_dir=tmp_path / "r", quiet=True)
+    result = run_cli(invoke, tmp_path / "r")
     monkeypatch.setattr(os, "fsync", real_fsync)
+    assert "no space left" in one_line_error(result)
     assert_consistent(tmp_path / "r", checkpoint_epoch=2)
 
 
@@ -119,28 +129,17 @@ BROKEN_COMPONENTS = {
 
 
 @pytest.mark.parametrize("component", sorted(BROKEN_COMPONENTS))
-def test_a_plugin_raising_at_run_time_is_named(tmp_path: Path, component: str) -> None:
+def test_a_plugin_raising_at_run_time_is_named(invoke: Any, tmp_path: Path, component: str) -> None:
     method, kind, name = BROKEN_COMPONENTS[component]
-    plugin = tmp_path / f"broken_{component}.py"
-    plugin.write_text(
-        "from esper_core import hookimpl\n"
-        f"from esper_core.plugins import PluginManager\n"
-        f"import importlib.util, sys\n"
-        f"spec = importlib.util.spec_from_file_location('fake_src', {FAKE!r})\n"
-        "src = importlib.util.module_from_spec(spec); spec.loader.exec_module(src)\n"
-        f"def _boom(self, *a, **k):\n    raise ValueError('broken {component}')\n"
-        f"class Broken:\n    pass\n"
-        f"@hookimpl\ndef esper_register_{kind}(register):\n"
-        f"    base = PluginManager(autoload=False, extra=[{FAKE!r}]).get({kind!r}, {name!r})\n"
-        f"    cls = type('Broken', (base,), {{'name': 'broken', '{method}': _boom}})\n"
-        f"    register(cls)\n"
+    plugin = write_broken_plugin(
+        tmp_path / f"broken_{component}.py", kind, name, method, f"broken {component}"
     )
-    pm = PluginManager(extra=[FAKE, str(plugin)])
     field = {"policies": "policy", "rewards": "reward", "tasks": "task"}[kind]
-    config = load_config(overrides=[*BASE, f"run.{field}=broken"])
-    with pytest.raises(PluginError) as info:
-        run(config, pm, run_dir=tmp_path / "r", quiet=True)
-    assert f"broken_{component}.py" in str(info.value) and f"broken {component}" in str(info.value)
+    # No --out: the CLI computes the default run directory, and the advice names it.
+    sets = [f"run.{field}=broken", f"run.out_dir={str(tmp_path)!r}", 'run.name="r"']
+    message = one_line_error(run_cli(invoke, None, *sets, plugins=(str(plugin),)))
+    assert f"broken_{component}.py" in message and f"broken {component}" in message
+    assert f"No checkpoint was written yet in {tmp_path / 'r'}" in message
     assert_consistent(tmp_path / "r", checkpoint_epoch=None)
 
 
@@ -178,7 +177,7 @@ def test_telemetry_backend_raising_is_disabled_and_the_run_finishes(tmp_path: Pa
         "    def handle(self, events):\n        raise OSError('disk on fire')\n"
         "@hookimpl\ndef esper_register_telemetry(register):\n    register(Bad)\n"
     )
-    pm = PluginManager(extra=[FAKE, str(plugin)])
+    pm = plugin_manager(FAKE_PLUGIN, str(plugin))
     summary: dict[str, Any] = run(
         load_config(overrides=[*BASE, 'run.telemetry=["bad"]']),
         pm,

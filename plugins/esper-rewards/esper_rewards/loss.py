@@ -14,8 +14,7 @@ from typing import Any, ClassVar
 
 from attrs import define
 
-from esper_core import hookimpl
-from esper_core.components.reward import RewardBreakdown, RewardContext
+from esper_core import RewardBreakdown, RewardContext, RewardSetup, hookimpl
 from esper_core.converter import in_range, options_field
 from esper_rewards.common import ShapingRentOptions, check_gamma, refused, rent, shaping
 
@@ -57,9 +56,9 @@ class LossReward:
     Options: ClassVar[type] = LossOptions
     components: ClassVar[tuple[str, ...]] = ("loss", "shaping", "rent", "refused")
 
-    def __init__(self, options: LossOptions, *, gamma: float) -> None:
+    def __init__(self, options: LossOptions, setup: RewardSetup) -> None:
         self.options = options
-        self.gamma = check_gamma(gamma)
+        self.gamma = check_gamma(setup.gamma)
 
     def compute(self, ctx: RewardContext) -> RewardBreakdown:
         opts = self.options

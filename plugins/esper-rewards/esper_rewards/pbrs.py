@@ -7,8 +7,7 @@ from typing import Any, ClassVar
 
 from attrs import define
 
-from esper_core import hookimpl
-from esper_core.components.reward import RewardBreakdown, RewardContext
+from esper_core import RewardBreakdown, RewardContext, RewardSetup, hookimpl
 from esper_core.converter import in_range, options_field
 from esper_rewards.common import (
     ShapingRentOptions,
@@ -58,9 +57,9 @@ class PBRSReward:
     Options: ClassVar[type] = PBRSOptions
     components: ClassVar[tuple[str, ...]] = ("accuracy", "shaping", "rent", "terminal", "refused")
 
-    def __init__(self, options: PBRSOptions, *, gamma: float) -> None:
+    def __init__(self, options: PBRSOptions, setup: RewardSetup) -> None:
         self.options = options
-        self.gamma = check_gamma(gamma)
+        self.gamma = check_gamma(setup.gamma)
 
     def compute(self, ctx: RewardContext) -> RewardBreakdown:
         return RewardBreakdown.of(**pbrs_components(ctx, self.options, self.gamma))

@@ -21,8 +21,7 @@ from typing import Any, ClassVar
 
 from attrs import define
 
-from esper_core import hookimpl
-from esper_core.components.reward import RewardBreakdown, RewardContext
+from esper_core import RewardBreakdown, RewardContext, RewardSetup, hookimpl
 from esper_core.converter import in_range, options_field
 from esper_core.lifecycle.actions import LifecycleOp
 from esper_core.lifecycle.rules import LIVE_STAGES
@@ -100,9 +99,9 @@ class ShapedReward:
         "intervention",
     )
 
-    def __init__(self, options: ShapedOptions, *, gamma: float) -> None:
+    def __init__(self, options: ShapedOptions, setup: RewardSetup) -> None:
         self.options = options
-        self.gamma = check_gamma(gamma)
+        self.gamma = check_gamma(setup.gamma)
 
     def compute(self, ctx: RewardContext) -> RewardBreakdown:
         opts = self.options

@@ -13,8 +13,7 @@ from typing import Any, ClassVar
 
 from attrs import define
 
-from esper_core import hookimpl
-from esper_core.components.reward import RewardBreakdown, RewardContext
+from esper_core import RewardBreakdown, RewardContext, RewardSetup, hookimpl
 from esper_core.converter import in_range, options_field
 from esper_rewards.common import check_gamma
 
@@ -47,10 +46,10 @@ class SparseReward:
     Options: ClassVar[type] = SparseOptions
     components: ClassVar[tuple[str, ...]] = ("terminal",)
 
-    def __init__(self, options: SparseOptions, *, gamma: float) -> None:
+    def __init__(self, options: SparseOptions, setup: RewardSetup) -> None:
         self.options = options
         # Unused by the formula (nothing is discounted here), validated for uniformity.
-        self.gamma = check_gamma(gamma)
+        self.gamma = check_gamma(setup.gamma)
 
     def budget(self, host_params: int) -> float:
         opts = self.options

@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from esper_core import ExecutorContext
 from esper_core.errors import ConfigError
 
 
-def run_devices(config: Any) -> list[Any]:
+def run_devices(context: ExecutorContext | None) -> list[Any]:
     """``run.devices`` (or ``[run.device]`` when it is empty) as checked ``torch.device`` values."""
-    names: Sequence[str] = (
-        (config.run.devices or [config.run.device]) if config is not None else ["cpu"]
-    )
-    field = "run.devices" if config is not None and config.run.devices else "run.device"
+    context = context or ExecutorContext()
+    names: Sequence[str] = context.devices or [context.device]
+    field = "run.devices" if context.devices else "run.device"
     return [parse_device(name, field) for name in names]
 
 

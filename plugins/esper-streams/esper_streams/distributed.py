@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from attrs import define
 
-from esper_core import hookimpl
+from esper_core import ExecutorContext, hookimpl
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.errors import ConfigError
 
@@ -75,13 +75,15 @@ class DistributedExecutor:
     )
     Options: ClassVar[type] = DistributedOptions
 
-    def __init__(self, options: DistributedOptions | None = None, config: Any = None) -> None:
+    def __init__(
+        self, options: DistributedOptions | None = None, context: ExecutorContext | None = None
+    ) -> None:
         from esper_streams.group import RankGroup, RankInfo
         from esper_streams.streams import StreamsExecutor, StreamsOptions
 
         self.options = options or DistributedOptions()
         info = RankInfo.from_environment()
-        self.device = _rank_device(config, info.local_rank)
+        self.device = _rank_device(context or ExecutorContext(), info.local_rank)
         backend = self.options.backend
         if backend == "auto":
             backend = "nccl" if self.device.type == "cuda" else "gloo"
@@ -98,7 +100,7 @@ class DistributedExecutor:
         self.is_writer = self.rank == 0
         # This rank's envs are stepped like the streams executor does (serial semantics on CPU).
         self.local = StreamsExecutor(
-            StreamsOptions(streams=self.options.streams), config, devices=[self.device]
+            StreamsOptions(streams=self.options.streams), context, devices=[self.device]
         )
         self._n_envs: int | None = None
 
@@ -198,21 +200,19 @@ class DistributedExecutor:
 # ---------------------------------------------------------------- helpers
 
 
-def _rank_device(config: Any, local_rank: int) -> torch.device:
+def _rank_device(context: ExecutorContext, local_rank: int) -> torch.device:
     """``run.devices[local_rank % len]``, else ``run.device`` (a bare ``cuda``: one GPU per local rank)."""
     import torch
 
     from esper_streams.devices import parse_device
 
-    if config is None:
-        return torch.device("cpu")
-    if config.run.devices:
-        names = config.run.devices
+    if context.devices:
+        names = context.devices
         return parse_device(names[local_rank % len(names)], "run.devices")
-    device = torch.device(config.run.device)
+    device = torch.device(context.device)
     if device.type == "cuda" and device.index is None:
         return parse_device(f"cuda:{local_rank % max(torch.cuda.device_count(), 1)}", "run.device")
-    return parse_device(config.run.device, "run.device")
+    return parse_device(context.device, "run.device")
 
 
 def _gradient_sync_holder(policy: Any) -> Any:

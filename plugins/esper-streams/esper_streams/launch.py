@@ -60,7 +60,7 @@ def _child(rank: int, nproc: int, init_method: str, job: Callable[[], Any], repo
     try:
         result = job()
     except BaseException as exc:  # reported to the launcher, whatever it was
-        from esper_core.run.runner import Interrupted
+        from esper_core.run.interrupts import Interrupted
 
         user = isinstance(exc, EsperError)
         if not user and not isinstance(exc, KeyboardInterrupt):
@@ -231,7 +231,7 @@ class _Outcome:
 
     def error(self, timeout: float) -> EsperError:
         """One error naming the rank that caused the failure."""
-        from esper_core.run.runner import Interrupted
+        from esper_core.run.interrupts import Interrupted
 
         failures = [self.failures[r] for r in self.order]
         if all(f.interrupted for f in failures):

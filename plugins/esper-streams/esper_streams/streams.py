@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from attrs import define, field
 
-from esper_core import hookimpl
+from esper_core import ExecutorContext, hookimpl
 from esper_core.converter import options_field
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ class StreamsExecutor:
     def __init__(
         self,
         options: StreamsOptions | None = None,
-        config: Any = None,
+        context: ExecutorContext | None = None,
         *,
         devices: Sequence[torch.device] | None = None,
         stream_api: StreamAPI | None = None,
@@ -81,7 +81,7 @@ class StreamsExecutor:
         from esper_streams.stream_api import default_stream_api
 
         self.options = options or StreamsOptions()
-        self.devices = list(devices) if devices is not None else run_devices(config)
+        self.devices = list(devices) if devices is not None else run_devices(context)
         check_one_type(self.devices, "run.devices")
         self.api: StreamAPI = stream_api or default_stream_api(self.devices, self.options.streams)
         self._lanes: dict[int, Lane] = {}

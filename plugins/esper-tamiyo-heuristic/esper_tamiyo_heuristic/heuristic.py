@@ -35,11 +35,11 @@ from attrs import define, field, frozen
 from esper_core import hookimpl
 from esper_core.converter import each, in_range, non_empty, options_field, structure, unstructure
 from esper_core.errors import CheckpointError, ConfigError
-from esper_core.lifecycle.rules import LIVE_STAGES, SEED_STAGES, WATCHED_STAGES
+from esper_core.lifecycle.rules import ADVANCE_TARGET, LIVE_STAGES, SEED_STAGES, WATCHED_STAGES
 from esper_core.lifecycle.stages import Stage
 
 if TYPE_CHECKING:
-    from esper_core.components.policy import PolicyContext
+    from esper_core import PolicyContext
     from esper_core.env.observation import Observation
     from esper_core.env.step import StepResult
     from esper_core.lifecycle.actions import Action, ActionSpace
@@ -65,8 +65,6 @@ DEFAULT_BLUEPRINT_ORDER = [
     "transformer/lora_large",
     "transformer/norm",
 ]
-
-# The stages the regression and stall rules watch (HOLDING has its own rule).
 
 
 def _non_blank(value: Any) -> str | None:
@@ -372,11 +370,7 @@ class HeuristicPolicy:
                 )
         for i, r in enumerate(obs.slots):
             gate = obs.gates[i] if i < len(obs.gates) else None
-            if (
-                r.stage in (Stage.GERMINATED, Stage.TRAINING, Stage.BLENDING)
-                and gate is not None
-                and gate.passed
-            ):
+            if r.stage in ADVANCE_TARGET and gate is not None and gate.passed:
                 out.append(
                     Decision(
                         Action(LifecycleOp.ADVANCE, slot=i),

@@ -19,7 +19,7 @@ from esper_core.converter import in_range, options_field
 from esper_core.errors import CheckpointError
 
 if TYPE_CHECKING:
-    from esper_core.components.policy import PolicyContext
+    from esper_core import PolicyContext
     from esper_core.env.observation import Observation
     from esper_core.env.step import StepResult
     from esper_core.lifecycle.actions import Action

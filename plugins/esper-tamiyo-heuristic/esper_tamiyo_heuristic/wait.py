@@ -10,7 +10,7 @@ from attrs import define
 from esper_core import hookimpl
 
 if TYPE_CHECKING:
-    from esper_core.components.policy import PolicyContext
+    from esper_core import PolicyContext
     from esper_core.env.observation import Observation
     from esper_core.env.step import StepResult
     from esper_core.lifecycle.actions import Action

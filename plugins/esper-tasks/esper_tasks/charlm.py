@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from attrs import define, field
 
-from esper_core import hookimpl
-from esper_core.components.task import TaskData
+from esper_core import TaskContext, TaskData, hookimpl
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.errors import DataError
 from esper_tasks.common import (
@@ -92,6 +91,7 @@ class CharLMTask(CrossEntropyTask):
     default_eval_batch_size: ClassVar[int] = 256
 
     options: CharLMOptions = field(factory=CharLMOptions)
+    context: TaskContext = field(factory=TaskContext)
     _text: str | None = field(default=None, init=False, repr=False)
     _vocab: tuple[str, ...] | None = field(default=None, init=False, repr=False)
     _index: dict[str, int] | None = field(default=None, init=False, repr=False)

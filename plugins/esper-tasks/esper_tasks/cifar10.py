@@ -8,7 +8,8 @@ checksums and the download. The batches themselves are read here, in the same pi
 format, because ``CIFAR10`` refuses any file whose md5 differs from the official one:
 that makes it impossible to test the loading path on a small fixture, and it would
 re-hash 180 MB at every construction. Checksums are still verified (with torchvision's
-``check_integrity``) unless ``verify_checksums = false``.
+``check_integrity``) unless ``verify_checksums = false``. Either way the batches are read
+with an unpickler that builds numpy arrays and nothing else: a data file cannot run code.
 """
 
 from __future__ import annotations
@@ -19,8 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from attrs import define, field
 
-from esper_core import hookimpl
-from esper_core.components.task import TaskData
+from esper_core import TaskContext, TaskData, hookimpl
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.errors import DataError
 from esper_tasks.common import (
@@ -82,20 +82,51 @@ def _batch_names() -> tuple[str, list[tuple[str, str]], list[tuple[str, str]], s
     return CIFAR10.base_folder, train, test, str(CIFAR10.meta["filename"])
 
 
-def _read_batches(folder: Path, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """uint8 images ``[N, 3, 32, 32]`` and int64 labels from CIFAR python batches."""
+def _batch_unpickler(f: Any) -> Any:
+    """A ``pickle.Unpickler`` that builds only what a CIFAR python batch holds.
+
+    A batch is a dict of lists, strings and one numpy array. Rebuilding that array needs
+    ``_reconstruct``, ``ndarray`` and ``dtype``; every other global is refused, so a
+    tampered file (``__reduce__`` calling ``os.system``, say) fails to load instead of
+    running code. The path in numpy 1 (``numpy.core``) and 2 (``numpy._core``) both map
+    to the function the installed numpy uses.
+    """
     import pickle
 
+    import numpy as np
+
+    reconstruct = np.empty(0, dtype=np.uint8).__reduce__()[0]
+    allowed: dict[tuple[str, str], Any] = {
+        ("numpy.core.multiarray", "_reconstruct"): reconstruct,
+        ("numpy._core.multiarray", "_reconstruct"): reconstruct,
+        ("numpy", "ndarray"): np.ndarray,
+        ("numpy", "dtype"): np.dtype,
+    }
+
+    class BatchUnpickler(pickle.Unpickler):
+        def find_class(self, module: str, name: str) -> Any:
+            try:
+                return allowed[(module, name)]
+            except KeyError:
+                raise pickle.UnpicklingError(
+                    f"it refers to {module}.{name}, which a CIFAR-10 batch never holds"
+                ) from None
+
+    return BatchUnpickler(f, encoding="latin1")
+
+
+def _read_batches(folder: Path, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """uint8 images ``[N, 3, 32, 32]`` and int64 labels from CIFAR python batches."""
     import numpy as np
 
     images, labels = [], []
     for name in names:
         try:
             with open(folder / name, "rb") as f:
-                entry = pickle.load(f, encoding="latin1")
+                entry = _batch_unpickler(f).load()
             images.append(np.asarray(entry["data"], dtype=np.uint8).reshape(-1, 3, 32, 32))
             labels.append(np.asarray(entry["labels"], dtype=np.int64))
-        except (OSError, pickle.UnpicklingError, KeyError, ValueError, EOFError) as exc:
+        except Exception as exc:  # a corrupt pickle raises any of a dozen types
             raise DataError(
                 f"CIFAR-10 batch {folder / name} is unreadable ({type(exc).__name__}: {exc}); "
                 "delete the folder and download again with --set tasks.cifar10.download=true"
@@ -119,6 +150,7 @@ class Cifar10Task(CrossEntropyTask):
     padding: ClassVar[int] = 4
 
     options: Cifar10Options = field(factory=Cifar10Options)
+    context: TaskContext = field(factory=TaskContext)
     _cache: dict[str, TaskData] = field(factory=dict, init=False, repr=False)
     _norm: dict[str, Any] = field(factory=dict, init=False, repr=False)
 
@@ -164,8 +196,7 @@ class Cifar10Task(CrossEntropyTask):
                 raise DataError(
                     f"CIFAR-10 batches in {folder} do not match the official checksums "
                     f"({', '.join(bad)}): delete them and download again with "
-                    "--set tasks.cifar10.download=true, or skip the check with "
-                    "--set tasks.cifar10.verify_checksums=false"
+                    "--set tasks.cifar10.download=true"
                 )
         return folder
 

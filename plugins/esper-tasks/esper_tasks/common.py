@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from attrs import frozen
 
-from esper_core.components.task import BatchMetrics, TaskData
+from esper_core import BatchMetrics, TaskContext, TaskData
 from esper_core.converter import check_values
 from esper_core.errors import ConfigError
 
@@ -123,6 +123,7 @@ class CrossEntropyTask:
     name: ClassVar[str]
     num_classes: int
     options: Any
+    context: TaskContext
     _cache: dict[str, TaskData]
     _load_cpu: Callable[[], TaskData]  # each task reads its own dataset
 

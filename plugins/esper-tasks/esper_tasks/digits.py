@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from attrs import define, field
 
-from esper_core import hookimpl
-from esper_core.components.task import TaskData
+from esper_core import TaskContext, TaskData, hookimpl
 from esper_core.converter import in_range, one_of, options_field
 from esper_tasks.common import (
     CNNPreset,
@@ -85,6 +84,7 @@ class DigitsTask(CrossEntropyTask):
     default_eval_batch_size: ClassVar[int] = 512
 
     options: DigitsOptions = field(factory=DigitsOptions)
+    context: TaskContext = field(factory=TaskContext)
     _cache: dict[str, TaskData] = field(factory=dict, init=False, repr=False)
 
     @property

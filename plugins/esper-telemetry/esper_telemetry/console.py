@@ -7,7 +7,7 @@ fields; the display is rebuilt and redrawn from ``handle()`` at most
 ``refresh_per_second`` times per second, with no background thread, so it costs
 training next to nothing (see benchmarks/telemetry_overhead.py).
 
-``quiet=True`` (``--quiet``, ``--json``, ``run.quiet``) shows nothing. When the output
+A quiet context (``--quiet``, ``--json``, ``run.quiet``) shows nothing. When the output
 is not a terminal (a log file, CI) there is no live display either: one plain line per
 finished episode or PPO update instead.
 """
@@ -22,8 +22,8 @@ from typing import IO, Any, ClassVar
 
 from attrs import define, field
 
-from esper_core import hookimpl
-from esper_core.converter import in_range, options_field
+from esper_core import TelemetryContext, hookimpl
+from esper_core.converter import in_range, options_field, relative_path
 from esper_core.run.telemetry import (
     EpisodeFinished,
     EpochCompleted,
@@ -50,7 +50,7 @@ class ConsoleOptions:
         True, doc="Clear the live display when the run ends (the run summary is printed after it)."
     )
     file: str | None = options_field(
-        None, doc="Write the display to this file instead of standard error."
+        None, relative_path, "Write the display to this file (in the run directory), not stderr."
     )
     width: int | None = options_field(
         None, in_range(40, integer=True), "Display width in columns (default: the terminal's)."
@@ -123,11 +123,10 @@ class ConsoleBackend:
     )
     Options: ClassVar[type] = ConsoleOptions
 
-    def __init__(
-        self, options: ConsoleOptions, run_dir: Path | None = None, quiet: bool = False
-    ) -> None:
+    def __init__(self, options: ConsoleOptions, context: TelemetryContext) -> None:
         self.options = options
-        self.enabled = not quiet
+        self.run_dir = context.run_dir
+        self.enabled = not context.quiet
         self.info: RunInfo | None = None
         self.envs: dict[int, EnvView] = {}
         self.recent: deque[str] = deque(maxlen=max(options.recent_events, 1))
@@ -150,7 +149,8 @@ class ConsoleBackend:
         from rich.console import Console
 
         if self.options.file:
-            self._stream = open(self.options.file, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            path = Path(self.run_dir or ".") / self.options.file
+            self._stream = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
         self._console = Console(
             file=self._stream,
             stderr=self._stream is None,

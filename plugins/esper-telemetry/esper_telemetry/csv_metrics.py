@@ -16,12 +16,11 @@ import io
 import json
 import math
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, ClassVar
 
 from attrs import define
 
-from esper_core import hookimpl
+from esper_core import TelemetryContext, hookimpl
 from esper_core.converter import options_field
 from esper_core.run.telemetry import EpochCompleted, Event
 from esper_telemetry.common import need_run_dir
@@ -69,11 +68,11 @@ class CsvBackend:
     )
     Options: ClassVar[type] = CsvOptions
 
-    def __init__(
-        self, options: CsvOptions, run_dir: Path | None = None, quiet: bool = False
-    ) -> None:
+    def __init__(self, options: CsvOptions, context: TelemetryContext) -> None:
         self.options = options
-        self.file = AppendFile(need_run_dir(run_dir, self.name) / METRICS_FILE, fsync=options.fsync)
+        self.file = AppendFile(
+            need_run_dir(context.run_dir, self.name) / METRICS_FILE, fsync=options.fsync
+        )
         self.components: list[str] | None = None
         self.slots: list[str] = []
 

@@ -8,12 +8,11 @@ also adds the ``esper report`` command to the CLI.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, ClassVar
 
 from attrs import define
 
-from esper_core import hookimpl
+from esper_core import TelemetryContext, hookimpl
 from esper_core.converter import options_field
 from esper_core.run.telemetry import Event, dumps
 from esper_telemetry.common import need_run_dir
@@ -36,11 +35,11 @@ class JsonlBackend:
     description: ClassVar[str] = "events.jsonl: every typed event, one JSON object per line"
     Options: ClassVar[type] = JsonlOptions
 
-    def __init__(
-        self, options: JsonlOptions, run_dir: Path | None = None, quiet: bool = False
-    ) -> None:
+    def __init__(self, options: JsonlOptions, context: TelemetryContext) -> None:
         self.options = options
-        self.file = AppendFile(need_run_dir(run_dir, self.name) / EVENTS_FILE, fsync=options.fsync)
+        self.file = AppendFile(
+            need_run_dir(context.run_dir, self.name) / EVENTS_FILE, fsync=options.fsync
+        )
 
     def handle(self, events: Sequence[Event]) -> None:
         self.file.write("".join(dumps(event) + "\n" for event in events))

@@ -25,8 +25,8 @@ from typing import Any, ClassVar
 
 from attrs import define
 
-from esper_core import hookimpl
-from esper_core.converter import in_range, options_field
+from esper_core import TelemetryContext, hookimpl
+from esper_core.converter import in_range, options_field, relative_path
 from esper_core.errors import RunDirError
 from esper_core.run.telemetry import (
     EpisodeFinished,
@@ -55,7 +55,7 @@ HPARAM_METRICS = ("final_val_acc_mean", "final_test_acc_mean", "params_added_mea
 @define
 class TensorBoardOptions:
     subdir: str = options_field(
-        "tensorboard", doc="Directory inside the run directory for the event files."
+        "tensorboard", relative_path, "Directory inside the run directory for the event files."
     )
     per_env: bool = options_field(
         True, doc="Write each env's curves, not only the means over envs."
@@ -79,11 +79,9 @@ class TensorBoardBackend:
     )
     Options: ClassVar[type] = TensorBoardOptions
 
-    def __init__(
-        self, options: TensorBoardOptions, run_dir: Path | None = None, quiet: bool = False
-    ) -> None:
+    def __init__(self, options: TensorBoardOptions, context: TelemetryContext) -> None:
         self.options = options
-        self.logdir = need_run_dir(run_dir, self.name) / options.subdir
+        self.logdir = need_run_dir(context.run_dir, self.name) / options.subdir
         self.info = RunInfo()
         self._writer: Any = None
         self._epoch_means = StepMeans()

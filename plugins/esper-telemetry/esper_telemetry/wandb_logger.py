@@ -27,12 +27,11 @@ import json
 import os
 from collections import defaultdict
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, ClassVar
 
 from attrs import define
 
-from esper_core import hookimpl
+from esper_core import TelemetryContext, hookimpl
 from esper_core.converter import one_of, options_field
 from esper_core.errors import PluginError
 from esper_core.run.telemetry import (
@@ -91,15 +90,13 @@ class WandbBackend:
     )
     Options: ClassVar[type] = WandbOptions
 
-    def __init__(
-        self, options: WandbOptions, run_dir: Path | None = None, quiet: bool = False
-    ) -> None:
+    def __init__(self, options: WandbOptions, context: TelemetryContext) -> None:
         if importlib.util.find_spec("wandb") is None:
             raise PluginError(
                 "telemetry backend 'wandb' needs the wandb package: pip install 'esper-telemetry[wandb]'"
             )
         self.options = options
-        self.dir = need_run_dir(run_dir, self.name)
+        self.dir = need_run_dir(context.run_dir, self.name)
         self.info = RunInfo()
         self.config: dict[str, Any] = {}
         self.run: Any = None

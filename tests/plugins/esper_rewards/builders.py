@@ -11,7 +11,7 @@ from esper_rewards.shaped import ShapedReward
 from esper_rewards.simplified import SimplifiedReward
 from esper_rewards.sparse import SparseReward
 
-from esper_core.components.reward import RewardContext, SlotSnapshot
+from esper_core.components.reward import RewardContext, RewardSetup, SlotSnapshot
 from esper_core.converter import structure
 from esper_core.lifecycle.actions import Action, LifecycleOp
 from esper_core.lifecycle.stages import Stage
@@ -63,5 +63,7 @@ def ctx(**overrides: Any) -> RewardContext:
 
 
 def family(cls: type, gamma: float = 0.9, **options: Any) -> Any:
-    """A family built the way the runner builds it: options through the one converter."""
-    return cls(structure(options, cls.Options, path=f"rewards.{cls.name}"), gamma=gamma)
+    """A family built the way a run builds it: options through the one converter."""
+    return cls(
+        structure(options, cls.Options, path=f"rewards.{cls.name}"), RewardSetup(gamma=gamma)
+    )

@@ -17,6 +17,7 @@ from esper_rewards.common import (
 from hypothesis import given
 from hypothesis import strategies as st
 
+from esper_core.components.reward import RewardSetup
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.actions import LifecycleOp
 from esper_core.lifecycle.stages import Stage
@@ -155,15 +156,16 @@ def test_rent_strictly_grows_for_a_realistic_seed() -> None:
 
 @pytest.mark.parametrize("cls", FAMILIES, ids=lambda c: c.name)
 def test_gamma_has_no_default_and_is_validated(cls: type) -> None:
-    parameter = inspect.signature(cls.__init__).parameters["gamma"]
+    parameter = inspect.signature(cls.__init__).parameters["setup"]
     assert parameter.default is inspect.Parameter.empty
-    assert parameter.kind is inspect.Parameter.KEYWORD_ONLY
     with pytest.raises(TypeError):
         cls(cls.Options())
+    with pytest.raises(TypeError):
+        RewardSetup()  # type: ignore[call-arg]  # the shaping discounts with the run's gamma only
     for bad in (0.0, -0.5, 1.5, float("nan"), True):
         with pytest.raises(ConfigError, match=r"run\.gamma"):
-            cls(cls.Options(), gamma=bad)
-    assert cls(cls.Options(), gamma=0.97).gamma == 0.97
+            cls(cls.Options(), RewardSetup(gamma=bad))
+    assert cls(cls.Options(), RewardSetup(gamma=0.97)).gamma == 0.97
 
 
 @pytest.mark.parametrize("cls", FAMILIES, ids=lambda c: c.name)

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 from attrs import define
 
 from esper_core import hookimpl
-from esper_core.components.reward import RewardBreakdown, RewardContext
+from esper_core.components.reward import RewardBreakdown, RewardContext, RewardSetup
 
 
 @define
@@ -24,7 +24,9 @@ class CrashOnRank:
     description: ClassVar[str] = "accuracy delta that fails on one rank"
     Options: ClassVar[type] = CrashOptions
 
-    def __init__(self, options: CrashOptions | None = None, gamma: float = 0.99) -> None:
+    def __init__(
+        self, options: CrashOptions | None = None, setup: RewardSetup | None = None
+    ) -> None:
         self.options = options or CrashOptions()
 
     def compute(self, ctx: RewardContext) -> RewardBreakdown:

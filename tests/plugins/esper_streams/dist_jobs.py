@@ -16,6 +16,7 @@ import torch
 from esper_streams.distributed import DistributedExecutor, DistributedOptions
 from torch import nn
 
+from esper_core.run.resolve import executor_context
 from tests.fake_plugin import ScriptedPolicy, ScriptOptions
 from tests.fakes import BLUEPRINTS, AccuracyDeltaReward, TinyTask
 from tests.plugins.esper_streams.helpers import make_config
@@ -49,7 +50,7 @@ def scripted_episode(n_envs: int, epochs: int) -> tuple[list[Any], list[list[dic
     from esper_core.env.env import MorphogeneticEnv
 
     config = make_config(f"run.n_envs={n_envs}")
-    executor = DistributedExecutor(DistributedOptions(timeout=60.0), config)
+    executor = DistributedExecutor(DistributedOptions(timeout=60.0), executor_context(config))
     task = TinyTask()
     devices = executor.env_devices(n_envs)
     envs = [
@@ -130,8 +131,8 @@ def ppo_train_job(out: str, config: Any, fake_plugin: str, run_dir: str) -> dict
     """``esper train`` with PPO, recording a fingerprint of the policy's parameters after each update."""
     from esper_tamiyo_ppo.policy import PPOPolicy
 
-    from esper_core.plugins import PluginManager
-    from esper_core.run import runner
+    from esper_core.run import api
+    from tests.plugin_set import plugin_manager
 
     fingerprints: list[str] = []
     original = PPOPolicy.update
@@ -145,7 +146,7 @@ def ppo_train_job(out: str, config: Any, fake_plugin: str, run_dir: str) -> dict
         return diagnostics
 
     PPOPolicy.update = update  # type: ignore[method-assign]  # this worker process only
-    pm = PluginManager(extra=[fake_plugin])
-    summary = runner.train(config, pm, run_dir=Path(run_dir), quiet=True, notify=lambda _: None)
+    pm = plugin_manager(fake_plugin)
+    summary = api.train(config, pm, run_dir=Path(run_dir), quiet=True, notify=lambda _: None)
     _write(out, {"fingerprints": fingerprints})
     return summary

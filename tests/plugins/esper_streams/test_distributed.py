@@ -17,8 +17,11 @@ from click.testing import CliRunner
 from esper_streams.distributed import DistributedExecutor, DistributedOptions, env_slice
 from esper_streams.launch import launch_local
 
+from esper_core.components.executor import MultiProcessExecutor
 from esper_core.run.checkpoint import load_checkpoint
-from esper_core.run.executor import MultiProcessExecutor, SerialExecutor
+from esper_core.run.executor import SerialExecutor
+from esper_core.run.resolve import executor_context
+from tests.plugin_set import plugin_manager
 from tests.plugins.esper_streams import dist_jobs
 from tests.plugins.esper_streams.helpers import FAKE_PLUGIN, drive, make_config, make_envs
 
@@ -53,11 +56,13 @@ def test_env_slices_are_contiguous_balanced_and_cover_every_env() -> None:
 
 def test_a_single_rank_steps_every_env_like_serial() -> None:
     config = make_config("run.n_envs=2")
-    executor = DistributedExecutor(DistributedOptions(), config)
+    executor = DistributedExecutor(DistributedOptions(), executor_context(config))
     assert isinstance(executor, MultiProcessExecutor) and executor.is_writer
     assert executor.env_devices(2) == [CPU, CPU] and list(executor.owned(2)) == [0, 1]
     one = drive(executor, make_envs(config, [CPU] * 2), epochs=2)
-    serial = drive(SerialExecutor(None, config), make_envs(config, [CPU] * 2), epochs=2)
+    serial = drive(
+        SerialExecutor(None, executor_context(config)), make_envs(config, [CPU] * 2), epochs=2
+    )
     assert [[r.reward for r in s] for s in one] == [[r.reward for r in s] for s in serial]
     assert [[r.observation for r in s] for s in one] == [[r.observation for r in s] for s in serial]
     executor.close()
@@ -81,7 +86,9 @@ def test_two_ranks_split_the_envs_gather_serial_results_and_average_gradients(
     assert rank0["stepped_here"] == [0] and rank1["stepped_here"] == [1, 2]
     # Both ranks saw the results of every env, and they are the single-process results.
     config = make_config("run.n_envs=3")
-    serial = drive(SerialExecutor(None, config), make_envs(config, [CPU] * 3), epochs=3)
+    serial = drive(
+        SerialExecutor(None, executor_context(config)), make_envs(config, [CPU] * 3), epochs=3
+    )
     expected = [[dist_jobs.summarize(r) for r in step] for step in serial]
     assert rank0["steps"] == rank1["steps"] == expected
     assert any(r["seed_params"] > 0 for r in expected[-1])
@@ -107,8 +114,7 @@ def test_two_ranks_split_the_envs_gather_serial_results_and_average_gradients(
 @pytest.mark.slow
 def test_ppo_policies_stay_identical_on_both_ranks_and_match_one_process(tmp_path: Path) -> None:
     pytest.importorskip("esper_tamiyo_ppo")
-    from esper_core.plugins import PluginManager
-    from esper_core.run import runner
+    from esper_core.run import api
 
     overrides = [
         "run.task=tiny",
@@ -128,9 +134,9 @@ def test_ppo_policies_stay_identical_on_both_ranks_and_match_one_process(tmp_pat
     assert len(rank0["fingerprints"]) == 3
     assert rank0["fingerprints"] == rank1["fingerprints"]
     assert len(set(rank0["fingerprints"])) == 3  # the policy did learn at every update
-    one = runner.train(
+    one = api.train(
         make_config(*overrides),
-        PluginManager(extra=[FAKE_PLUGIN]),
+        plugin_manager(FAKE_PLUGIN),
         run_dir=tmp_path / "one",
         quiet=True,
         notify=lambda _: None,
@@ -169,7 +175,7 @@ def _same(a: Any, b: Any) -> bool:
 def _cli(*args: str) -> Any:
     from esper_cli.main import build_cli
 
-    group, pm = build_cli()
+    group, pm = build_cli(plugin_manager())
     return CliRunner().invoke(group, list(args), obj={"pm": pm}, catch_exceptions=False)
 
 

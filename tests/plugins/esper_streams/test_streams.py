@@ -17,6 +17,7 @@ from esper_streams.streams import StreamsExecutor, StreamsOptions
 from esper_core.env.training import EpochTrainer
 from esper_core.errors import ConfigError
 from esper_core.run.executor import SerialExecutor
+from esper_core.run.resolve import executor_context
 from tests.fakes import allow_fp16_on_cpu
 from tests.plugins.esper_streams.helpers import (
     drive,
@@ -36,8 +37,10 @@ def test_streams_on_cpu_gives_exactly_the_serial_results() -> None:
     config = make_config("run.n_envs=3")
     serial_envs = make_envs(config, [CPU] * 3)
     stream_envs = make_envs(config, [CPU] * 3)
-    serial = drive(SerialExecutor(None, config), serial_envs, epochs=5)
-    streams = drive(StreamsExecutor(StreamsOptions(), config), stream_envs, epochs=5)
+    serial = drive(SerialExecutor(None, executor_context(config)), serial_envs, epochs=5)
+    streams = drive(
+        StreamsExecutor(StreamsOptions(), executor_context(config)), stream_envs, epochs=5
+    )
     # The scripted policy germinated, and the seeds trained (they had gradient statistics).
     assert all(r.metrics.batches > 0 for step in serial for r in step)
     assert all(env.model.seed_param_count() > 0 for env in serial_envs)
@@ -57,11 +60,15 @@ def test_envs_are_placed_round_robin_over_devices_as_device_objects() -> None:
     assert placed == [two_gpus[i % 2] for i in range(5)]
     assert all(isinstance(d, torch.device) for d in placed)
     # Without run.devices the executor falls back to run.device.
-    assert StreamsExecutor(StreamsOptions(), make_config("run.device=cpu")).env_devices(2) == [
+    assert StreamsExecutor(
+        StreamsOptions(), executor_context(make_config("run.device=cpu"))
+    ).env_devices(2) == [
         CPU,
         CPU,
     ]
-    assert StreamsExecutor(StreamsOptions(), make_config('run.devices=["cpu"]')).devices == [CPU]
+    assert StreamsExecutor(
+        StreamsOptions(), executor_context(make_config('run.devices=["cpu"]'))
+    ).devices == [CPU]
 
 
 def test_device_checks_name_the_field_and_the_fix() -> None:
@@ -196,7 +203,7 @@ def _record(monkeypatch: pytest.MonkeyPatch, amp: str) -> dict[str, Any]:
     api = RecordingStreams()
     config = make_config("run.n_envs=3", f'training.amp="{amp}"')
     envs = make_envs(config, [CPU] * 3)
-    executor = StreamsExecutor(StreamsOptions(), config, stream_api=api)
+    executor = StreamsExecutor(StreamsOptions(), executor_context(config), stream_api=api)
     state: dict[str, Any] = {
         "in_batch_loop": False,
         "syncs": Counter(),
@@ -493,8 +500,10 @@ def test_streams_on_cuda_match_serial_on_cuda() -> None:
     config = make_config("run.n_envs=3", "run.device=cuda:0")
     serial_envs = make_envs(config, [gpu] * 3)
     stream_envs = make_envs(config, [gpu] * 3)
-    serial = drive(SerialExecutor(None, config), serial_envs, epochs=3)
-    streams = drive(StreamsExecutor(StreamsOptions(), config), stream_envs, epochs=3)
+    serial = drive(SerialExecutor(None, executor_context(config)), serial_envs, epochs=3)
+    streams = drive(
+        StreamsExecutor(StreamsOptions(), executor_context(config)), stream_envs, epochs=3
+    )
     for a_step, b_step in zip(serial, streams, strict=True):
         for a, b in zip(a_step, b_step, strict=True):
             assert a.metrics.batches == b.metrics.batches
@@ -505,7 +514,7 @@ def test_streams_on_cuda_match_serial_on_cuda() -> None:
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
 def test_streams_over_two_gpus_keep_each_env_on_its_device() -> None:
     config = make_config("run.n_envs=4", 'run.devices=["cuda:0", "cuda:1"]')
-    executor = StreamsExecutor(StreamsOptions(), config)
+    executor = StreamsExecutor(StreamsOptions(), executor_context(config))
     envs = make_envs(config, executor.env_devices(4))
     drive(executor, envs, epochs=2)
     for i, env in enumerate(envs):
@@ -515,11 +524,11 @@ def test_streams_over_two_gpus_keep_each_env_on_its_device() -> None:
 
 def test_esper_run_with_streams_writes_the_serial_summary_and_checkpoint(tmp_path: Any) -> None:
     from esper_core.plugins import PluginManager
-    from esper_core.run import runner
+    from esper_core.run import api
     from esper_core.run.checkpoint import load_checkpoint
     from tests.plugins.esper_streams.helpers import FAKE_PLUGIN
 
-    pm = PluginManager(extra=[FAKE_PLUGIN])
+    pm = PluginManager(extra=[FAKE_PLUGIN, "executors.streams"])
     base = [
         "run.task=tiny",
         "run.policy=scripted",
@@ -529,7 +538,7 @@ def test_esper_run_with_streams_writes_the_serial_summary_and_checkpoint(tmp_pat
     ]
     out = {}
     for executor in ("serial", "streams"):
-        summary = runner.run(
+        summary = api.run(
             make_config(*base, f"run.executor={executor}"),
             pm,
             run_dir=tmp_path / executor,

@@ -9,9 +9,10 @@ import pytest
 from esper_core.components.policy import PolicyContext
 from esper_core.env.observation import Observation, feature_dim
 from esper_core.lifecycle.actions import ActionSpace, MaskRules, compute_masks
+from esper_core.lifecycle.gates import GateResult
 from esper_core.lifecycle.rules import ADVANCE_TARGET, SEED_STAGES
 from esper_core.lifecycle.slot import SlotReport
-from esper_core.lifecycle.stages import GateResult, Stage
+from esper_core.lifecycle.stages import Stage
 
 SPACE = ActionSpace(
     slot_ids=("r0c0", "r0c1", "r0c2"),

@@ -11,10 +11,9 @@ from esper_tamiyo_heuristic.heuristic import HeuristicPolicy
 from esper_core.components.policy import Policy, Trainable
 from esper_core.config import load_config
 from esper_core.plugins import PluginManager
-from esper_core.run import runner
-
-FAKE_PLUGIN = str(Path(__file__).resolve().parents[2] / "fake_plugin.py")
-POLICIES = ["policies.heuristic", "policies.random", "policies.wait"]
+from esper_core.run import api
+from esper_core.run.interrupts import Interrupted
+from esper_core.run.run_dir import load_run_config
 
 # A lifecycle that fits in the tiny task's short episodes.
 FAST = [
@@ -36,14 +35,9 @@ FAST = [
 ]
 
 
-@pytest.fixture()
-def pm() -> PluginManager:
-    return PluginManager([FAKE_PLUGIN, *POLICIES], autoload=False)
-
-
 def run(pm: PluginManager, tmp_path: Path, name: str, sets: list[str]) -> dict:
     config = load_config(overrides=[*FAST, *sets])
-    return runner.run(config, pm, run_dir=tmp_path / name, quiet=True, notify=lambda _m: None)
+    return api.run(config, pm, run_dir=tmp_path / name, quiet=True, notify=lambda _m: None)
 
 
 def test_policies_are_registered_and_follow_the_protocol(pm: PluginManager, build) -> None:
@@ -93,11 +87,11 @@ def test_an_interrupted_run_resumes_exactly(pm, tmp_path: Path, monkeypatch, pol
         return original(self, observations)
 
     monkeypatch.setattr(cls, "act", act_then_interrupt)
-    with pytest.raises(runner.Interrupted):
+    with pytest.raises(Interrupted):
         run(pm, tmp_path, "resumed", sets)
     monkeypatch.setattr(cls, "act", original)
-    resumed = runner.run(
-        runner.load_run_config(tmp_path / "resumed"),
+    resumed = api.run(
+        load_run_config(tmp_path / "resumed"),
         pm,
         run_dir=tmp_path / "resumed",
         resume=True,

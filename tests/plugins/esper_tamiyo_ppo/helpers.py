@@ -1,5 +1,5 @@
 """A contextual-bandit env that speaks the env protocol of the runner and executors,
-contexts for building policies, and a driver that mirrors ``esper_core.run.runner``'s loop."""
+contexts for building policies, and a driver that mirrors ``esper_core.run.loops.TrainLoop``."""
 
 from __future__ import annotations
 

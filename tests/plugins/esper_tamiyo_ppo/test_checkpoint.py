@@ -1,4 +1,4 @@
-"""Checkpoints: safe to load, exact resume through the runner, clear mismatch errors."""
+"""Checkpoints: safe to load, exact resume through `esper train`, clear mismatch errors."""
 
 from __future__ import annotations
 
@@ -16,9 +16,11 @@ from esper_core.config import load_config
 from esper_core.errors import CheckpointError
 from esper_core.lifecycle.actions import ActionSpace
 from esper_core.plugins import PluginManager
-from esper_core.run import runner
+from esper_core.run import api
 from esper_core.run.checkpoint import load_checkpoint, save_checkpoint
 from esper_core.run.executor import SerialExecutor
+from esper_core.run.interrupts import Interrupted
+from esper_core.run.run_dir import CHECKPOINT, load_run_config
 
 from .helpers import SPACE, BanditEnv, make_policy, run_updates
 
@@ -168,7 +170,7 @@ def test_missing_or_foreign_checkpoint_fails_clearly(tmp_path: Path) -> None:
         make_policy(argument=str(tmp_path / "heuristic.pt"))
 
 
-# ---------------------------------------------------------------- through the runner
+# ---------------------------------------------------------------- through esper train
 
 
 def _pm() -> PluginManager:
@@ -195,8 +197,8 @@ def _config(updates: int = 2):  # type: ignore[no-untyped-def]
 
 
 def _train(run_dir: Path, resume: bool = False) -> dict[str, Any]:
-    config = runner.load_run_config(run_dir) if resume else _config()
-    return runner.train(
+    config = load_run_config(run_dir) if resume else _config()
+    return api.train(
         config, _pm(), run_dir=run_dir, resume=resume, quiet=True, notify=lambda _m: None
     )
 
@@ -215,25 +217,25 @@ def test_interrupted_and_resumed_training_ends_identical(
     def interrupting_step(self, envs, actions):  # type: ignore[no-untyped-def]
         calls["n"] += 1
         # Epoch 2 of update 0 (mid-rollout), then the last epoch of update 1 (buffer full,
-        # update not yet run): Ctrl-C as the runner's handler sees it.
+        # update not yet run): Ctrl-C as the run's handler sees it.
         if calls["n"] in (2, 8):
             signal.raise_signal(signal.SIGINT)
         return step(self, envs, actions)
 
     monkeypatch.setattr(SerialExecutor, "step", interrupting_step)
     run_dir = tmp_path / "interrupted"
-    with pytest.raises(runner.Interrupted):
+    with pytest.raises(Interrupted):
         _train(run_dir)
-    mid = load_checkpoint(run_dir / runner.CHECKPOINT)
+    mid = load_checkpoint(run_dir / CHECKPOINT)
     assert (mid["outer"], mid["epoch"]) == (0, 2) and mid["policy"]["buffer"]["step"] == 2
-    with pytest.raises(runner.Interrupted):
+    with pytest.raises(Interrupted):
         _train(run_dir, resume=True)
-    assert load_checkpoint(run_dir / runner.CHECKPOINT)["policy"]["buffer"]["step"] == 4
+    assert load_checkpoint(run_dir / CHECKPOINT)["policy"]["buffer"]["step"] == 4
     resumed = _train(run_dir, resume=True)
     assert calls["n"] == 8
 
-    final_a = load_checkpoint(tmp_path / "straight" / runner.CHECKPOINT)["policy"]
-    final_b = load_checkpoint(run_dir / runner.CHECKPOINT)["policy"]
+    final_a = load_checkpoint(tmp_path / "straight" / CHECKPOINT)["policy"]
+    final_b = load_checkpoint(run_dir / CHECKPOINT)["policy"]
     assert final_a["updates_done"] == 2
     assert_same(final_a, final_b, "policy")
     assert [e["final_test_acc"] for e in reference["episodes"]] == [
@@ -270,13 +272,13 @@ def test_cli_trains_then_evaluates_and_rejects_a_mismatching_task(tmp_path: Path
     )
     assert result.exit_code == 0, result.output
     assert len(json.loads(result.output)["updates"]) == 2
-    assert (out / runner.CHECKPOINT).is_file()
+    assert (out / CHECKPOINT).is_file()
 
     evaluation = [
         "run",
         *common,
         "--policy",
-        f"ppo:{out / runner.CHECKPOINT}",
+        f"ppo:{out / CHECKPOINT}",
         "--set",
         "policies.ppo.deterministic=true",
         "--json",

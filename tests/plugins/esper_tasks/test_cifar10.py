@@ -108,7 +108,7 @@ def test_split_sizes_stratified_disjoint(cifar_root: Path) -> None:
 def test_official_checksums_are_verified_by_default(cifar_root: Path) -> None:
     with pytest.raises(DataError, match="checksums") as info:
         _task(cifar_root).load_data("cpu")
-    assert "verify_checksums=false" in str(info.value)
+    assert "verify_checksums=false" not in str(info.value)  # never advise skipping it
 
 
 def test_missing_data_fails_clearly_without_network(

@@ -11,12 +11,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, ClassVar
 
 from attrs import define
 
-from esper_core import hookimpl
+from esper_core import TelemetryContext, hookimpl
 from esper_core.run.telemetry import EpochCompleted, Event
 
 CRASH_FILE = "crash-at"
@@ -36,9 +35,7 @@ class ExplodingBackend:
     description: ClassVar[str] = "raises from handle() at an epoch"
     Options: ClassVar[type] = ExplodingOptions
 
-    def __init__(
-        self, options: ExplodingOptions, run_dir: Path | None = None, quiet: bool = False
-    ) -> None:
+    def __init__(self, options: ExplodingOptions, context: TelemetryContext) -> None:
         self.options = options
         self.calls = 0
 
@@ -59,11 +56,9 @@ class CrashBackend:
     description: ClassVar[str] = "kills the run at the epoch named in RUN_DIR/crash-at"
     Options: ClassVar[type] = CrashOptions
 
-    def __init__(
-        self, options: CrashOptions, run_dir: Path | None = None, quiet: bool = False
-    ) -> None:
-        assert run_dir is not None
-        self.marker = Path(run_dir) / CRASH_FILE
+    def __init__(self, options: CrashOptions, context: TelemetryContext) -> None:
+        assert context.run_dir is not None
+        self.marker = context.run_dir / CRASH_FILE
 
     def handle(self, events: Sequence[Event]) -> None:
         if not self.marker.exists():

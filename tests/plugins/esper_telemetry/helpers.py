@@ -12,7 +12,8 @@ from typing import Any
 
 from esper_core.config import load_config
 from esper_core.plugins import PluginManager
-from esper_core.run import runner
+from esper_core.run import api
+from esper_core.run.run_dir import load_run_config
 
 TESTS = Path(__file__).resolve().parents[2]
 FAKE_PLUGIN = TESTS / "fake_plugin.py"
@@ -39,7 +40,7 @@ def tiny_config(telemetry: Sequence[str], *sets: str) -> Any:
 
 
 def run_tiny(run_dir: Path, telemetry: Sequence[str], *sets: str) -> dict[str, Any]:
-    return runner.run(
+    return api.run(
         tiny_config(telemetry, *sets),
         plugin_manager(),
         run_dir=run_dir,
@@ -49,8 +50,8 @@ def run_tiny(run_dir: Path, telemetry: Sequence[str], *sets: str) -> dict[str, A
 
 
 def resume_tiny(run_dir: Path) -> dict[str, Any]:
-    config = runner.load_run_config(run_dir)
-    return runner.run(
+    config = load_run_config(run_dir)
+    return api.run(
         config, plugin_manager(), run_dir=run_dir, resume=True, quiet=True, notify=lambda _msg: None
     )
 
@@ -234,7 +235,7 @@ def run_started(n_envs: int = 2, episodes: int = 2, max_epochs: int = 4, mode: s
 def synthetic_batches(
     n_envs: int = 2, episodes: int = 2, max_epochs: int = 4, mode: str = "run"
 ) -> list[list[Any]]:
-    """What the runner emits, one list per ``hub.emit`` call (each followed by a flush):
+    """What a run emits, one list per ``hub.emit`` call (each followed by a flush):
     RunStarted, then per epoch every env's events, a germination at each episode's start,
     an EpisodeFinished at its end, a PolicyUpdate after each episode when training, and
     RunFinished."""

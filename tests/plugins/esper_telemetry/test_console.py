@@ -9,6 +9,7 @@ import pytest
 from esper_telemetry.console import ConsoleBackend, ConsoleOptions
 from esper_telemetry.stages import STAGE_COLOURS, STAGE_ORDER
 
+from esper_core import TelemetryContext
 from tests.plugins.esper_telemetry.helpers import feed, synthetic_batches
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -17,7 +18,8 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 def test_quiet_shows_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "display.txt"
     backend = ConsoleBackend(
-        ConsoleOptions(file=str(out), force_terminal=True), run_dir=tmp_path, quiet=True
+        ConsoleOptions(file=str(out), force_terminal=True),
+        TelemetryContext(run_dir=tmp_path, quiet=True),
     )
     feed(backend, synthetic_batches())
     backend.close()
@@ -31,7 +33,7 @@ def test_live_display_shows_progress_and_each_slots_stage(tmp_path: Path) -> Non
     options = ConsoleOptions(
         file=str(out), force_terminal=True, refresh_per_second=30, transient=False, width=120
     )
-    backend = ConsoleBackend(options, run_dir=tmp_path)
+    backend = ConsoleBackend(options, TelemetryContext(run_dir=tmp_path))
     feed(backend, synthetic_batches(n_envs=2, episodes=2, max_epochs=3))
     backend.close()
     text = ANSI.sub("", out.read_text(encoding="utf-8"))
@@ -62,7 +64,7 @@ def test_redraws_are_throttled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     options = ConsoleOptions(
         file=str(tmp_path / "d.txt"), force_terminal=True, refresh_per_second=2
     )
-    backend = ConsoleBackend(options, run_dir=tmp_path)
+    backend = ConsoleBackend(options, TelemetryContext(run_dir=tmp_path))
     batches = synthetic_batches(n_envs=2, episodes=10, max_epochs=20)
     feed(backend, batches[:2])
     builds = 0
@@ -87,7 +89,9 @@ def test_redraws_are_throttled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 def test_not_a_terminal_prints_one_line_per_episode(tmp_path: Path) -> None:
     out = tmp_path / "log.txt"
-    backend = ConsoleBackend(ConsoleOptions(file=str(out), force_terminal=False), run_dir=tmp_path)
+    backend = ConsoleBackend(
+        ConsoleOptions(file=str(out), force_terminal=False), TelemetryContext(run_dir=tmp_path)
+    )
     feed(backend, synthetic_batches(n_envs=2, episodes=2, max_epochs=3, mode="train"))
     backend.close()
     lines = out.read_text(encoding="utf-8").splitlines()
@@ -106,13 +110,15 @@ def test_every_stage_has_a_colour() -> None:
 def test_resume_restores_the_run_totals(tmp_path: Path) -> None:
     batches = synthetic_batches(n_envs=1, episodes=3, max_epochs=2)
     first = ConsoleBackend(
-        ConsoleOptions(file=str(tmp_path / "a.txt"), force_terminal=False), run_dir=tmp_path
+        ConsoleOptions(file=str(tmp_path / "a.txt"), force_terminal=False),
+        TelemetryContext(run_dir=tmp_path),
     )
     feed(first, batches[:2])
     state = first.state_dict()
     first.close()
     resumed = ConsoleBackend(
-        ConsoleOptions(file=str(tmp_path / "b.txt"), force_terminal=False), run_dir=tmp_path
+        ConsoleOptions(file=str(tmp_path / "b.txt"), force_terminal=False),
+        TelemetryContext(run_dir=tmp_path),
     )
     resumed.load_state_dict(state)
     feed(resumed, batches[2:])

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from esper_telemetry.csv_metrics import METRICS_FILE, CsvBackend, CsvOptions
 
+from esper_core import TelemetryContext
 from tests.plugins.esper_telemetry.helpers import epoch_event, feed, synthetic_batches
 
 
@@ -19,7 +20,7 @@ def read(path: Path) -> tuple[list[str], list[dict[str, str]]]:
 
 
 def test_one_row_per_epoch_with_each_reward_component_and_slot(tmp_path: Path) -> None:
-    backend = CsvBackend(CsvOptions(), run_dir=tmp_path, quiet=True)
+    backend = CsvBackend(CsvOptions(), TelemetryContext(run_dir=tmp_path, quiet=True))
     batches = synthetic_batches(n_envs=2, episodes=2, max_epochs=3)
     feed(backend, batches)
     backend.close()
@@ -62,7 +63,7 @@ def test_one_row_per_epoch_with_each_reward_component_and_slot(tmp_path: Path) -
 
 
 def test_components_unknown_at_the_first_row_are_kept_by_name(tmp_path: Path) -> None:
-    backend = CsvBackend(CsvOptions(), run_dir=tmp_path, quiet=True)
+    backend = CsvBackend(CsvOptions(), TelemetryContext(run_dir=tmp_path, quiet=True))
     backend.handle([epoch_event(0, 0, 1, components={"accuracy": 0.5})])
     backend.handle([epoch_event(0, 0, 2, components={"accuracy": 0.25, "governor_penalty": -10.0})])
     backend.handle([epoch_event(0, 0, 3, components={}, test=False)])
@@ -76,15 +77,15 @@ def test_components_unknown_at_the_first_row_are_kept_by_name(tmp_path: Path) ->
 def test_resume_truncates_and_keeps_the_header(tmp_path: Path) -> None:
     batches = synthetic_batches(n_envs=1, episodes=1, max_epochs=6)
     whole = tmp_path / "whole"
-    feed(CsvBackend(CsvOptions(), run_dir=whole, quiet=True), batches)
+    feed(CsvBackend(CsvOptions(), TelemetryContext(run_dir=whole, quiet=True)), batches)
 
     part = tmp_path / "part"
-    first = CsvBackend(CsvOptions(), run_dir=part, quiet=True)
+    first = CsvBackend(CsvOptions(), TelemetryContext(run_dir=part, quiet=True))
     feed(first, batches[:3])
     state = first.state_dict()
     feed(first, batches[3:5])  # written after the checkpoint, then the process dies
     first.close()
-    resumed = CsvBackend(CsvOptions(), run_dir=part, quiet=True)
+    resumed = CsvBackend(CsvOptions(), TelemetryContext(run_dir=part, quiet=True))
     resumed.load_state_dict(state)
     feed(resumed, batches[3:])
     resumed.close()
@@ -93,7 +94,7 @@ def test_resume_truncates_and_keeps_the_header(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf")])
 def test_non_finite_values_are_written_readably(tmp_path: Path, value: float) -> None:
-    backend = CsvBackend(CsvOptions(), run_dir=tmp_path, quiet=True)
+    backend = CsvBackend(CsvOptions(), TelemetryContext(run_dir=tmp_path, quiet=True))
     event = epoch_event(0, 0, 1)
     from attrs import evolve
 

@@ -10,6 +10,7 @@ import pytest
 from esper_telemetry.files import AppendFile
 from esper_telemetry.jsonl import EVENTS_FILE, JsonlBackend, JsonlOptions
 
+from esper_core import TelemetryContext
 from esper_core.errors import RunDirError
 from esper_core.run.telemetry import (
     EVENT_TYPES,
@@ -201,7 +202,7 @@ def test_every_event_type_round_trips_through_the_jsonl_backend(tmp_path: Path) 
     assert {type(e) for e in events} == set(EVENT_TYPES.values()), (
         "add the new event type to one_of_each()"
     )
-    backend = JsonlBackend(JsonlOptions(), run_dir=tmp_path, quiet=True)
+    backend = JsonlBackend(JsonlOptions(), TelemetryContext(run_dir=tmp_path, quiet=True))
     backend.handle(events[:4])
     backend.flush()
     backend.handle(events[4:])
@@ -218,7 +219,7 @@ def test_every_event_type_round_trips_through_the_jsonl_backend(tmp_path: Path) 
 
 
 def test_lines_reach_the_file_at_flush_not_before(tmp_path: Path) -> None:
-    backend = JsonlBackend(JsonlOptions(), run_dir=tmp_path, quiet=True)
+    backend = JsonlBackend(JsonlOptions(), TelemetryContext(run_dir=tmp_path, quiet=True))
     backend.handle(one_of_each()[:2])
     path = tmp_path / EVENTS_FILE
     assert not path.exists() or path.read_text() == ""
@@ -288,7 +289,7 @@ def test_append_file_refuses_a_file_shorter_than_the_checkpoint(tmp_path: Path) 
 
 def test_a_fresh_run_starts_the_file_empty(tmp_path: Path) -> None:
     (tmp_path / EVENTS_FILE).write_text("stale line of a run that never checkpointed\n")
-    backend = JsonlBackend(JsonlOptions(), run_dir=tmp_path, quiet=True)
+    backend = JsonlBackend(JsonlOptions(), TelemetryContext(run_dir=tmp_path, quiet=True))
     backend.handle(one_of_each()[:1])
     backend.close()
     assert len((tmp_path / EVENTS_FILE).read_text().splitlines()) == 1
@@ -296,4 +297,4 @@ def test_a_fresh_run_starts_the_file_empty(tmp_path: Path) -> None:
 
 def test_a_backend_without_a_run_directory_is_a_clear_error() -> None:
     with pytest.raises(RunDirError, match="'jsonl' writes files and needs a run directory"):
-        JsonlBackend(JsonlOptions(), run_dir=None, quiet=True)
+        JsonlBackend(JsonlOptions(), TelemetryContext(run_dir=None, quiet=True))

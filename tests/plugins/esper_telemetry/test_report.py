@@ -20,11 +20,12 @@ from esper_core.run.telemetry import (
     SeedPruned,
     read_events,
 )
+from tests.plugin_set import plugin_manager
 from tests.plugins.esper_telemetry.helpers import FAKE_PLUGIN, run_tiny
 
 
 def esper(*args: str) -> tuple[int, str]:
-    group, pm = build_cli()
+    group, pm = build_cli(plugin_manager())
     result = CliRunner().invoke(group, list(args), obj={"pm": pm})
     return result.exit_code, result.output
 

@@ -10,6 +10,7 @@ import pytest
 from esper_telemetry.jsonl import JsonlBackend, JsonlOptions
 from esper_telemetry.report import FIGURES, REPORT_FILE, build_report, load_run
 
+from esper_core import TelemetryContext
 from esper_core.run.telemetry import (
     EpisodeFinished,
     GovernorRollback,
@@ -152,7 +153,7 @@ def training_events() -> list[list[Any]]:
 @pytest.fixture(scope="module")
 def training_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_dir = tmp_path_factory.mktemp("synthetic") / "train-run"
-    backend = JsonlBackend(JsonlOptions(), run_dir=run_dir, quiet=True)
+    backend = JsonlBackend(JsonlOptions(), TelemetryContext(run_dir=run_dir, quiet=True))
     for batch in training_events():
         backend.handle(batch)
         backend.flush()

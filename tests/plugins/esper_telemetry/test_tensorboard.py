@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from esper_telemetry.tensorboard_writer import TensorBoardBackend, TensorBoardOptions
 
+from esper_core import TelemetryContext
 from tests.plugins.esper_telemetry.helpers import feed, synthetic_batches
 
 
@@ -25,7 +26,9 @@ def scalars(acc: Any, tag: str) -> list[tuple[int, float]]:
 
 
 def test_scalars_text_hparams_and_ppo_with_their_steps(tmp_path: Path) -> None:
-    backend = TensorBoardBackend(TensorBoardOptions(), run_dir=tmp_path, quiet=True)
+    backend = TensorBoardBackend(
+        TensorBoardOptions(), TelemetryContext(run_dir=tmp_path, quiet=True)
+    )
     batches = synthetic_batches(n_envs=2, episodes=2, max_epochs=4, mode="train")
     feed(backend, batches)
     backend.close()
@@ -80,7 +83,8 @@ def test_scalars_text_hparams_and_ppo_with_their_steps(tmp_path: Path) -> None:
 
 def test_per_env_curves_can_be_switched_off(tmp_path: Path) -> None:
     backend = TensorBoardBackend(
-        TensorBoardOptions(per_env=False, hparams=False), run_dir=tmp_path, quiet=True
+        TensorBoardOptions(per_env=False, hparams=False),
+        TelemetryContext(run_dir=tmp_path, quiet=True),
     )
     feed(backend, synthetic_batches(n_envs=2, episodes=1, max_epochs=2))
     backend.close()
@@ -92,22 +96,25 @@ def test_per_env_curves_can_be_switched_off(tmp_path: Path) -> None:
 def test_resume_truncates_and_removes_files_written_after_the_checkpoint(tmp_path: Path) -> None:
     batches = synthetic_batches(n_envs=2, episodes=2, max_epochs=4)
     whole = tmp_path / "whole"
-    feed(TensorBoardBackend(TensorBoardOptions(), run_dir=whole, quiet=True), batches)
+    feed(
+        TensorBoardBackend(TensorBoardOptions(), TelemetryContext(run_dir=whole, quiet=True)),
+        batches,
+    )
 
     part = tmp_path / "part"
-    first = TensorBoardBackend(TensorBoardOptions(), run_dir=part, quiet=True)
+    first = TensorBoardBackend(TensorBoardOptions(), TelemetryContext(run_dir=part, quiet=True))
     feed(first, batches[:4])
     state = first.state_dict()
     feed(first, batches[4:7])  # after the checkpoint; then the process dies
     first.close()
     # a resumed run that died again before its own first checkpoint left a file behind
-    second = TensorBoardBackend(TensorBoardOptions(), run_dir=part, quiet=True)
+    second = TensorBoardBackend(TensorBoardOptions(), TelemetryContext(run_dir=part, quiet=True))
     second.load_state_dict(state)
     feed(second, batches[4:6])
     second.close()
     assert len(list((part / "tensorboard").iterdir())) == 2
 
-    resumed = TensorBoardBackend(TensorBoardOptions(), run_dir=part, quiet=True)
+    resumed = TensorBoardBackend(TensorBoardOptions(), TelemetryContext(run_dir=part, quiet=True))
     resumed.load_state_dict(state)
     feed(resumed, batches[4:])
     resumed.close()

@@ -10,6 +10,7 @@ pytest.importorskip("wandb")
 
 from esper_telemetry.wandb_logger import WandbBackend, WandbOptions
 
+from esper_core import TelemetryContext
 from tests.plugins.esper_telemetry.helpers import (
     feed,
     synthetic_batches,
@@ -26,7 +27,7 @@ def group_steps(rows: list[dict], prefix: str) -> list[int]:
 
 
 def test_offline_run_holds_every_metric_group_with_its_own_step(tmp_path: Path) -> None:
-    backend = WandbBackend(WandbOptions(), run_dir=tmp_path, quiet=True)
+    backend = WandbBackend(WandbOptions(), TelemetryContext(run_dir=tmp_path, quiet=True))
     feed(backend, synthetic_batches(n_envs=2, episodes=2, max_epochs=3, mode="train"))
     backend.close()
     assert list(tmp_path.glob("wandb/offline-run-*")), (
@@ -69,12 +70,12 @@ def test_offline_run_holds_every_metric_group_with_its_own_step(tmp_path: Path) 
 
 def test_a_resumed_run_neither_repeats_nor_loses_steps(tmp_path: Path) -> None:
     batches = synthetic_batches(n_envs=1, episodes=1, max_epochs=6)
-    first = WandbBackend(WandbOptions(), run_dir=tmp_path, quiet=True)
+    first = WandbBackend(WandbOptions(), TelemetryContext(run_dir=tmp_path, quiet=True))
     feed(first, batches[:3])  # RunStarted + epochs 1-2
     state = first.state_dict()
     feed(first, batches[3:5])  # epochs 3-4 are logged, then the process dies
     first.close()
-    resumed = WandbBackend(WandbOptions(), run_dir=tmp_path, quiet=True)
+    resumed = WandbBackend(WandbOptions(), TelemetryContext(run_dir=tmp_path, quiet=True))
     resumed.load_state_dict(state)
     feed(resumed, batches[3:])  # the resumed run replays epochs 3.. from the checkpoint
     resumed.close()

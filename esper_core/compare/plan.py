@@ -1,0 +1,133 @@
+"""From an experiment to its cells, checked before any of them runs.
+
+:func:`validate` resolves every (task, policy) configuration, refuses finished cells of
+another experiment under the same directory, and builds each (task, policy) once the way
+a cell would, so a missing dataset or a PPO checkpoint that does not fit fails at once.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from esper_core.compare.cell_dirs import CellState, cell_state, config_differences, stored_config
+from esper_core.compare.experiment import CELLS_DIR, Arm, Cell, Experiment, ExperimentError
+from esper_core.config import RunConfig, config_to_dict
+from esper_core.config_io import merge
+from esper_core.converter import structure
+from esper_core.errors import ConfigError, EsperError
+from esper_core.plugins import PluginManager
+from esper_core.run.resolve import resolve
+from esper_core.run.session import open_session
+
+
+def _cell_data(base: RunConfig, task: Arm, policy: Arm, seed: int, threads: int) -> dict[str, Any]:
+    data = config_to_dict(base)
+    data.pop("schema_version", None)
+    run = data.setdefault("run", {})
+    run.pop("name", None)
+    # One episode of one env per cell: the seed alone decides the host and the data order.
+    run.update(
+        task=task.name,
+        policy=policy.spec,
+        seed=seed,
+        episodes=1,
+        n_envs=1,
+        quiet=True,
+        threads=threads,
+    )
+    for kind, arm in (("tasks", task), ("policies", policy)):
+        table = data.setdefault(kind, {})
+        table[arm.name] = merge(table.get(arm.name, {}), arm.options)
+    return data
+
+
+def plan_cells(experiment: Experiment, pm: PluginManager, threads: int = 0) -> list[Cell]:
+    """Every cell, seed-major (all policies of a seed finish close together), with its config
+    resolved: unknown names and bad options of any (task, policy) are all reported at once."""
+    problems: list[str] = []
+    resolved: dict[tuple[str, str], RunConfig] = {}
+    for task in experiment.tasks:
+        for policy in experiment.policies:
+            where = f"{policy.label} on {task.label}"
+            try:
+                data = _cell_data(experiment.base, task, policy, experiment.seeds[0], threads)
+                resolved[task.label, policy.label] = resolve(structure(data, RunConfig), pm).config
+            except ConfigError as exc:
+                problems.extend(f"{where}: {p}" for p in exc.problems)
+            except EsperError as exc:
+                problems.append(f"{where}: {exc}")
+    if problems:
+        raise ConfigError(list(dict.fromkeys(problems)))
+    cells = []
+    for seed in experiment.seeds:
+        for task in experiment.tasks:
+            for policy in experiment.policies:
+                config = resolved[task.label, policy.label]
+                config = attrs.evolve(config, run=attrs.evolve(config.run, seed=seed))
+                cells.append(Cell(task.label, policy.label, seed, config))
+    return cells
+
+
+def check_existing_cells(cells: Sequence[Cell], root: Path) -> None:
+    """Refuse to reuse finished cells of a different experiment under the same directory."""
+    stale: list[tuple[Path, list[str]]] = []
+    for cell in cells:
+        directory = cell.directory(root)
+        if cell_state(directory) is not CellState.COMPLETED:
+            continue
+        stored = stored_config(directory)
+        differences = (
+            ["its config.toml is unreadable"]
+            if stored is None
+            else config_differences(stored, cell.config)
+        )
+        if differences:
+            stale.append((directory, differences))
+    if stale:
+        directory, differences = stale[0]
+        raise ExperimentError(
+            [
+                f"{len(stale)} finished run(s) under {root / CELLS_DIR} were made with another config than "
+                f"this experiment's, e.g. {directory.relative_to(root)}: {'; '.join(differences[:3])}. "
+                "Choose another --out, or delete those run directories to run them again"
+            ]
+        )
+
+
+def check_constructible(experiment: Experiment, cells: Sequence[Cell], pm: PluginManager) -> None:
+    """Build each (task, policy) once as a cell would (task data, env, policy) in a scratch
+    directory: a missing dataset or a PPO checkpoint that does not fit fails here, before
+    any cell starts."""
+    problems: list[str] = []
+    firsts: dict[tuple[str, str], Cell] = {}
+    for cell in cells:
+        firsts.setdefault((cell.task, cell.policy), cell)
+    with tempfile.TemporaryDirectory(prefix="esper-compare-check-") as scratch:
+        for i, ((task, policy), cell) in enumerate(firsts.items()):
+            config = attrs.evolve(
+                cell.config, run=attrs.evolve(cell.config.run, telemetry=[], threads=0)
+            )
+            try:
+                session = open_session(
+                    config, pm, "run", Path(scratch) / str(i), resume=False, quiet=True
+                )
+            except EsperError as exc:
+                problems.append(f"{policy} on {task}: {exc}")
+                continue
+            session.hub.close()
+            session.executor.close()
+    if problems:
+        raise ExperimentError(problems)
+
+
+def validate(experiment: Experiment, pm: PluginManager, root: Path, threads: int = 0) -> list[Cell]:
+    """Plan the cells and check everything that can be checked before one starts."""
+    cells = plan_cells(experiment, pm, threads)
+    check_existing_cells(cells, root)
+    check_constructible(experiment, cells, pm)
+    return cells

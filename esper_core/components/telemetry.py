@@ -1,0 +1,39 @@
+"""The telemetry protocol: a backend receives every event of a run, in order.
+
+A backend is a component class with ``name``, ``description`` and an attrs ``Options``
+class, constructed as ``Backend(options, context)`` with a :class:`TelemetryContext`
+and registered through ``esper_register_telemetry``. It may also implement
+``state_dict()`` / ``load_state_dict(state)`` to resume where a checkpoint left it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
+
+from attrs import frozen
+
+if TYPE_CHECKING:
+    from esper_core.run.telemetry import Event
+
+
+@frozen
+class TelemetryContext:
+    """What a backend may know about the run it records."""
+
+    run_dir: Path | None = None  # where files go; None when the run writes no directory
+    quiet: bool = False  # no live display (--quiet, --json, run.quiet)
+
+
+@runtime_checkable
+class TelemetryBackend(Protocol):
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Options: ClassVar[type]
+
+    def handle(self, events: Sequence[Event]) -> None: ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...

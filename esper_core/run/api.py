@@ -1,0 +1,81 @@
+"""The library API behind ``esper run`` and ``esper train``.
+
+``run`` evaluates a policy for ``run.episodes`` episodes of ``run.n_envs`` envs;
+``train`` drives a :class:`~esper_core.components.policy.Trainable` policy for
+``train.updates`` rollouts. Both write the run directory of DESIGN.md, return the
+contents of its summary.json, and can be resumed from their checkpoint with identical
+results (same seed, CPU). Errors propagate unchanged: the caller decides how to
+explain them (see :mod:`esper_core.run.failures`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from esper_core.config import RunConfig
+from esper_core.plugins import PluginManager
+from esper_core.run.interrupts import Interrupted, StopFlag
+from esper_core.run.loops import EpisodeLoop, TrainLoop
+from esper_core.run.session import open_session
+from esper_core.run.summary import finish
+from esper_core.run.telemetry import RunFinished
+
+
+def run(
+    config: RunConfig,
+    pm: PluginManager,
+    *,
+    run_dir: Path | None = None,
+    resume: bool = False,
+    quiet: bool = False,
+    notify: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Run ``run.episodes`` episodes of ``run.n_envs`` envs under the configured policy."""
+    return _drive(EpisodeLoop, config, pm, run_dir, resume, quiet, notify)
+
+
+def train(
+    config: RunConfig,
+    pm: PluginManager,
+    *,
+    run_dir: Path | None = None,
+    resume: bool = False,
+    quiet: bool = False,
+    notify: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Train a Trainable policy for ``train.updates`` rollouts (each one episode of every env)."""
+    return _drive(TrainLoop, config, pm, run_dir, resume, quiet, notify)
+
+
+def _drive(
+    loop_class: type[EpisodeLoop] | type[TrainLoop],
+    config: RunConfig,
+    pm: PluginManager,
+    run_dir: Path | None,
+    resume: bool,
+    quiet: bool,
+    notify: Callable[[str], None],
+) -> dict[str, Any]:
+    session = open_session(config, pm, loop_class.mode, run_dir, resume, quiet)
+    try:
+        loop = loop_class(session)
+    except BaseException:
+        session.close()
+        raise
+    stop = StopFlag()
+    status = "failed"
+    try:
+        with stop.installed(notify):
+            loop.run(stop)
+        status = "completed"
+        return finish(session, status)
+    except Interrupted:
+        status = "interrupted"
+        raise
+    finally:
+        if status != "completed":
+            session.hub.emit([RunFinished(status=status, wall_time=time.time() - session.started)])
+        session.close()

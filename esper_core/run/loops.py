@@ -1,0 +1,92 @@
+"""The two loops over a :class:`~esper_core.run.session.Session`.
+
+:class:`EpisodeLoop` is ``esper run``: episodes of every env under a fixed policy.
+:class:`TrainLoop` is ``esper train``: rollouts of a trainable policy, each followed by an
+update. Both act once per epoch on every env at once; both stop at an epoch boundary
+with a checkpoint when the user presses Ctrl-C.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from esper_core.components.policy import Trainable
+from esper_core.errors import ConfigError
+from esper_core.run.interrupts import StopFlag
+from esper_core.run.session import Session
+from esper_core.run.telemetry import PolicyUpdate
+
+
+class EpisodeLoop:
+    """``run.episodes`` episodes of every env; a checkpoint every ``run.checkpoint_every``
+    epochs and after each episode."""
+
+    mode: ClassVar[str] = "run"
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def run(self, stop: StopFlag) -> None:
+        s = self.session
+        policy, envs, executor = s.policy, s.envs, s.executor
+        episodes, every = s.config.run.episodes, s.config.run.checkpoint_every
+        max_epochs = envs[0].max_epochs
+        while s.outer < episodes:
+            observations = s.start_episodes()
+            while s.epoch < max_epochs:
+                actions = policy.act(observations)
+                results = executor.step(envs, actions)
+                policy.observe(results)
+                s.epoch += 1
+                s.emit_epoch(results)
+                observations = [r.observation for r in results]
+                s.stop_if_requested(stop, "episode")
+                if every and s.epoch % every == 0 and s.epoch < max_epochs:
+                    s.checkpoint()
+            s.outer, s.epoch = s.outer + 1, 0
+            s.checkpoint()
+
+
+class TrainLoop:
+    """``train.updates`` updates of a trainable policy, each learning from a rollout of one
+    episode of every env; a checkpoint every ``train.checkpoint_every`` updates and after
+    the last. Advantages and the learning rule live in the policy (e.g. GAE and PPO)."""
+
+    mode: ClassVar[str] = "train"
+
+    def __init__(self, session: Session) -> None:
+        if not isinstance(session.policy, Trainable):
+            raise ConfigError(
+                [f"run.policy: {session.config.run.policy!r} is not trainable; try --policy ppo"]
+            )
+        self.session = session
+
+    def run(self, stop: StopFlag) -> None:
+        s = self.session
+        policy, envs, executor = s.policy, s.envs, s.executor
+        updates, every = s.config.train.updates, s.config.train.checkpoint_every
+        max_epochs = envs[0].max_epochs
+        policy.set_training(True)
+        while s.outer < updates:
+            # 1. Collect a rollout: one episode of every env (a resumed one continues mid-episode).
+            fresh = s.epoch == 0
+            observations = s.start_episodes()
+            if fresh:
+                policy.begin_rollout(observations)
+            while s.epoch < max_epochs:
+                actions = policy.act(observations)
+                results = executor.step(envs, actions)
+                policy.observe(results)
+                s.epoch += 1
+                s.emit_epoch(results, update=s.outer)
+                observations = [r.observation for r in results]
+                s.stop_if_requested(stop, "update")
+            # 2. Learn from it.
+            diagnostics = dict(policy.update(observations))
+            s.updates.append(diagnostics)
+            # 3. Log and checkpoint.
+            s.hub.emit([PolicyUpdate(update=s.outer, diagnostics=dict(diagnostics))])
+            s.hub.flush()
+            s.outer, s.epoch = s.outer + 1, 0
+            if s.outer % every == 0 or s.outer == updates:
+                s.checkpoint()

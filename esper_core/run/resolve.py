@@ -1,0 +1,178 @@
+"""Resolve the components a config names, validate their options, and build them.
+
+Every component is constructed the same way, ``cls(options, context)``; this module is
+the one place that derives each kind's context from the run's config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+from attrs import define, frozen
+
+from esper_core.components.executor import ExecutorContext
+from esper_core.components.policy import PolicyContext
+from esper_core.components.reward import RewardSetup
+from esper_core.components.task import TaskContext
+from esper_core.components.telemetry import TelemetryContext
+from esper_core.config import RunConfig
+from esper_core.converter import structure, unstructure
+from esper_core.errors import ConfigError
+from esper_core.plugins import PluginManager
+
+if TYPE_CHECKING:
+    from esper_core.env.env import MorphogeneticEnv
+
+
+@frozen
+class PolicyRef:
+    """``--policy NAME[:ARGUMENT]``, e.g. ``ppo:runs/x/checkpoint.pt``."""
+
+    name: str
+    argument: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> PolicyRef:
+        name, sep, arg = text.partition(":")
+        return cls(name.strip(), arg.strip() if sep else None)
+
+
+@frozen
+class Component:
+    """A registered component class, its validated options and the plugin providing it."""
+
+    cls: Any
+    options: Any
+    plugin: str
+
+
+@define
+class Resolved:
+    """The components a config names, with their options validated."""
+
+    config: RunConfig
+    task: Component
+    reward: Component
+    policy: Component
+    policy_ref: PolicyRef
+    executor: Component
+    telemetry: list[Component]
+    blueprints: list[Any]
+
+    def make_task(self, quiet: bool = False) -> Any:
+        return self.task.cls(self.task.options, task_context(self.config, quiet))
+
+    def make_reward(self) -> Any:
+        return self.reward.cls(self.reward.options, reward_setup(self.config))
+
+    def make_executor(self) -> Any:
+        return self.executor.cls(self.executor.options, executor_context(self.config))
+
+    def policy_context(
+        self, envs: Sequence[MorphogeneticEnv], total_updates: int = 0
+    ) -> PolicyContext:
+        from esper_core.env.observation import feature_dim
+
+        env0 = envs[0]
+        cfg = self.config
+        return PolicyContext(
+            space=env0.space,
+            feature_dim=feature_dim(env0.space, cfg.env.history_length),
+            history_length=cfg.env.history_length,
+            max_epochs=env0.max_epochs,
+            n_envs=len(envs),
+            task=cfg.run.task,
+            topology=env0.task.topology,
+            gamma=cfg.run.gamma,
+            seed=cfg.run.seed,
+            device=cfg.run.device,
+            total_updates=total_updates,
+            argument=self.policy_ref.argument,
+        )
+
+    def make_policy(self, envs: Sequence[MorphogeneticEnv], total_updates: int = 0) -> Any:
+        return self.policy.cls(self.policy.options, self.policy_context(envs, total_updates))
+
+    def make_telemetry(self, run_dir: Path | None, quiet: bool = False) -> list[Any]:
+        context = telemetry_context(self.config, run_dir, quiet)
+        return [c.cls(c.options, context) for c in self.telemetry]
+
+
+# ---------------------------------------------------------------- contexts from the config
+
+
+def task_context(config: RunConfig, quiet: bool = False) -> TaskContext:
+    return TaskContext(seed=config.run.seed, quiet=quiet or config.run.quiet)
+
+
+def reward_setup(config: RunConfig) -> RewardSetup:
+    return RewardSetup(gamma=config.run.gamma)
+
+
+def executor_context(config: RunConfig) -> ExecutorContext:
+    return ExecutorContext(device=config.run.device, devices=tuple(config.run.devices))
+
+
+def telemetry_context(
+    config: RunConfig, run_dir: Path | None, quiet: bool = False
+) -> TelemetryContext:
+    return TelemetryContext(run_dir=run_dir, quiet=quiet or config.run.quiet)
+
+
+# ---------------------------------------------------------------- resolution
+
+
+def _component(
+    pm: PluginManager, kind: str, name: str, config: RunConfig, problems: list[str]
+) -> Component | None:
+    registry = pm.registry(kind)
+    cls = registry.get(name)  # an unknown name fails here, listing what is available
+    try:
+        options = structure(
+            config.component_options(kind, name), cls.Options, path=f"{kind}.{name}"
+        )
+    except ConfigError as exc:
+        problems.extend(exc.problems)
+        return None
+    return Component(cls, options, registry.plugin_of(name))
+
+
+def resolve(config: RunConfig, pm: PluginManager) -> Resolved:
+    """Look up every component and validate its options; fill in their defaults."""
+    problems: list[str] = []
+    ref = PolicyRef.parse(config.run.policy)
+    task = _component(pm, "tasks", config.run.task, config, problems)
+    reward = _component(pm, "rewards", config.run.reward, config, problems)
+    policy = _component(pm, "policies", ref.name, config, problems)
+    executor = _component(pm, "executors", config.run.executor, config, problems)
+    telemetry_names = list(dict.fromkeys(config.run.telemetry))
+    telemetry = [_component(pm, "telemetry", name, config, problems) for name in telemetry_names]
+    if problems:
+        raise ConfigError(problems)
+    assert task and reward and policy and executor
+    filled = attrs.evolve(
+        config,
+        tasks={**config.tasks, config.run.task: unstructure(task.options)},
+        rewards={**config.rewards, config.run.reward: unstructure(reward.options)},
+        policies={**config.policies, ref.name: unstructure(policy.options)},
+        executors={**config.executors, config.run.executor: unstructure(executor.options)},
+        telemetry={
+            **config.telemetry,
+            **{name: unstructure(c.options) for name, c in zip(telemetry_names, telemetry) if c},
+        },
+    )
+    task_topology = getattr(task.cls, "topology", None)
+    blueprints = pm.blueprints_for(task_topology) if task_topology else []
+    return Resolved(
+        config=filled,
+        task=task,
+        reward=reward,
+        policy=policy,
+        policy_ref=ref,
+        executor=executor,
+        telemetry=[c for c in telemetry if c],
+        blueprints=blueprints,
+    )

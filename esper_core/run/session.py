@@ -1,0 +1,234 @@
+"""The session shared by ``esper run`` and ``esper train``: envs, policy, executor,
+telemetry hub and seed ledger, with the checkpoint that saves and restores all of them."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+from attrs import define
+
+from esper_core import __version__
+from esper_core.components.executor import MultiProcessExecutor
+from esper_core.config import RunConfig, config_to_dict
+from esper_core.converter import unstructure
+from esper_core.errors import RunDirError
+from esper_core.plugins import PluginManager
+from esper_core.run.checkpoint import load_checkpoint, save_checkpoint
+from esper_core.run.interrupts import Interrupted, StopFlag
+from esper_core.run.ledger import SeedLedger
+from esper_core.run.resolve import Resolved, resolve
+from esper_core.run.run_dir import CHECKPOINT, default_run_dir, prepare_run_dir
+from esper_core.run.telemetry import EpisodeFinished, Event, Hub, RunStarted
+
+if TYPE_CHECKING:
+    from esper_core.env.observation import Observation
+    from esper_core.env.step import StepResult
+
+
+@define
+class Session:
+    """Everything a running experiment holds, and where its loop has got to."""
+
+    resolved: Resolved
+    mode: str  # the command that owns the run directory: "run" or "train"
+    run_dir: Path
+    envs: list[Any]
+    policy: Any
+    executor: Any
+    hub: Hub
+    ledger: SeedLedger = attrs.field(factory=SeedLedger)
+    episodes: list[dict[str, Any]] = attrs.field(factory=list)
+    updates: list[dict[str, float]] = attrs.field(factory=list)
+    outer: int = 0  # episode (run) or update (train) in progress
+    epoch: int = 0  # epochs done in it
+    started: float = attrs.field(factory=time.time)
+    elapsed_before: float = 0.0
+
+    @property
+    def config(self) -> RunConfig:
+        return self.resolved.config
+
+    @property
+    def ranks(self) -> MultiProcessExecutor | None:
+        """The executor when it spreads envs over processes, else None."""
+        return self.executor if isinstance(self.executor, MultiProcessExecutor) else None
+
+    @property
+    def writer(self) -> bool:
+        """Whether this process writes the run directory (only rank 0 of a multi-process run)."""
+        ranks = self.ranks
+        return True if ranks is None else bool(ranks.is_writer)
+
+    def env_seed(self, outer: int, env_index: int) -> int:
+        """Env i of episode/update k uses seed + k * n_envs + i: same seed, same data and host."""
+        return self.config.run.seed + outer * len(self.envs) + env_index
+
+    def reset_envs(self) -> list[Observation]:
+        seeds = [self.env_seed(self.outer, i) for i in range(len(self.envs))]
+        if self.ranks is not None:
+            return list(self.ranks.reset_envs(self.envs, seeds, self.outer))
+        return [env.reset(seed, self.outer) for env, seed in zip(self.envs, seeds)]
+
+    def start_episodes(self) -> list[Observation]:
+        """What the next epoch acts on: at epoch 0 every env is reset and the policy forgets
+        its per-episode memory; a session resumed mid-episode continues where it stopped."""
+        if self.epoch > 0:
+            return [env.observation for env in self.envs]
+        observations = self.reset_envs()
+        self.policy.reset(list(range(len(self.envs))))
+        return observations
+
+    def emit(self, events: Sequence[Event]) -> None:
+        self.ledger.consume(events)
+        for event in events:
+            if isinstance(event, EpisodeFinished):
+                self.episodes.append(unstructure(event))
+        self.hub.emit(events)
+
+    def emit_epoch(self, results: Sequence[StepResult], update: int | None = None) -> None:
+        """The events of one epoch of every env, then a flush of the backends. In a training
+        run the epoch and episode events say which ``update`` they belong to."""
+        events: list[Event] = [event for result in results for event in result.events]
+        if update is not None:
+            tag: dict[str, Any] = {"update": update}  # only some event classes have the field
+            events = [attrs.evolve(e, **tag) if hasattr(e, "update") else e for e in events]
+        self.emit(events)
+        self.hub.flush()
+
+    def stop_if_requested(self, stop: StopFlag, unit: str) -> None:
+        """After a Ctrl-C, checkpoint at this epoch boundary and raise :class:`Interrupted`."""
+        # Every rank must stop (and checkpoint) at the same epoch.
+        requested = (
+            stop.requested if self.ranks is None else bool(self.ranks.any_rank(stop.requested))
+        )
+        if not requested:
+            return
+        self.checkpoint()
+        raise Interrupted(
+            f"interrupted at {unit} {self.outer} epoch {self.epoch}; checkpoint written to "
+            f"{self.run_dir / CHECKPOINT}. Resume with: esper {self.mode} --resume {self.run_dir}"
+        )
+
+    def checkpoint(self) -> None:
+        env_states = (
+            [env.state_dict() for env in self.envs]
+            if self.ranks is None
+            else self.ranks.env_states(self.envs)
+        )
+        if not self.writer:
+            return
+        payload = {
+            "mode": self.mode,
+            "outer": self.outer,
+            "epoch": self.epoch,
+            "envs": env_states,
+            "policy": self.policy.state_dict(),
+            "telemetry": self.hub.state_dict(),
+            "ledger": self.ledger.state_dict(),
+            "episodes": self.episodes,
+            "updates": self.updates,
+            "elapsed": self.elapsed_before + time.time() - self.started,
+        }
+        metadata = {
+            "esper_version": __version__,
+            "mode": self.mode,
+            "outer": self.outer,
+            "epoch": self.epoch,
+            "task": self.config.run.task,
+            "policy": self.config.run.policy,
+            "slot_ids": list(self.envs[0].space.slot_ids),
+            "blueprints": list(self.envs[0].space.blueprints),
+            "written": dt.datetime.now().isoformat(timespec="seconds"),
+        }
+        save_checkpoint(self.run_dir / CHECKPOINT, payload, metadata)
+
+    def restore(self, data: dict[str, Any]) -> None:
+        if data.get("mode") != self.mode:
+            raise RunDirError(
+                f"{self.run_dir} was written by `esper {data.get('mode')}`; resume it with that command"
+            )
+        self.outer, self.epoch = int(data["outer"]), int(data["epoch"])
+        if self.epoch > 0:
+            for env, state in zip(self.envs, data["envs"], strict=True):
+                env.load_state_dict(state)
+        self.policy.load_state_dict(data["policy"])
+        self.hub.load_state_dict(data["telemetry"])
+        self.ledger.load_state_dict(data["ledger"])
+        self.episodes = list(data["episodes"])
+        self.updates = list(data["updates"])
+        self.elapsed_before = float(data["elapsed"])
+
+    def close(self) -> None:
+        self.hub.close()
+        self.executor.close()
+
+
+def open_session(
+    config: RunConfig,
+    pm: PluginManager,
+    mode: str,
+    run_dir: Path | None,
+    resume: bool,
+    quiet: bool = False,
+) -> Session:
+    """Resolve and build every component, prepare (or resume) the run directory."""
+    import torch
+
+    from esper_core.env.env import MorphogeneticEnv
+
+    resolved = resolve(config, pm)
+    config = resolved.config
+    if config.run.threads:
+        torch.set_num_threads(config.run.threads)
+    path = run_dir or default_run_dir(config, mode)
+    executor = resolved.make_executor()
+    ranks = executor if isinstance(executor, MultiProcessExecutor) else None
+    writer = ranks is None or bool(ranks.is_writer)
+    if writer:
+        prepare_run_dir(path, config, resume)
+    elif resume and not (path / CHECKPOINT).is_file():
+        raise RunDirError(
+            f"cannot resume {path}: it has no {CHECKPOINT} (every rank must see the run directory)"
+        )
+    task = resolved.make_task(quiet)
+    devices = executor.env_devices(config.run.n_envs)
+    envs = [
+        MorphogeneticEnv(task, resolved.make_reward(), resolved.blueprints, config, i, devices[i])
+        for i in range(config.run.n_envs)
+    ]
+    training = mode == "train"
+    total_updates = config.train.updates if training else 0
+    policy = resolved.make_policy(envs, total_updates)
+    backends = resolved.make_telemetry(path, quiet) if writer else []
+    session = Session(resolved, mode, path, envs, policy, executor, Hub(backends))
+    if resume:
+        session.restore(load_checkpoint(path / CHECKPOINT))
+    else:
+        session.hub.emit(
+            [
+                RunStarted(
+                    run_name=path.name,
+                    run_dir=str(path),
+                    mode=mode,
+                    task=config.run.task,
+                    policy=config.run.policy,
+                    reward=config.run.reward,
+                    executor=config.run.executor,
+                    n_envs=config.run.n_envs,
+                    episodes=total_updates if training else config.run.episodes,
+                    max_epochs=envs[0].max_epochs,
+                    slot_ids=list(envs[0].space.slot_ids),
+                    host_params=envs[0].model.host_param_count(),
+                    config=config_to_dict(config),
+                    esper_version=__version__,
+                )
+            ]
+        )
+    if ranks is not None:  # after a restore, so every rank continues from the same policy
+        ranks.bind_policy(policy, training=training)
+    return session

@@ -1,0 +1,246 @@
+"""The layout's rules, read from the source with ``ast`` (nothing is imported):
+
+- no import cycle among the modules of esper_core and esper_cli, counting every import
+  that runs, wherever it stands: a lazy import inside a function only hides a cycle.
+  Imports under ``if TYPE_CHECKING:`` never run and are left out: annotating with the type
+  of a caller is how a helper module stays one-way;
+- no module of esper_core longer than 400 lines;
+- every stage set is spelled in esper_core/lifecycle/rules.py alone.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+from tests.plugin_set import REPO
+
+PACKAGES = ("esper_core", "esper_cli")
+MAX_LINES = 400
+RULES = Path("esper_core/lifecycle/rules.py")
+
+
+def module_name(path: Path) -> str:
+    """``esper_core/run/runner.py`` -> ``esper_core.run.runner``; a package's __init__ is the package."""
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules(*roots: str) -> dict[str, Path]:
+    return {
+        module_name(path): path
+        for root in roots
+        for path in sorted((REPO / root).rglob("*.py"))
+        if "__pycache__" not in path.parts
+    }
+
+
+MODULES = modules(*PACKAGES)
+
+
+def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The known modules that ``name`` imports anywhere in its body: ``import a.b``,
+    ``from a import b`` (``b`` a submodule or a name in ``a``) and relative imports."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    targets: set[str] = set()
+    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, *([node.module] if node.module else [])])
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                targets.add(submodule if submodule in known else base)
+    return {t for t in targets if t in known and t != name}
+
+
+def _type_checking_only(node: ast.AST) -> bool:
+    """``if TYPE_CHECKING:`` (or ``if typing.TYPE_CHECKING:``) without an else."""
+    if not isinstance(node, ast.If) or node.orelse:
+        return False
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _runtime_nodes(tree: ast.AST) -> Iterator[ast.AST]:
+    """Every node of ``tree`` outside ``if TYPE_CHECKING:`` blocks."""
+    pending = [tree]
+    while pending:
+        node = pending.pop()
+        yield node
+        pending.extend(c for c in ast.iter_child_nodes(node) if not _type_checking_only(c))
+
+
+def import_graph() -> dict[str, set[str]]:
+    return {name: imported(name, path, MODULES) for name, path in MODULES.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle (as a closed path) for every strongly connected component that has one."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+
+    def connect(node: str) -> None:  # Tarjan's algorithm
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for succ in sorted(graph[node]):
+            if succ not in index:
+                connect(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in on_stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            component: set[str] = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            components.append(component)
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    found = []
+    for component in components:
+        if len(component) < 2:
+            continue
+        start = min(component)
+        found.append(_path_back(graph, start, component))
+    return found
+
+
+def _path_back(graph: dict[str, set[str]], start: str, within: set[str]) -> list[str]:
+    """A shortest path start -> ... -> start inside one strongly connected component."""
+    previous: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for succ in sorted(graph[node] & within):
+                if succ == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(previous[path[-1]])
+                    return [*reversed(path), start]
+                if succ not in previous:
+                    previous[succ] = node
+                    following.append(succ)
+        frontier = following
+    raise AssertionError(f"{start} is in a cycle but no path leads back to it")
+
+
+def test_the_graph_sees_lazy_submodule_and_relative_imports(tmp_path: Path) -> None:
+    """The walker itself: a cycle hidden in a function, through ``from pkg import mod``
+    and a relative import, is found and printed as a path; a type-only import is not one."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def f():\n    from pkg import b\n")
+    (pkg / "b.py").write_text("from .c import thing\n")
+    (pkg / "c.py").write_text("import os\nthing = 1\ndef g():\n    import pkg.a\n")
+    (pkg / "d.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.e import E\n"
+    )
+    (pkg / "e.py").write_text("from pkg import d\n")
+    known = {
+        ".".join(p.relative_to(tmp_path).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in pkg.glob("*.py")
+    }
+    graph = {name: imported(name, path, known) for name, path in known.items()}
+    assert graph["pkg.a"] == {"pkg.b"} and graph["pkg.b"] == {"pkg.c"}
+    assert graph["pkg.d"] == set() and graph["pkg.e"] == {"pkg.d"}  # types only: no cycle
+    assert cycles(graph) == [["pkg.a", "pkg.b", "pkg.c", "pkg.a"]]
+
+
+def test_no_import_cycles() -> None:
+    assert {name.partition(".")[0] for name in MODULES} == set(PACKAGES)
+    found = cycles(import_graph())
+    assert not found, "import cycles:\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+def test_no_long_modules() -> None:
+    offenders = {
+        str(path.relative_to(REPO)): lines
+        for name, path in MODULES.items()
+        if name.startswith("esper_core")
+        and (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert not offenders, f"modules over {MAX_LINES} lines (split them by job): " + ", ".join(
+        f"{p} ({n})" for p, n in sorted(offenders.items())
+    )
+
+
+def _is_stage(node: ast.expr) -> bool:
+    """``Stage.X`` (or ``anything.Stage.X``)."""
+    if not isinstance(node, ast.Attribute):
+        return False
+    owner = node.value
+    return (isinstance(owner, ast.Name) and owner.id == "Stage") or (
+        isinstance(owner, ast.Attribute) and owner.attr == "Stage"
+    )
+
+
+def stage_set_literals(path: Path) -> Iterator[int]:
+    """Lines of set or tuple displays (``{...}``, ``(...)``, ``frozenset([...])``) that list
+    two or more ``Stage.X``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    for node in ast.walk(tree):
+        elements: list[ast.expr] = []
+        if isinstance(node, ast.Set | ast.Tuple):
+            elements = node.elts
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("set", "frozenset", "tuple")
+            and node.args
+            and isinstance(node.args[0], ast.List)
+        ):
+            elements = node.args[0].elts
+        if sum(_is_stage(e) for e in elements) >= 2:
+            yield node.lineno
+
+
+def test_stage_sets_live_in_rules_only() -> None:
+    plugin_packages = [
+        str(p.parent.relative_to(REPO))
+        for p in (REPO / "plugins").glob("*/*/__init__.py")
+        if "tests" not in p.parts
+    ]
+    scanned = modules(*PACKAGES, *plugin_packages)
+    offenders = [
+        f"{path.relative_to(REPO)}:{line}"
+        for path in scanned.values()
+        if path.relative_to(REPO) != RULES
+        for line in stage_set_literals(path)
+    ]
+    assert not offenders, (
+        f"stage sets spelled outside {RULES} (import them from there): " + ", ".join(offenders)
+    )
+
+
+def test_the_stage_set_check_sees_the_spellings(tmp_path: Path) -> None:
+    path = tmp_path / "m.py"
+    path.write_text(
+        "a = {Stage.A, Stage.B}\n"
+        "b = frozenset({Stage.A, Stage.B})\n"
+        "c = x in (stages.Stage.A, stages.Stage.B)\n"
+        "d = frozenset([Stage.A, Stage.B])\n"
+        "e = (Stage.A, 3)\n"
+        "f = {Stage.A: 1, Stage.B: 2}\n"
+    )
+    assert list(sorted(set(stage_set_literals(path)))) == [1, 2, 3, 4]
