@@ -78,6 +78,8 @@ class Session:
         """What the next epoch acts on: at epoch 0 every env is reset and the policy forgets
         its per-episode memory; a session resumed mid-episode continues where it stopped."""
         if self.epoch > 0:
+            if self.ranks is not None:  # other ranks' envs: their owners have the observations
+                return list(self.ranks.observations(self.envs))
             return [env.observation for env in self.envs]
         observations = self.reset_envs()
         self.policy.reset(list(range(len(self.envs))))
@@ -197,10 +199,17 @@ def open_session(
         )
     task = resolved.make_task(quiet)
     devices = executor.env_devices(config.run.n_envs)
-    envs = [
-        MorphogeneticEnv(task, resolved.make_reward(), resolved.blueprints, config, i, devices[i])
-        for i in range(config.run.n_envs)
-    ]
+
+    def build(i: int) -> MorphogeneticEnv:
+        return MorphogeneticEnv(
+            task, resolved.make_reward(), resolved.blueprints, config, i, devices[i]
+        )
+
+    n_envs = config.run.n_envs
+    # A multi-process executor builds only its rank's envs (the others are stand-ins).
+    envs = (
+        ranks.build_envs(n_envs, build) if ranks is not None else [build(i) for i in range(n_envs)]
+    )
     training = mode == "train"
     total_updates = config.train.updates if training else 0
     policy = resolved.make_policy(envs, total_updates)
@@ -223,7 +232,7 @@ def open_session(
                     episodes=total_updates if training else config.run.episodes,
                     max_epochs=envs[0].max_epochs,
                     slot_ids=list(envs[0].space.slot_ids),
-                    host_params=envs[0].model.host_param_count(),
+                    host_params=envs[0].host_params,
                     config=config_to_dict(config),
                     esper_version=__version__,
                 )

@@ -72,7 +72,7 @@ def build_summary(session: Session, status: str) -> RunSummary:
         ),
         final_val_acc_mean=_mean([e["final_val_acc"] for e in episodes]),
         params_added_mean=_mean([e["params_added"] for e in episodes]),
-        host_params=session.envs[0].model.host_param_count() if session.envs else None,
+        host_params=session.envs[0].host_params if session.envs else None,
         seeds_fossilized=sum(e["seeds_fossilized"] for e in episodes),
         seeds_pruned=sum(e["seeds_pruned"] for e in episodes),
         rollbacks=sum(e["rollbacks"] for e in episodes),

@@ -10,17 +10,21 @@ from pathlib import Path
 
 import pytest
 
-FAKE_PLUGIN = str(Path(__file__).parents[1] / "fake_plugin.py")
-TINY = ["--plugin", FAKE_PLUGIN, "--reward", "acc_delta", "--set", "run.threads=1", "--quiet"]
+from tests.plugin_set import FAKE_COMPONENTS, REPO, subprocess_env
+
+# The fake components (tiny task, scripted policy, acc_delta reward), one thread, quiet.
+TINY = [*FAKE_COMPONENTS, "--set", "run.threads=1", "--quiet"]
 
 
-def esper(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def esper(*args: str) -> subprocess.CompletedProcess[str]:
+    # From the repository root, where the fake plugin module is importable.
     return subprocess.run(
         [sys.executable, "-m", "esper_cli", *args],
         capture_output=True,
         text=True,
         timeout=300,
-        cwd=cwd,
+        cwd=REPO,
+        env=subprocess_env(),
     )
 
 
@@ -33,8 +37,8 @@ def one_line_exit_2(result: subprocess.CompletedProcess[str], expected: str) -> 
 
 def test_fp16_on_a_cpu(tmp_path: Path) -> None:
     result = esper(
-        "run", *TINY, "--task", "tiny", "--max-epochs", "1", "--out", str(tmp_path / "r"),
-        "--set", 'training.amp="fp16"', cwd=tmp_path,
+        "run", *TINY, "--max-epochs", "1", "--out", str(tmp_path / "r"),
+        "--set", "run.telemetry=[]", "--set", 'training.amp="fp16"',
     )  # fmt: skip
     one_line_exit_2(result, "training.amp: fp16 needs a CUDA device, this env runs on cpu")
 
@@ -45,9 +49,9 @@ def test_resuming_a_checkpoint_whose_blueprint_is_not_registered(tmp_path: Path)
 
     run = tmp_path / "run"
     interrupted = esper(
-        "run", *TINY, "--task", "tiny", "--policy", "scripted", "--max-epochs", "6",
+        "run", *TINY, "--max-epochs", "6",
         "--set", 'run.telemetry=["interrupter"]', "--set", "telemetry.interrupter.at_epoch=1",
-        "--out", str(run), cwd=tmp_path,
+        "--out", str(run),
     )  # fmt: skip
     assert interrupted.returncode == 130, interrupted.stderr
     checkpoint = torch.load(run / "checkpoint.pt", weights_only=True)
@@ -58,23 +62,25 @@ def test_resuming_a_checkpoint_whose_blueprint_is_not_registered(tmp_path: Path)
             renamed += 1
     assert renamed, "the scripted policy germinated in epoch 0"
     torch.save(checkpoint, run / "checkpoint.pt")
-    result = esper("run", *TINY, "--resume", str(run), cwd=tmp_path)
+    result = esper("run", "--plugin", FAKE_COMPONENTS[1], "--quiet", "--resume", str(run))
     one_line_exit_2(result, "blueprint 'cnn/uninstalled' is not registered for cnn hosts")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("other", ["faulty"])
 def test_a_ppo_checkpoint_of_another_task(tmp_path: Path, other: str) -> None:
+    ppo = ["--plugin", "policies.ppo", "--policy", "ppo"]
     trained = esper(
-        "train", *TINY, "--task", "tiny", "--set", "run.telemetry=[]", "--max-epochs", "2",
-        "--updates", "1", "--out", str(tmp_path / "ppo"), cwd=tmp_path,
+        "train", *TINY, *ppo, "--set", "run.telemetry=[]", "--max-epochs", "2",
+        "--updates", "1", "--out", str(tmp_path / "ppo"),
     )  # fmt: skip
     assert trained.returncode == 0, trained.stderr
     # The faulty task has the tiny task's host, so the action vocabulary and the feature
     # layout match: only the task name tells the policy's observations apart.
     result = esper(
-        "run", *TINY, "--task", other, "--policy", f"ppo:{tmp_path / 'ppo'}",
-        "--max-epochs", "2", "--out", str(tmp_path / "eval"), cwd=tmp_path,
+        "run", *TINY, "--plugin", "policies.ppo", "--task", other,
+        "--policy", f"ppo:{tmp_path / 'ppo'}", "--set", "run.telemetry=[]",
+        "--max-epochs", "2", "--out", str(tmp_path / "eval"),
     )  # fmt: skip
     one_line_exit_2(result, f"trained on task 'tiny', this run's task is '{other}'")
     assert not (tmp_path / "eval" / "summary.json").exists()
