@@ -2,7 +2,8 @@
 
 Prints JSON. Both variants run the same config (same seed, task, policy, reward, envs
 and epochs) through ``esper_core.run.api.run`` in this one process; ``telemetry`` is
-``console`` (live, not quiet, drawn to a null file as if it were a terminal), ``jsonl``,
+``console`` (live, not quiet, drawn to console.txt in the run directory as if it were a
+terminal: the console backend writes only inside the run directory), ``jsonl``,
 ``csv`` and ``tensorboard``; ``none`` has no backend at all. A warm-up run of each
 variant comes first (imports, caches), then the repetitions alternate which variant
 goes first, so machine noise hits both alike. The figure is the median over
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -34,7 +34,7 @@ import torch
 from esper_core.config import load_config
 from esper_core.plugins import PluginManager
 from esper_core.run import api
-from esper_core.run.telemetry import Hub
+from esper_core.run.hub import Hub
 
 BACKENDS = ["console", "jsonl", "csv", "tensorboard"]
 HUB_METHODS = ("emit", "flush", "close", "state_dict", "load_state_dict")
@@ -93,7 +93,7 @@ def _config(components: dict[str, str], telemetry: list[str], args: argparse.Nam
         f"run.seed={args.seed}",
         "run.checkpoint_every=0",
         "lifecycle.min_training_epochs=2",
-        f'telemetry.console.file="{os.devnull}"',
+        'telemetry.console.file="console.txt"',
         "telemetry.console.force_terminal=true",
     ]
     return load_config(None, sets, {"run": dict(components)})

@@ -14,21 +14,22 @@ import click
 from esper_cli.compare import compare
 from esper_cli.context import dumps, note_run, plugin_manager
 from esper_cli.options import F, build_config, config_options
-from esper_cli.paths import output_dir
+from esper_cli.paths import PathArg, output_dir
 
 
 def _run_or_train(
     ctx: click.Context, mode: str, params: dict[str, Any], extra_run: dict[str, Any]
 ) -> None:
+    from esper_cli.resume import resumed_config
     from esper_core.plugins import split_selections
     from esper_core.run import api
-    from esper_core.run.run_dir import default_run_dir, load_run_config
+    from esper_core.run.run_dir import default_run_dir
 
     pm = plugin_manager(ctx)
     resume = params.get("resume")
     if resume:
         run_dir = Path(resume)
-        config = load_run_config(run_dir)
+        config = resumed_config(run_dir, params, mode, lambda note: click.echo(note, err=True))
         # The stored config names the components; --plugin values only load modules (a
         # KIND.NAME loads its entry point when autoloading is off, selecting nothing).
         pm.extend(split_selections(params.get("plugins") or ())[0])
@@ -112,12 +113,12 @@ def run_options(mode: str) -> Callable[[F], F]:
         decorators = [
             click.option(
                 "--out",
-                type=click.Path(file_okay=False),
+                type=PathArg(file_okay=False),
                 help=f"Run directory (default: runs/<task>-<policy>-{mode}-<time>).",
             ),
             click.option(
                 "--resume",
-                type=click.Path(file_okay=False, exists=True),
+                type=PathArg(file_okay=False, exists=True),
                 help="Continue the run in this directory.",
             ),
             click.option(
@@ -156,7 +157,7 @@ def run(ctx: click.Context, **params: Any) -> None:
 def train(ctx: click.Context, **params: Any) -> None:
     """Train a learnable policy, by default PPO, over parallel envs."""
     sets = list(params.get("sets") or ())
-    if params.get("updates") is not None:
+    if params.get("updates") is not None and not params.get("resume"):
         sets.insert(0, f"train.updates={params['updates']}")
     params["sets"] = tuple(sets)
     extra = (
@@ -197,37 +198,58 @@ def plugins(ctx: click.Context, plugins: tuple[str, ...], as_json: bool) -> None
     Console().print(table)
 
 
-@click.command()
-@click.option("--topology", type=click.Choice(["cnn", "transformer"]), help="Only this topology.")
-@click.option(
+CHANNELS_OPTION = click.option(
     "--channels",
     type=click.IntRange(1, 65536),
     default=64,
     show_default=True,
-    help="Width for the parameter counts (1..65536).",
+    help="Width for the parameter counts and the checks (1..65536).",
 )
-@click.option("--plugin", "plugins", multiple=True, help="Also load this plugin module or file.")
+PLUGIN_OPTION = click.option(
+    "--plugin", "plugins", multiple=True, help="Also load this plugin module or file."
+)
+
+
+@click.group(invoke_without_command=True)
+@click.option("--topology", type=click.Choice(["cnn", "transformer"]), help="Only this topology.")
+@CHANNELS_OPTION
+@PLUGIN_OPTION
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def blueprints(
     ctx: click.Context, topology: str | None, channels: int, plugins: tuple[str, ...], as_json: bool
 ) -> None:
-    """List registered blueprints with their parameter count at a given width."""
+    """List registered blueprints with their parameter count at a given width.
+
+    `esper blueprints check [NAME]` builds and checks them (for plugin authors).
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from esper_core.lifecycle.blueprint_check import blueprint_error
+
     pm = plugin_manager(ctx)
     pm.extend(list(plugins))
+    registry = pm.registry("blueprints")
     rows = []
-    for key, bp in pm.registry("blueprints").items():
+    for key, bp in registry.items():
         if topology and bp.topology != topology:
             continue
+        plugin = registry.plugin_of(key)
+        try:
+            params = int(bp.param_estimate(channels))
+        except Exception as exc:  # the plugin's code: name it, in one line
+            raise blueprint_error(
+                bp, plugin, channels, f"its param_estimate raised {type(exc).__name__}: {exc}"
+            ) from exc
         rows.append(
             {
                 "name": bp.name,
                 "topology": bp.topology,
                 "key": key,
-                "params": int(bp.param_estimate(channels)),
+                "params": params,
                 "identity_at_birth": bp.identity_at_birth,
                 "description": bp.description,
-                "plugin": pm.registry("blueprints").plugin_of(key),
+                "plugin": plugin,
             }
         )
     if as_json:
@@ -251,6 +273,44 @@ def blueprints(
     Console().print(table)
 
 
+@blueprints.command("check")
+@click.argument("name", required=False)
+@CHANNELS_OPTION
+@PLUGIN_OPTION
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def blueprints_check(
+    ctx: click.Context, name: str | None, channels: int, plugins: tuple[str, ...], as_json: bool
+) -> None:
+    """Build each blueprint (or NAME: a name or a topology/name key) and check it as a run
+    would at first use: output shape at two sizes, finite output, parameter count against
+    param_estimate, identity at birth when claimed. Exit code 1 when any check fails."""
+    from esper_core.errors import UnknownComponentError
+    from esper_core.lifecycle.blueprint_check import check_blueprint
+
+    pm = plugin_manager(ctx)
+    pm.extend(list(plugins))
+    registry = pm.registry("blueprints")
+    chosen = [(k, bp) for k, bp in registry.items() if name in (None, k, bp.name)]
+    if not chosen:
+        raise UnknownComponentError(
+            f"unknown blueprint {name!r}; available: {', '.join(registry.names()) or '(none)'}"
+        )
+    results = [
+        {"key": key, "plugin": registry.plugin_of(key), "problems": check_blueprint(bp, channels)}
+        for key, bp in chosen
+    ]
+    if as_json:
+        click.echo(json.dumps(results, indent=2))
+    else:
+        for r in results:
+            verdict = "ok  " if not r["problems"] else "FAIL"
+            detail = "" if not r["problems"] else ": " + "; ".join(r["problems"])
+            click.echo(f"{verdict} {r['key']} (plugin {r['plugin']}, {channels} channels){detail}")
+    if any(r["problems"] for r in results):
+        ctx.exit(1)
+
+
 @click.group()
 def config() -> None:
     """Inspect configuration."""
@@ -258,15 +318,37 @@ def config() -> None:
 
 @config.command("show")
 @config_options
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="Every key, unset ones too, with its default and description (see docs/configuration.md).",
+)
 @click.pass_context
-def config_show(ctx: click.Context, **params: Any) -> None:
+def config_show(ctx: click.Context, show_all: bool, **params: Any) -> None:
     """Print the fully resolved config (defaults and component options filled in) as TOML."""
     from esper_core.config import dump_toml
     from esper_core.run.resolve import resolve
 
     pm = plugin_manager(ctx)
-    cfg = build_config(pm, params)
-    click.echo(dump_toml(resolve(cfg, pm).config), nl=False)
+    resolved = resolve(build_config(pm, params), pm)
+    if not show_all:
+        click.echo(dump_toml(resolved.config), nl=False)
+        return
+    from esper_core.config_docs import annotated_toml
+
+    run = resolved.config.run
+    components = {
+        f"tasks.{run.task}": resolved.task.options,
+        f"rewards.{run.reward}": resolved.reward.options,
+        f"policies.{resolved.policy_ref.name}": resolved.policy.options,
+        f"executors.{run.executor}": resolved.executor.options,
+        **{
+            f"telemetry.{name}": c.options
+            for name, c in zip(dict.fromkeys(run.telemetry), resolved.telemetry)
+        },
+    }
+    click.echo(annotated_toml(resolved.config, components))
 
 
 COMMANDS = [run, train, compare, plugins, blueprints, config]

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from esper_cli.context import dumps, plugin_manager
-from esper_cli.paths import output_dir
+from esper_cli.paths import PathArg, output_dir
 
 
 def _experiment_data(
@@ -30,7 +30,7 @@ def _experiment_data(
         data["policies"] = policies
     if tasks:
         data["tasks"] = tasks
-    for key in ("seeds", "baseline", "jobs", "out", "resamples"):
+    for key in ("seeds", "baseline", "jobs", "out", "resamples", "runner"):
         if params.get(key) is not None:
             data[key] = params[key]
     return data, source or "command line"
@@ -68,7 +68,7 @@ def print_tables(results: Any, console: Any) -> None:
 
 
 @click.command()
-@click.argument("experiment", required=False, type=click.Path(dir_okay=False))
+@click.argument("experiment", required=False, type=PathArg(dir_okay=False))
 @click.option(
     "--policy",
     "policies",
@@ -83,17 +83,21 @@ def print_tables(results: Any, console: Any) -> None:
 )
 @click.option("--seed", type=int, help="First seed (run.seed).")
 @click.option("--jobs", "-j", type=int, help="Cells run in parallel processes (default 1).")
+@click.option(
+    "--runner",
+    help="Where cells run: local (default: --jobs processes here) or a runners.* plugin, e.g. ray.",
+)
 @click.option("--baseline", help="Policy label for P(policy > baseline), e.g. wait.")
 @click.option(
     "--out",
-    type=click.Path(file_okay=False),
+    type=PathArg(file_okay=False),
     help="Experiment directory (default runs/compare-<file stem> or runs/compare-<tasks>-<policies>); "
     "running again continues it.",
 )
 @click.option(
     "--config",
     "config_path",
-    type=click.Path(dir_okay=False),
+    type=PathArg(dir_okay=False),
     help="Shared TOML or JSON run config.",
 )
 @click.option(
@@ -144,7 +148,7 @@ def compare(ctx: click.Context, **params: Any) -> None:
         TimeRemainingColumn,
     )
 
-    from esper_core.compare.comparison import Plan, prepare
+    from esper_core.compare.comparison import Plan, make_runner, prepare
     from esper_core.compare.comparison import compare as run_compare
     from esper_core.compare.experiment import build_experiment, parse_experiment, shared_config
     from esper_core.converter import unstructure
@@ -169,6 +173,8 @@ def compare(ctx: click.Context, **params: Any) -> None:
     jobs = spec.jobs or 1
     quiet = bool(params.get("quiet") or params.get("as_json"))
     err = Console(stderr=True)
+    # Off a terminal (a log, CI) the bar draws nothing until the end: plain lines instead.
+    plain = not quiet and not err.is_terminal
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -176,9 +182,10 @@ def compare(ctx: click.Context, **params: Any) -> None:
         TimeElapsedColumn(),
         TimeRemainingColumn(),
         console=err,
-        disable=quiet,
+        disable=quiet or plain,
     )
     bar: dict[str, Any] = {}
+    counts = {"done": 0, "total": 0}
 
     def describe_plan(plan: Plan) -> str:
         notes = [f"{plan.total} runs in {plan.directory}"]
@@ -188,9 +195,12 @@ def compare(ctx: click.Context, **params: Any) -> None:
             notes.append(f"{plan.resumable} to resume from their checkpoint")
         if plan.broken:
             notes.append(f"{plan.broken} unfinished to run again")
+        if plan.stale:
+            notes.append(f"{plan.stale} made with another config to run again")
         return "; ".join(notes)
 
     if params.get("dry_run"):
+        make_runner(pm, spec.runner, spec.runner_options, jobs)  # an unknown runner fails here
         _, _, plan = prepare(experiment, pm, out, jobs)
         click.echo(f"experiment OK: {describe_plan(plan)}")
         return
@@ -200,6 +210,7 @@ def compare(ctx: click.Context, **params: Any) -> None:
             err.print(describe_plan(plan))
         progress.start()
         bar["id"] = progress.add_task("cells", total=plan.total, completed=plan.completed)
+        counts.update(done=plan.completed, total=plan.total)
 
     def on_outcome(outcome: Any) -> None:
         if outcome.status == "failed":
@@ -207,13 +218,26 @@ def compare(ctx: click.Context, **params: Any) -> None:
         if outcome.status in ("completed", "skipped", "failed"):
             name = "/".join(Path(outcome.directory).parts[-3:])
             progress.update(bar["id"], advance=1, description=f"last: {name}")
+            counts["done"] += 1
+            if plain:
+                click.echo(
+                    f"cells {counts['done']}/{counts['total']}: {name} {outcome.status}", err=True
+                )
 
     def notify(message: str) -> None:
         progress.console.print(message)
 
     try:
         report = run_compare(
-            experiment, pm, out, jobs=jobs, on_plan=on_plan, on_outcome=on_outcome, notify=notify
+            experiment,
+            pm,
+            out,
+            jobs=jobs,
+            on_plan=on_plan,
+            on_outcome=on_outcome,
+            notify=notify,
+            runner=spec.runner,
+            runner_options=spec.runner_options,
         )
     finally:
         progress.stop()

@@ -27,7 +27,7 @@ def print_summary(summary: dict[str, Any], run_dir: str, console: Console | None
         f"[bold]{summary['mode']}[/bold] {summary['task']} / {summary['policy']} / {summary['reward']}: "
         f"{summary['status']} in {summary['wall_time']:.1f}s"
     )
-    table = Table(title="Episodes", title_justify="left")
+    table = Table(title="Episodes", title_justify="left", pad_edge=False)
     for column in (
         "env",
         "ep",
@@ -40,7 +40,7 @@ def print_summary(summary: dict[str, Any], run_dir: str, console: Console | None
         "rollbk",
         "reward",
     ):
-        table.add_column(column, justify="right", no_wrap=True)
+        table.add_column(column, justify="right", no_wrap=True, min_width=len(column))
     for e in summary["episodes"]:
         table.add_row(
             str(e["env"]),
@@ -58,7 +58,9 @@ def print_summary(summary: dict[str, Any], run_dir: str, console: Console | None
     if summary["seeds"]:
         seeds = Table(title="Seeds (epochs; contribution in accuracy points)", title_justify="left")
         for column in ("env", "ep", "seed", "blueprint", "born", "ended", "fate", "contrib"):
-            seeds.add_column(column, no_wrap=column != "blueprint")
+            # Names fold onto more lines on a narrow terminal; none is cut off.
+            names = column in ("seed", "blueprint", "fate")
+            seeds.add_column(column, overflow="fold" if names else "ellipsis", no_wrap=not names)
         for s in summary["seeds"]:
             seeds.add_row(
                 str(s["env"]),
@@ -71,6 +73,12 @@ def print_summary(summary: dict[str, Any], run_dir: str, console: Console | None
                 _fmt(s["contribution"]),
             )
         console.print(seeds)
+    unblended = sum(int(e.get("params_unblended") or 0) for e in summary["episodes"])
+    if unblended:
+        console.print(
+            f"seeds that never reached the output hold {unblended:,} parameters "
+            "(not counted in +params)"
+        )
     mean = summary.get("final_test_acc_mean")
     added = summary.get("params_added_mean")
     console.print(

@@ -8,6 +8,7 @@ from typing import Any
 import attrs
 import click
 
+from esper_cli.paths import PathArg
 from esper_core.config import RunConfig, load_config
 from esper_core.plugins import PluginManager, split_selections
 
@@ -27,7 +28,7 @@ def config_options(fn: F) -> F:
         click.option(
             "--config",
             "config_path",
-            type=click.Path(dir_okay=False),
+            type=PathArg(dir_okay=False),
             help="TOML or JSON config file.",
         ),
         click.option(

@@ -99,11 +99,14 @@ class RunSection:
         "Write a checkpoint every N epochs (0: only at episode ends).",
     )
     quiet: bool = options_field(False, doc="Suppress the live console display.")
+    # One thread by default: on small CPU hosts torch's default (a thread per core) made the
+    # main command 2.6x slower per epoch (benchmarks/thread_default.py), and a fixed count
+    # gives the same numbers on every machine (the thread count changes float sums' order).
     threads: int = options_field(
-        0,
+        1,
         in_range(0, MAX_THREADS, integer=True),
         "torch intra-op threads for this process, at most 4 per usable CPU and 1024 "
-        "(0: torch's default).",
+        "(0: torch's default, one per core). The count changes results in the last digits.",
     )
 
 
@@ -125,6 +128,13 @@ class EnvSection:
     )
     slots: list[str] | None = options_field(
         None, non_empty, "Enabled slot ids (default: all the host has)."
+    )
+    blueprints: list[str] | None = options_field(
+        None,
+        None,
+        "Blueprints the controller may germinate, by key (cnn/conv_light) or name (conv_light); "
+        "default: every installed one of the task's topology. A run stores the list it resolved, "
+        "so installing a blueprint package changes neither its action space nor its checkpoints.",
     )
     max_seeds: int = options_field(
         3, in_range(0, 1000, integer=True), "Cap on seeds in the model (live + fossilized)."
@@ -164,13 +174,13 @@ class TrainingSection:
     host_lr: float = options_field(
         0.01, in_range(0, MAX_LR, lo_open=True), "Host SGD learning rate."
     )
-    host_momentum: float = options_field(0.9, in_range(0, 1, hi_open=True))
-    host_weight_decay: float = options_field(5e-4, in_range(0, 1))
+    host_momentum: float = options_field(0.9, in_range(0, 1, hi_open=True), "Host SGD momentum.")
+    host_weight_decay: float = options_field(5e-4, in_range(0, 1), "Host SGD weight decay.")
     seed_lr: float = options_field(
         0.01, in_range(0, MAX_LR, lo_open=True), "Seed SGD learning rate."
     )
-    seed_momentum: float = options_field(0.9, in_range(0, 1, hi_open=True))
-    seed_weight_decay: float = options_field(0.0, in_range(0, 1))
+    seed_momentum: float = options_field(0.9, in_range(0, 1, hi_open=True), "Seed SGD momentum.")
+    seed_weight_decay: float = options_field(0.0, in_range(0, 1), "Seed SGD weight decay.")
     grad_clip: float = options_field(
         1.0, in_range(0, 1e9, lo_open=True), "Max grad norm, per parameter group."
     )
@@ -194,7 +204,11 @@ class TrainingSection:
 class LifecycleSection:
     """Gates, alpha schedules and cooldowns (DOMAIN §2)."""
 
-    gate_mode: str = options_field("permissive", one_of("permissive", "strict"))
+    gate_mode: str = options_field(
+        "permissive",
+        one_of("permissive", "strict"),
+        "Quality gates: permissive (basic checks) or strict (the strict thresholds below too).",
+    )
     auto_advance: bool = options_field(
         False, doc="Let slots advance themselves when a gate passes."
     )
@@ -222,13 +236,24 @@ class LifecycleSection:
     tempos: list[int] = options_field(
         [3, 5, 8], each(in_range(1, MAX_EPOCHS, integer=True)), "Alpha ramp lengths (epochs)."
     )
-    default_tempo: int = options_field(5, in_range(1, MAX_EPOCHS, integer=True))
-    alpha_targets: list[float] = options_field([0.5, 0.7, 1.0], each(in_range(0, 1, lo_open=True)))
+    default_tempo: int = options_field(
+        5,
+        in_range(1, MAX_EPOCHS, integer=True),
+        "Ramp length when an action names none (one of tempos).",
+    )
+    alpha_targets: list[float] = options_field(
+        [0.5, 0.7, 1.0],
+        each(in_range(0, 1, lo_open=True)),
+        "Alpha a blend may ramp to (the alpha_target head); must contain 1.0.",
+    )
     styles: list[str] = options_field(
         ["linear_add", "sigmoid_add", "linear_multiply", "gated"],
         each(one_of("linear_add", "cosine_add", "sigmoid_add", "linear_multiply", "gated")),
+        "Germination styles the controller may choose (the style head).",
     )
-    sigmoid_steepness: float = options_field(10.0, in_range(0, MAX_FACTOR, lo_open=True))
+    sigmoid_steepness: float = options_field(
+        10.0, in_range(0, MAX_FACTOR, lo_open=True), "Steepness of the sigmoid_add alpha ramp."
+    )
     stage_history: int = options_field(
         32, in_range(1, MAX_HISTORY, integer=True), "Stage transitions kept per slot."
     )
@@ -248,7 +273,9 @@ class LifecycleSection:
 class GovernorSection:
     """Safety rollback (DOMAIN §8)."""
 
-    enabled: bool = options_field(True)
+    enabled: bool = options_field(
+        True, doc="Roll back to the last snapshot when the loss diverges."
+    )
     snapshot_every: int = options_field(
         5, in_range(1, MAX_EPOCHS, integer=True), "Epochs between snapshots."
     )
@@ -272,6 +299,11 @@ class GovernorSection:
     )
     penalty: float = options_field(
         -10.0, in_range(-1000, 0), "Reward given to the controller at a rollback (<= 0)."
+    )
+    chance_band: float = options_field(
+        1.5,
+        in_range(0, MAX_FACTOR),
+        "Accuracy at most chance x this counts as chance level (0: no accuracy trigger).",
     )
 
 

@@ -74,6 +74,8 @@ def read_file(path: str | Path) -> dict[str, Any]:
     hang the process and /dev/zero cannot fill its memory.
     """
     p = Path(path)
+    if "\0" in str(p):
+        raise ConfigError([f"{str(p)!r}: a config file name cannot contain a NUL byte"])
     try:
         fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:

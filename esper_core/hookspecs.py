@@ -50,5 +50,10 @@ def esper_register_executors(register: Register) -> None:
 
 
 @hookspec
+def esper_register_runners(register: Register) -> None:
+    """Register cell-runner classes: where the cells of ``esper compare`` run."""
+
+
+@hookspec
 def esper_register_commands(cli: Any) -> None:
     """Add click commands to the ``esper`` group: ``cli.add_command(...)``."""

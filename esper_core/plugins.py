@@ -22,13 +22,18 @@ import pluggy
 from attrs import define, field, frozen
 
 from esper_core import hookspecs
-from esper_core.errors import DuplicateComponentError, PluginError, UnknownComponentError
+from esper_core.errors import (
+    DuplicateComponentError,
+    EsperError,
+    PluginError,
+    UnknownComponentError,
+)
 
 T = TypeVar("T")
 
 ENTRY_POINT_GROUP = "esper"
 DISABLE_AUTOLOAD_ENV = "ESPER_DISABLE_PLUGIN_AUTOLOAD"
-KINDS = ("tasks", "blueprints", "rewards", "policies", "telemetry", "executors")
+KINDS = ("tasks", "blueprints", "rewards", "policies", "telemetry", "executors", "runners")
 _HOOK_OF_KIND = {kind: f"esper_register_{kind}" for kind in KINDS}
 
 
@@ -113,6 +118,13 @@ def _component_key(kind: str, component: Any, plugin: str) -> str:
     return str(component.name)
 
 
+# The components that ship with the core: plugin name -> module.
+BUILTIN_PLUGINS = {
+    "executors.serial": "esper_core.run.executor",
+    "runners.local": "esper_core.compare.local_runner",
+}
+
+
 class PluginManager:
     """Loads plugins and holds one registry per component kind.
 
@@ -129,9 +141,10 @@ class PluginManager:
         self.pm.add_hookspecs(hookspecs)
         self.infos: dict[str, PluginInfo] = {}
         self.registries: dict[str, Registry[Any]] = {kind: Registry(kind) for kind in KINDS}
-        from esper_core.run import executor
-
-        self._register_module(executor, "executors.serial", "esper", _own_version())
+        # The core's own components are plugins too, loaded by name like entry points so
+        # that the plugin manager does not depend on the packages that use it.
+        for name, module in BUILTIN_PLUGINS.items():
+            self._register_module(importlib.import_module(module), name, "esper", _own_version())
         self._entry_points = {
             ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
         }
@@ -167,6 +180,8 @@ class PluginManager:
     def _load_entry_point(self, ep: importlib.metadata.EntryPoint) -> None:
         try:
             module = ep.load()
+        except (SystemExit, KeyboardInterrupt) as exc:
+            raise _ended(ep.name, "while importing", exc) from None
         except Exception as exc:
             raise PluginError(
                 f"plugin {ep.name!r} (entry point {ep.value!r}) failed to import: "
@@ -198,6 +213,8 @@ class PluginManager:
         module = importlib.util.module_from_spec(spec)
         try:
             spec.loader.exec_module(module)
+        except (SystemExit, KeyboardInterrupt) as exc:
+            raise _ended(str(path), "while importing", exc) from None
         except Exception as exc:
             raise PluginError(
                 f"plugin {str(path)!r} failed to import: {type(exc).__name__}: {exc}"
@@ -214,6 +231,8 @@ class PluginManager:
                     f"installed plugins: {', '.join(sorted(self._entry_points)) or '(none)'}"
                 ) from None
             raise PluginError(f"plugin {dotted!r} failed to import: {exc}") from exc
+        except (SystemExit, KeyboardInterrupt) as exc:
+            raise _ended(dotted, "while importing", exc) from None
         except Exception as exc:
             raise PluginError(
                 f"plugin {dotted!r} failed to import: {type(exc).__name__}: {exc}"
@@ -240,6 +259,8 @@ class PluginManager:
                 impl.function(**make_args(impl.plugin_name))
             except (PluginError, DuplicateComponentError):
                 raise
+            except (SystemExit, KeyboardInterrupt) as exc:
+                raise _ended(impl.plugin_name, f"in {hook_name}", exc) from None
             except Exception as exc:
                 raise PluginError(
                     f"plugin {impl.plugin_name!r} failed in {hook_name}: {type(exc).__name__}: {exc}"
@@ -280,6 +301,22 @@ class PluginManager:
     def blueprints_for(self, topology: str) -> list[Any]:
         """Registered blueprints of one topology, in a stable (name) order."""
         return [bp for _, bp in self.registries["blueprints"].items() if bp.topology == topology]
+
+
+def _ended(plugin: str, during: str, exc: BaseException) -> EsperError:
+    """The error for plugin code that tried to end the process instead of raising.
+
+    ``sys.exit()`` inside a plugin would end ``esper`` with that code (even 0, "success")
+    having done nothing, and an interrupt would not say where it struck.
+    """
+    from esper_core.run.interrupts import Interrupted
+
+    if isinstance(exc, KeyboardInterrupt):
+        return Interrupted(f"interrupted {during} plugin {plugin!r} (KeyboardInterrupt)")
+    return PluginError(
+        f"plugin {plugin!r} called sys.exit({getattr(exc, 'code', None)!r}) {during}; "
+        "a plugin must raise an exception, not end the process"
+    )
 
 
 def _own_version() -> str:

@@ -210,7 +210,7 @@ def drive_to(env, slot_id: str, stage: str, blueprint: str = "res", style: str =
 
 @define
 class FaultyTaskOptions:
-    fault: str = "none"  # none, nan, inf, explode, oom, worker_crash
+    fault: str = "none"  # none, nan, inf, explode, chance, oom, worker_crash
     at_epoch: int = 3  # 1-based epoch in which the fault starts
     epochs: int = 1  # how many epochs it lasts
 
@@ -286,6 +286,10 @@ class FaultyTask(TinyTask):
         m = super().metrics(outputs, targets)
         if self.fault.fault == "explode" and self._active():
             return BatchMetrics(m.loss_sum * 1e4, m.correct, m.count)
+        if self.fault.fault == "chance" and self._active():
+            # A model collapsed to a uniform guess: chance accuracy, chance-level loss.
+            k = self.num_classes
+            return BatchMetrics(m.count * math.log(k), m.count // k, m.count)
         return m
 
 

@@ -17,9 +17,10 @@ from esper_core.config import RunConfig, config_to_dict, load_config
 from esper_core.errors import ConfigError
 from esper_core.run.run_dir import CHECKPOINT, CONFIG, SUMMARY
 
-# Settings that do not change a cell's result (thread count, display, telemetry backends):
-# a finished or checkpointed cell is reused whatever they are.
-NEUTRAL_KEYS = ("run.threads", "run.quiet", "run.telemetry")
+# Settings that do not change a cell's result (display, telemetry backends): a finished or
+# checkpointed cell is reused whatever they are. The thread count is not one of them: it
+# changes the order of float sums, hence the last digits of every result.
+NEUTRAL_KEYS = ("run.quiet", "run.telemetry")
 NEUTRAL_SECTIONS = ("telemetry",)
 
 

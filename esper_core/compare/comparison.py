@@ -12,6 +12,7 @@ directory:
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,19 +20,14 @@ from typing import Any
 from attrs import frozen
 
 from esper_core.compare.cell_dirs import CellState, cell_state
-from esper_core.compare.cells import (
-    CellJob,
-    CellOutcome,
-    CellsInterrupted,
-    run_cells,
-    threads_per_job,
-)
+from esper_core.compare.cells import CellJob, CellOutcome, CellsInterrupted, threads_per_job
 from esper_core.compare.experiment import Cell, Experiment
 from esper_core.compare.interval_plot import plot_intervals
-from esper_core.compare.plan import validate
+from esper_core.compare.plan import stale_cells, validate
 from esper_core.compare.results import ComparisonResults, aggregate
 from esper_core.compare.tables import to_markdown
-from esper_core.converter import unstructure
+from esper_core.components.runner import RunnerContext
+from esper_core.converter import structure, unstructure
 from esper_core.plugins import PluginManager
 from esper_core.run.checkpoint import write_json, write_text
 
@@ -50,6 +46,7 @@ class Plan:
     resumable: int
     broken: int  # unfinished without a usable checkpoint: removed and run again
     directory: Path
+    stale: int = 0  # made with another config or blueprint set: removed and run again
 
 
 @frozen
@@ -88,21 +85,39 @@ def _record(experiment: Experiment, cells: Sequence[Cell], root: Path) -> dict[s
     }
 
 
+def make_runner(pm: PluginManager, name: str, options: dict[str, Any], jobs: int) -> Any:
+    """The ``runners.NAME`` component with its options checked (before any cell starts)."""
+    cls = pm.get("runners", name)
+    return cls(structure(options, cls.Options, path=f"runners.{name}"), RunnerContext(jobs=jobs))
+
+
 def prepare(
     experiment: Experiment, pm: PluginManager, out: Path, jobs: int = 1
 ) -> tuple[list[Cell], list[CellState], Plan]:
     """Validate the experiment and look at what ``out`` already holds; start nothing."""
+    cells, states, plan, _ = _prepare(experiment, pm, out, jobs)
+    return cells, states, plan
+
+
+def _prepare(
+    experiment: Experiment, pm: PluginManager, out: Path, jobs: int
+) -> tuple[list[Cell], list[CellState], Plan, dict[Path, list[str]]]:
     threads = experiment.base.run.threads or threads_per_job(jobs)
     cells = validate(experiment, pm, out, threads)
-    states = [cell_state(c.directory(out)) for c in cells]
+    stale = stale_cells(cells, out)
+    states = [
+        CellState.MISSING if c.directory(out) in stale else cell_state(c.directory(out))
+        for c in cells
+    ]
     plan = Plan(
         len(cells),
         states.count(CellState.COMPLETED),
         states.count(CellState.RESUMABLE),
         states.count(CellState.BROKEN),
         out,
+        len(stale),
     )
-    return cells, states, plan
+    return cells, states, plan, stale
 
 
 def compare(
@@ -114,9 +129,19 @@ def compare(
     on_plan: Callable[[Plan], None] | None = None,
     on_outcome: Callable[[CellOutcome], None] | None = None,
     notify: Callable[[str], None] = print,
+    runner: str = "local",
+    runner_options: dict[str, Any] | None = None,
 ) -> CompareReport:
-    """Validate, run the unfinished cells on ``jobs`` processes, aggregate and write results."""
-    cells, states, plan = prepare(experiment, pm, out, jobs)
+    """Validate, run the unfinished cells with ``runner`` (``jobs`` at a time), aggregate and
+    write results."""
+    cell_runner = make_runner(pm, runner, runner_options or {}, jobs)
+    cells, states, plan, stale = _prepare(experiment, pm, out, jobs)
+    for directory, differences in stale.items():
+        shown = "; ".join(differences[:3]) + ("; ..." if len(differences) > 3 else "")
+        notify(
+            f"{directory.relative_to(out)}: made with another config ({shown}); running it again"
+        )
+        shutil.rmtree(directory)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / EXPERIMENT_JSON, _record(experiment, cells, out))
     if on_plan is not None:
@@ -127,7 +152,7 @@ def compare(
         if state is not CellState.COMPLETED
     ]
     try:
-        outcomes = run_cells(todo, jobs, on_outcome or (lambda _o: None), notify)
+        outcomes = cell_runner.run(todo, on_outcome or (lambda _o: None), notify)
     except CellsInterrupted:
         write_results(aggregate(experiment, cells, out), out)  # what is finished so far
         raise

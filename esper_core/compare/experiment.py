@@ -27,6 +27,7 @@ options under different labels. The whole experiment is validated before any cel
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,7 +43,8 @@ from esper_core.errors import ConfigError
 
 CELLS_DIR = "cells"
 LOCKS_DIR = ".locks"
-LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# Matched whole (fullmatch): "$" would also accept a name ending in a newline.
+LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 class ExperimentError(ConfigError):
@@ -55,8 +57,10 @@ class ExperimentError(ConfigError):
 def _problem(what: str) -> str | None:
     return (
         None
-        if LABEL.match(what)
-        else (f'expected letters, digits, ".", "_" or "-" (it names a directory), got "{what}"')
+        if LABEL.fullmatch(what)
+        else (
+            f'expected letters, digits, ".", "_" or "-" (it names a directory), got {json.dumps(what)}'
+        )
     )
 
 
@@ -101,6 +105,10 @@ class ExperimentFile:
         None, doc="Policy label for the probability of improvement."
     )
     jobs: int | None = options_field(None, in_range(1, integer=True), "Cells run in parallel.")
+    runner: str = options_field(
+        "local", doc="Where the cells run: a runners.* component (local, ray, ...)."
+    )
+    runner_options: dict[str, Any] = options_field({}, doc="Options of the runner component.")
     out: str | None = options_field(None, doc="Experiment directory.")
     confidence: float = options_field(
         0.95, in_range(0, 1, lo_open=True, hi_open=True), "Confidence level."

@@ -1,8 +1,8 @@
 """From an experiment to its cells, checked before any of them runs.
 
-:func:`validate` resolves every (task, policy) configuration, refuses finished cells of
-another experiment under the same directory, and builds each (task, policy) once the way
-a cell would, so a missing dataset or a PPO checkpoint that does not fit fails at once.
+:func:`validate` resolves every (task, policy) configuration and builds each (task, policy) once the way
+a cell would, so a missing dataset or a PPO checkpoint that does not fit fails at once. :func:`stale_cells` finds the finished
+cells that were made with another config, which the experiment runs again.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from esper_core.compare.cell_dirs import CellState, cell_state, config_differences, stored_config
-from esper_core.compare.experiment import CELLS_DIR, Arm, Cell, Experiment, ExperimentError
+from esper_core.compare.experiment import Arm, Cell, Experiment, ExperimentError
 from esper_core.config import RunConfig, config_to_dict
 from esper_core.config_io import merge
 from esper_core.converter import structure
@@ -73,12 +73,14 @@ def plan_cells(experiment: Experiment, pm: PluginManager, threads: int = 0) -> l
     return cells
 
 
-def check_existing_cells(cells: Sequence[Cell], root: Path) -> None:
-    """Refuse to reuse finished cells of a different experiment under the same directory."""
-    stale: list[tuple[Path, list[str]]] = []
+def stale_cells(cells: Sequence[Cell], root: Path) -> dict[Path, list[str]]:
+    """Finished or checkpointed cells that cannot be reused, with why: their config differs
+    from this experiment's on a setting that decides a result (the resolved config holds the
+    blueprint set, so another set of installed blueprints counts), or is unreadable."""
+    stale: dict[Path, list[str]] = {}
     for cell in cells:
         directory = cell.directory(root)
-        if cell_state(directory) is not CellState.COMPLETED:
+        if cell_state(directory) not in (CellState.COMPLETED, CellState.RESUMABLE):
             continue
         stored = stored_config(directory)
         differences = (
@@ -87,16 +89,8 @@ def check_existing_cells(cells: Sequence[Cell], root: Path) -> None:
             else config_differences(stored, cell.config)
         )
         if differences:
-            stale.append((directory, differences))
-    if stale:
-        directory, differences = stale[0]
-        raise ExperimentError(
-            [
-                f"{len(stale)} finished run(s) under {root / CELLS_DIR} were made with another config than "
-                f"this experiment's, e.g. {directory.relative_to(root)}: {'; '.join(differences[:3])}. "
-                "Choose another --out, or delete those run directories to run them again"
-            ]
-        )
+            stale[directory] = differences
+    return stale
 
 
 def check_constructible(experiment: Experiment, cells: Sequence[Cell], pm: PluginManager) -> None:
@@ -128,6 +122,5 @@ def check_constructible(experiment: Experiment, cells: Sequence[Cell], pm: Plugi
 def validate(experiment: Experiment, pm: PluginManager, root: Path, threads: int = 0) -> list[Cell]:
     """Plan the cells and check everything that can be checked before one starts."""
     cells = plan_cells(experiment, pm, threads)
-    check_existing_cells(cells, root)
     check_constructible(experiment, cells, pm)
     return cells

@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from attrs import frozen
+from attrs import field, frozen
 
 if TYPE_CHECKING:
     from torch import nn
 
 TOPOLOGIES = ("cnn", "transformer")
+# A blueprint's key (topology/name) names it in configs, checkpoints and file names.
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")
+
+
+def _topology(_instance: Any, _attribute: Any, value: Any) -> None:
+    if value not in TOPOLOGIES:
+        raise ValueError(f"blueprint topology {value!r} is not one of {', '.join(TOPOLOGIES)}")
+
+
+def _name(_instance: Any, _attribute: Any, value: Any) -> None:
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
+        raise ValueError(
+            f"blueprint name {value!r} is not a plain name (up to 64 letters, digits and _ . + -)"
+        )
 
 
 @frozen
@@ -20,12 +35,13 @@ class Blueprint:
     ``factory(channels)`` returns an ``nn.Module`` whose output has the shape of its
     input: ``[B, C, H, W]`` at any spatial size for ``cnn``, ``[B, T, C]`` at any
     sequence length for ``transformer``. ``param_estimate(channels)`` states its
-    parameter count (checked within 10% by the tests); ``identity_at_birth`` says
-    whether a freshly built module returns its input unchanged.
+    parameter count; ``identity_at_birth`` says whether a freshly built module returns
+    its input unchanged. A run checks all of it when it builds each module
+    (:mod:`esper_core.lifecycle.blueprint_check`).
     """
 
-    name: str
-    topology: str
+    name: str = field(validator=_name)
+    topology: str = field(validator=_topology)
     factory: Callable[[int], nn.Module]
     param_estimate: Callable[[int], int]
     description: str = ""

@@ -25,6 +25,19 @@ class TelemetryContext:
     run_dir: Path | None = None  # where files go; None when the run writes no directory
     quiet: bool = False  # no live display (--quiet, --json, run.quiet)
 
+    def path(self, relative: str | Path, backend: str) -> Path:
+        """Where backend ``backend`` writes ``relative``: inside the run directory, or a
+        one-line :class:`~esper_core.errors.RunDirError` (no run directory, or a path
+        that escapes it through ``..`` or a symbolic link)."""
+        from esper_core.errors import RunDirError
+        from esper_core.run.paths import inside_run_dir
+
+        if self.run_dir is None:
+            raise RunDirError(
+                f"telemetry backend {backend!r} writes files and needs a run directory"
+            )
+        return inside_run_dir(self.run_dir, relative, f"telemetry backend {backend!r}: path")
+
 
 @runtime_checkable
 class TelemetryBackend(Protocol):

@@ -238,7 +238,7 @@ class MorphogeneticEnv:
         epoch_end.record_measurements(self.model, train, ev)
         epoch_end.prune_nonfinite(self, nonfinite, step.events)
 
-        verdict = self.governor.check(ev.loss, train.finite)
+        verdict = self.governor.check(ev.loss, train.finite, ev.accuracy)
         rolled_back = verdict.panic
         if rolled_back:
             epoch_end.rollback(self, verdict.reason, ev.loss, step.events)

@@ -10,6 +10,7 @@ from attrs import define, field, frozen
 from esper_core.converter import unstructure
 from esper_core.env.step import EpochMetrics
 from esper_core.lifecycle.gates import GateResult
+from esper_core.lifecycle.rules import BLENDED_STAGES, INCUBATING_STAGES
 from esper_core.lifecycle.slot import SeedSlot
 from esper_core.lifecycle.slot_state import SlotReport
 from esper_core.lifecycle.stages import Stage
@@ -132,7 +133,10 @@ class StepEvents:
                 total_reward=stats.reward_total,
                 reward_components=dict(stats.reward_components),
                 host_params=env.host_params,
-                params_added=env.model.seed_param_count(),
+                # Only seeds that reached the output count as added; the others are kept
+                # apart (a seed still incubating changes nothing the host computes).
+                params_added=env.model.seed_param_count(BLENDED_STAGES),
+                params_unblended=env.model.seed_param_count(INCUBATING_STAGES),
                 seeds_germinated=stats.n_germinated,
                 seeds_fossilized=stats.n_fossilized,
                 seeds_pruned=stats.n_pruned,

@@ -7,19 +7,14 @@ from typing import Any
 from attrs import field, frozen
 
 from esper_core.env.observation import Observation
-from esper_core.run.telemetry import Event
+from esper_core.run.telemetry import EpochScores, Event
 
 
 @frozen
-class EpochMetrics:
-    """Host numbers of one epoch, already on the CPU (one sync per epoch)."""
+class EpochMetrics(EpochScores):
+    """Host numbers of one epoch, already on the CPU (one sync per epoch): the scores
+    (losses, accuracies) the epoch event reports, then its time and batch count."""
 
-    train_loss: float
-    train_acc: float
-    val_loss: float
-    val_acc: float
-    test_loss: float | None
-    test_acc: float | None
     epoch_time: float
     batches: int
 

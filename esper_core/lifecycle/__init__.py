@@ -5,5 +5,6 @@
 * ``slot_state``, ``slot``: a slot's plain values and the SeedSlot module;
 * ``alpha``: alpha curves, schedules and blends; ``model``: the host with its slots;
 * ``actions``: the action space and its masks; ``governor``: the safety rollback;
+* ``blueprint_check``: the checks of every seed module a blueprint builds;
 * ``views``: values copied by field name (settings from the config, reports from state).
 """

@@ -3,9 +3,18 @@
 It keeps exactly one snapshot (host + fossilized seeds, on the CPU), taken every
 ``snapshot_every`` epochs and after each fossilization, with non-blocking copies (see
 :mod:`~esper_core.lifecycle.host_copy`). It panics at once on a
-non-finite loss, or when the validation loss stays above every floor
-(``k_chance`` x chance-level loss, mean + ``sigma`` std and ``mean_multiplier`` x mean of
-the recent healthy history) for ``consecutive`` epochs.
+non-finite loss, or for ``consecutive`` epochs in a row of either
+
+- a validation loss above every floor (``k_chance`` x chance-level loss, mean +
+  ``sigma`` std and ``mean_multiplier`` x mean of the recent healthy history); before
+  the history holds ``min_history`` losses only the first floor exists, and it alone
+  applies, so a model that diverges from its first epoch cannot make its own huge
+  losses the history every later loss is judged by;
+- a validation accuracy at chance level (at most ``chance_band`` x the accuracy of a
+  uniform guess, ``exp(-chance_loss)``) when the snapshot was clearly better. A model
+  can collapse to predicting one class while its loss stays under every floor (a
+  host learning rate far too high does this); a rollback helps only when the
+  snapshot it restores was above chance, so only then does the accuracy count.
 """
 
 from __future__ import annotations
@@ -35,24 +44,32 @@ class Governor:
         self.chance_loss = chance_loss
         self.history: deque[float] = deque(maxlen=cfg.history)
         self.strikes = 0
+        self.chance_strikes = 0  # consecutive epochs at chance accuracy
+        self.last_accuracy: float | None = None  # of the last judged epoch
+        self.snapshot_accuracy: float | None = None  # of the model in the snapshot
         self._snapshot: HostCopy | None = None
         self.snapshot_epoch = -1
         self.rollbacks = 0
 
-    def floor(self) -> float | None:
-        """The loss above which an epoch counts as a strike; None until enough history."""
+    def floor(self) -> float:
+        """The loss above which an epoch counts as a strike: with too little history for
+        statistics, the chance-level floor alone."""
+        chance_floor = self.cfg.k_chance * self.chance_loss
         if len(self.history) < self.cfg.min_history:
-            return None
+            return chance_floor
         mean = statistics.fmean(self.history)
         std = statistics.pstdev(self.history)
-        return max(
-            self.cfg.k_chance * self.chance_loss,
-            mean + self.cfg.sigma * std,
-            self.cfg.mean_multiplier * mean,
-        )
+        return max(chance_floor, mean + self.cfg.sigma * std, self.cfg.mean_multiplier * mean)
 
-    def check(self, val_loss: float, train_finite: bool = True) -> Verdict:
-        """Judge one epoch's validation loss; healthy losses join the history."""
+    @property
+    def chance_accuracy(self) -> float:
+        """Validation accuracy (points) at or below which the model is at chance level."""
+        return self.cfg.chance_band * 100.0 * math.exp(-self.chance_loss)
+
+    def check(
+        self, val_loss: float, train_finite: bool = True, val_acc: float | None = None
+    ) -> Verdict:
+        """Judge one epoch's validation loss (and accuracy); healthy losses join the history."""
         if not self.cfg.enabled:
             return Verdict(False)
         if not math.isfinite(val_loss) or not train_finite:
@@ -61,8 +78,12 @@ class Governor:
                 "non-finite loss"
                 + ("" if math.isfinite(val_loss) else f" (validation {val_loss})"),
             )
+        self.last_accuracy = val_acc
+        collapsed = self._at_chance(val_acc)
+        if collapsed is not None:
+            return collapsed
         floor = self.floor()
-        if floor is not None and val_loss > floor:
+        if val_loss > floor:
             self.strikes += 1
             if self.strikes >= self.cfg.consecutive:
                 return Verdict(
@@ -73,6 +94,23 @@ class Governor:
         self.strikes = 0
         self.history.append(val_loss)
         return Verdict(False)
+
+    def _at_chance(self, val_acc: float | None) -> Verdict | None:
+        """A panic once accuracy has sat at chance level for ``consecutive`` epochs while
+        the snapshot is above it; None otherwise (the loss checks decide)."""
+        chance = self.chance_accuracy
+        better_snapshot = self.snapshot_accuracy is not None and self.snapshot_accuracy > chance
+        if not self.cfg.chance_band or val_acc is None or val_acc > chance or not better_snapshot:
+            self.chance_strikes = 0
+            return None
+        self.chance_strikes += 1
+        if self.chance_strikes < self.cfg.consecutive:
+            return None
+        return Verdict(
+            True,
+            f"validation accuracy {val_acc:.1f}% at chance level (<= {chance:.1f}%) for "
+            f"{self.chance_strikes} consecutive epochs; the snapshot had {self.snapshot_accuracy:.1f}%",
+        )
 
     # ------------------------------------------------------------ snapshots
 
@@ -86,6 +124,7 @@ class Governor:
 
         The copies are queued without blocking; :attr:`snapshot_state` waits for them.
         """
+        self.snapshot_accuracy = self.last_accuracy  # the model judged last is the one copied
         fossils = {
             slot.slot_id: slot.state_dict()
             for slot in model.iter_slots()
@@ -112,7 +151,7 @@ class Governor:
             if slot.stage in rules.LIVE_STAGES:
                 slot.prune()
                 pruned.append(slot.slot_id)
-        self.strikes = 0
+        self.strikes = self.chance_strikes = 0
         self.rollbacks += 1
         return pruned
 
@@ -123,6 +162,9 @@ class Governor:
             "snapshot": self.snapshot_state,
             "snapshot_epoch": self.snapshot_epoch,
             "rollbacks": self.rollbacks,
+            "chance_strikes": self.chance_strikes,
+            "last_accuracy": self.last_accuracy,
+            "snapshot_accuracy": self.snapshot_accuracy,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -132,3 +174,6 @@ class Governor:
         self._snapshot = None if snapshot is None else HostCopy(snapshot)
         self.snapshot_epoch = int(state["snapshot_epoch"])
         self.rollbacks = int(state["rollbacks"])
+        self.chance_strikes = int(state["chance_strikes"])
+        self.last_accuracy = state["last_accuracy"]
+        self.snapshot_accuracy = state["snapshot_accuracy"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from esper_core.config import RunConfig
 from esper_core.plugins import PluginManager
@@ -24,40 +24,33 @@ from esper_core.run.summary import finish
 from esper_core.run.telemetry import RunFinished
 
 
-def run(
-    config: RunConfig,
-    pm: PluginManager,
-    *,
-    run_dir: Path | None = None,
-    resume: bool = False,
-    quiet: bool = False,
-    notify: Callable[[str], None] = print,
-) -> dict[str, Any]:
+class RunOptions(TypedDict, total=False):
+    """The keyword options of :func:`run` and :func:`train` (defaults in :func:`_drive`)."""
+
+    run_dir: Path | None  # None: a new directory under runs/ (run_dir.default_run_dir)
+    resume: bool  # continue run_dir from its checkpoint
+    quiet: bool  # as run.quiet: tasks and telemetry backends print nothing
+    notify: Callable[[str], None]  # told what a Ctrl-C will do
+
+
+def run(config: RunConfig, pm: PluginManager, **options: Unpack[RunOptions]) -> dict[str, Any]:
     """Run ``run.episodes`` episodes of ``run.n_envs`` envs under the configured policy."""
-    return _drive(EpisodeLoop, config, pm, run_dir, resume, quiet, notify)
+    return _drive(EpisodeLoop, config, pm, **options)
 
 
-def train(
-    config: RunConfig,
-    pm: PluginManager,
-    *,
-    run_dir: Path | None = None,
-    resume: bool = False,
-    quiet: bool = False,
-    notify: Callable[[str], None] = print,
-) -> dict[str, Any]:
+def train(config: RunConfig, pm: PluginManager, **options: Unpack[RunOptions]) -> dict[str, Any]:
     """Train a Trainable policy for ``train.updates`` rollouts (each one episode of every env)."""
-    return _drive(TrainLoop, config, pm, run_dir, resume, quiet, notify)
+    return _drive(TrainLoop, config, pm, **options)
 
 
 def _drive(
     loop_class: type[EpisodeLoop] | type[TrainLoop],
     config: RunConfig,
     pm: PluginManager,
-    run_dir: Path | None,
-    resume: bool,
-    quiet: bool,
-    notify: Callable[[str], None],
+    run_dir: Path | None = None,
+    resume: bool = False,
+    quiet: bool = False,
+    notify: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     session = open_session(config, pm, loop_class.mode, run_dir, resume, quiet)
     try:

@@ -11,7 +11,6 @@ error boundary (``esper_cli.boundary``) and each comparison cell (``esper_core.c
 
 from __future__ import annotations
 
-import errno
 import sys
 import traceback
 from pathlib import Path
@@ -19,7 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from esper_core.errors import DataError, EsperError, PluginError
-from esper_core.run.checkpoint import DiskFullError
+from esper_core.run.checkpoint import DiskFullError, is_disk_full
 
 CORE_PACKAGES = ("esper_core", "esper_cli")
 
@@ -82,7 +81,7 @@ def explain(
             f"for lack of memory, or a crash in the dataset's code; rerun with --set env.num_workers=0 "
             f"to see the dataset's own error.{hint}"
         )
-    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+    if is_disk_full(exc):
         return DiskFullError(f"no space left on the device ({exc}). Free disk space.{hint}")
     culprit = blame(exc, plugin_modules)
     if culprit is not None:

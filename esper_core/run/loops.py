@@ -8,13 +8,29 @@ with a checkpoint when the user presses Ctrl-C.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from esper_core.components.policy import Trainable
 from esper_core.errors import ConfigError
 from esper_core.run.interrupts import StopFlag
 from esper_core.run.session import Session
 from esper_core.run.telemetry import PolicyUpdate
+
+if TYPE_CHECKING:
+    from esper_core.env.observation import Observation
+
+
+def play_epoch(
+    s: Session, observations: list[Observation], update: int | None = None
+) -> list[Observation]:
+    """One epoch of every env at once: the policy acts on ``observations``, the executor
+    steps every env, the policy observes the results and the epoch's events go out
+    (tagged with ``update`` in a training run). Returns what the next epoch acts on."""
+    results = s.executor.step(s.envs, s.policy.act(observations))
+    s.policy.observe(results)
+    s.epoch += 1
+    s.emit_epoch(results, update=update)
+    return [r.observation for r in results]
 
 
 class EpisodeLoop:
@@ -28,18 +44,12 @@ class EpisodeLoop:
 
     def run(self, stop: StopFlag) -> None:
         s = self.session
-        policy, envs, executor = s.policy, s.envs, s.executor
         episodes, every = s.config.run.episodes, s.config.run.checkpoint_every
-        max_epochs = envs[0].max_epochs
+        max_epochs = s.envs[0].max_epochs
         while s.outer < episodes:
             observations = s.start_episodes()
             while s.epoch < max_epochs:
-                actions = policy.act(observations)
-                results = executor.step(envs, actions)
-                policy.observe(results)
-                s.epoch += 1
-                s.emit_epoch(results)
-                observations = [r.observation for r in results]
+                observations = play_epoch(s, observations)
                 s.stop_if_requested(stop, "episode")
                 if every and s.epoch % every == 0 and s.epoch < max_epochs:
                     s.checkpoint()
@@ -63,9 +73,9 @@ class TrainLoop:
 
     def run(self, stop: StopFlag) -> None:
         s = self.session
-        policy, envs, executor = s.policy, s.envs, s.executor
+        policy = s.policy
         updates, every = s.config.train.updates, s.config.train.checkpoint_every
-        max_epochs = envs[0].max_epochs
+        max_epochs = s.envs[0].max_epochs
         policy.set_training(True)
         while s.outer < updates:
             # 1. Collect a rollout: one episode of every env (a resumed one continues mid-episode).
@@ -74,12 +84,7 @@ class TrainLoop:
             if fresh:
                 policy.begin_rollout(observations)
             while s.epoch < max_epochs:
-                actions = policy.act(observations)
-                results = executor.step(envs, actions)
-                policy.observe(results)
-                s.epoch += 1
-                s.emit_epoch(results, update=s.outer)
-                observations = [r.observation for r in results]
+                observations = play_epoch(s, observations, update=s.outer)
                 s.stop_if_requested(stop, "update")
             # 2. Learn from it.
             diagnostics = dict(policy.update(observations))

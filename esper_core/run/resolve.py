@@ -21,23 +21,12 @@ from esper_core.components.telemetry import TelemetryContext
 from esper_core.config import RunConfig
 from esper_core.converter import structure, unstructure
 from esper_core.errors import ConfigError
+from esper_core.lifecycle.blueprint_check import checked_blueprint
 from esper_core.plugins import PluginManager
+from esper_core.run.policy_ref import PolicyRef
 
 if TYPE_CHECKING:
     from esper_core.env.env import MorphogeneticEnv
-
-
-@frozen
-class PolicyRef:
-    """``--policy NAME[:ARGUMENT]``, e.g. ``ppo:runs/x/checkpoint.pt``."""
-
-    name: str
-    argument: str | None = None
-
-    @classmethod
-    def parse(cls, text: str) -> PolicyRef:
-        name, sep, arg = text.partition(":")
-        return cls(name.strip(), arg.strip() if sep else None)
 
 
 @frozen
@@ -165,7 +154,20 @@ def resolve(config: RunConfig, pm: PluginManager) -> Resolved:
         },
     )
     task_topology = getattr(task.cls, "topology", None)
-    blueprints = pm.blueprints_for(task_topology) if task_topology else []
+    # The blueprint set is pinned by env.blueprints; each module a blueprint builds is
+    # checked before a slot uses it, naming its plugin.
+    registry = pm.registry("blueprints")
+    blueprints = [
+        checked_blueprint(bp, registry.plugin_of(bp.key))
+        for bp in pinned_blueprints(
+            pm.blueprints_for(task_topology) if task_topology else [],
+            config.env.blueprints,
+            task_topology,
+        )
+    ]
+    filled = attrs.evolve(
+        filled, env=attrs.evolve(filled.env, blueprints=sorted(bp.key for bp in blueprints))
+    )
     return Resolved(
         config=filled,
         task=task,
@@ -176,3 +178,32 @@ def resolve(config: RunConfig, pm: PluginManager) -> Resolved:
         telemetry=[c for c in telemetry if c],
         blueprints=blueprints,
     )
+
+
+def pinned_blueprints(
+    installed: list[Any], pinned: list[str] | None, topology: str | None
+) -> list[Any]:
+    """The blueprints of the action space: those ``env.blueprints`` names (a key such as
+    ``cnn/conv_light`` or, within the task's topology, a name such as ``conv_light``), or
+    every installed one when it is unset."""
+    if pinned is None:
+        return installed
+    by_key = {bp.key: bp for bp in installed}
+    by_name = {bp.name: bp for bp in installed}
+    chosen: dict[str, Any] = {}
+    unknown = []
+    for name in pinned:
+        bp = by_key.get(name) or by_name.get(name)
+        if bp is None:
+            unknown.append(name)
+        else:
+            chosen[bp.key] = bp
+    if unknown:
+        available = ", ".join(sorted(by_key)) or "none"
+        raise ConfigError(
+            [
+                f"env.blueprints: {', '.join(map(repr, unknown))} not installed for "
+                f"{topology or 'this task'} hosts; available: {available}"
+            ]
+        )
+    return [chosen[key] for key in sorted(chosen)]

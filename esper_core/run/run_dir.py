@@ -1,14 +1,21 @@
-"""The run directory: its name, its files, and the checks before a run writes or resumes it."""
+"""The run directory: its name, its files, and the checks before a run writes or resumes it.
+
+A run holds the directory's lock (:mod:`~esper_core.run.lock`) from before its first
+write until it ends, and every file it writes there is named through :func:`run_file`.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+import errno
 from pathlib import Path
 
 from esper_core.config import RunConfig, dump_toml, load_config
-from esper_core.errors import RunDirError
-from esper_core.run.checkpoint import write_text
-from esper_core.run.resolve import PolicyRef
+from esper_core.errors import EsperError, RunDirError
+from esper_core.run.checkpoint import disk_full_error, is_disk_full, write_text
+from esper_core.run.lock import RunDirLock
+from esper_core.run.paths import inside_run_dir
+from esper_core.run.policy_ref import PolicyRef
 
 CHECKPOINT = "checkpoint.pt"
 SUMMARY = "summary.json"
@@ -24,21 +31,68 @@ def default_run_dir(config: RunConfig, mode: str) -> Path:
     return Path(config.run.out_dir) / f"{config.run.task}-{policy}-{mode}-{stamp}"
 
 
-def prepare_run_dir(path: Path, config: RunConfig, resume: bool) -> None:
-    """Check ``path`` can be resumed (or holds no run yet) and write its config.toml."""
+def run_file(run_dir: Path, name: str) -> Path:
+    """``run_dir / name`` for a file the run writes, refused if it would land elsewhere."""
+    return inside_run_dir(run_dir, name, "run file")
+
+
+def prepare_run_dir(path: Path, config: RunConfig, resume: bool) -> RunDirLock:
+    """Lock ``path``, check it can be resumed (or holds no run yet) and write its config.toml.
+
+    The caller releases the returned lock when the run ends. A directory that cannot be
+    created or written (a file in the way, a read-only file system, ``/proc``) is a
+    :class:`RunDirError`.
+    """
+    if resume and not (path / CHECKPOINT).is_file():
+        raise RunDirError(f"cannot resume {path}: it has no {CHECKPOINT}")
+    try:
+        if not resume:
+            path.mkdir(parents=True, exist_ok=True)
+        lock = RunDirLock.acquire(path)
+    except OSError as exc:
+        raise _unwritable(path, exc) from None
+    try:
+        _check_and_write(path, config, resume)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
+def _check_and_write(path: Path, config: RunConfig, resume: bool) -> None:
     if resume:
-        if not (path / CHECKPOINT).is_file():
-            raise RunDirError(f"cannot resume {path}: it has no {CHECKPOINT}")
         # A process killed mid-write leaves its temporary file; the target itself is intact.
         for stale in path.glob(".*.tmp"):
             stale.unlink()
         return
-    if path.exists() and ((path / CHECKPOINT).exists() or (path / SUMMARY).exists()):
+    if (path / CHECKPOINT).exists() or (path / SUMMARY).exists():
         raise RunDirError(
             f"{path} already holds a run; resume it with --resume {path}, or choose another --out"
         )
-    path.mkdir(parents=True, exist_ok=True)
-    write_text(path / CONFIG, dump_toml(config))
+    try:
+        write_text(run_file(path, CONFIG), dump_toml(config))
+    except OSError as exc:
+        raise _unwritable(path, exc) from None
+
+
+def _unwritable(path: Path, exc: OSError) -> EsperError:
+    if is_disk_full(exc):
+        return disk_full_error(exc, path, "free some disk space, or choose another --out")
+    return RunDirError(
+        f"cannot write the run directory {path}: {_why(path, exc)}; choose another --out "
+        "(or run.out_dir)"
+    )
+
+
+def _why(path: Path, exc: OSError) -> str:
+    """The reason in the user's terms: which file is in the way, which parent refuses."""
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        return f"{existing} is a file, not a directory"
+    reason = exc.strerror or type(exc).__name__
+    if existing is not None and existing != path and exc.errno == errno.ENOENT:
+        return f"{existing} does not accept new directories ({reason})"
+    return reason
 
 
 def load_run_config(path: Path) -> RunConfig:

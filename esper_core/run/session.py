@@ -14,16 +14,20 @@ from attrs import define
 
 from esper_core import __version__
 from esper_core.components.executor import MultiProcessExecutor
-from esper_core.config import RunConfig, config_to_dict
+from esper_core.config import RunConfig, config_to_dict, dump_toml
 from esper_core.converter import unstructure
-from esper_core.errors import RunDirError
+from esper_core.errors import CheckpointError, RunDirError
 from esper_core.plugins import PluginManager
-from esper_core.run.checkpoint import load_checkpoint, save_checkpoint
+from esper_core.run.checkpoint import load_checkpoint, save_checkpoint, write_text
+from esper_core.run.devices import check_devices
+from esper_core.run.hub import Hub
 from esper_core.run.interrupts import Interrupted, StopFlag
 from esper_core.run.ledger import SeedLedger
+from esper_core.run.lock import RunDirLock
 from esper_core.run.resolve import Resolved, resolve
-from esper_core.run.run_dir import CHECKPOINT, default_run_dir, prepare_run_dir
-from esper_core.run.telemetry import EpisodeFinished, Event, Hub, RunStarted
+from esper_core.run.resume_check import check_config, check_payload
+from esper_core.run.run_dir import CHECKPOINT, CONFIG, default_run_dir, prepare_run_dir, run_file
+from esper_core.run.telemetry import EpisodeFinished, Event, RunStarted
 
 if TYPE_CHECKING:
     from esper_core.env.observation import Observation
@@ -48,6 +52,7 @@ class Session:
     epoch: int = 0  # epochs done in it
     started: float = attrs.field(factory=time.time)
     elapsed_before: float = 0.0
+    lock: RunDirLock | None = None  # held by the writing process until close()
 
     @property
     def config(self) -> RunConfig:
@@ -128,6 +133,7 @@ class Session:
             "mode": self.mode,
             "outer": self.outer,
             "epoch": self.epoch,
+            "config": config_to_dict(self.config),
             "envs": env_states,
             "policy": self.policy.state_dict(),
             "telemetry": self.hub.state_dict(),
@@ -147,18 +153,30 @@ class Session:
             "blueprints": list(self.envs[0].space.blueprints),
             "written": dt.datetime.now().isoformat(timespec="seconds"),
         }
-        save_checkpoint(self.run_dir / CHECKPOINT, payload, metadata)
+        save_checkpoint(run_file(self.run_dir, CHECKPOINT), payload, metadata)
 
     def restore(self, data: dict[str, Any]) -> None:
-        if data.get("mode") != self.mode:
-            raise RunDirError(
-                f"{self.run_dir} was written by `esper {data.get('mode')}`; resume it with that command"
-            )
-        self.outer, self.epoch = int(data["outer"]), int(data["epoch"])
-        if self.epoch > 0:
-            for env, state in zip(self.envs, data["envs"], strict=True):
-                env.load_state_dict(state)
-        self.policy.load_state_dict(data["policy"])
+        """Continue from a checkpoint of this run; refuse one this run cannot continue."""
+        path = self.run_dir / CHECKPOINT
+        check_payload(data, path, self.mode)
+        done = int(data["outer"])
+        changed = check_config(data["config"], config_to_dict(self.config), self.mode, done, path)
+        if changed and self.writer:
+            # The run was lengthened (or shortened): its config.toml records the new length.
+            write_text(run_file(self.run_dir, CONFIG), dump_toml(self.config))
+        self.outer, self.epoch = done, int(data["epoch"])
+        try:
+            if self.epoch > 0:
+                for env, state in zip(self.envs, data["envs"], strict=True):
+                    env.load_state_dict(state)
+            self.policy.load_state_dict(data["policy"])
+        except (RuntimeError, KeyError, ValueError, TypeError, IndexError) as exc:
+            # Same config, yet the state does not fit: a plugin changed what it builds.
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise CheckpointError(
+                f"checkpoint {path} does not fit the components this run builds "
+                f"({type(exc).__name__}: {first}); were the plugins upgraded since it was written?"
+            ) from None
         self.hub.load_state_dict(data["telemetry"])
         self.ledger.load_state_dict(data["ledger"])
         self.episodes = list(data["episodes"])
@@ -166,8 +184,14 @@ class Session:
         self.elapsed_before = float(data["elapsed"])
 
     def close(self) -> None:
-        self.hub.close()
-        self.executor.close()
+        try:
+            self.hub.close()
+        finally:
+            try:
+                self.executor.close()
+            finally:
+                if self.lock is not None:
+                    self.lock.release()
 
 
 def open_session(
@@ -185,18 +209,18 @@ def open_session(
 
     resolved = resolve(config, pm)
     config = resolved.config
+    check_devices(config)
     if config.run.threads:
         torch.set_num_threads(config.run.threads)
     path = run_dir or default_run_dir(config, mode)
     executor = resolved.make_executor()
     ranks = executor if isinstance(executor, MultiProcessExecutor) else None
     writer = ranks is None or bool(ranks.is_writer)
-    if writer:
-        prepare_run_dir(path, config, resume)
-    elif resume and not (path / CHECKPOINT).is_file():
-        raise RunDirError(
-            f"cannot resume {path}: it has no {CHECKPOINT} (every rank must see the run directory)"
-        )
+    if resume and not (path / CHECKPOINT).is_file():
+        where = "" if writer else " (every rank must see the run directory)"
+        raise RunDirError(f"cannot resume {path}: it has no {CHECKPOINT}{where}")
+    # The envs are built before the run directory is: a setting only the env can check
+    # (an unknown slot id) fails without leaving a stub directory behind.
     task = resolved.make_task(quiet)
     devices = executor.env_devices(config.run.n_envs)
 
@@ -210,34 +234,45 @@ def open_session(
     envs = (
         ranks.build_envs(n_envs, build) if ranks is not None else [build(i) for i in range(n_envs)]
     )
-    training = mode == "train"
-    total_updates = config.train.updates if training else 0
-    policy = resolved.make_policy(envs, total_updates)
-    backends = resolved.make_telemetry(path, quiet) if writer else []
-    session = Session(resolved, mode, path, envs, policy, executor, Hub(backends))
-    if resume:
-        session.restore(load_checkpoint(path / CHECKPOINT))
-    else:
-        session.hub.emit(
-            [
-                RunStarted(
-                    run_name=path.name,
-                    run_dir=str(path),
-                    mode=mode,
-                    task=config.run.task,
-                    policy=config.run.policy,
-                    reward=config.run.reward,
-                    executor=config.run.executor,
-                    n_envs=config.run.n_envs,
-                    episodes=total_updates if training else config.run.episodes,
-                    max_epochs=envs[0].max_epochs,
-                    slot_ids=list(envs[0].space.slot_ids),
-                    host_params=envs[0].host_params,
-                    config=config_to_dict(config),
-                    esper_version=__version__,
-                )
-            ]
-        )
-    if ranks is not None:  # after a restore, so every rank continues from the same policy
-        ranks.bind_policy(policy, training=training)
+    lock = prepare_run_dir(path, config, resume) if writer else None
+    try:
+        training = mode == "train"
+        total_updates = config.train.updates if training else 0
+        policy = resolved.make_policy(envs, total_updates)
+        backends = resolved.make_telemetry(path, quiet) if writer else []
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
+    session = Session(resolved, mode, path, envs, policy, executor, Hub(backends), lock=lock)
+    try:
+        if resume:
+            session.restore(load_checkpoint(path / CHECKPOINT))
+        else:
+            session.hub.emit([_run_started(session, total_updates if training else None)])
+        if ranks is not None:  # after a restore, so every rank continues from the same policy
+            ranks.bind_policy(policy, training=training)
+    except BaseException:
+        session.close()
+        raise
     return session
+
+
+def _run_started(session: Session, total_updates: int | None) -> RunStarted:
+    config, env = session.config, session.envs[0]
+    return RunStarted(
+        run_name=session.run_dir.name,
+        run_dir=str(session.run_dir),
+        mode=session.mode,
+        task=config.run.task,
+        policy=config.run.policy,
+        reward=config.run.reward,
+        executor=config.run.executor,
+        n_envs=config.run.n_envs,
+        episodes=config.run.episodes if total_updates is None else total_updates,
+        max_epochs=env.max_epochs,
+        slot_ids=list(env.space.slot_ids),
+        host_params=env.host_params,
+        config=config_to_dict(config),
+        esper_version=__version__,
+    )

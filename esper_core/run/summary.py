@@ -6,12 +6,12 @@ import statistics
 import time
 from typing import TYPE_CHECKING, Any
 
-from attrs import frozen
+from attrs import field, frozen
 
 from esper_core.converter import unstructure
 from esper_core.run.checkpoint import write_json
 from esper_core.run.ledger import SeedRecord
-from esper_core.run.run_dir import SUMMARY
+from esper_core.run.run_dir import SUMMARY, run_file
 from esper_core.run.telemetry import RunFinished
 
 if TYPE_CHECKING:
@@ -44,6 +44,9 @@ class RunSummary:
     seeds: list[SeedRecord]
     updates: list[dict[str, float]]  # the diagnostics of each policy update (train)
     wall_time: float
+    # Telemetry backends disabled after a bug in them (name -> what it raised): their
+    # records stop there, which the summary says rather than leaving it to a log line.
+    telemetry_disabled: dict[str, str] = field(factory=dict)
 
 
 def _mean(values: list[Any]) -> float | None:
@@ -82,6 +85,7 @@ def build_summary(session: Session, status: str) -> RunSummary:
         seeds=session.ledger.rows(),
         updates=session.updates,
         wall_time=session.elapsed_before + time.time() - session.started,
+        telemetry_disabled=dict(session.hub.disabled),
     )
 
 
@@ -89,6 +93,6 @@ def finish(session: Session, status: str) -> dict[str, Any]:
     """Write summary.json (on the writing rank) and announce the end; return the summary."""
     summary: dict[str, Any] = unstructure(build_summary(session, status))
     if session.writer:
-        write_json(session.run_dir / SUMMARY, summary)
+        write_json(run_file(session.run_dir, SUMMARY), summary)
     session.hub.emit([RunFinished(status=status, wall_time=summary["wall_time"], summary=summary)])
     return summary

@@ -1,18 +1,14 @@
-"""Typed, schema-versioned telemetry events and the hub that fans them out.
+"""Typed, schema-versioned telemetry events (the hub that fans them out to the
+backends is :mod:`esper_core.run.hub`).
 
 Events produced during an epoch are built from values the epoch already synced to
-the host once, so emitting them never touches a device. Each backend receives every
-event; a backend that raises is disabled with a warning naming it, and the others
-carry on.
+the host once, so emitting them never touches a device.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
 import time
-from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
 from attrs import field, frozen
@@ -21,7 +17,6 @@ from esper_core.converter import converter, structure
 from esper_core.errors import ConfigError, EsperError
 
 SCHEMA_VERSION = 1
-log = logging.getLogger("esper.telemetry")
 
 
 @frozen
@@ -60,6 +55,30 @@ class RunFinished(Event):
 
 
 @frozen
+class EnvEvent(Event):
+    """An event of one env at one epoch of one episode. attrs puts inherited fields
+    first, so every subclass writes ``time, env, episode, epoch`` before its own."""
+
+    env: int
+    episode: int
+    epoch: int
+
+
+@frozen(slots=False)
+class EpochScores:
+    """The losses and accuracies of one epoch, shared by :class:`EpochCompleted` and the
+    env's ``EpochMetrics``. Not slotted: a mixin beside a slotted event base must not
+    lay out slots of its own."""
+
+    train_loss: float
+    train_acc: float
+    val_loss: float
+    val_acc: float
+    test_loss: float | None
+    test_acc: float | None
+
+
+@frozen
 class SlotSummary:
     """The per-slot part of :class:`EpochCompleted`."""
 
@@ -73,17 +92,12 @@ class SlotSummary:
 
 
 @frozen
-class EpochCompleted(Event):
+class EpochCompleted(EpochScores, EnvEvent):
+    """Written flat: ``time, env, episode, epoch``, the :class:`EpochScores`, then these.
+    (``EpochScores`` comes first among the bases so that it comes after ``EnvEvent`` in
+    the field order.)"""
+
     kind: ClassVar[str] = "epoch_completed"
-    env: int
-    episode: int
-    epoch: int
-    train_loss: float
-    train_acc: float
-    val_loss: float
-    val_acc: float
-    test_loss: float | None
-    test_acc: float | None
     action: str
     action_refused: str | None
     reward: float
@@ -96,11 +110,8 @@ class EpochCompleted(Event):
 
 
 @frozen
-class SeedGerminated(Event):
+class SeedGerminated(EnvEvent):
     kind: ClassVar[str] = "seed_germinated"
-    env: int
-    episode: int
-    epoch: int
     slot_id: str
     seed_id: str
     blueprint: str
@@ -110,11 +121,8 @@ class SeedGerminated(Event):
 
 
 @frozen
-class StageChanged(Event):
+class StageChanged(EnvEvent):
     kind: ClassVar[str] = "stage_changed"
-    env: int
-    episode: int
-    epoch: int
     slot_id: str
     seed_id: str | None
     from_stage: str
@@ -122,11 +130,8 @@ class StageChanged(Event):
 
 
 @frozen
-class GateEvaluated(Event):
+class GateEvaluated(EnvEvent):
     kind: ClassVar[str] = "gate_evaluated"
-    env: int
-    episode: int
-    epoch: int
     slot_id: str
     seed_id: str | None
     gate: str
@@ -135,11 +140,8 @@ class GateEvaluated(Event):
 
 
 @frozen
-class SeedFossilized(Event):
+class SeedFossilized(EnvEvent):
     kind: ClassVar[str] = "seed_fossilized"
-    env: int
-    episode: int
-    epoch: int
     slot_id: str
     seed_id: str
     blueprint: str
@@ -149,11 +151,8 @@ class SeedFossilized(Event):
 
 
 @frozen
-class SeedPruned(Event):
+class SeedPruned(EnvEvent):
     kind: ClassVar[str] = "seed_pruned"
-    env: int
-    episode: int
-    epoch: int
     slot_id: str
     seed_id: str
     blueprint: str
@@ -165,11 +164,8 @@ class SeedPruned(Event):
 
 
 @frozen
-class GovernorRollback(Event):
+class GovernorRollback(EnvEvent):
     kind: ClassVar[str] = "governor_rollback"
-    env: int
-    episode: int
-    epoch: int
     reason: str
     val_loss: float
     penalty: float
@@ -196,6 +192,9 @@ class EpisodeFinished(Event):
     refused_actions: int
     seed: int
     update: int | None = None
+    # Parameters of seeds alive at the end that never reached the output (GERMINATED,
+    # TRAINING): not in params_added, which counts blended and fossilized seeds only.
+    params_unblended: int = 0
 
 
 @frozen
@@ -274,74 +273,3 @@ def read_events(path: Any) -> list[Event]:
                 raise SchemaError(f"{path}:{number}: not valid JSON ({exc})") from None
             events.append(event_from_dict(data, f"{path}:{number}"))
     return events
-
-
-# ---------------------------------------------------------------- backends and hub
-
-
-class Hub:
-    """Fans events out to the enabled backends (each a
-    :class:`~esper_core.components.telemetry.TelemetryBackend`); isolates backend failures.
-
-    A backend that raises from any call (``handle``, ``flush``, ``close``,
-    ``state_dict``, ``load_state_dict``) is disabled with a warning naming it; the run
-    and the other backends carry on. A disabled backend still gets one ``close()`` (its
-    errors ignored) so it can release its files and restore the terminal.
-    """
-
-    _MISSING = object()
-
-    def __init__(self, backends: Iterable[Any] = ()) -> None:
-        self.backends: list[Any] = list(backends)
-        self.disabled: dict[str, str] = {}
-
-    def _call(self, backend: Any, method: str, *args: Any) -> Any:
-        """``backend.method(*args)``; ``_MISSING`` if it has no such method or it raised."""
-        fn = getattr(backend, method, None)
-        if fn is None:
-            return self._MISSING
-        try:
-            return fn(*args)
-        except Exception as exc:  # a broken backend must not end a training run
-            name = getattr(backend, "name", type(backend).__name__)
-            self.disabled[name] = f"{type(exc).__name__}: {exc}"
-            self.backends.remove(backend)
-            log.warning(
-                "telemetry backend %r disabled after it raised %s: %s",
-                name,
-                type(exc).__name__,
-                exc,
-            )
-            closer = getattr(backend, "close", None)
-            if method != "close" and closer is not None:
-                with contextlib.suppress(Exception):  # already reported above
-                    closer()
-            return self._MISSING
-
-    def emit(self, events: Sequence[Event]) -> None:
-        if not events:
-            return
-        for backend in list(self.backends):
-            self._call(backend, "handle", events)
-
-    def flush(self) -> None:
-        for backend in list(self.backends):
-            self._call(backend, "flush")
-
-    def close(self) -> None:
-        for backend in list(self.backends):
-            self._call(backend, "close")
-
-    def state_dict(self) -> dict[str, Any]:
-        """Resume positions of the backends that have them (e.g. file offsets)."""
-        out: dict[str, Any] = {}
-        for backend in list(self.backends):
-            state = self._call(backend, "state_dict")
-            if state is not self._MISSING:
-                out[backend.name] = state
-        return out
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        for backend in list(self.backends):
-            if backend.name in state:
-                self._call(backend, "load_state_dict", state[backend.name])

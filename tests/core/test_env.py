@@ -268,3 +268,18 @@ def test_auto_advance_completes_a_lifecycle_with_its_events() -> None:
     ledger.consume(events)
     (record,) = ledger.rows()
     assert record.fate == "fossilized" and record.ended_epoch is not None
+
+
+def test_parameters_added_count_only_seeds_that_reached_the_output() -> None:
+    """A seed still incubating at the episode's end changes nothing the host computes: its
+    parameters are reported apart, not as added."""
+    from esper_core.run.telemetry import EpisodeFinished
+
+    env = make_env("env.max_epochs=3")
+    events = list(env.step(env.space.germinate("r0c0", "res")).events)
+    for _ in range(2):
+        events += env.step(WAIT).events
+    (finished,) = [e for e in events if isinstance(e, EpisodeFinished)]
+    assert env.model.slot("r0c0").stage in (Stage.GERMINATED, Stage.TRAINING)
+    assert finished.params_added == 0
+    assert finished.params_unblended == env.model.seed_param_count() > 0

@@ -19,7 +19,7 @@ from esper_core.compare.experiment import (
     policy_label,
     shared_config,
 )
-from esper_core.compare.plan import check_existing_cells, plan_cells, validate
+from esper_core.compare.plan import plan_cells, stale_cells, validate
 from esper_core.compare.results import aggregate, load_results
 from esper_core.compare.tables import to_markdown
 from esper_core.config import dump_toml
@@ -192,22 +192,37 @@ def test_missing_ppo_checkpoint_fails_validation(pm: PluginManager, tmp_path: Pa
     assert not (tmp_path / "out").exists()
 
 
-def test_finished_cells_of_another_config_are_not_reused(pm: PluginManager, tmp_path: Path) -> None:
+def test_finished_cells_of_another_config_or_blueprint_set_are_stale(
+    pm: PluginManager, tmp_path: Path
+) -> None:
     experiment = experiment_of(
         {"policies": ["scripted"], "tasks": ["tiny"], "seeds": 1, "config": SHARED}
     )
     (cell,) = plan_cells(experiment, pm)
     directory = cell.directory(tmp_path)
     directory.mkdir(parents=True)
-    other = attrs.evolve(cell.config, env=attrs.evolve(cell.config.env, max_epochs=9))
-    (directory / "config.toml").write_text(dump_toml(other))
     (directory / "summary.json").write_text(json.dumps({"status": "completed"}))
-    with pytest.raises(ExperimentError, match=r"env\.max_epochs: 9 there, 3 now"):
-        check_existing_cells([cell], tmp_path)
-    # Same config except the thread count: reusable.
-    same = attrs.evolve(cell.config, run=attrs.evolve(cell.config.run, threads=7))
-    (directory / "config.toml").write_text(dump_toml(same))
-    check_existing_cells([cell], tmp_path)
+
+    def stored(config) -> dict[Path, list[str]]:  # type: ignore[no-untyped-def]
+        (directory / "config.toml").write_text(dump_toml(config))
+        return stale_cells([cell], tmp_path)
+
+    other = attrs.evolve(cell.config, env=attrs.evolve(cell.config.env, max_epochs=9))
+    assert stored(other) == {directory: ["env.max_epochs: 9 there, 3 now"]}
+    # The resolved config pins the blueprint set: installing a blueprint package since the
+    # cell ran makes it stale too.
+    fewer = attrs.evolve(
+        cell.config, env=attrs.evolve(cell.config.env, blueprints=cell.config.env.blueprints[:1])
+    )
+    assert len(cell.config.env.blueprints) > 1
+    ((why,),) = stored(fewer).values()
+    assert why.startswith("env.blueprints: ")
+    # The thread count changes the last digits of a result: not reusable either.
+    threads = attrs.evolve(cell.config, run=attrs.evolve(cell.config.run, threads=7))
+    assert stored(threads) == {directory: ["run.threads: 7 there, 0 now"]}
+    # The same config except display and telemetry: reusable.
+    same = attrs.evolve(cell.config, run=attrs.evolve(cell.config.run, telemetry=["jsonl"]))
+    assert stored(same) == {}
 
 
 def _finished(directory: Path, acc: float, params: float = 0.0) -> None:

@@ -234,6 +234,27 @@ def test_a_cell_is_resumed_redone_or_skipped(cells_pm: PluginManager, tmp_path: 
     assert (broken / "summary.json").stat().st_mtime_ns == mtime
 
 
+def test_a_cell_made_with_another_blueprint_set_is_run_again_saying_why(
+    cells_pm: PluginManager, tmp_path: Path
+) -> None:
+    """Finished cells used to be reused whatever blueprints were installed when they ran."""
+    exp = experiment(policies=["scripted"], seeds=1, baseline=None)
+    first = compare(exp, cells_pm, tmp_path, jobs=1, notify=lambda _m: None)
+    assert [o.status for o in first.outcomes] == ["completed"]
+    (config_path,) = tmp_path.glob("cells/*/*/*/config.toml")
+    text = config_path.read_text()
+    assert "blueprints = [" in text  # the resolved set is stored with the run
+    config_path.write_text(text.replace("blueprints = [", 'blueprints = [ "tiny/gone",', 1))
+    messages: list[str] = []
+    again = compare(exp, cells_pm, tmp_path, jobs=1, notify=messages.append)
+    assert [o.status for o in again.outcomes] == ["completed"]  # run again, not "skipped"
+    (message,) = messages
+    assert "made with another config (env.blueprints: " in message and "running it again" in message
+    assert stable(again.results) == stable(first.results)
+    unchanged = compare(exp, cells_pm, tmp_path, jobs=1, notify=messages.append)
+    assert [o.status for o in unchanged.outcomes] == [] and len(messages) == 1
+
+
 def test_a_failing_cell_reports_the_plugin_in_one_line(tmp_path: Path) -> None:
     plugin = write_broken_plugin(
         tmp_path / "broken_policy.py", "policies", "scripted", "act", "broken policy"

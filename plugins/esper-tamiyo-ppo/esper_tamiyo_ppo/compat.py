@@ -87,7 +87,15 @@ def check_compatible(
             f"(env.history_length was {state['history_length']} in training)"
         )
     if problems:
-        raise CheckpointError(f"{source} does not match this run: " + "; ".join(problems))
+        message = f"{source} does not match this run: " + "; ".join(problems)
+        saved = list(state["space"].get("blueprints", []))
+        if saved != list(space.blueprints) and saved:
+            # The way out when blueprint packages were installed or removed since training.
+            pinned = ",".join(f'"{key}"' for key in saved)
+            message += (
+                f"; to use the checkpoint's blueprints, add --set 'env.blueprints=[{pinned}]'"
+            )
+        raise CheckpointError(message)
 
 
 def resolve_checkpoint_path(argument: str) -> Path:

@@ -82,5 +82,12 @@ class PPOOptions:
     )
     # ---------------------------------------------------------------- acting
     deterministic: bool = options_field(
-        False, doc="Outside training, take the most likely action of each head instead of sampling."
+        True,
+        doc="Outside training, take the most likely action of each head (false: sample, as in "
+        "training).",
+    )
+    allow_untrained: bool = options_field(
+        False,
+        doc="Let `esper run` evaluate a policy with no checkpoint (random weights); without it "
+        "`--policy ppo` must name one: ppo:DIR/checkpoint.pt.",
     )

@@ -28,7 +28,7 @@ from esper_core.components.policy import PolicyContext
 from esper_core.converter import unstructure
 from esper_core.env.observation import Observation, feature_tensor
 from esper_core.env.step import StepResult
-from esper_core.errors import CheckpointError
+from esper_core.errors import CheckpointError, ConfigError
 from esper_core.lifecycle.actions import Action
 from esper_tamiyo_ppo.buffer import RolloutBuffer
 from esper_tamiyo_ppo.compat import (
@@ -52,6 +52,15 @@ class PPOPolicy:
 
     def __init__(self, options: PPOOptions, context: PolicyContext) -> None:
         trained: tuple[dict[str, Any], str] | None = None
+        if not context.argument and context.total_updates == 0 and not options.allow_untrained:
+            # Evaluating random weights is almost never what was meant.
+            raise ConfigError(
+                [
+                    "run.policy: `ppo` without a checkpoint would evaluate an untrained policy; "
+                    "name one with --policy ppo:DIR/checkpoint.pt (train it with `esper train`), "
+                    "or set policies.ppo.allow_untrained=true"
+                ]
+            )
         if context.argument:
             trained = load_policy_state(context.argument)
             check_compatible(

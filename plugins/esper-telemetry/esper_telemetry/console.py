@@ -8,8 +8,9 @@ fields; the display is rebuilt and redrawn from ``handle()`` at most
 training next to nothing (see benchmarks/telemetry_overhead.py).
 
 A quiet context (``--quiet``, ``--json``, ``run.quiet``) shows nothing. When the output
-is not a terminal (a log file, CI) there is no live display either: one plain line per
-finished episode or PPO update instead.
+is not a terminal (a log file, CI) there is no live display either: a plain progress line
+every ``progress_epochs`` epochs or ``progress_seconds`` seconds, whichever comes first,
+and one line per finished episode or PPO update.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Sequence
-from pathlib import Path
 from typing import IO, Any, ClassVar
 
 from attrs import define, field
@@ -57,6 +57,16 @@ class ConsoleOptions:
     )
     force_terminal: bool | None = options_field(
         None, doc="Treat the output as a terminal (true) or not (false); default: detect it."
+    )
+    progress_epochs: int = options_field(
+        5,
+        in_range(0, integer=True),
+        "Off a terminal: a progress line every N epochs (0: none by epoch count).",
+    )
+    progress_seconds: float = options_field(
+        30.0,
+        in_range(0),
+        "Off a terminal: a progress line when this many seconds passed since the last (0: none by time).",
     )
 
 
@@ -110,6 +120,10 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
 def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:+.3f}"
 
@@ -125,8 +139,8 @@ class ConsoleBackend:
 
     def __init__(self, options: ConsoleOptions, context: TelemetryContext) -> None:
         self.options = options
-        self.run_dir = context.run_dir
         self.enabled = not context.quiet
+        self.file = context.path(options.file, self.name) if options.file else None
         self.info: RunInfo | None = None
         self.envs: dict[int, EnvView] = {}
         self.recent: deque[str] = deque(maxlen=max(options.recent_events, 1))
@@ -139,6 +153,8 @@ class ConsoleBackend:
         self._spans: dict[tuple[str, Any], tuple[float, float]] = {}
         self._last_draw = 0.0
         self._interval = 1.0 / options.refresh_per_second
+        self._last_line = time.monotonic()  # when the last plain progress line was printed
+        self._line_due = False  # an epoch ended since the last plain progress line
 
     # ------------------------------------------------------------ output
 
@@ -148,9 +164,8 @@ class ConsoleBackend:
             return
         from rich.console import Console
 
-        if self.options.file:
-            path = Path(self.run_dir or ".") / self.options.file
-            self._stream = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        if self.file is not None:
+            self._stream = open(self.file, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
         self._console = Console(
             file=self._stream,
             stderr=self._stream is None,
@@ -322,6 +337,46 @@ class ConsoleBackend:
         view.slots = {s.slot_id: SlotView(s.stage, s.alpha, s.blueprint) for s in e.slots}
         self.outer = e.update if e.update is not None else e.episode
         self.epoch = e.epoch
+        self._line_due = True
+
+    def _progress_line(self) -> None:
+        """Off a terminal, one plain line every few epochs or seconds: a run in CI or piped
+        to a file shows it is alive long before its first episode ends."""
+        if self._live is not None or self._console is None or not self._line_due:
+            return
+        info = self.info or RunInfo()
+        now = time.monotonic()
+        every, seconds = self.options.progress_epochs, self.options.progress_seconds
+        by_epoch = every > 0 and self.epoch % every == 0
+        by_time = seconds > 0 and now - self._last_line >= seconds
+        if not (by_epoch or by_time) or self.epoch >= info.max_epochs:
+            return  # the last epoch of an episode gets its episode line instead
+        self._line_due, self._last_line = False, now
+        views = list(self.envs.values())
+        vals = [v.val_acc for v in views if v.val_acc is not None]
+        tests = [v.test_acc for v in views if v.test_acc is not None]
+        line = (
+            f"{info.outer_name} {self.outer + 1}/{info.outer_total} "
+            f"epoch {self.epoch}/{info.max_epochs}: val {_pct(_mean(vals))}% "
+            f"test {_pct(_mean(tests))}%"
+        )
+        if len(views) > 1:
+            line += f" (mean of {len(views)} envs)"
+        elif views:
+            stages = [
+                f"{slot_id} {slot.stage}"
+                + (
+                    f" {slot.blueprint.split('/', 1)[-1]}"
+                    if slot.blueprint and slot.stage not in HIDE_BLUEPRINT
+                    else ""
+                )
+                for slot_id, slot in views[0].slots.items()
+                if slot.stage != "DORMANT"
+            ]
+            line += f" reward {views[0].episode_reward:+.3f}"
+            if stages:
+                line += " | " + ", ".join(stages)
+        self._say(line)
 
     def _episode(self, e: EpisodeFinished) -> None:
         info = self.info or RunInfo()
@@ -339,6 +394,8 @@ class ConsoleBackend:
         )
 
     def flush(self) -> None:
+        if self.enabled:
+            self._progress_line()
         self._draw()
 
     def close(self) -> None:

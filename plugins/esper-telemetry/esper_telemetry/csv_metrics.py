@@ -23,7 +23,6 @@ from attrs import define
 from esper_core import TelemetryContext, hookimpl
 from esper_core.converter import options_field
 from esper_core.run.telemetry import EpochCompleted, Event
-from esper_telemetry.common import need_run_dir
 from esper_telemetry.files import AppendFile
 
 METRICS_FILE = "metrics.csv"
@@ -70,9 +69,7 @@ class CsvBackend:
 
     def __init__(self, options: CsvOptions, context: TelemetryContext) -> None:
         self.options = options
-        self.file = AppendFile(
-            need_run_dir(context.run_dir, self.name) / METRICS_FILE, fsync=options.fsync
-        )
+        self.file = AppendFile(context.path(METRICS_FILE, self.name), fsync=options.fsync)
         self.components: list[str] | None = None
         self.slots: list[str] = []
 
@@ -141,13 +138,13 @@ class CsvBackend:
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "offset": self.file.position(),
+            **self.file.state(),
             "components": self.components,
             "slots": list(self.slots),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.file.truncate_to(int(state["offset"]))
+        self.file.resume(state)
         components = state.get("components")
         self.components = None if components is None else list(components)
         self.slots = list(state.get("slots") or [])

@@ -15,7 +15,6 @@ from attrs import define
 from esper_core import TelemetryContext, hookimpl
 from esper_core.converter import options_field
 from esper_core.run.telemetry import Event, dumps
-from esper_telemetry.common import need_run_dir
 from esper_telemetry.files import AppendFile
 
 EVENTS_FILE = "events.jsonl"
@@ -37,9 +36,7 @@ class JsonlBackend:
 
     def __init__(self, options: JsonlOptions, context: TelemetryContext) -> None:
         self.options = options
-        self.file = AppendFile(
-            need_run_dir(context.run_dir, self.name) / EVENTS_FILE, fsync=options.fsync
-        )
+        self.file = AppendFile(context.path(EVENTS_FILE, self.name), fsync=options.fsync)
 
     def handle(self, events: Sequence[Event]) -> None:
         self.file.write("".join(dumps(event) + "\n" for event in events))
@@ -51,10 +48,10 @@ class JsonlBackend:
         self.file.close()
 
     def state_dict(self) -> dict[str, Any]:
-        return {"offset": self.file.position()}
+        return self.file.state()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.file.truncate_to(int(state["offset"]))
+        self.file.resume(state)
 
 
 @hookimpl

@@ -45,7 +45,6 @@ from esper_telemetry.common import (
     finite,
     flatten_config,
     lifecycle_epoch,
-    need_run_dir,
 )
 
 EVENT_FILE_MARK = "tfevents"
@@ -81,7 +80,7 @@ class TensorBoardBackend:
 
     def __init__(self, options: TensorBoardOptions, context: TelemetryContext) -> None:
         self.options = options
-        self.logdir = need_run_dir(context.run_dir, self.name) / options.subdir
+        self.logdir = context.path(options.subdir, self.name)
         self.info = RunInfo()
         self._writer: Any = None
         self._epoch_means = StepMeans()

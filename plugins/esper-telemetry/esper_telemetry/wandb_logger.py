@@ -53,7 +53,6 @@ from esper_telemetry.common import (
     epoch_metrics,
     finite,
     lifecycle_epoch,
-    need_run_dir,
 )
 
 # group -> the step metric its x axis uses
@@ -96,7 +95,8 @@ class WandbBackend:
                 "telemetry backend 'wandb' needs the wandb package: pip install 'esper-telemetry[wandb]'"
             )
         self.options = options
-        self.dir = need_run_dir(context.run_dir, self.name)
+        # wandb writes RUN_DIR/wandb/...: that path must stay inside the run directory.
+        self.dir = context.path("wandb", self.name).parent
         self.info = RunInfo()
         self.config: dict[str, Any] = {}
         self.run: Any = None

@@ -66,3 +66,34 @@ def test_the_modules_import_each_other_without_a_cycle() -> None:
 def test_every_module_stays_small() -> None:
     sizes = {p.name: len(p.read_text().splitlines()) for p in PACKAGE.glob("*.py")}
     assert max(sizes.values()) <= 400, sizes
+
+
+def test_evaluating_without_a_checkpoint_is_refused_unless_allowed() -> None:
+    """`esper run --policy ppo` with no checkpoint used to evaluate random weights silently."""
+    import pytest
+
+    from esper_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"name one with --policy ppo:DIR/checkpoint\.pt"):
+        PPOPolicy(PPOOptions(), context(n_envs=1, max_epochs=4))
+    PPOPolicy(PPOOptions(allow_untrained=True), context(n_envs=1, max_epochs=4))
+    PPOPolicy(PPOOptions(), context(n_envs=1, max_epochs=4, total_updates=2))  # training
+
+
+def test_evaluation_acts_greedily_by_default_and_samples_on_request() -> None:
+    """The most likely action of each head, every time, unless deterministic=false."""
+    assert PPOOptions().deterministic is True
+
+    def actions(options: PPOOptions, seed: int) -> list[str]:
+        policy = PPOPolicy(options, context(n_envs=4, max_epochs=4, seed=0))
+        envs = [BanditEnv(i, 4) for i in range(4)]
+        observations = [env.reset(seed) for env in envs]
+        policy.reset(range(4))
+        policy.generator.manual_seed(seed)
+        return [str(a) for a in policy.act(observations)]
+
+    greedy = PPOOptions(allow_untrained=True)
+    assert actions(greedy, 1) == actions(greedy, 2)
+    sampling = PPOOptions(allow_untrained=True, deterministic=False)
+    draws = {tuple(actions(sampling, s)) for s in range(6)}
+    assert len(draws) > 1

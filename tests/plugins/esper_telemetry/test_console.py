@@ -95,7 +95,7 @@ def test_not_a_terminal_prints_one_line_per_episode(tmp_path: Path) -> None:
     feed(backend, synthetic_batches(n_envs=2, episodes=2, max_epochs=3, mode="train"))
     backend.close()
     lines = out.read_text(encoding="utf-8").splitlines()
-    assert len([line for line in lines if " env " in line]) == 4
+    assert len([line for line in lines if " env " in line and "epoch" not in line]) == 4
     assert (
         len([line for line in lines if line.startswith("update ") and "policy_loss" in line]) == 2
     )
@@ -124,3 +124,52 @@ def test_resume_restores_the_run_totals(tmp_path: Path) -> None:
     feed(resumed, batches[2:])
     resumed.close()
     assert "episode 3/3" in (tmp_path / "b.txt").read_text()
+
+
+def _plain(tmp_path: Path, **options: float) -> ConsoleBackend:
+    return ConsoleBackend(
+        ConsoleOptions(file="log.txt", force_terminal=False, **options),  # type: ignore[arg-type]
+        TelemetryContext(run_dir=tmp_path),
+    )
+
+
+def test_not_a_terminal_prints_a_progress_line_every_n_epochs(tmp_path: Path) -> None:
+    """Piped or in CI, a run used to print nothing until its first episode ended."""
+    backend = _plain(tmp_path, progress_epochs=2, progress_seconds=0)
+    feed(backend, synthetic_batches(n_envs=1, episodes=1, max_epochs=7))
+    backend.close()
+    lines = (tmp_path / "log.txt").read_text(encoding="utf-8").splitlines()
+    progress = [line for line in lines if " epoch " in line]
+    assert [line.split(":")[0] for line in progress] == [
+        "episode 1/1 epoch 2/7",
+        "episode 1/1 epoch 4/7",
+        "episode 1/1 epoch 6/7",
+    ]
+    assert "val " in progress[0] and "test " in progress[0] and "r0c0 " in progress[0]
+    assert "\x1b[" not in "\n".join(lines)
+
+
+def test_not_a_terminal_prints_a_progress_line_every_few_seconds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import esper_telemetry.console as console
+
+    clock = iter(float(t) for t in range(0, 1000, 10))  # every reading is 10 s later
+    monkeypatch.setattr(console.time, "monotonic", lambda: next(clock))
+    backend = _plain(tmp_path, progress_epochs=0, progress_seconds=15)
+    feed(backend, synthetic_batches(n_envs=2, episodes=1, max_epochs=5))
+    backend.close()
+    lines = (tmp_path / "log.txt").read_text(encoding="utf-8").splitlines()
+    progress = [line for line in lines if " epoch " in line]
+    assert progress and all("(mean of 2 envs)" in line for line in progress)
+    assert len(progress) < 4  # not one per epoch: only when 15 s have passed
+
+
+def test_quiet_prints_no_progress_line(tmp_path: Path) -> None:
+    backend = ConsoleBackend(
+        ConsoleOptions(file="log.txt", force_terminal=False, progress_epochs=1),
+        TelemetryContext(run_dir=tmp_path, quiet=True),
+    )
+    feed(backend, synthetic_batches(n_envs=1, episodes=1, max_epochs=4))
+    backend.close()
+    assert not (tmp_path / "log.txt").exists() or not (tmp_path / "log.txt").read_text()

@@ -267,12 +267,12 @@ def test_append_file_truncates_back_to_a_checkpointed_position(tmp_path: Path) -
     f = AppendFile(path)
     f.write("a\n")
     f.write("b\n")
-    offset = f.position()
+    state = f.state()
     f.write("after checkpoint\n")
     f.close()
     assert path.read_text() == "a\nb\nafter checkpoint\n"
     resumed = AppendFile(path)
-    resumed.truncate_to(offset)
+    resumed.resume(state)
     resumed.write("c\n")
     resumed.close()
     assert path.read_text() == "a\nb\nc\n"
@@ -282,9 +282,22 @@ def test_append_file_refuses_a_file_shorter_than_the_checkpoint(tmp_path: Path) 
     path = tmp_path / "f.txt"
     path.write_text("ab")
     with pytest.raises(RunDirError, match="has only 2 bytes but the checkpoint expects 10"):
-        AppendFile(path).truncate_to(10)
+        AppendFile(path).resume({"offset": 10, "sha256": "0" * 64})
     with pytest.raises(RunDirError, match="is missing"):
-        AppendFile(tmp_path / "gone.txt").truncate_to(3)
+        AppendFile(tmp_path / "gone.txt").resume({"offset": 3, "sha256": "0" * 64})
+
+
+def test_append_file_never_cuts_a_file_it_did_not_write(tmp_path: Path) -> None:
+    """Issue 21.1: resume truncates only what it can prove was written after the checkpoint."""
+    path = tmp_path / "f.txt"
+    f = AppendFile(path)
+    f.write("a\nb\n")
+    state = f.state()
+    f.close()
+    path.write_text("x\ny\nrecords of another run\n")  # same length up to the offset, other bytes
+    with pytest.raises(RunDirError, match="is not the file this run wrote"):
+        AppendFile(path).resume(state)
+    assert path.read_text() == "x\ny\nrecords of another run\n", "the file was cut"
 
 
 def test_a_fresh_run_starts_the_file_empty(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 import pytest
 from esper_telemetry.jsonl import JsonlBackend, JsonlOptions
-from esper_telemetry.report import FIGURES, REPORT_FILE, build_report, load_run
+from esper_telemetry.report import FIGURES, PPO_FIGURE, REPORT_FILE, build_report, load_run
 
 from esper_core import TelemetryContext
 from esper_core.run.telemetry import (
@@ -165,8 +165,8 @@ def test_long_training_run_report(training_run: Path) -> None:
     from matplotlib.image import imread
 
     written = build_report(training_run)
-    assert [p.name for p in written] == [*FIGURES, REPORT_FILE]
-    for name in FIGURES:
+    assert [p.name for p in written] == [*FIGURES, PPO_FIGURE, REPORT_FILE]
+    for name in (*FIGURES, PPO_FIGURE):
         pixels = imread(training_run / name)
         assert float(pixels[..., :3].std()) > 0.08, name
     report = (training_run / REPORT_FILE).read_text(encoding="utf-8")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from esper_core.run.telemetry import Hub
+from esper_core.run.hub import Hub
 from tests.plugins.esper_telemetry.faulty_plugin import CRASH_FILE
 from tests.plugins.esper_telemetry.helpers import csv_rows, jsonl_records, resume_tiny, run_tiny
 
@@ -23,6 +23,8 @@ def test_a_raising_backend_is_disabled_and_the_others_lose_nothing(
     with caplog.at_level(logging.WARNING, logger="esper.telemetry"):
         summary = run_tiny(faulty, ["exploding", "jsonl", "csv"], "telemetry.exploding.at_epoch=3")
     assert summary["status"] == "completed"
+    # The summary says which records stop early, not only a log line.
+    assert list(summary["telemetry_disabled"]) == ["exploding"]
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1
     assert (
@@ -36,23 +38,25 @@ def test_a_raising_backend_is_disabled_and_the_others_lose_nothing(
     for records in (clean_events, faulty_events):
         records[0]["config"]["run"].pop("telemetry")
         records[0]["config"].pop("telemetry")
+        records[-1]["summary"].pop("telemetry_disabled")
     assert faulty_events == clean_events
     assert csv_rows(faulty / "metrics.csv") == csv_rows(clean / "metrics.csv")
     assert len(csv_rows(clean / "metrics.csv")) == 12
 
 
 class Broken:
-    """A backend whose ``method`` raises; counts the calls to ``close``."""
+    """A backend whose ``method`` raises ``error``; counts the calls to ``close``."""
 
     name = "broken"
 
-    def __init__(self, method: str) -> None:
+    def __init__(self, method: str, error: type[Exception] = RuntimeError) -> None:
         self.method = method
+        self.error = error
         self.closed = 0
 
     def _maybe_fail(self, method: str) -> None:
         if method == self.method:
-            raise OSError(f"{method} failed")
+            raise self.error(f"{method} failed")
 
     def handle(self, events: Any) -> None:
         self._maybe_fail("handle")
@@ -96,12 +100,14 @@ def test_the_hub_isolates_every_backend_call(method: str, caplog: pytest.LogCapt
         hub.emit([1, 2])
         hub.flush()
         state = hub.state_dict()
-        hub.load_state_dict({"broken": {}, "ok": {"n": 5}})
+        hub.load_state_dict({"backends": {"broken": {}, "ok": {"n": 5}}, "disabled": {}})
         hub.close()
-    assert list(hub.disabled) == ["broken"] and "OSError" in hub.disabled["broken"]
+    assert list(hub.disabled) == ["broken"] and "RuntimeError" in hub.disabled["broken"]
     assert [b.name for b in hub.backends] == ["ok"]
     still_enabled = method in ("close", "load_state_dict")  # they fail after state_dict()
-    assert state == ({"broken": {}} if still_enabled else {}) | {"ok": {"n": 2}}
+    positions = ({"broken": {}} if still_enabled else {}) | {"ok": {"n": 2}}
+    assert state["backends"] == positions
+    assert state["disabled"] == ({} if still_enabled else {"broken": hub.disabled["broken"]})
     assert len(ok.seen) == 5
     assert broken.closed == 1  # closed once when disabled (or by hub.close), never again
     assert any("'broken' disabled" in r.getMessage() for r in caplog.records)

@@ -8,9 +8,10 @@ from esper_core.run.checkpoint import write_text
 from esper_telemetry.report.data import RunData, load_run
 
 REPORT_FILE = "report.md"
-FIGURES = ("accuracy.png", "lifecycle.png", "rewards.png")
+FIGURES = ("accuracy.png", "training.png", "lifecycle.png", "rewards.png")
+PPO_FIGURE = "ppo.png"  # only for runs with policy updates (esper train)
 
-__all__ = ["FIGURES", "REPORT_FILE", "RunData", "build_report", "load_run"]
+__all__ = ["FIGURES", "PPO_FIGURE", "REPORT_FILE", "RunData", "build_report", "load_run"]
 
 
 def build_report(
@@ -21,17 +22,20 @@ def build_report(
     max_series: int = 8,
     max_groups: int = 4,
 ) -> list[Path]:
-    """Write the three figures and report.md; return their paths."""
-    from esper_telemetry.report import figures, markdown
+    """Write the figures and report.md; return their paths."""
+    from esper_telemetry.report import figures, markdown, training_figures
 
     data = load_run(Path(run_dir))
     out = Path(out_dir) if out_dir is not None else Path(run_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = [
         figures.save(figures.accuracy_figure(data, max_series=max_series), out / FIGURES[0], dpi),
-        figures.save(figures.lifecycle_figure(data, max_groups=max_groups), out / FIGURES[1], dpi),
-        figures.save(figures.reward_figure(data), out / FIGURES[2], dpi),
+        figures.save(training_figures.training_figure(data), out / FIGURES[1], dpi),
+        figures.save(figures.lifecycle_figure(data, max_groups=max_groups), out / FIGURES[2], dpi),
+        figures.save(figures.reward_figure(data), out / FIGURES[3], dpi),
     ]
+    if data.updates:
+        written.append(figures.save(training_figures.ppo_figure(data), out / PPO_FIGURE, dpi))
     report = out / REPORT_FILE
     write_text(report, markdown.render(data, [p.name for p in written]))
     return [*written, report]

@@ -11,12 +11,14 @@ from pathlib import Path
 
 import click
 
+from esper_cli.paths import PathArg
+
 
 @click.command("report")
-@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.argument("run_dir", type=PathArg(path_type=Path))
 @click.option(
     "--out",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=PathArg(file_okay=False, path_type=Path),
     help="Write the figures and report.md here instead of RUN_DIR.",
 )
 @click.option(

@@ -118,6 +118,7 @@ def accuracy_figure(data: RunData, max_series: int = 8) -> Any:
     ax.set_xlabel(f"epoch (of {data.max_epochs})")
     _integer_ticks(ax)
     ax.set_ylabel("accuracy (%)")
+    ax.set_ylim(0, 100)  # the whole scale: a zoomed axis makes noise look like a trend
     ax.set_xlim(0.5, data.max_epochs + 0.5)
     ax.grid(**GRID)
     handles, _ = ax.get_legend_handles_labels()

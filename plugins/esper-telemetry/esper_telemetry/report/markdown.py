@@ -94,6 +94,8 @@ def render(data: RunData, figures: Sequence[str]) -> str:
     out += ["", "## Figures", ""]
     captions = {
         "accuracy.png": "Validation and test accuracy",
+        "training.png": "Loss (or perplexity) with lifecycle events, and parameters per epoch",
+        "ppo.png": "PPO diagnostics per update",
         "lifecycle.png": "Seed lifecycle per slot",
         "rewards.png": "Reward components",
     }

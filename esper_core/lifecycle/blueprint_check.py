@@ -1,0 +1,155 @@
+"""Blueprints are checked when they are used: a plugin's broken seed module fails in one
+line naming the blueprint and its plugin, instead of crashing or training wrongly later.
+
+A run's blueprints come from :func:`checked_blueprint` (called once, where the run
+resolves its components): every module their factory builds is checked before a slot
+uses it (DOMAIN §3):
+
+- it is an ``nn.Module`` whose output, at two input sizes (spatial size for ``cnn``,
+  sequence length for ``transformer``), is one tensor of the input's exact shape (a
+  tuple crashes the blend; a shape that merely broadcasts trains silently wrong);
+- its output is finite;
+- its parameter count is within 10% of the blueprint's ``param_estimate``;
+- it returns its input unchanged when the blueprint claims ``identity_at_birth``.
+
+The check runs on the CPU, in eval mode and without gradients, on inputs drawn from
+its own generator: it changes neither the module nor any random stream of the run.
+``esper blueprints check`` runs the same checks for plugin authors.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import attrs
+from attrs import frozen
+
+from esper_core.components.blueprint import Blueprint
+from esper_core.errors import PluginError
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+ESTIMATE_TOLERANCE = 0.10  # relative, as DOMAIN §3's blueprints are tested
+IDENTITY_ATOL = 1e-5
+# Two input sizes per topology: (height, width) of a cnn map, length of a sequence.
+SIZES: dict[str, tuple[tuple[int, ...], ...]] = {
+    "cnn": ((5, 5), (7, 6)),
+    "transformer": ((3,), (6,)),
+}
+BATCH = 2
+
+
+def checked_blueprint(blueprint: Blueprint, plugin: str) -> Blueprint:
+    """``blueprint`` with a factory that checks every module it builds."""
+    return attrs.evolve(blueprint, factory=CheckedFactory(blueprint, plugin))
+
+
+@frozen
+class CheckedFactory:
+    """Builds with the plugin's factory, then checks; a failure is a one-line PluginError."""
+
+    blueprint: Blueprint
+    plugin: str
+
+    def __call__(self, channels: int) -> nn.Module:
+        try:
+            module = self.blueprint.factory(channels)
+        except Exception as exc:
+            raise self._error(channels, f"its factory raised {type(exc).__name__}: {exc}") from exc
+        problems = module_problems(self.blueprint, module, channels)
+        if problems:
+            raise self._error(channels, "; ".join(problems))
+        return module
+
+    def _error(self, channels: int, what: str) -> PluginError:
+        return blueprint_error(self.blueprint, self.plugin, channels, what)
+
+
+def blueprint_error(blueprint: Blueprint, plugin: str, channels: int, what: str) -> PluginError:
+    return PluginError(
+        f"blueprint {blueprint.key} of plugin {plugin!r} is broken at {channels} channels: "
+        f"{' '.join(what.split())}"
+    )
+
+
+def check_blueprint(blueprint: Blueprint, channels: int) -> list[str]:
+    """Every problem of ``blueprint`` at ``channels``, building one module (for the CLI)."""
+    try:
+        module = blueprint.factory(channels)
+    except Exception as exc:
+        return [f"its factory raised {type(exc).__name__}: {exc}"]
+    return module_problems(blueprint, module, channels)
+
+
+def module_problems(blueprint: Blueprint, module: Any, channels: int) -> list[str]:
+    """What is wrong with ``module``, freshly built from ``blueprint`` at ``channels``."""
+    import torch
+    from torch import nn
+
+    if not isinstance(module, nn.Module):
+        return [f"its factory returned {type(module).__name__}, not a torch.nn.Module"]
+    problems = _estimate_problems(blueprint, module, channels)
+    was_training = module.training
+    module.eval()
+    try:
+        with torch.no_grad():
+            for size in SIZES.get(blueprint.topology, ()):
+                x = _input(blueprint.topology, channels, size)
+                problem = _output_problem(blueprint, module, x)
+                if problem:
+                    problems.append(problem)
+                    break
+    finally:
+        module.train(was_training)
+    return problems
+
+
+def _estimate_problems(blueprint: Blueprint, module: nn.Module, channels: int) -> list[str]:
+    actual = sum(p.numel() for p in module.parameters())
+    try:
+        estimate = int(blueprint.param_estimate(channels))
+    except Exception as exc:
+        return [f"its param_estimate raised {type(exc).__name__}: {exc}"]
+    if abs(actual - estimate) > ESTIMATE_TOLERANCE * max(actual, estimate):
+        return [
+            f"it has {actual:,} parameters but param_estimate says {estimate:,} "
+            f"(more than {ESTIMATE_TOLERANCE:.0%} apart)"
+        ]
+    return []
+
+
+def _input(topology: str, channels: int, size: tuple[int, ...]) -> torch.Tensor:
+    import torch
+
+    generator = torch.Generator().manual_seed(0)  # its own stream: the run's RNG is untouched
+    shape = (BATCH, channels, *size) if topology == "cnn" else (BATCH, *size, channels)
+    return torch.randn(shape, generator=generator)
+
+
+def _output_problem(blueprint: Blueprint, module: nn.Module, x: torch.Tensor) -> str | None:
+    import torch
+
+    try:
+        out = module(x)
+    except Exception as exc:
+        return (
+            f"its forward raised {type(exc).__name__} on an input of shape {list(x.shape)}: {exc}"
+        )
+    if not isinstance(out, torch.Tensor):
+        return f"its forward returns {type(out).__name__}, not a tensor of its input's shape"
+    if out.shape != x.shape:
+        return (
+            f"its forward returns shape {list(out.shape)} for an input of shape {list(x.shape)}; "
+            "a seed must keep its input's shape"
+        )
+    if not bool(torch.isfinite(out).all()):
+        return f"its output holds inf or NaN for a finite input of shape {list(x.shape)}"
+    if blueprint.identity_at_birth and not torch.allclose(out, x, rtol=0.0, atol=IDENTITY_ATOL):
+        gap = float((out - x).abs().max())
+        return (
+            f"it claims identity_at_birth but changes its input by up to {gap:.3g} "
+            "(set identity_at_birth=False, or zero-initialise its last layer)"
+        )
+    return None

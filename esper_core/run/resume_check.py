@@ -1,0 +1,115 @@
+"""What a checkpoint must hold, and whether the run resuming it is the run that wrote it.
+
+A resumed run rebuilds every component from its config and then loads the checkpoint's
+state into them; a config that changed since (a preset edited in ``config.toml``, a
+plugin option) would either fail deep inside ``load_state_dict`` or, worse, quietly
+change the results. The checkpoint therefore stores the resolved config it was written
+under, and resuming compares the two first. Only the length of an ``esper run`` may
+change: ``run.episodes`` can be raised to extend it, or lowered to end it early, but not
+below what is already done (each episode depends only on its index). ``train.updates``
+may not: a trainable policy's schedules (learning rate, entropy) span the planned
+number of updates, so a longer run would not be the run that was started. Telemetry
+(``run.telemetry`` and the ``telemetry`` tables) may differ too, since it records a run
+without changing it; a backend that keeps files can still only continue from a position
+the checkpoint holds (see :class:`~esper_core.run.hub.Hub`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from esper_core.errors import CheckpointError, RunDirError
+
+# What Session.checkpoint() writes; a checkpoint without all of it was not written by a run.
+PAYLOAD_KEYS = (
+    "mode",
+    "outer",
+    "epoch",
+    "config",
+    "envs",
+    "policy",
+    "telemetry",
+    "ledger",
+    "episodes",
+    "updates",
+    "elapsed",
+)
+# The config field a resume may change, by mode: the length of an `esper run`.
+LENGTH_FIELD: dict[str, str | None] = {"run": "run.episodes", "train": None}
+SHOWN = 3  # differences named in the message
+# Config entries that record the run without changing it.
+RECORDING = ("run.telemetry", "telemetry")
+
+
+def check_payload(data: dict[str, Any], path: Path, mode: str) -> None:
+    """Refuse a checkpoint that lacks what a run writes, or that another command wrote."""
+    missing = [key for key in PAYLOAD_KEYS if key not in data]
+    if missing:
+        raise CheckpointError(
+            f"checkpoint {path} lacks {', '.join(missing)}: it was not written by "
+            "`esper run` or `esper train` (a checkpoint of another kind, or of an older Esper)"
+        )
+    if data["mode"] != mode:
+        raise RunDirError(
+            f"{path.parent} was written by `esper {data['mode']}`; resume it with that command"
+        )
+
+
+def check_config(
+    saved: dict[str, Any], current: dict[str, Any], mode: str, done: int, path: Path
+) -> bool:
+    """Refuse a config that differs from ``saved`` anywhere but the run's length, or that
+    shortens the run below the ``done`` episodes. True when the length changed."""
+    length = LENGTH_FIELD[mode]
+    saved_flat, current_flat = _flatten(saved), _flatten(current)
+    changes = [
+        f"{name}: {_show(saved_flat, name)} -> {_show(current_flat, name)}"
+        for name in sorted(set(saved_flat) | set(current_flat))
+        if name != length
+        and not _recording(name)
+        and saved_flat.get(name, _ABSENT) != current_flat.get(name, _ABSENT)
+    ]
+    if changes:
+        more = f" and {len(changes) - SHOWN} more" if len(changes) > SHOWN else ""
+        may = f"only {length} may change" if length else "nothing may change"
+        raise RunDirError(
+            f"cannot resume {path.parent}: its config changed since the checkpoint "
+            f"({'; '.join(changes[:SHOWN])}{more}). A resumed run keeps the config it started "
+            f"with; {may}. Restore config.toml, or start a new run"
+        )
+    if length is None:
+        return False
+    wanted = current_flat.get(length)
+    if isinstance(wanted, int) and wanted < done:
+        raise RunDirError(
+            f"cannot resume {path.parent} with {length}={wanted}: {done} episodes are already done"
+        )
+    return saved_flat.get(length) != wanted
+
+
+def _recording(name: str) -> bool:
+    return name in RECORDING or name.startswith(tuple(f"{r}." for r in RECORDING))
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "(unset)"
+
+
+_ABSENT = _Absent()
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict) and value:
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _show(flat: dict[str, Any], name: str) -> str:
+    text = repr(flat.get(name, _ABSENT))
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -1,0 +1,1 @@
+"""esper-ray: the cells of ``esper compare`` as Ray tasks (``--runner ray``)."""

@@ -1,0 +1,76 @@
+"""The events.jsonl schema: the keys of every event kind, in the order they are written.
+
+Readers (``esper report``, notebooks, ``jq`` pipelines) may rely on the key order of a
+line, so a refactor of the event classes (shared bases, mixins) must not move a key.
+The expected lists are copied from an events.jsonl written before the event classes
+shared their fields.
+"""
+
+from __future__ import annotations
+
+import json
+
+import attrs
+
+from esper_core.env.step import EpochMetrics
+from esper_core.run.telemetry import EVENT_TYPES, EpochCompleted, EpochScores, dumps
+from tests.plugins.esper_telemetry.test_jsonl import one_of_each
+
+ENV_EPOCH = ["schema", "kind", "time", "env", "episode", "epoch"]
+SCORES = ["train_loss", "train_acc", "val_loss", "val_acc", "test_loss", "test_acc"]
+WRITTEN_KEYS = {
+    "run_started": [
+        *("schema", "kind", "time", "run_name", "run_dir", "mode", "task", "policy", "reward"),
+        *("executor", "n_envs", "episodes", "max_epochs", "slot_ids", "host_params", "config"),
+        "esper_version",
+    ],
+    "run_finished": ["schema", "kind", "time", "status", "wall_time", "summary"],
+    "epoch_completed": [
+        *ENV_EPOCH,
+        *SCORES,
+        *("action", "action_refused", "reward", "reward_components", "host_params"),
+        *("seed_params", "slots", "epoch_time", "update"),
+    ],
+    "seed_germinated": [*ENV_EPOCH, "slot_id", "seed_id", "blueprint", "style", "tempo", "params"],
+    "stage_changed": [*ENV_EPOCH, "slot_id", "seed_id", "from_stage", "to_stage"],
+    "gate_evaluated": [*ENV_EPOCH, "slot_id", "seed_id", "gate", "passed", "failed"],
+    "seed_fossilized": [
+        *ENV_EPOCH,
+        *("slot_id", "seed_id", "blueprint", "contribution", "params", "germinated_epoch"),
+    ],
+    "seed_pruned": [
+        *ENV_EPOCH,
+        *("slot_id", "seed_id", "blueprint", "stage", "contribution", "params"),
+        *("germinated_epoch", "reason"),
+    ],
+    "governor_rollback": [*ENV_EPOCH, "reason", "val_loss", "penalty", "snapshot_epoch"],
+    "episode_finished": [
+        *("schema", "kind", "time", "env", "episode", "epochs", "final_val_acc"),
+        *("final_test_acc", "final_test_loss", "total_reward", "reward_components"),
+        *("host_params", "params_added", "seeds_germinated", "seeds_fossilized"),
+        *("seeds_pruned", "rollbacks", "refused_actions", "seed", "update", "params_unblended"),
+    ],
+    "policy_update": ["schema", "kind", "time", "update", "diagnostics"],
+}
+
+
+def test_every_event_kind_writes_its_keys_in_the_same_order() -> None:
+    events = one_of_each()
+    assert {e.kind for e in events} == set(EVENT_TYPES) == set(WRITTEN_KEYS)  # type: ignore[attr-defined]
+    for event in events:
+        line = dumps(event)  # type: ignore[arg-type]
+        assert list(json.loads(line)) == WRITTEN_KEYS[event.kind], event.kind  # type: ignore[attr-defined]
+
+
+def test_epoch_metrics_and_the_epoch_event_share_the_scores() -> None:
+    # Positional construction, as helpers and plugins do: the scores come first.
+    metrics = EpochMetrics(0.5, 80.0, 0.75, 70.0, None, 65.0, 0.125, 9)
+    assert attrs.asdict(metrics) == {
+        **dict(zip(SCORES, (0.5, 80.0, 0.75, 70.0, None, 65.0))),
+        "epoch_time": 0.125,
+        "batches": 9,
+    }
+    names = [f.name for f in attrs.fields(EpochScores)]
+    assert names == SCORES
+    assert isinstance(metrics, EpochScores)
+    assert issubclass(EpochCompleted, EpochScores)

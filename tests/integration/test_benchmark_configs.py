@@ -1,0 +1,31 @@
+"""The benchmarks' configs pass the same validation as a user's (no timing here: the
+benchmarks measure, these tests only check that each one can start)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+from esper_core.plugins import PluginManager
+from esper_core.run.resolve import resolve
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", BENCHMARKS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_telemetry_overhead_configs_resolve(pm: PluginManager) -> None:
+    bench = _load("telemetry_overhead")
+    args = argparse.Namespace(envs=2, epochs=2, seed=0)
+    components = {"task": "digits", "policy": "heuristic", "reward": "pbrs"}
+    for backends in ([], bench.BACKENDS):
+        resolved = resolve(bench._config(components, backends, args), pm)
+        assert [c.cls.name for c in resolved.telemetry] == backends

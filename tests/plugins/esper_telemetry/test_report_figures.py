@@ -1,0 +1,57 @@
+"""What the report's figures show: loss next to accuracy with the lifecycle marked,
+parameters over time, perplexity for a language model, PPO diagnostics as plots, and axes
+that do not zoom into noise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+from esper_telemetry.report.data import index_events
+from esper_telemetry.report.figures import accuracy_figure
+from esper_telemetry.report.training_figures import ppo_figure, training_figure
+
+from esper_core.run.telemetry import RunStarted
+from tests.plugins.esper_telemetry.helpers import synthetic_batches
+
+
+def _data(mode: str = "run", task: str | None = None):  # type: ignore[no-untyped-def]
+    events = [
+        e
+        for batch in synthetic_batches(n_envs=1, episodes=2, max_epochs=4, mode=mode)
+        for e in batch
+    ]
+    if task is not None:
+        events = [attrs.evolve(e, task=task) if isinstance(e, RunStarted) else e for e in events]
+    return index_events(Path("/nowhere"), events)
+
+
+def test_loss_panel_starts_at_zero_and_marks_the_lifecycle() -> None:
+    figure = training_figure(_data())
+    loss_ax, params_ax = figure.axes[:2]
+    assert loss_ax.get_ylim()[0] == 0.0 and params_ax.get_ylim()[0] == 0.0
+    assert loss_ax.get_yscale() == "linear" and "loss" in loss_ax.get_ylabel()
+    # A germination per episode: a vertical line at epoch 0, named in the legend.
+    assert any(list(line.get_xdata()) == [0, 0] for line in loss_ax.get_lines())
+    assert "germinated" in [t.get_text() for t in loss_ax.get_legend().get_texts()]
+    totals = [line for line in params_ax.get_lines() if line.get_label().endswith("host + seeds")]
+    assert totals and max(totals[0].get_ydata()) >= 100  # host parameters of the synthetic run
+
+
+def test_a_language_model_shows_perplexity_on_a_log_axis() -> None:
+    loss_ax = training_figure(_data(task="charlm")).axes[0]
+    assert loss_ax.get_yscale() == "log" and "perplexity" in loss_ax.get_ylabel()
+
+
+def test_accuracy_uses_the_whole_scale() -> None:
+    assert accuracy_figure(_data()).axes[0].get_ylim() == (0.0, 100.0)
+
+
+def test_ppo_diagnostics_are_plotted_one_panel_each() -> None:
+    data = _data(mode="train")
+    assert data.updates
+    names = list(data.updates[0].diagnostics)
+    figure = ppo_figure(data)
+    visible = [ax for ax in figure.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in visible] == names[: len(visible)]
+    assert list(visible[0].get_lines()[0].get_xdata()) == [1, 2]  # updates numbered from 1
