@@ -4,6 +4,7 @@ checkpoint trained on another task."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -45,7 +46,7 @@ def test_fp16_on_a_cpu(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_resuming_a_checkpoint_whose_blueprint_is_not_registered(tmp_path: Path) -> None:
-    import torch
+    from esper_core.run.checkpoint import load_checkpoint, save_checkpoint
 
     run = tmp_path / "run"
     interrupted = esper(
@@ -54,14 +55,16 @@ def test_resuming_a_checkpoint_whose_blueprint_is_not_registered(tmp_path: Path)
         "--out", str(run),
     )  # fmt: skip
     assert interrupted.returncode == 130, interrupted.stderr
-    checkpoint = torch.load(run / "checkpoint.pt", weights_only=True)
+    checkpoint = load_checkpoint(run / "checkpoint.pt")
+    del checkpoint["format"]  # save_checkpoint writes it (and a fresh content digest)
     renamed = 0
     for key, value in checkpoint["envs"][0]["model"].items():
         if key.endswith("_extra_state") and value["state"]["stage"] != "DORMANT":
             value["state"]["blueprint"] = "cnn/uninstalled"
             renamed += 1
     assert renamed, "the scripted policy germinated in epoch 0"
-    torch.save(checkpoint, run / "checkpoint.pt")
+    metadata = json.loads((run / "checkpoint.json").read_text())
+    save_checkpoint(run / "checkpoint.pt", checkpoint, metadata)
     result = esper("run", "--plugin", FAKE_COMPONENTS[1], "--quiet", "--resume", str(run))
     one_line_exit_2(result, "blueprint 'cnn/uninstalled' is not registered for cnn hosts")
 

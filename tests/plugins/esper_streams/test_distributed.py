@@ -18,6 +18,7 @@ from esper_streams.distributed import DistributedExecutor, DistributedOptions, e
 from esper_streams.launch import launch_local
 
 from esper_core.components.executor import MultiProcessExecutor
+from esper_core.plugins import PluginManager
 from esper_core.run.checkpoint import load_checkpoint
 from esper_core.run.executor import SerialExecutor
 from esper_core.run.resolve import executor_context
@@ -188,10 +189,27 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _cli(*args: str) -> Any:
+    return _cli_with(plugin_manager(), *args)
+
+
+def _cli_with(manager: PluginManager, *args: str) -> Any:
     from esper_cli.main import build_cli
 
-    group, pm = build_cli(plugin_manager())
+    group, pm = build_cli(manager)
     return CliRunner().invoke(group, list(args), obj={"pm": pm}, catch_exceptions=False)
+
+
+def first_party_modules() -> list[str]:
+    """The modules of the first-party plugins' entry points (``--plugin`` module values)."""
+    import tomllib
+
+    from tests.plugin_set import REPO
+
+    modules: list[str] = []
+    for pyproject in sorted((REPO / "plugins").glob("*/pyproject.toml")):
+        project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
+        modules += project.get("entry-points", {}).get("esper", {}).values()
+    return modules
 
 
 # Autoloading is off in tests and the ranks of --nproc build their plugin manager from the
@@ -405,13 +423,17 @@ def test_an_interrupt_on_one_rank_stops_all_and_the_run_resumes_identically(tmp_
     )
     assert cut.exit_code == 130, cut.output
     assert "interrupted at episode 1 epoch 2" in cut.output
-    resumed = _cli(
+    # A resume takes no KIND.NAME selections: the ranks load the plugins as modules, and
+    # so does this process (a manager that has not loaded them as entry points already).
+    modules = [arg for module in first_party_modules() for arg in ("--plugin", module)]
+    resumed = _cli_with(
+        PluginManager(autoload=False),
         "run",
         "--resume",
         str(tmp_path / "cut"),
         "--plugin",
         FAKE_PLUGIN,
-        *DIST_PLUGINS,
+        *modules,
         "--nproc",
         "2",
         "--json",

@@ -151,7 +151,7 @@ def test_a_checkpoint_of_another_task_is_refused_even_with_the_same_vocabulary(
     assert "this run's task is 'other'" in message
     with pytest.raises(CheckpointError, match="trained on task 'bandit'"):
         PPOPolicy(
-            PPOOptions(hidden_size=16), attrs.evolve(context(), task="other")
+            PPOOptions(hidden_size=16), attrs.evolve(context(total_updates=2), task="other")
         ).load_state_dict(load_checkpoint(path)["policy"])
     # A checkpoint written before the task was recorded still loads on its vocabulary.
     state = load_checkpoint(path)["policy"]
