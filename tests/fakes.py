@@ -145,7 +145,9 @@ class TinyTask:
     def metrics(self, outputs: torch.Tensor, targets: torch.Tensor) -> BatchMetrics:
         loss_sum = nn.functional.cross_entropy(outputs, targets, reduction="sum")
         correct = (outputs.argmax(dim=-1) == targets).sum()
-        return BatchMetrics(loss_sum, correct, torch.tensor(targets.numel(), device=outputs.device))
+        # A fill on the device, like the real tasks: no host-to-device copy per batch.
+        count = torch.full((), targets.numel(), device=outputs.device)
+        return BatchMetrics(loss_sum, correct, count)
 
 
 @define
@@ -296,3 +298,21 @@ class FaultyTask(TinyTask):
             k = self.num_classes
             return BatchMetrics(m.count * math.log(k), m.count // k, m.count)
         return m
+
+
+def allow_fp16_on_cpu(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Let ``training.amp = "fp16"`` run on the CPU (a user gets a ConfigError there).
+
+    CPU autocast does run in float16 and ``torch.amp.GradScaler("cpu")`` is the same
+    class as on CUDA, so the fp16 path (scaler, fused steps, inf checks) is tested here.
+    """
+    import esper_core.env.evaluation as evaluation
+    import esper_core.env.training as training
+
+    dtypes = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+    def amp_dtype(amp: str, device: torch.device) -> torch.dtype | None:
+        return dtypes[amp]
+
+    monkeypatch.setattr(training, "amp_dtype", amp_dtype)
+    monkeypatch.setattr(evaluation, "amp_dtype", amp_dtype)

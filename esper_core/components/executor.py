@@ -7,7 +7,7 @@ and registered through ``esper_register_executors``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from attrs import frozen
@@ -37,7 +37,7 @@ class Executor(Protocol):
     description: ClassVar[str]
     Options: ClassVar[type]
 
-    def env_devices(self, n_envs: int) -> Sequence[str | torch.device]:
+    def env_devices(self, n_envs: int) -> Sequence[torch.device]:
         """The device of each env (executors that spread envs over devices decide here)."""
         ...
 
@@ -53,12 +53,21 @@ class MultiProcessExecutor(Protocol):
     """Optional extra interface of an executor whose envs live in several processes.
 
     Every process (rank) runs the same loop over all ``n_envs`` envs, but an env is
-    reset, stepped and checkpointed only by the rank that owns it; these hooks are where
-    the ranks exchange what the others need. Each hook is a collective: every rank calls
-    it at the same point of the loop.
+    built, reset, stepped and checkpointed only by the rank that owns it; these hooks are
+    where the ranks exchange what the others need. Each hook but ``build_envs`` is a
+    collective: every rank calls it at the same point of the loop.
     """
 
     is_writer: bool  # this rank writes the run directory (telemetry, checkpoints, summary)
+
+    def build_envs(self, n_envs: int, build: Callable[[int], MorphogeneticEnv]) -> list[Any]:
+        """This rank's envs made with ``build(index)``, and a light stand-in for each env of
+        another rank (it knows its index, action space, task and epochs per episode)."""
+        ...
+
+    def observations(self, envs: Sequence[MorphogeneticEnv]) -> list[Observation]:
+        """Every env's current observation, from its owner (a run resumed mid-episode)."""
+        ...
 
     def bind_policy(self, policy: Any, training: bool) -> None:
         """Make the policy identical on every rank (and, when training, keep it so)."""

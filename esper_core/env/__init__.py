@@ -4,7 +4,8 @@ Modules by job, in the order a step uses them:
 
 * ``env``: :class:`MorphogeneticEnv` (construction, the step's order) and ``run_epoch``;
 * ``apply``: applying the controller's action to the model;
-* ``data``, ``training``, ``amp``: batches, THE epoch trainer and its precision;
+* ``data``, ``training``, ``amp``, ``device``: batches, THE epoch trainer, its
+  precision and its device;
 * ``evaluation``, ``pending``: fused counterfactual validation, read in one sync;
 * ``epoch_end``: governor rollback, stage ticks, auto-advance and the reward;
 * ``episode``, ``events``, ``observation``, ``step``: what the step counts, emits,

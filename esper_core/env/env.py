@@ -6,7 +6,10 @@ schedules and cooldowns -> compute the reward -> build the next observation.
 
 Executors drive the epoch through :meth:`apply_action`, :meth:`begin_epoch`,
 :meth:`train_batches`/:meth:`train_batch` and :meth:`end_epoch`; :meth:`step` is the
-same sequence for one env on its own (see :func:`run_epoch`). Each part of the step
+same sequence for one env on its own (see :func:`run_epoch`). :meth:`end_epoch` is
+:meth:`queue_measurements` (device work only), one :func:`fetch` and
+:meth:`finish_epoch`, so an executor can queue every env's validation before it
+reads any of them. Each part of the step
 lives in its own module: :mod:`~esper_core.env.apply` (the action),
 :mod:`~esper_core.env.epoch_end` (everything after the measurements arrive),
 :mod:`~esper_core.env.events`, :mod:`~esper_core.env.observation` and
@@ -31,8 +34,9 @@ from esper_core.env.apply import StepStart, apply, slot_snapshots
 from esper_core.env.birth import BirthSeed
 from esper_core.env.cost import CostMeter
 from esper_core.env.data import make_loader
+from esper_core.env.device import canonical_device
 from esper_core.env.episode import EpisodeStats
-from esper_core.env.evaluation import EvalResult, validate_pending
+from esper_core.env.evaluation import EvalResult, VariantMasks, validate_pending
 from esper_core.env.events import StepEvents
 from esper_core.env.observation import Observation, observe
 from esper_core.env.pending import Pending, fetch
@@ -61,7 +65,7 @@ class MorphogeneticEnv:
         self.reward = reward
         self.config = config
         self.env_index = env_index
-        self.device = torch.device(device)
+        self.device = canonical_device(device)
         self.blueprints = {bp.key: bp for bp in blueprints if bp.topology == task.topology}
         env = config.env
         self.max_epochs = env.max_epochs or task.default_max_epochs
@@ -84,6 +88,7 @@ class MorphogeneticEnv:
         self._step: StepStart | None = None
         self.birth_seeds: tuple[BirthSeed, ...] = ()
         self._birth_events: list[Event] = []
+        self._masks = VariantMasks()
 
     # ------------------------------------------------------------ construction
 
@@ -135,8 +140,9 @@ class MorphogeneticEnv:
     def _evaluations(self, with_test: bool) -> list[Pending]:
         """Validation with fused counterfactuals, plus the test split when it is due."""
         amp = self.config.training.amp
+        val_batches = self._eval_batches(self.data.val)
         pendings = [
-            validate_pending(self.model, self.task, self._eval_batches(self.data.val), amp=amp)
+            validate_pending(self.model, self.task, val_batches, amp=amp, masks=self._masks)
         ]
         if with_test:
             test_batches = self._eval_batches(self.data.test)
@@ -204,6 +210,7 @@ class MorphogeneticEnv:
         self._step = StepStart(action, outcome, slots_before, self.last_eval, started, events)
 
     def begin_epoch(self) -> None:
+        self.model.clear_nonfinite()
         self.trainer.begin_epoch()
         self.cost.begin_epoch(self.model)
 
@@ -215,20 +222,39 @@ class MorphogeneticEnv:
         self.stats.train_flops += self.cost.batch_flops(self.model, self.task.loss, inputs, targets)
         self.trainer.train_batch(inputs, targets)
 
+    def queue_measurements(self) -> list[Pending]:
+        """The epoch's numbers, queued on the device: training statistics, validation with
+        its counterfactuals (and the test split when due), non-finite seed outputs."""
+        assert self._step is not None, "queue_measurements() follows apply_action()"
+        with_test = self._test_due(self.epoch + 1)
+        return [
+            self.trainer.end_epoch(),
+            *self._evaluations(with_test),
+            Pending(self.model.nonfinite_counts(), self._nonfinite_by_slot),
+        ]
+
+    def _nonfinite_by_slot(self, counts: list[float]) -> dict[str, float]:
+        return dict(zip(self.model.slot_ids, counts))
+
     def end_epoch(self) -> StepResult:
-        """Validate, run the governor, tick the slots, compute the reward and observe."""
+        """Measure, then finish the epoch: the epoch's one host synchronisation is here."""
+        return self.finish_epoch(fetch(*self.queue_measurements()))
+
+    def finish_epoch(self, measured: Sequence[Any]) -> StepResult:
+        """Run the governor, tick the slots, compute the reward and observe, from the
+        fetched :meth:`queue_measurements`."""
         step, self._step = self._step, None
-        assert step is not None, "end_epoch() follows apply_action()"
+        assert step is not None, "finish_epoch() follows apply_action()"
         epoch = self.epoch + 1
         with_test = self._test_due(epoch)
-        fetched = fetch(self.trainer.end_epoch(), *self._evaluations(with_test))
-        # That was the epoch's one host synchronisation.
-        train: TrainStats = fetched[0]
-        ev: EvalResult = fetched[1]
-        test: EvalResult | None = fetched[2] if with_test else None
+        train: TrainStats = measured[0]
+        ev: EvalResult = measured[1]
+        test: EvalResult | None = measured[2] if with_test else None
+        nonfinite: dict[str, float] = measured[-1]
         self.epoch = step.events.epoch = epoch
         self.last_train = train
         epoch_end.record_measurements(self.model, train, ev)
+        epoch_end.prune_nonfinite(self, nonfinite, step.events)
 
         verdict = self.governor.check(ev.loss, train.finite, ev.accuracy)
         rolled_back = verdict.panic

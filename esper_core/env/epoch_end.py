@@ -30,6 +30,29 @@ def record_measurements(model: MorphogeneticModel, train: TrainStats, ev: EvalRe
         )
 
 
+# SeedPruned.reason of a seed pruned because its output held an inf or NaN.
+NONFINITE_REASON = "non_finite"
+
+
+def prune_nonfinite(env: MorphogeneticEnv, counts: dict[str, float], events: StepEvents) -> None:
+    """Prune every live seed whose output held an inf or NaN this epoch.
+
+    Isolation kept the host free of those values (see esper_core.lifecycle.isolation),
+    so the host keeps its weights: no rollback on the seed's account.
+    """
+    pruned = False
+    for slot in env.model.iter_slots():
+        if counts.get(slot.slot_id, 0.0) > 0 and slot.stage in rules.PRUNABLE_STAGES:
+            before = slot.stage
+            events.pruned(slot.slot_id, before, SeedRecord.of(slot), NONFINITE_REASON)
+            slot.prune()
+            env.stats.n_pruned += 1
+            events.stage_changed(slot, before)
+            pruned = True
+    if pruned:
+        env.trainer.sync_optimizers()
+
+
 def rollback(env: MorphogeneticEnv, reason: str, loss: float, events: StepEvents) -> None:
     """Restore the governor's snapshot and prune every live seed, with their events."""
     live = {

@@ -31,6 +31,39 @@ class EvalResult:
     finite: bool
 
 
+class VariantMasks:
+    """The per-sample alpha masks of the counterfactual variants, one per blended seed.
+
+    Built on the device (a fill, no host-to-device copy) once per batch size and kept
+    while the set of blended seeds stays the same, so validation copies nothing to the
+    device per batch or per epoch.
+    """
+
+    def __init__(self) -> None:
+        self._key: tuple[tuple[str, ...], torch.device] | None = None
+        self._by_size: dict[int, dict[str, torch.Tensor]] = {}
+
+    def get(
+        self, blended: list[str], variants: list[set[str]], size: int, device: torch.device
+    ) -> dict[str, torch.Tensor]:
+        """For each seed in ``blended``: 1.0 where its variant keeps it on, 0.0 where off."""
+        key = (tuple(blended), device)
+        if key != self._key:
+            self._key, self._by_size = key, {}
+        masks = self._by_size.get(size)
+        if masks is None:
+            k = len(variants)
+            masks = {}
+            for sid in blended:
+                per_variant = torch.ones(k, device=device)
+                for j, off in enumerate(variants):
+                    if sid in off:
+                        per_variant[j] = 0.0
+                masks[sid] = per_variant.view(k, 1).expand(k, size).reshape(-1)
+            self._by_size[size] = masks
+        return masks
+
+
 def _blended_slots(model: MorphogeneticModel) -> list[str]:
     return [slot.slot_id for slot in model.iter_slots() if slot.stage in BLENDED_STAGES]
 
@@ -43,11 +76,13 @@ def validate_pending(
     *,
     counterfactual: bool = True,
     amp: str = "off",
+    masks: VariantMasks | None = None,
 ) -> Pending:
     """One pass over a split; with ``counterfactual`` each batch is repeated with
     per-sample alpha overrides (all on, each blended seed off, all off with 2+ seeds),
     so every contribution comes from the same pass. BatchNorm is in eval mode, so the
-    pass neither updates running statistics nor mixes samples."""
+    pass neither updates running statistics nor mixes samples. ``masks``: a cache kept
+    from one call to the next (the env holds one)."""
     was_training = model.training
     model.eval()
     blended = _blended_slots(model) if counterfactual else []
@@ -59,23 +94,17 @@ def validate_pending(
     device = next(model.parameters()).device
     acc = torch.zeros(k, 3, device=device, dtype=torch.float64)  # loss_sum, correct, count
     dtype = amp_dtype(amp, device)
-    masks: dict[int, dict[str, torch.Tensor]] = {}
+    masks = masks or VariantMasks()
     try:
         for inputs, targets in batches:
             b = inputs.shape[0]
             if k > 1:
                 inputs = inputs.repeat(k, *([1] * (inputs.dim() - 1)))
-                if b not in masks:
-                    masks[b] = {
-                        sid: torch.tensor(
-                            [0.0 if sid in off else 1.0 for off in variants], device=device
-                        ).repeat_interleave(b)
-                        for sid in blended
-                    }
+            alpha_masks = masks.get(blended, variants, b, device) if blended else {}
             with contextlib.ExitStack() as stack:
                 for sid in blended:
                     slot = model.slot(sid)
-                    stack.enter_context(slot.alpha_override(slot.alpha_tensor * masks[b][sid]))
+                    stack.enter_context(slot.alpha_override(slot.alpha_tensor * alpha_masks[sid]))
                 stack.enter_context(autocast(dtype, device))
                 outputs = model(inputs)
             chunks = outputs.float().chunk(k, dim=0)

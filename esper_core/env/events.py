@@ -110,7 +110,7 @@ class StepEvents:
         )
 
     def pruned(self, slot_id: str, stage: Stage, seed: SeedRecord, reason: str) -> None:
-        """``stage``: the stage the seed was pruned from; ``reason``: policy or rollback."""
+        """``stage``: the stage the seed was pruned from; ``reason``: policy, rollback or non_finite."""
         self.emit(
             SeedPruned, slot_id=slot_id, stage=stage.value, reason=reason, **unstructure(seed)
         )

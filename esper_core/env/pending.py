@@ -22,11 +22,21 @@ class Pending:
 
 
 def fetch(*pendings: Pending) -> list[Any]:
-    flat = torch.cat([p.tensor.reshape(-1).to(torch.float64) for p in pendings])
-    values = flat.tolist()  # the one device -> host synchronisation
-    out, start = [], 0
-    for p in pendings:
-        n = p.tensor.numel()
-        out.append(p.build(values[start : start + n]))
-        start += n
-    return out
+    """Every pending result, read with one device -> host transfer per device.
+
+    Envs on one device (the usual case) cost exactly one synchronisation, whatever
+    their number; an executor that spreads envs over several GPUs pays one per GPU.
+    """
+    by_device: dict[torch.device, list[int]] = {}
+    for i, p in enumerate(pendings):
+        by_device.setdefault(p.tensor.device, []).append(i)
+    values: list[list[float]] = [[] for _ in pendings]
+    for indices in by_device.values():
+        flat = torch.cat([pendings[i].tensor.reshape(-1).to(torch.float64) for i in indices])
+        read = flat.tolist()  # the device -> host synchronisation
+        start = 0
+        for i in indices:
+            n = pendings[i].tensor.numel()
+            values[i] = read[start : start + n]
+            start += n
+    return [p.build(v) for p, v in zip(pendings, values)]

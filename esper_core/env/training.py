@@ -46,6 +46,11 @@ class TrainStats:
     seeds: dict[str, SeedGradStats]
 
 
+def has_gradients(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether any parameter of ``optimizer`` received a gradient in this backward pass."""
+    return any(p.grad is not None for group in optimizer.param_groups for p in group["params"])
+
+
 def total_grad_norm(params: list[nn.Parameter]) -> torch.Tensor | None:
     """The 2-norm of the gradients of ``params``; None when none of them has a gradient."""
     grads = [p.grad for p in params if p.grad is not None]
@@ -57,7 +62,9 @@ def total_grad_norm(params: list[nn.Parameter]) -> torch.Tensor | None:
 class CompiledForward:
     """Calls ``torch.compile(model)``; if compiling fails, logs why and runs eagerly.
 
-    A config field, never process state: each env has its own instance.
+    Only a compilation failure turns compile off: an error the model itself raises
+    (the eager call fails too) and an out-of-memory error are re-raised unchanged, and
+    compile stays on. A config field, never process state: each env has its own instance.
     """
 
     def __init__(self, model: nn.Module, mode: str) -> None:
@@ -86,10 +93,16 @@ class CompiledForward:
         try:
             out: torch.Tensor = self._compiled(x)
             return out
-        except Exception as exc:  # compilation errors surface at the first call
-            # An error of the model itself reappears in the eager call below.
-            self._fall_back(exc)
-            return self.model(x)
+        except torch.OutOfMemoryError:
+            raise  # memory, not compilation: falling back would hide it
+        except Exception as exc:
+            failure = exc
+        # torch has no public type for "compilation failed", so ask the model: an error
+        # the eager call raises too is the model's own. It propagates from here as the
+        # model raised it (not as the compiler wrapped it), and compile stays on.
+        eager: torch.Tensor = self.model(x)
+        self._fall_back(failure)
+        return eager
 
 
 class EpochTrainer:
@@ -115,14 +128,26 @@ class EpochTrainer:
 
     # ------------------------------------------------------------ optimizers
 
+    def _sgd(
+        self, params: list[nn.Parameter], lr: float, momentum: float, weight_decay: float
+    ) -> torch.optim.Optimizer:
+        """SGD; with fp16 the fused kind, whose step takes the scaler's inf check as a
+        device tensor, so ``GradScaler.step`` needs no ``.item()`` (no host sync per batch)."""
+        fused = self.cfg.amp == "fp16"
+        opt = torch.optim.SGD(
+            params, lr=lr, momentum=momentum, weight_decay=weight_decay, fused=fused
+        )
+        if fused and momentum:
+            # The fused first step allocates its momentum buffers uninitialised and, when
+            # the scaler found an inf, skips the update, leaving them so. Zero buffers make
+            # every step a regular one: buf = momentum * 0 + grad is the first step's buf.
+            for p in params:
+                opt.state[p]["momentum_buffer"] = torch.zeros_like(p)
+        return opt
+
     def _make_host_optimizer(self) -> torch.optim.Optimizer:
         c = self.cfg
-        return torch.optim.SGD(
-            self._host_params,
-            lr=c.host_lr,
-            momentum=c.host_momentum,
-            weight_decay=c.host_weight_decay,
-        )
+        return self._sgd(self._host_params, c.host_lr, c.host_momentum, c.host_weight_decay)
 
     def _make_scaler(self) -> torch.amp.GradScaler:
         # One scaler per env: its scale and inf checks must not mix envs or devices.
@@ -137,9 +162,7 @@ class EpochTrainer:
                 continue
             params = slot.seed_parameters()
             if params:
-                opt = torch.optim.SGD(
-                    params, lr=c.seed_lr, momentum=c.seed_momentum, weight_decay=c.seed_weight_decay
-                )
+                opt = self._sgd(params, c.seed_lr, c.seed_momentum, c.seed_weight_decay)
                 self.seed_optimizers[slot.slot_id] = (slot.param_version, opt)
             else:
                 self.seed_optimizers.pop(slot.slot_id, None)
@@ -196,6 +219,10 @@ class EpochTrainer:
             outputs = self.forward(inputs)
             loss = self.task.loss(outputs, targets)
         self.scaler.scale(loss).backward()
+        # A seed that took no part in the forward pass (GERMINATED, or a gate before
+        # BLENDING) has no gradient: the scaler has no inf check for it, so it is not
+        # stepped at all. Whether a .grad exists is known on the host (no sync).
+        seed_opts = [(sid, opt) for sid, opt in seed_opts if has_gradients(opt)]
         if self.scaler.is_enabled():
             self.scaler.unscale_(self.host_optimizer)
             for _, opt in seed_opts:

@@ -148,11 +148,13 @@ def blend(
     s: torch.Tensor,
     alpha: torch.Tensor,
     seed_input: torch.Tensor,
-    gate: BlendGate | None,
+    gate_value: torch.Tensor | None = None,
     *,
     host_straight_through: bool = False,
 ) -> torch.Tensor:
-    """Blend ``s`` into ``h`` with the style's ``operator`` ("add", "multiply", "gate").
+    """Blend ``s`` into ``h`` with the style's ``operator`` ("add", "multiply", "gate");
+    bit for bit ``h`` wherever alpha is 0 (a seed switched off is the host, even where
+    ``lerp`` would round or turn a huge ``s`` into NaN).
 
     ``host_straight_through``: for an isolated seed (``seed_input`` detached), give the
     host its whole upstream gradient. The lerp passes only ``(1 - w) g`` to ``h`` for
@@ -161,16 +163,16 @@ def blend(
     The multiply operator never scales the host's gradient down, so it needs no term.
     """
     if operator == "multiply":
-        return blend_multiply(h, s, alpha, seed_input)
+        return torch.where(alpha == 0, h, blend_multiply(h, s, alpha, seed_input))
     if operator == "add":
         weight = alpha.to(h.dtype)
     else:
-        assert gate is not None, "the gate operator needs a BlendGate"
-        weight = alpha.to(h.dtype) * gate(seed_input).to(h.dtype)
+        assert gate_value is not None, "the gate operator needs the gate's value"
+        weight = alpha.to(h.dtype) * gate_value.to(h.dtype)
     out = torch.lerp(h, s, weight)
     if host_straight_through:
         out = out + weight * (h - h.detach())
-    return out
+    return torch.where(alpha == 0, h, out)
 
 
 @frozen

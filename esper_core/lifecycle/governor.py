@@ -1,7 +1,8 @@
 """The governor: per-env safety rollback (DOMAIN §8).
 
 It keeps exactly one snapshot (host + fossilized seeds, on the CPU), taken every
-``snapshot_every`` epochs and after each fossilization. It panics at once on a
+``snapshot_every`` epochs and after each fossilization, with non-blocking copies (see
+:mod:`~esper_core.lifecycle.host_copy`). It panics at once on a
 non-finite loss, or for ``consecutive`` epochs in a row of either
 
 - a validation loss above every floor (``k_chance`` x chance-level loss, mean +
@@ -23,11 +24,11 @@ import statistics
 from collections import deque
 from typing import Any
 
-import torch
 from attrs import frozen
 
 from esper_core.config import GovernorSection
 from esper_core.lifecycle import rules
+from esper_core.lifecycle.host_copy import HostCopy
 from esper_core.lifecycle.model import MorphogeneticModel
 
 
@@ -46,7 +47,7 @@ class Governor:
         self.chance_strikes = 0  # consecutive epochs at chance accuracy
         self.last_accuracy: float | None = None  # of the last judged epoch
         self.snapshot_accuracy: float | None = None  # of the model in the snapshot
-        self.snapshot_state: dict[str, Any] | None = None
+        self._snapshot: HostCopy | None = None
         self.snapshot_epoch = -1
         self.rollbacks = 0
 
@@ -113,22 +114,23 @@ class Governor:
 
     # ------------------------------------------------------------ snapshots
 
+    @property
+    def snapshot_state(self) -> dict[str, Any] | None:
+        """The snapshot on the CPU (waits for its copies to finish), None before the first."""
+        return None if self._snapshot is None else self._snapshot.get()
+
     def take_snapshot(self, model: MorphogeneticModel, epoch: int) -> None:
-        """Copy host and fossil weights to the CPU, replacing the previous snapshot."""
+        """Copy host and fossil weights to the CPU, replacing the previous snapshot.
+
+        The copies are queued without blocking; :attr:`snapshot_state` waits for them.
+        """
         self.snapshot_accuracy = self.last_accuracy  # the model judged last is the one copied
-        state: dict[str, Any] = {
-            "host": {
-                k: v.detach().to("cpu", copy=True) for k, v in model.host.state_dict().items()
-            },
-            "fossils": {},
+        fossils = {
+            slot.slot_id: slot.state_dict()
+            for slot in model.iter_slots()
+            if rules.is_fossil(slot.stage)
         }
-        for slot in model.iter_slots():
-            if rules.is_fossil(slot.stage):
-                state["fossils"][slot.slot_id] = {
-                    k: (v.detach().to("cpu", copy=True) if isinstance(v, torch.Tensor) else v)
-                    for k, v in slot.state_dict().items()
-                }
-        self.snapshot_state = state
+        self._snapshot = HostCopy({"host": model.host.state_dict(), "fossils": fossils})
         self.snapshot_epoch = epoch
 
     def due(self, epoch: int) -> bool:
@@ -136,12 +138,13 @@ class Governor:
 
     def rollback(self, model: MorphogeneticModel) -> list[str]:
         """Restore the snapshot and prune every live seed; return the pruned slot ids."""
-        if self.snapshot_state is None:
+        snapshot = self.snapshot_state
+        if snapshot is None:
             raise RuntimeError(
                 "governor rollback without a snapshot; take_snapshot() runs at reset"
             )
-        model.host.load_state_dict(self.snapshot_state["host"])
-        for slot_id, slot_state in self.snapshot_state["fossils"].items():
+        model.host.load_state_dict(snapshot["host"])
+        for slot_id, slot_state in snapshot["fossils"].items():
             model.slot(slot_id).load_state_dict(slot_state)
         pruned = []
         for slot in model.iter_slots():
@@ -167,7 +170,8 @@ class Governor:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.history = deque(state["history"], maxlen=self.cfg.history)
         self.strikes = int(state["strikes"])
-        self.snapshot_state = state["snapshot"]
+        snapshot = state["snapshot"]
+        self._snapshot = None if snapshot is None else HostCopy(snapshot)
         self.snapshot_epoch = int(state["snapshot_epoch"])
         self.rollbacks = int(state["rollbacks"])
         self.chance_strikes = int(state["chance_strikes"])

@@ -118,5 +118,17 @@ class MorphogeneticModel(nn.Module):
     def live_seed_count(self) -> int:
         return sum(1 for slot in self.iter_slots() if slot.stage in LIVE_STAGES)
 
+    # ------------------------------------------------------------ non-finite seed outputs
+
+    def clear_nonfinite(self) -> None:
+        for slot in self.iter_slots():
+            slot.clear_nonfinite()
+
+    def nonfinite_counts(self) -> torch.Tensor:
+        """Per slot (in :attr:`slot_ids` order), the forwards with a non-finite seed output
+        since the last clear; on the device."""
+        counts = [slot.nonfinite_outputs for slot in self.iter_slots()]
+        return torch.stack(counts) if counts else torch.zeros(0)
+
     def reports(self) -> list[SlotReport]:
         return [slot.report() for slot in self.iter_slots()]

@@ -30,19 +30,32 @@ TRANSITIONS: dict[Stage, frozenset[Stage]] = {
 
 
 class LifecycleError(RuntimeError):
-    """An illegal stage transition. The message names both stages."""
+    """An illegal stage transition, or a call that has no transition from this stage.
 
-    def __init__(self, src: Stage, dst: Stage, slot: str | None = None, detail: str | None = None):
-        self.src, self.dst, self.slot, self.detail = src, dst, slot, detail
+    The message names the source stage, the target stage when there is one (else the
+    refused ``call``) and the stages that are legal from the source.
+    """
+
+    def __init__(
+        self,
+        src: Stage,
+        dst: Stage | None,
+        slot: str | None = None,
+        detail: str | None = None,
+        call: str | None = None,
+    ):
+        self.src, self.dst, self.slot, self.detail, self.call = src, dst, slot, detail, call
         where = f"slot {slot}: " if slot else ""
         legal = ", ".join(s.value for s in sorted(TRANSITIONS[src])) or "none (terminal)"
         # ``detail`` explains a refused call whose transition the table allows
         # (e.g. advance() from HOLDING: FOSSILIZED is reached through fossilize()).
         why = f" ({detail})" if detail else ""
-        super().__init__(
-            f"{where}illegal lifecycle transition {src.value} -> {dst.value}{why}; "
-            f"legal from {src.value}: {legal}"
+        what = (
+            f"illegal lifecycle transition {src.value} -> {dst.value}"
+            if dst is not None
+            else f"{call or 'this call'} is illegal from {src.value}"
         )
+        super().__init__(f"{where}{what}{why}; legal from {src.value}: {legal}")
 
 
 def check_transition(src: Stage, dst: Stage, slot: str | None = None) -> None:
@@ -228,6 +241,17 @@ def may_germinate_in(stage: Stage) -> bool:
 
 def may_advance(stage: Stage) -> bool:
     return stage in ADVANCE_TARGET
+
+
+def why_no_advance(stage: Stage) -> str:
+    """Why a seed in ``stage`` (one :func:`may_advance` refuses) cannot be advanced."""
+    if stage == Stage.DORMANT:
+        return "the slot holds no seed; germinate one first"
+    if stage == Stage.HOLDING:
+        return "advance() moves GERMINATED, TRAINING and BLENDING seeds; a HOLDING seed is fossilized with fossilize()"
+    if stage in FOSSIL_STAGES:
+        return "a fossil is permanent"
+    return "the slot is cooling down after a prune"
 
 
 def may_prune(seed: StagedSeed, min_prune_age: int) -> bool:

@@ -1,20 +1,12 @@
 """SeedSlot: one injection point of the host, holding at most one seed (DOMAIN §2).
 
-Forward pass by stage:
-
-* no seed / cooldown: the host activation, untouched (the seed is not called);
-* TRAINING: ``h + (s - s.detach())`` with the seed fed ``h.detach()``: output and host
-  gradients are bit-identical to the host alone while the seed learns from the task
-  gradient (straight-through);
-* BLENDING: ``blend(h, s, alpha)`` with the seed input still detached (isolation) while
-  alpha < 1; the host keeps its whole upstream gradient (``blend_host_gradient=full``) or
-  ``(1 - alpha)`` of it (``scaled``). At alpha 1 isolation is off, as in HOLDING;
-* HOLDING, FOSSILIZED: alpha = 1 and isolation off, so upstream host layers receive
-  gradient through the seed.
-
-A seed that needs no isolation (``lifecycle.isolation``) goes GERMINATED -> BLENDING in
-its germination; seeds installed at birth (:meth:`SeedSlot.install_at_birth`) start
-FOSSILIZED.
+Forward by stage: no seed or cooldown, the host activation ``h`` untouched; TRAINING,
+``straight_through(h, s)`` with the seed fed ``h.detach()`` (output and host gradients
+bit-identical to the host alone, whatever the seed outputs); BLENDING, ``blend(h, s,
+alpha)``, exactly ``h`` where alpha is 0, the seed input detached while alpha < 1, the
+host's upstream gradient whole (``blend_host_gradient=full``) or scaled by ``1 - alpha``;
+HOLDING and FOSSILIZED, alpha 1 and no isolation. Non-finite seed outputs:
+:mod:`~esper_core.lifecycle.isolation`.
 """
 
 from __future__ import annotations
@@ -32,6 +24,7 @@ from esper_core.converter import converter
 from esper_core.lifecycle import rules
 from esper_core.lifecycle.alpha import STYLES, AlphaSchedule, BlendGate, blend, broadcast_alpha
 from esper_core.lifecycle.gates import GateInputs, GateResult, evaluate_gate
+from esper_core.lifecycle.isolation import any_nonfinite, finite_or_host, straight_through
 from esper_core.lifecycle.rules import (
     ADVANCE_TARGET,
     BLENDED_STAGES,
@@ -49,6 +42,7 @@ class SeedSlot(nn.Module):
 
     _anchor: torch.Tensor
     _alpha: torch.Tensor
+    _nonfinite: torch.Tensor
 
     def __init__(
         self,
@@ -68,6 +62,7 @@ class SeedSlot(nn.Module):
         # Moves with .to() so an empty slot still knows its device and dtype.
         self.register_buffer("_anchor", torch.zeros(0), persistent=False)
         self.register_buffer("_alpha", torch.zeros(()), persistent=False)
+        self.register_buffer("_nonfinite", torch.zeros(()), persistent=False)
         self._alpha_override: torch.Tensor | float | None = None
 
     # ------------------------------------------------------------ properties
@@ -84,6 +79,14 @@ class SeedSlot(nn.Module):
     def alpha_tensor(self) -> torch.Tensor:
         """The scheduled alpha as a 0-dim tensor on the slot's device (no host sync to read)."""
         return self._alpha
+
+    @property
+    def nonfinite_outputs(self) -> torch.Tensor:
+        """Forwards with a non-finite seed output since :meth:`clear_nonfinite` (on the device)."""
+        return self._nonfinite
+
+    def clear_nonfinite(self) -> None:
+        self._nonfinite.zero_()
 
     @property
     def has_seed(self) -> bool:
@@ -215,12 +218,10 @@ class SeedSlot(nn.Module):
         """
         stage = self.state.stage
         if not rules.may_advance(stage):
+            # Only HOLDING has a next stage (FOSSILIZED, through fossilize()) to name.
+            target = rules.next_gated_target(stage)
             raise LifecycleError(
-                stage,
-                Stage.FOSSILIZED,
-                self.slot_id,
-                "advance() moves GERMINATED, TRAINING and BLENDING seeds; "
-                "a HOLDING seed is fossilized with fossilize()",
+                stage, target, self.slot_id, rules.why_no_advance(stage), "advance()"
             )
         target = ADVANCE_TARGET[stage]
         result = evaluate_gate(target, self.gate_inputs(), self.settings.gates)
@@ -359,19 +360,22 @@ class SeedSlot(nn.Module):
             if not torch.is_grad_enabled():
                 return h  # the output equals h; the seed only needs to run to learn
             s = seed(h.detach())
-            return h + (s - s.detach())
+            self._nonfinite.add_(any_nonfinite(s))
+            return straight_through(h, s)
         if stage not in BLENDED_STAGES:
             return h
         isolated = rules.is_isolated(stage, self.state.alpha)
         x = h.detach() if isolated else h
-        s = seed(x)
+        s, bad = finite_or_host(seed(x), h)
+        self._nonfinite.add_(bad)
         alpha = self._alpha_for(h)
         alpha_t = (
             alpha if isinstance(alpha, torch.Tensor) else torch.full((), alpha, device=h.device)
         )
         operator = STYLES[self.state.style or "linear_add"].operator
+        gate = self.gate(x) if operator == "gate" and self.gate is not None else None
         straight = isolated and self.settings.blend_host_gradient == "full"
-        return blend(operator, h, s, alpha_t, x, self.gate, host_straight_through=straight)
+        return blend(operator, h, s, alpha_t, x, gate, host_straight_through=straight)
 
     # ------------------------------------------------------------ checkpointing
 
@@ -390,10 +394,3 @@ class SeedSlot(nn.Module):
         self.state = state
         self.param_version = int(extra.get("param_version", 0)) + 1
         self._sync_alpha()
-
-
-@contextlib.contextmanager
-def force_alpha(slot: SeedSlot, value: float) -> Iterator[None]:
-    """Run the model with ``slot``'s alpha forced to ``value`` (e.g. 0 to switch a seed off)."""
-    with slot.alpha_override(value):
-        yield

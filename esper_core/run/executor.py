@@ -11,6 +11,8 @@ from esper_core.components.executor import ExecutorContext
 from esper_core.hookspecs import hookimpl
 
 if TYPE_CHECKING:
+    import torch
+
     from esper_core.env.env import MorphogeneticEnv
     from esper_core.env.step import StepResult
     from esper_core.lifecycle.actions import Action
@@ -34,8 +36,10 @@ class SerialExecutor:
         self.options = options or SerialOptions()
         self.device = (context or ExecutorContext()).device
 
-    def env_devices(self, n_envs: int) -> list[str]:
-        return [self.device] * n_envs
+    def env_devices(self, n_envs: int) -> list[torch.device]:
+        from esper_core.env.device import canonical_device
+
+        return [canonical_device(self.device)] * n_envs
 
     def step(self, envs: Sequence[MorphogeneticEnv], actions: Sequence[Action]) -> list[StepResult]:
         from esper_core.env.env import run_epoch

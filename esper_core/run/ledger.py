@@ -72,7 +72,7 @@ class SeedLedger:
                 if isinstance(event, SeedFossilized):
                     record.fate = "fossilized"
                 else:
-                    record.fate = "pruned" if event.reason == "policy" else "pruned_by_rollback"
+                    record.fate = "pruned_by_rollback" if event.reason == "rollback" else "pruned"
 
     def rows(self) -> list[SeedRecord]:
         return sorted(

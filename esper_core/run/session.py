@@ -84,6 +84,8 @@ class Session:
         """What the next epoch acts on: at epoch 0 every env is reset and the policy forgets
         its per-episode memory; a session resumed mid-episode continues where it stopped."""
         if self.epoch > 0:
+            if self.ranks is not None:  # other ranks' envs: their owners have the observations
+                return list(self.ranks.observations(self.envs))
             return [env.observation for env in self.envs]
         observations = self.reset_envs()
         self.policy.reset(list(range(len(self.envs))))
@@ -222,10 +224,17 @@ def open_session(
     # (an unknown slot id) fails without leaving a stub directory behind.
     task = resolved.make_task(quiet)
     devices = executor.env_devices(config.run.n_envs)
-    envs = [
-        MorphogeneticEnv(task, resolved.make_reward(), resolved.blueprints, config, i, devices[i])
-        for i in range(config.run.n_envs)
-    ]
+
+    def build(i: int) -> MorphogeneticEnv:
+        return MorphogeneticEnv(
+            task, resolved.make_reward(), resolved.blueprints, config, i, devices[i]
+        )
+
+    n_envs = config.run.n_envs
+    # A multi-process executor builds only its rank's envs (the others are stand-ins).
+    envs = (
+        ranks.build_envs(n_envs, build) if ranks is not None else [build(i) for i in range(n_envs)]
+    )
     lock = prepare_run_dir(path, config, resume) if writer else None
     try:
         training = mode == "train"
@@ -267,7 +276,7 @@ def _run_started(session: Session, total_updates: int | None) -> RunStarted:
         episodes=config.run.episodes if total_updates is None else total_updates,
         max_epochs=env.max_epochs,
         slot_ids=list(env.space.slot_ids),
-        host_params=env.model.host_param_count(),
+        host_params=env.host_params,
         config=config_to_dict(config),
         esper_version=__version__,
     )

@@ -133,7 +133,7 @@ def build_summary(session: Session, status: str) -> RunSummary:
         ),
         final_val_acc_mean=_mean([e["final_val_acc"] for e in episodes]),
         params_added_mean=_mean([e["params_added"] for e in episodes]),
-        host_params=session.envs[0].model.host_param_count() if session.envs else None,
+        host_params=session.envs[0].host_params if session.envs else None,
         params_forward_mean=_mean([e["params_forward"] for e in episodes]),
         params_held_mean=_mean([e["params_held"] for e in episodes]),
         train_flops_mean=_mean([e["train_flops"] for e in episodes]),

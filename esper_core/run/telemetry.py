@@ -164,7 +164,7 @@ class SeedPruned(EnvEvent):
     contribution: float | None
     params: int
     germinated_epoch: int
-    reason: str  # "policy" or "rollback"
+    reason: str  # "policy", "rollback" or "non_finite" (its output held an inf or NaN)
     gain: float | None = None  # as in SeedFossilized
 
 

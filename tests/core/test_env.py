@@ -15,7 +15,6 @@ from esper_core.env.evaluation import EvalResult, validate_pending
 from esper_core.env.pending import fetch
 from esper_core.errors import CheckpointError, ConfigError
 from esper_core.lifecycle.actions import WAIT, LifecycleOp
-from esper_core.lifecycle.slot import force_alpha
 from esper_core.lifecycle.stages import Stage
 from esper_core.run.telemetry import GovernorRollback, SeedGerminated
 from tests.fakes import RES, AccuracyDeltaReward, TinyTask, drive_to, make_env
@@ -81,10 +80,10 @@ def test_fused_counterfactuals_equal_sequential_passes() -> None:
     assert fused.accuracy == pytest.approx(plain.accuracy, abs=1e-9)
     assert fused.loss == pytest.approx(plain.loss, rel=1e-5)
     for slot_id, contribution in fused.contributions.items():
-        with force_alpha(model.slot(slot_id), 0.0):
+        with model.slot(slot_id).alpha_override(0.0):
             off = validate(model, task, env._eval_batches(env.data.val), counterfactual=False)
         assert contribution == pytest.approx(plain.accuracy - off.accuracy, abs=1e-6)
-    with force_alpha(model.slot("r0c0"), 0.0), force_alpha(model.slot("r0c1"), 0.0):
+    with model.slot("r0c0").alpha_override(0.0), model.slot("r0c1").alpha_override(0.0):
         all_off = validate(model, task, env._eval_batches(env.data.val), counterfactual=False)
     assert fused.all_off_accuracy == pytest.approx(all_off.accuracy, abs=1e-6)
     for a, b in zip(before, _bn_stats(model)):

@@ -163,12 +163,29 @@ def test_illegal_slot_calls_raise_and_change_nothing(stage: Stage, call: str) ->
         _calls(slot)[call]()  # type: ignore[operator]
     message = str(info.value)
     assert stage.value in message and info.value.src == stage
-    assert info.value.dst.value in message
+    if info.value.dst is None:
+        # No stage follows from here through this call: the message names the call.
+        assert f"{call}()" in message and info.value.detail in message, message
+    else:
+        assert info.value.dst.value in message
     if info.value.dst in TRANSITIONS[stage]:
         # The table allows this transition, so the message must say why this call may not.
         assert info.value.detail and info.value.detail in message, message
     assert repr(slot.state) == state_before
     assert slot.param_version == version and slot.seed is seed
+
+
+@pytest.mark.parametrize("stage", [S.DORMANT, S.FOSSILIZED, S.PRUNED, S.EMBARGOED, S.RESETTING])
+def test_advance_without_a_next_stage_names_no_made_up_transition(stage: Stage) -> None:
+    slot = drive_to(make_slot(), stage)
+    with pytest.raises(LifecycleError) as info:
+        slot.advance()
+    message = str(info.value)
+    assert info.value.dst is None
+    assert f"advance() is illegal from {stage.value}" in message
+    assert "->" not in message, message  # no transition such as DORMANT -> FOSSILIZED
+    if stage == S.DORMANT:
+        assert "germinate one first" in message
 
 
 def test_advance_from_holding_points_to_fossilize() -> None:

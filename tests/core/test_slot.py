@@ -11,7 +11,7 @@ from torch import nn
 
 from esper_core.lifecycle.alpha import STYLES, blend_add, blend_gated, blend_multiply
 from esper_core.lifecycle.model import MorphogeneticModel
-from esper_core.lifecycle.slot import SeedSlot, force_alpha
+from esper_core.lifecycle.slot import SeedSlot
 from esper_core.lifecycle.stages import Stage
 from tests.core.lifecycle_helpers import FAST, LIN_RES, drive_to, make_slot, resolve_any
 from tests.fakes import RES, RES_RANDOM, TinyCNNHost
@@ -345,7 +345,7 @@ def test_per_sample_overrides_reproduce_the_scheduled_and_the_host_outputs(
         with slot.alpha_override(mixed):
             both = model(x)
         assert torch.equal(both[0::2], out[0::2]) and torch.equal(both[1::2], host_out[1::2])
-        with force_alpha(slot, 0.0):
+        with slot.alpha_override(0.0):
             assert torch.equal(model(x), host_out)
         assert torch.equal(model(x), out)  # the override is gone after the block
 
@@ -354,9 +354,9 @@ def test_overrides_nest_and_restore() -> None:
     model, bare, slot, x = eval_case(Stage.BLENDING, "linear_add")
     with torch.no_grad():
         out, host_out = model(x), bare(x)
-        with force_alpha(slot, 1.0):
+        with slot.alpha_override(1.0):
             full = model(x)
-            with force_alpha(slot, 0.0):
+            with slot.alpha_override(0.0):
                 assert torch.equal(model(x), host_out)
             assert torch.equal(model(x), full)
         assert torch.equal(model(x), out)
@@ -376,7 +376,7 @@ def test_override_of_the_wrong_batch_size_is_refused() -> None:
 def test_override_does_not_switch_on_a_training_seed() -> None:
     model, bare, x, _ = cnn_case()
     slot = drive_to(model.slot("r0c0"), Stage.TRAINING)
-    with force_alpha(slot, 1.0):
+    with slot.alpha_override(1.0):
         assert torch.equal(model(x), bare(x))
 
 

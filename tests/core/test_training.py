@@ -85,3 +85,45 @@ def test_seed_gradient_statistics_are_recorded_once_per_epoch() -> None:
     report = next(r for r in env.observation.slots if r.slot_id == "r0c0")
     assert report.gradient_health == pytest.approx(1.0)
     assert report.grad_ratio is not None and report.grad_ratio > 0
+
+
+def _compiled_raising(monkeypatch: pytest.MonkeyPatch, error: BaseException) -> None:
+    def compile_raising(model, mode):  # type: ignore[no-untyped-def]
+        def compiled(x):  # type: ignore[no-untyped-def]
+            raise error
+
+        return compiled
+
+    monkeypatch.setattr(torch, "compile", compile_raising)
+
+
+def test_out_of_memory_is_re_raised_unchanged_and_compile_stays_on(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    oom = torch.OutOfMemoryError("CUDA out of memory (injected)")
+    _compiled_raising(monkeypatch, oom)
+    forward = CompiledForward(torch.nn.Linear(3, 2), "default")
+    with (
+        caplog.at_level(logging.WARNING, logger="esper.training"),
+        pytest.raises(torch.OutOfMemoryError) as info,
+    ):
+        forward(torch.randn(4, 3))
+    assert info.value is oom
+    assert forward.fallback_reason is None and forward._compiled is not None
+    assert "training eagerly instead" not in caplog.text
+
+
+def test_a_model_error_is_raised_as_the_model_raised_it_and_compile_stays_on(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The compiler wraps the model's error in its own; the eager call shows the real one.
+    _compiled_raising(monkeypatch, RuntimeError("dynamo: failed while tracing (injected)"))
+    forward = CompiledForward(torch.nn.Linear(3, 2), "default")
+    with (
+        caplog.at_level(logging.WARNING, logger="esper.training"),
+        pytest.raises(RuntimeError, match="mat1 and mat2 shapes cannot be multiplied") as info,
+    ):
+        forward(torch.randn(4, 5))  # a shape error of the model itself
+    assert info.value.__context__ is None  # not raised while handling the compiler's error
+    assert forward.fallback_reason is None and forward._compiled is not None
+    assert "training eagerly instead" not in caplog.text

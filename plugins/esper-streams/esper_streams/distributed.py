@@ -7,17 +7,20 @@ machine). Backends: gloo on CPU, NCCL on GPU (objects always travel over gloo).
 The design (see docs/executors.md):
 
 - Every rank runs the same runner loop over all ``n_envs`` envs, but owns a contiguous
-  slice of them (``env_slice``): only the owner resets, trains, validates and
-  checkpoints an env. Env objects of other ranks stay idle (a host model each).
+  slice of them (``env_slice``) and builds only those (``build_envs``): only the owner
+  resets, trains, validates and checkpoints an env. The envs of other ranks are
+  :class:`~esper_streams.peers.PeerEnv` stand-ins (no model, no data).
 - Every rank holds the whole policy. After a reset and after each step the ranks
   all-gather the observations / :class:`StepResult` values of their envs, so each
   rank's policy acts on, and learns from, the same data of all envs. The policy state
   (RNG included) is made identical at the start by a broadcast from rank 0, so every
   rank picks the same actions; each step checks that the ranks were asked to apply the
   same actions and fails clearly if not.
-- A trainable policy exposes ``gradient_sync``; this executor sets it to a flat
-  all-reduce that averages the gradient vector over the ranks between backward and the
-  optimizer step, so every rank ends each update with identical parameters.
+- A trainable policy exposes ``gradient_sync`` (and, to split its update, ``shard``);
+  this executor sets ``gradient_sync`` to a flat all-reduce that averages a list of
+  tensors over the ranks, and ``shard`` to (rank, world): the PPO learner then computes
+  only its slice of every minibatch and averages the gradients, so the update is data
+  parallel and every rank ends it with identical parameters.
 - Rank 0 writes telemetry, checkpoints (with every env's state gathered to it) and the
   summary; the other ranks write nothing.
 - Collectives time out after ``timeout`` seconds; a failure caused by another rank is a
@@ -44,6 +47,7 @@ if TYPE_CHECKING:
     from esper_core.lifecycle.actions import Action
 
 GRADIENT_SYNC = "gradient_sync"  # the attribute a trainable policy (or its learner) exposes
+SHARD = "shard"  # optional beside it: (rank, world), the slice of each update a rank computes
 
 
 @define
@@ -54,9 +58,9 @@ class DistributedOptions:
         "Process-group backend (auto: nccl on CUDA devices, else gloo).",
     )
     timeout: float = options_field(
-        600.0,
+        60.0,
         in_range(0, lo_open=True),
-        "Seconds a rank waits for the others in a collective before the job fails (also bounds a hung rank).",
+        "Seconds a rank waits for the others in a collective before the job fails (bounds a dead or hung rank).",
     )
     streams: bool = options_field(
         True, doc="On CUDA, step this rank's envs with one CUDA stream each."
@@ -120,6 +124,34 @@ class DistributedExecutor:
     def owned(self, n_envs: int) -> range:
         return env_slice(n_envs, self.rank, self.world_size)
 
+    def build_envs(self, n_envs: int, build: Callable[[int], Any]) -> list[Any]:
+        """This rank's envs built with ``build(index)``; a :class:`PeerEnv` for every other."""
+        from esper_streams.peers import PeerEnv
+
+        own = {i: build(i) for i in self.owned(n_envs)}
+        template = next(iter(own.values()))
+        owner = {
+            i: r for r in range(self.world_size) for i in env_slice(n_envs, r, self.world_size)
+        }
+        return [own[i] if i in own else PeerEnv(i, owner[i], template) for i in range(n_envs)]
+
+    def observations(self, envs: Sequence[MorphogeneticEnv]) -> list[Observation]:
+        """Every env's current observation (after a resume mid-episode), from its owner."""
+        own = self.owned(len(envs))
+        mine = [envs[i].observation for i in own]
+        gathered = self.group.all_gather(mine, "sharing the observations")
+        return self._shown(envs, [o for theirs in gathered for o in theirs], "observations")
+
+    def _shown(self, envs: Sequence[Any], observations: list[Any], what: str) -> list[Any]:
+        """``observations`` in env order; the stand-ins of other ranks' envs now show them."""
+        from esper_streams.peers import PeerEnv
+
+        ordered = _in_env_order(observations, len(envs), what)
+        for env, observation in zip(envs, ordered, strict=True):
+            if isinstance(env, PeerEnv):
+                env.show(observation)
+        return ordered
+
     # ------------------------------------------------------------ the step
 
     def step(self, envs: Sequence[MorphogeneticEnv], actions: Sequence[Action]) -> list[StepResult]:
@@ -131,28 +163,25 @@ class DistributedExecutor:
         for rank, (their_actions, _) in enumerate(gathered):
             if their_actions != list(actions):
                 raise _diverged(self.rank, rank, actions, their_actions)
-        results = [r for _, theirs in gathered for r in theirs]
-        return _in_env_order(results, len(envs), "step results")
+        results = _in_env_order(
+            [r for _, theirs in gathered for r in theirs], len(envs), "step results"
+        )
+        self._shown(envs, [r.observation for r in results], "observations")
+        return results
 
     def reset_envs(
         self, envs: Sequence[MorphogeneticEnv], seeds: Sequence[int], episode: int
     ) -> list[Observation]:
         own = self.owned(len(envs))
         mine = [envs[i].reset(seeds[i], episode) for i in own]
-        observations = [
-            o
-            for theirs in self.group.all_gather(mine, "gathering the first observations")
-            for o in theirs
-        ]
-        return _in_env_order(observations, len(envs), "observations")
+        gathered = self.group.all_gather(mine, "gathering the first observations")
+        return self._shown(envs, [o for theirs in gathered for o in theirs], "observations")
 
     def env_states(self, envs: Sequence[MorphogeneticEnv]) -> list[dict[str, Any]] | None:
-        own = self.owned(len(envs))
-        mine = [_to_cpu(envs[i].state_dict()) for i in own]
-        gathered = self.group.gather(mine, "gathering env states for the checkpoint")
-        if gathered is None:
-            return None
-        return [state for theirs in gathered for state in theirs]
+        n = len(envs)
+        mine = {i: _to_cpu(envs[i].state_dict()) for i in self.owned(n)}
+        owners = [r for r in range(self.world_size) for _ in env_slice(n, r, self.world_size)]
+        return self.group.gather_each(mine, owners, "gathering env states for the checkpoint")
 
     def any_rank(self, flag: bool) -> bool:
         return self.group.any(flag, "agreeing on a stop request")
@@ -164,6 +193,8 @@ class DistributedExecutor:
         holder = _gradient_sync_holder(policy)
         if holder is not None:
             setattr(holder, GRADIENT_SYNC, self.sync_gradients)
+            if hasattr(holder, SHARD):  # it can split its update: each rank takes its slice
+                setattr(holder, SHARD, (self.rank, self.world_size))
         elif training and self.world_size > 1:
             raise ConfigError(
                 [

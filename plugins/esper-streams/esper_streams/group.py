@@ -126,14 +126,29 @@ class RankGroup:
             dist.all_gather_object(out, obj, group=self._objects)
         return out
 
-    def gather(self, obj: Any, what: str) -> list[Any] | None:
-        """``obj`` of every rank, in rank order, on rank 0; None on the others."""
+    def gather_each(
+        self, mine: dict[int, Any], owners: Sequence[int], what: str
+    ) -> list[Any] | None:
+        """Item ``i`` (held in ``mine`` by rank ``owners[i]``) of every rank, in order, on
+        rank 0; None on the others. Items travel one at a time, point to point, so rank 0
+        never holds more than one item's pickled bytes (a gather holds every rank's at once).
+        """
         if self.world_size == 1:
-            return [obj]
-        out: list[Any] | None = [None] * self.world_size if self.rank == 0 else None
-        with self.guard(what):
-            dist.gather_object(obj, out, dst=0, group=self._objects)
-        return out
+            return [mine[i] for i in range(len(owners))]
+        out: list[Any] = []
+        for i, owner in enumerate(owners):
+            if owner == 0:
+                if self.rank == 0:
+                    out.append(mine[i])
+            elif self.rank == owner:
+                with self.guard(what):
+                    dist.send_object_list([mine[i]], dst=0, group=self._objects)
+            elif self.rank == 0:
+                box: list[Any] = [None]
+                with self.guard(what):
+                    dist.recv_object_list(box, src=owner, group=self._objects)
+                out.append(box[0])
+        return out if self.rank == 0 else None
 
     def broadcast(self, obj: Any, what: str) -> Any:
         """Rank 0's ``obj`` on every rank."""

@@ -8,8 +8,13 @@ Control flow is inverted: the batch loop is outside and the envs inside. One ste
 2. round-robin: one training batch of each env in turn, each inside its env's stream
    context, until every env's batches are exhausted; batch tensors are moved
    ``non_blocking`` (from pinned memory) and ``record_stream``-ed on the env's stream;
-3. for every env, on its stream: ``end_epoch()``, whose single ``fetch`` is that env's
-   one host synchronisation of the epoch; the caller's stream then waits on an event
+3. for every env, on its stream: ``queue_measurements()`` (its epoch statistics,
+   validation and counterfactuals: device work only), then the caller's stream waits
+   on an event recorded after it. Every env's validation is queued before anything is
+   read, so validations of different envs overlap;
+4. ONE ``fetch`` of every env's numbers (one host synchronisation per device, so one
+   per step on a single GPU), then for every env, on its stream, ``finish_epoch()``
+   (governor, slot ticks, reward, observation); the caller's stream waits on an event
    recorded after it, so nothing later (a reset, a checkpoint) reads the env's tensors
    before its stream has written them.
 
@@ -156,16 +161,28 @@ class StreamsExecutor:
         return tuple(staged)
 
     def _finish(self, lanes: Sequence[Lane]) -> list[StepResult]:
+        from esper_core.env.pending import fetch
+
         api = self.api
-        results = []
+        measured = []
         for lane in lanes:
             with api.use(lane.stream):
-                # end_epoch's fetch copies the epoch's numbers to the host on this stream,
-                # after all of the env's batches: the env's one synchronisation.
-                results.append(lane.env.end_epoch())
+                # Queued, not read: this env's validation runs on its stream while the
+                # next env's is queued on another.
+                measured.append(lane.env.queue_measurements())
+                queued = api.record_event(lane.stream)
+            # The fetch below reads on the caller's stream: after every env's numbers.
+            api.wait_event(api.current_stream(lane.device), queued)
+        # The step's one host synchronisation (one per device), for every env at once.
+        values = fetch(*[p for pendings in measured for p in pendings])
+        results, start = [], 0
+        for lane, pendings in zip(lanes, measured):
+            with api.use(lane.stream):
+                results.append(lane.env.finish_epoch(values[start : start + len(pendings)]))
                 done = api.record_event(lane.stream)
-            # end_epoch queues more work after its fetch (slot ticks, governor snapshots):
-            # whatever runs next on the caller's stream waits for it.
+            start += len(pendings)
+            # finish_epoch queues more work (slot ticks, governor snapshots): whatever
+            # runs next on the caller's stream waits for it.
             api.wait_event(api.current_stream(lane.device), done)
         return results
 

@@ -1,9 +1,11 @@
 """Reading a trained policy back: where its checkpoint is, and whether it fits this run.
 
-A PPO policy only makes sense for the action vocabulary it was trained on: the same
-slot ids, the same blueprints in the same order, the same styles, tempos and alpha
-targets, and the same feature layout. Any difference is a
-:class:`~esper_core.errors.CheckpointError` that says exactly what differs.
+A PPO policy only makes sense for the task and the action vocabulary it was trained
+on: the same task, the same slot ids, the same blueprints in the same order, the same
+styles, tempos and alpha targets, and the same feature layout. Any difference is a
+:class:`~esper_core.errors.CheckpointError` that says exactly what differs. (Two tasks
+can share a vocabulary, e.g. two image tasks on the same host, so the task is checked
+by name: their observations mean different things.)
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ def vocabulary_problems(saved: dict[str, list[Any]], space: ActionSpace) -> list
 
 
 def check_compatible(
-    state: dict[str, Any], space: ActionSpace, feature_dim: int, source: str
+    state: dict[str, Any], space: ActionSpace, feature_dim: int, source: str, task: str
 ) -> None:
     """Raise :class:`CheckpointError` unless ``state`` (a PPO state dict) fits this run."""
     if not isinstance(state, dict) or state.get("kind") != STATE_KIND:
@@ -71,6 +73,12 @@ def check_compatible(
     if state.get("version") != STATE_VERSION:
         raise CheckpointError(
             f"{source} holds PPO state version {state.get('version')!r}; this plugin reads version {STATE_VERSION}"
+        )
+    trained_on = state.get("task")  # absent in checkpoints written before it was recorded
+    if trained_on is not None and trained_on != task:
+        raise CheckpointError(
+            f"{source} holds a PPO policy trained on task {trained_on!r}, this run's task is "
+            f"{task!r}; train a policy for {task!r} (esper train --policy ppo --task {task})"
         )
     problems = vocabulary_problems(state["space"], space)
     if int(state["feature_dim"]) != feature_dim:

@@ -3,13 +3,21 @@ to bottom.
 
 1. GAE: advantages and returns over each env's segments (:mod:`esper_tamiyo_ppo.gae`).
 2. K epochs, each a random pass over the rollout in minibatches. Per minibatch: evaluate
-   the stored actions under the stored masks (:func:`~esper_tamiyo_ppo.distributions.run_heads`),
-   normalise the advantages, take the clipped surrogate of every head the op used (summed
-   over those heads), the clipped value loss and the entropy bonus; stop the whole update
+   the stored actions under the stored masks and take the loss (:func:`~esper_tamiyo_ppo.loss.ppo_loss`:
+   normalised advantages, the clipped surrogate of every head the op used summed over
+   those heads, the clipped value loss and the entropy bonus); stop the whole update
    once the approximate KL exceeds ``kl_stop_factor x target_kl`` (checked before that
    minibatch's step); else backpropagate, let the optional ``gradient_sync`` hook combine
    gradients across processes, clip the global gradient norm and step Adam.
 3. Diagnostics.
+
+Data parallelism (``shard`` = (rank, world), set with ``gradient_sync`` by the
+distributed executor): every rank holds the whole rollout and draws the same minibatches,
+but runs the forward and backward pass of its own slice of each minibatch only. Each
+rank's loss is its slice's share of the minibatch mean (times ``world``), so the
+all-reduced mean of the gradients is the whole minibatch's gradient; the minibatch's
+statistics (approximate KL included) are reduced in the same all-reduce, so every rank
+takes the same early-stop decision and ends the update with identical parameters.
 
 Minibatches are built from *chunks* of consecutive steps of one env: single steps for
 the MLP, sequences (the whole rollout by default, or ``lstm_chunk_length``) for the LSTM,
@@ -28,18 +36,20 @@ from torch import nn
 
 from esper_core.lifecycle.actions import HEADS
 from esper_tamiyo_ppo.buffer import RolloutBuffer
-from esper_tamiyo_ppo.distributions import run_heads, used_heads_table
+from esper_tamiyo_ppo.distributions import used_heads_table
 from esper_tamiyo_ppo.gae import compute_gae
+from esper_tamiyo_ppo.loss import (
+    N_HEADS,
+    N_SCALARS,
+    SCALAR_STATS,
+    FlatRollout,
+    Share,
+    ppo_loss,
+)
 from esper_tamiyo_ppo.network import ActorCritic
 from esper_tamiyo_ppo.options import PPOOptions
 
 GradientSync = Callable[[list[torch.Tensor]], None]
-ADV_EPS = 1e-8
-# A minibatch's statistics are packed in one tensor so an epoch sums them in one go:
-# these scalars, then the entropy summed per head and the entries counted per head
-# (both only where the op used the head).
-SCALAR_STATS = ("pg_loss", "v_loss", "entropy", "approx_kl", "ratio_deviation", "n_clipped")
-N_SCALARS, N_HEADS = len(SCALAR_STATS), len(HEADS)
 
 
 def chunk_layout(
@@ -59,10 +69,6 @@ def chunk_layout(
 def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
     var = returns.var()
     return float("nan") if float(var) == 0.0 else float(1.0 - (returns - values).var() / var)
-
-
-def _mean(x: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
-    return x.mean() if weight is None else (x * weight).sum() / weight.sum()
 
 
 class PPOLearner:
@@ -96,6 +102,9 @@ class PPOLearner:
         # the optimiser step, e.g. to all-reduce (average) them across ranks so every rank
         # keeps an identical policy. It must modify the tensors in place.
         self.gradient_sync: GradientSync | None = None
+        # (rank, world): the slice of every minibatch this process computes; set together
+        # with gradient_sync, which must then average over exactly those ``world`` ranks.
+        self.shard: tuple[int, int] = (0, 1)
         self._used_table = used_heads_table(net.value_head.weight.device)
 
     def learning_rate(self, update_index: int) -> float:
@@ -152,90 +161,35 @@ class PPOLearner:
         positions = envs * n_steps + times  # [L, n_chunks]
         padding = None if bool(in_range.all()) else in_range
         n_chunks = positions.shape[1]
-        kl_limit = o.kl_stop_factor * o.target_kl if o.target_kl > 0 else math.inf
+        batch = FlatRollout(
+            obs=b_obs,
+            starts=b_starts,
+            state_h=b_state_h,
+            state_c=b_state_c,
+            actions=b_actions,
+            log_probs=b_log_probs,
+            values=b_values,
+            returns=b_returns,
+            advantages=b_advantages,
+            masks=b_masks,
+            positions=positions,
+            padding=padding,
+        )
 
         # ---- 2. K epochs of minibatches.
         epochs: list[list[torch.Tensor]] = []  # per epoch, per minibatch: packed statistics
         stop = False
+        kl_limit = o.kl_stop_factor * o.target_kl if o.target_kl > 0 else math.inf
+        n_run = 0  # minibatches so far: rotates which rank takes a bigger slice
         for _epoch in range(o.update_epochs):
             done: list[torch.Tensor] = []
             order = torch.randperm(n_chunks, generator=self.generator)
             for part in torch.tensor_split(order, min(o.num_minibatches, n_chunks)):
-                mb_positions = positions[:, part]
-                i = mb_positions.flatten()
-                weight = None if padding is None else padding[:, part].flatten().to(b_values.dtype)
-
-                # Evaluate: the trunk features of the stored (normalised) observations.
-                if net.lstm is None:
-                    features = net.encoder(b_obs[i])
-                else:
-                    shape = mb_positions.shape
-                    state = (b_state_h[mb_positions[0]], b_state_c[mb_positions[0]])
-                    obs, starts = b_obs[i].view(*shape, -1), b_starts[i].view(shape)
-                    features = net.unroll(obs, starts, state).flatten(0, 1)
-                mb_advantages = b_advantages[i]
-                if o.normalize_advantages:
-                    if weight is None:
-                        std, mean = torch.std_mean(mb_advantages, correction=0)
-                    else:
-                        mean = _mean(mb_advantages, weight)
-                        std = _mean((mb_advantages - mean) ** 2, weight).sqrt()
-                    mb_advantages = (mb_advantages - mean) / (std + ADV_EPS)
-                # ... and the stored actions under the stored masks.
-                out = run_heads(
-                    net,
-                    features,
-                    b_masks.map(lambda m, i=i: m[i]),
-                    actions=b_actions[i],
-                    used_table=self._used_table,
-                )
-
-                # Clipped surrogate per head, summed over the heads the op used.
-                used = out.used.to(features.dtype)
-                log_ratio = out.log_probs - b_log_probs[i]  # 0 in the heads the op ignores
-                ratio = log_ratio.exp()
-                neg_adv = -mb_advantages.unsqueeze(1)
-                surrogate = torch.max(
-                    neg_adv * ratio, neg_adv * ratio.clamp(1.0 - o.clip_coef, 1.0 + o.clip_coef)
-                )
-                pg_loss = _mean((surrogate * used).sum(1), weight)
-                # Value loss, clipped around the rollout's values.
-                new_values = net.value(features)
-                old_values, mb_returns = b_values[i], b_returns[i]
-                v_loss = (new_values - mb_returns) ** 2
-                if o.clip_value_loss:
-                    clipped = old_values + (new_values - old_values).clamp(
-                        -o.clip_coef, o.clip_coef
-                    )
-                    v_loss = torch.max(v_loss, (clipped - mb_returns) ** 2)
-                v_loss = 0.5 * _mean(v_loss, weight)
-                # Entropy bonus over the used heads.
-                entropy = _mean(out.entropies.sum(1), weight)
-                loss = pg_loss - ent_coef * entropy + o.vf_coef * v_loss
-
-                with torch.no_grad():
-                    joint = log_ratio.sum(1)
-                    approx_kl = _mean((joint.exp() - 1.0) - joint, weight)
-                    deviation = (ratio - 1.0).abs()  # 0 in unused heads: their ratio is exactly 1
-                    head_entropy = out.entropies
-                    if weight is not None:
-                        used = used * weight.unsqueeze(1)
-                        deviation = deviation * weight.unsqueeze(1)
-                        head_entropy = head_entropy * weight.unsqueeze(1)
-                    n_clipped = (deviation > o.clip_coef).sum(dtype=deviation.dtype)
-                    scalars = (pg_loss, v_loss, entropy, approx_kl, deviation.sum(), n_clipped)
-                    stats = torch.cat([torch.stack(scalars), head_entropy.sum(0), used.sum(0)])
-                # Approx-KL early stop, before this minibatch's step.
-                if float(approx_kl) > kl_limit:
+                stats = self._minibatch(part, batch, ent_coef, kl_limit, n_run)
+                n_run += 1
+                if stats is None:  # the approximate KL went over the limit
                     stop = True
                     break
-
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                if self.gradient_sync is not None:
-                    self.gradient_sync([p.grad for p in net.parameters() if p.grad is not None])
-                nn.utils.clip_grad_norm_(net.parameters(), o.max_grad_norm, foreach=True)
-                self.optimizer.step()
                 done.append(stats)
             if done:
                 epochs.append(done)
@@ -243,6 +197,67 @@ class PPOLearner:
                 break
 
         # ---- 3. Diagnostics: means over the minibatches run, per head and per epoch.
+        diagnostics = self._diagnostics(epochs, stop, b_values, b_returns, lr, ent_coef)
+        diagnostics["update_time"] = time.perf_counter() - started
+        return diagnostics
+
+    def _minibatch(
+        self, part: torch.Tensor, b: FlatRollout, ent_coef: float, kl_limit: float, index: int
+    ) -> torch.Tensor | None:
+        """Train on the minibatch of chunks ``part`` (this rank's slice of it: the slices
+        rotate with the minibatch ``index``, so uneven ones even out); return its packed
+        statistics, or None when the approximate KL stops the update before its step."""
+        o, net = self.options, self.net
+        rank, world = self.shard
+        whole_i = b.positions[:, part].flatten()
+        whole_weight = (
+            None if b.padding is None else b.padding[:, part].flatten().to(b.values.dtype)
+        )
+        if world > 1:
+            part = torch.tensor_split(part, world)[(rank + index) % world]
+            total = whole_weight.sum() if whole_weight is not None else whole_i.numel()
+            share = Share(world, torch.as_tensor(total, dtype=b.values.dtype))
+        else:
+            share = Share(1, None)
+        if part.numel() == 0:  # a minibatch of fewer chunks than ranks: nothing here
+            device = b.values.device
+            loss = sum((p.sum() * 0.0 for p in net.parameters()), torch.zeros((), device=device))
+            stats = torch.zeros(N_SCALARS + 2 * N_HEADS, device=device, dtype=b.values.dtype)
+        else:
+            loss, stats = ppo_loss(
+                net, o, part, b, ent_coef, share, whole_i, whole_weight, self._used_table
+            )
+        if self.gradient_sync is None:
+            if float(stats[SCALAR_STATS.index("approx_kl")]) > kl_limit:
+                return None
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+        else:
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if world > 1:  # every rank must send a vector of the same layout
+                for p in net.parameters():
+                    if p.grad is None:
+                        p.grad = torch.zeros_like(p)
+            grads = [p.grad for p in net.parameters() if p.grad is not None]
+            # One all-reduce: the minibatch's statistics (so every rank sees the whole
+            # minibatch's approximate KL and stops alike) and its gradient.
+            self.gradient_sync([stats, *grads])
+            if float(stats[SCALAR_STATS.index("approx_kl")]) > kl_limit:
+                return None
+        nn.utils.clip_grad_norm_(net.parameters(), o.max_grad_norm, foreach=True)
+        self.optimizer.step()
+        return stats
+
+    @staticmethod
+    def _diagnostics(
+        epochs: list[list[torch.Tensor]],
+        stop: bool,
+        b_values: torch.Tensor,
+        b_returns: torch.Tensor,
+        lr: float,
+        ent_coef: float,
+    ) -> dict[str, float]:
         diagnostics = {
             "explained_variance": explained_variance(b_values, b_returns),
             "epochs_run": float(len(epochs)),
@@ -276,5 +291,4 @@ class PPOLearner:
                 n = max(float(e[N_SCALARS + N_HEADS :].sum()), 1.0)
                 diagnostics[f"ratio_deviation/epoch{k}"] = deviation_sum / n
                 diagnostics[f"clip_fraction/epoch{k}"] = clipped_sum / n
-        diagnostics["update_time"] = time.perf_counter() - started
         return diagnostics

@@ -45,6 +45,15 @@ class PPO:
     def gradient_sync(self, hook: GradientSync | None) -> None:
         self.policy.learner.gradient_sync = hook
 
+    @property
+    def shard(self) -> tuple[int, int]:
+        """(rank, world): see :attr:`esper_tamiyo_ppo.learner.PPOLearner.shard`."""
+        return self.policy.learner.shard
+
+    @shard.setter
+    def shard(self, shard: tuple[int, int]) -> None:
+        self.policy.learner.shard = shard
+
     def set_training(self, training: bool) -> None:
         self.policy.set_training(training)
 

@@ -63,7 +63,9 @@ class PPOPolicy:
             )
         if context.argument:
             trained = load_policy_state(context.argument)
-            check_compatible(trained[0], context.space, context.feature_dim, trained[1])
+            check_compatible(
+                trained[0], context.space, context.feature_dim, trained[1], context.task
+            )
             saved = trained[0]["options"]
             options = attrs.evolve(options, **{k: saved[k] for k in MODEL_FIELDS})
         self.options = options
@@ -239,6 +241,7 @@ class PPOPolicy:
             "kind": STATE_KIND,
             "version": STATE_VERSION,
             "options": unstructure(self.options),
+            "task": ctx.task,
             "space": space_to_dict(ctx.space),
             "feature_dim": ctx.feature_dim,
             "history_length": ctx.history_length,
@@ -257,7 +260,8 @@ class PPOPolicy:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a state of THIS run exactly (resume); see ``ppo:PATH`` for evaluation."""
         source = "the policy state of the checkpoint"
-        check_compatible(state, self.context.space, self.context.feature_dim, source)
+        ctx = self.context
+        check_compatible(state, ctx.space, ctx.feature_dim, source, ctx.task)
         ours = unstructure(self.options)
         differ = [
             f"policies.ppo.{k}: checkpoint {state['options'][k]!r}, this run {ours[k]!r}"

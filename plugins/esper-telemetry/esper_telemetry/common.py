@@ -194,7 +194,7 @@ def lifecycle_epoch(event: Event) -> int:
     """
     epoch: int = event.epoch  # type: ignore[attr-defined]
     if isinstance(event, GovernorRollback) or (
-        isinstance(event, SeedPruned) and event.reason == "rollback"
+        isinstance(event, SeedPruned) and event.reason in ("rollback", "non_finite")
     ):
         return epoch
     return epoch + 1

@@ -128,25 +128,42 @@ def split_and_sync_job(out: str) -> None:
 
 
 def ppo_train_job(out: str, config: Any, fake_plugin: str, run_dir: str) -> dict[str, Any]:
-    """``esper train`` with PPO, recording a fingerprint of the policy's parameters after each update."""
+    """``esper train`` with PPO, recording a fingerprint of the policy's parameters after
+    each update, the envs this rank built, and how many rollout chunks its update computed."""
+    import esper_tamiyo_ppo.learner as learner_module
     from esper_tamiyo_ppo.policy import PPOPolicy
 
+    from esper_core.env.env import MorphogeneticEnv
     from esper_core.run import api
     from tests.plugin_set import plugin_manager
 
     fingerprints: list[str] = []
-    original = PPOPolicy.update
+    built: list[int] = []
+    chunks = [0]
+    original_update, original_init = PPOPolicy.update, MorphogeneticEnv.__init__
+    original_loss = learner_module.ppo_loss
 
     def update(self: Any, last_observations: Any) -> Any:
-        diagnostics = original(self, last_observations)
+        diagnostics = original_update(self, last_observations)
         h = hashlib.sha256()
         for p in self.net.parameters():
             h.update(p.detach().cpu().numpy().tobytes())
         fingerprints.append(h.hexdigest())
         return diagnostics
 
-    PPOPolicy.update = update  # type: ignore[method-assign]  # this worker process only
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        built.append(self.env_index)
+
+    def ppo_loss(net: Any, options: Any, part: Any, *args: Any) -> Any:
+        chunks[0] += int(part.numel())
+        return original_loss(net, options, part, *args)
+
+    # This worker process only.
+    PPOPolicy.update = update  # type: ignore[method-assign]
+    MorphogeneticEnv.__init__ = init  # type: ignore[method-assign]
+    learner_module.ppo_loss = ppo_loss
     pm = plugin_manager(fake_plugin)
     summary = api.train(config, pm, run_dir=Path(run_dir), quiet=True, notify=lambda _: None)
-    _write(out, {"fingerprints": fingerprints})
+    _write(out, {"fingerprints": fingerprints, "built": built, "chunks": chunks[0]})
     return summary

@@ -18,6 +18,7 @@ from esper_core.env.training import EpochTrainer
 from esper_core.errors import ConfigError
 from esper_core.run.executor import SerialExecutor
 from esper_core.run.resolve import executor_context
+from tests.fakes import allow_fp16_on_cpu
 from tests.plugins.esper_streams.helpers import (
     drive,
     make_config,
@@ -174,20 +175,33 @@ class RecordingStreams:
 SYNCING = ("item", "tolist", "__bool__", "__float__", "__int__", "__index__", "numpy", "cpu")
 
 
-@pytest.fixture(scope="module")
-def recorded() -> dict[str, Any]:
+def _to_host(args: tuple[Any, ...], kw: dict[str, Any]) -> bool:
+    """Whether a ``Tensor.to`` call names the CPU as its destination."""
+    for value in (*args, kw.get("device")):
+        if isinstance(value, torch.device | str) and torch.device(value).type == "cpu":
+            return True
+    return False
+
+
+@pytest.fixture(scope="module", params=["off", "bf16", "fp16"])
+def recorded(request: pytest.FixtureRequest) -> dict[str, Any]:
     """Three CPU envs stepped by the streams executor through the recording double, with
-    spies on the trainer (every accumulator write), ``fetch`` and host synchronisations.
-    The spies are removed again before the tests look at what they recorded."""
+    spies on the trainer (every accumulator write), validation, ``fetch`` and host
+    synchronisations; once per ``training.amp`` (fp16 with an enabled CPU GradScaler,
+    the same class as on CUDA). The spies are removed again before the tests look at
+    what they recorded."""
     with pytest.MonkeyPatch.context() as monkeypatch:
-        return _record(monkeypatch)
+        if request.param == "fp16":
+            allow_fp16_on_cpu(monkeypatch)
+        return _record(monkeypatch, request.param)
 
 
-def _record(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+def _record(monkeypatch: pytest.MonkeyPatch, amp: str) -> dict[str, Any]:
     import esper_core.env.env as env_module
+    import esper_core.env.pending as pending_module
 
     api = RecordingStreams()
-    config = make_config("run.n_envs=3")
+    config = make_config("run.n_envs=3", f'training.amp="{amp}"')
     envs = make_envs(config, [CPU] * 3)
     executor = StreamsExecutor(StreamsOptions(), executor_context(config), stream_api=api)
     state: dict[str, Any] = {
@@ -197,6 +211,8 @@ def _record(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         "fetches": [],
         "batches": {i: [] for i in range(3)},
         "epoch_start": [],
+        "timeline": [],  # ("validate", env_index, stream) and ("fetch", clocks) in order
+        "amp": amp,
     }
 
     def spy_trainer(name: str) -> None:
@@ -217,15 +233,28 @@ def _record(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     for name in ("begin_epoch", "train_batch", "end_epoch"):
         spy_trainer(name)
 
-    original_fetch = env_module.fetch
+    original_fetch = pending_module.fetch
 
     def fetch(*pendings: Any) -> Any:
-        state["fetches"].append(
-            (api.stack[-1] if api.stack else None, [p.tensor for p in pendings])
-        )
+        current = api.stack[-1] if api.stack else None
+        state["fetches"].append((current, [p.tensor for p in pendings]))
+        # What the reading stream is ordered after, and how much work each env stream has.
+        reader = current or api.default(CPU)
+        clocks = {s: (reader.clock[s], s.clock[s]) for s in api.created}
+        state["timeline"].append(("fetch", current, clocks))
         return original_fetch(*pendings)
 
+    monkeypatch.setattr(pending_module, "fetch", fetch)
     monkeypatch.setattr(env_module, "fetch", fetch)
+
+    original_validate = env_module.validate_pending
+
+    def validate_pending(model: Any, *args: Any, **kwargs: Any) -> Any:
+        index = next(i for i, env in enumerate(envs) if env.model is model)
+        state["timeline"].append(("validate", index, api.stack[-1] if api.stack else None))
+        return original_validate(model, *args, **kwargs)
+
+    monkeypatch.setattr(env_module, "validate_pending", validate_pending)
 
     for method in SYNCING:
         original = getattr(torch.Tensor, method)
@@ -238,6 +267,41 @@ def _record(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
             return _orig(self, *args, **kw)
 
         monkeypatch.setattr(torch.Tensor, method, counted)
+
+    # Device -> host copies (a tensor of another device copied to the CPU): the host
+    # waits for them. (On these CPU envs there is no other device, so this spy only
+    # bites where the same code runs on a GPU; the readers above cover the CPU.)
+    original_to, original_copy = torch.Tensor.to, torch.Tensor.copy_
+
+    def to(self: torch.Tensor, *args: Any, **kw: Any) -> Any:
+        if state["in_batch_loop"] and self.device.type != "cpu" and _to_host(args, kw):
+            state["syncs"]["to(cpu)"] += 1
+        return original_to(self, *args, **kw)
+
+    def copy_(self: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) -> Any:
+        if state["in_batch_loop"] and self.device.type == "cpu" and src.device.type != "cpu":
+            state["syncs"]["copy_ to cpu"] += 1
+        return original_copy(self, src, non_blocking)
+
+    monkeypatch.setattr(torch.Tensor, "to", to)
+    monkeypatch.setattr(torch.Tensor, "copy_", copy_)
+
+    def counted_sync(name: str, original: Any) -> Any:
+        def synchronize(*args: Any, **kw: Any) -> Any:
+            if state["in_batch_loop"]:
+                state["syncs"][name] += 1
+            return original(*args, **kw)
+
+        return synchronize
+
+    for owner, name in (
+        (torch.cuda, "synchronize"),
+        (torch.cuda.Stream, "synchronize"),
+        (torch.cuda.Event, "synchronize"),
+    ):
+        monkeypatch.setattr(
+            owner, name, counted_sync(f"{owner.__name__}.{name}", getattr(owner, name))
+        )
 
     original_sync = api.synchronize
 
@@ -263,6 +327,7 @@ def _record(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         def step(self, envs_: Any, actions: Any) -> Any:
             api.work_on_default(CPU)  # e.g. the runner's reset or checkpoint before this step
             state["epoch_start"].append((len(api.log), Counter(api.default(CPU).clock)))
+            state["timeline"].append(("step",))
             results = executor.step(envs_, actions)
             state.setdefault("epoch_end", []).append(len(api.log))
             return results
@@ -285,11 +350,49 @@ def test_every_accumulation_runs_on_its_env_stream(recorded: dict[str, Any]) -> 
     assert {name for _, name, _, _ in calls} == {"begin_epoch", "train_batch", "end_epoch"}
     for trainer, name, current, _ in calls:
         assert current is stream_of[id(trainer)], f"{name} ran on {current}, not its env's stream"
-    # Each env's epoch numbers are fetched (the one host read) on that env's stream.
-    pendings = [(out.tensor, current) for _, name, current, out in calls if name == "end_epoch"]
-    for current, tensors in recorded["fetches"]:
-        owners = [stream for pending, stream in pendings if any(t is pending for t in tensors)]
-        assert len(owners) == 1 and owners[0] is current
+    # Each env's validation (with its counterfactuals) is queued on that env's stream.
+    validations = [entry for entry in recorded["timeline"] if entry[0] == "validate"]
+    assert validations
+    for _, index, current in validations:
+        assert current is api.created[index]
+
+
+def _steps(timeline: list[Any]) -> list[list[Any]]:
+    """The timeline cut at the start of each executor step."""
+    steps: list[list[Any]] = []
+    for entry in timeline:
+        if entry[0] == "step":
+            steps.append([])
+        elif steps:
+            steps[-1].append(entry)
+    return steps
+
+
+def test_every_env_validation_is_queued_before_one_fetch_reads_them_all(
+    recorded: dict[str, Any],
+) -> None:
+    """Validation overlaps across streams: nothing is read until every env has queued
+    its validation and counterfactuals, then ONE fetch reads every env's numbers."""
+    calls = recorded["trainer_calls"]
+    epoch_numbers = [out.tensor for _, name, _, out in calls if name == "end_epoch"]
+    steps = _steps(recorded["timeline"])
+    assert len(steps) == 4
+    fetched = [tensors for _, tensors in recorded["fetches"]]
+    for entries in steps:
+        kinds = [entry[0] for entry in entries]
+        # Validation (and, when due, the test split) of every env, then one fetch.
+        assert kinds.count("fetch") == 1 and kinds[-1] == "fetch", kinds
+        assert {entry[1] for entry in entries[:-1]} == {0, 1, 2}
+        _, reader, clocks = entries[-1]
+        assert reader is None  # the caller's stream reads...
+        for stream, (ordered_after, done) in clocks.items():
+            # ...only after waiting for all the work queued on every env stream.
+            assert ordered_after >= done, f"the fetch did not wait for {stream}"
+    # The one fetch of each step holds the epoch numbers of all three envs.
+    assert len(fetched) == 4
+    for step_tensors, step in zip(fetched, range(4)):
+        mine = epoch_numbers[3 * step : 3 * step + 3]
+        assert all(any(t is m for t in step_tensors) for m in mine)
 
 
 def test_every_cross_stream_read_follows_a_wait(recorded: dict[str, Any]) -> None:
@@ -329,10 +432,17 @@ def test_inputs_are_record_streamed_on_the_consuming_stream(recorded: dict[str, 
 
 
 def test_the_batch_loop_never_synchronises_with_the_host(recorded: dict[str, Any]) -> None:
+    """0 host syncs per batch with amp off, bf16 and fp16 (GradScaler enabled: its step
+    must not call .item(), so the optimizers take the inf check on the device)."""
     assert sum(len(b) for b in recorded["batches"].values()) >= 3 * 4 * 2
+    envs = recorded["envs"]
+    if recorded["amp"] == "fp16":
+        assert all(env.trainer.scaler.is_enabled() for env in envs)
+        # Seeds trained under the scaler too (the scripted policy germinated).
+        assert all(env.trainer.seed_optimizers for env in envs)
     assert recorded["syncs"] == Counter()
-    # ...while the epoch's single fetch per env does read the device (the spies work).
-    assert len(recorded["fetches"]) >= 3 * 4
+    # ...while the step's single fetch does read the device (the spies work).
+    assert len(recorded["fetches"]) >= 4
 
 
 def test_streams_are_placed_per_device_with_one_wait_per_device() -> None:
@@ -356,8 +466,13 @@ def test_streams_are_placed_per_device_with_one_wait_per_device() -> None:
         def train_batch(self, batch: Any) -> None:
             raise AssertionError("no batches")
 
-        def end_epoch(self) -> str:
-            self.calls.append("end")
+        def queue_measurements(self) -> list[Any]:
+            self.calls.append("measure")
+            return []
+
+        def finish_epoch(self, values: list[Any]) -> str:
+            assert values == []
+            self.calls.append("finish")
             return f"result on {self.device}"
 
     api = RecordingStreams()
@@ -372,7 +487,7 @@ def test_streams_are_placed_per_device_with_one_wait_per_device() -> None:
         # before: the env stream waits on its own device's default stream; after: the reverse
         assert (stream, api.default(stream.device)) in waits
         assert (api.default(stream.device), stream) in waits
-    assert all(env.calls == ["apply", "begin", "end"] for env in envs)
+    assert all(env.calls == ["apply", "begin", "measure", "finish"] for env in envs)
 
 
 # ---------------------------------------------------------------- CUDA (skipped without a GPU)

@@ -131,6 +131,35 @@ def test_mismatching_checkpoint_says_what_differs(tmp_path: Path) -> None:
         )
 
 
+def test_a_checkpoint_of_another_task_is_refused_even_with_the_same_vocabulary(
+    tmp_path: Path,
+) -> None:
+    import attrs
+    from esper_tamiyo_ppo.policy import PPOPolicy
+
+    from .helpers import context
+
+    trained = _trained()
+    assert trained.state_dict()["task"] == "bandit"
+    path = _save(trained, tmp_path / "checkpoint.pt")
+    other_task = attrs.evolve(context(argument=str(path)), task="other")
+    with pytest.raises(CheckpointError) as info:
+        PPOPolicy(PPOOptions(), other_task)
+    message = str(info.value)
+    assert "\n" not in message
+    assert f"checkpoint {path} holds a PPO policy trained on task 'bandit'" in message
+    assert "this run's task is 'other'" in message
+    with pytest.raises(CheckpointError, match="trained on task 'bandit'"):
+        PPOPolicy(
+            PPOOptions(hidden_size=16), attrs.evolve(context(total_updates=2), task="other")
+        ).load_state_dict(load_checkpoint(path)["policy"])
+    # A checkpoint written before the task was recorded still loads on its vocabulary.
+    state = load_checkpoint(path)["policy"]
+    del state["task"]
+    save_checkpoint(tmp_path / "old.pt", {"policy": state})
+    PPOPolicy(PPOOptions(), attrs.evolve(context(argument=str(tmp_path / "old.pt")), task="other"))
+
+
 def test_missing_or_foreign_checkpoint_fails_clearly(tmp_path: Path) -> None:
     with pytest.raises(
         CheckpointError, match=r"PPO checkpoint .*nope\.pt not found; train a policy with"

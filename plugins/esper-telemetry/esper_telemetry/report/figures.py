@@ -252,7 +252,7 @@ def lifecycle_figure(data: RunData, max_groups: int = 4) -> Any:
             elif isinstance(event, SeedFossilized):
                 kind = "fossilize"
             elif isinstance(event, SeedPruned):
-                kind = "prune" if event.reason == "policy" else "prune (rollback)"
+                kind = "prune (rollback)" if event.reason == "rollback" else "prune"
             else:
                 continue
             used_markers.add(kind)
