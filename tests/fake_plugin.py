@@ -203,26 +203,39 @@ class ProbeOptions:
 
 
 class MemoryProbe:
-    """Records the process's resident memory after every epoch into run_dir/rss.json."""
+    """Every 20 epochs, records the process's resident memory and its live torch tensors
+    and modules into run_dir/memory.json: RSS alone cannot tell a leak from the allocator
+    settling, the live-object counts can."""
 
     name: ClassVar[str] = "memory_probe"
-    description: ClassVar[str] = "resident set size per epoch"
+    description: ClassVar[str] = "resident set size and live tensors every 20 epochs"
     Options: ClassVar[type] = ProbeOptions
 
     def __init__(self, options: ProbeOptions, context: Any) -> None:
         self.run_dir = context.run_dir
-        self.samples: list[tuple[int, int]] = []
+        self.samples: list[dict[str, int]] = []
 
     def handle(self, events: Sequence[Any]) -> None:
+        import gc
+        import os
+
+        import torch
+
         from esper_core.run.telemetry import EpochCompleted
 
         for event in events:
-            if isinstance(event, EpochCompleted) and event.env == 0:
+            if isinstance(event, EpochCompleted) and event.env == 0 and event.epoch % 20 == 0:
                 with open("/proc/self/statm") as fh:
                     pages = int(fh.read().split()[1])
-                import os
-
-                self.samples.append((event.epoch, pages * os.sysconf("SC_PAGE_SIZE")))
+                live = gc.get_objects()
+                self.samples.append(
+                    {
+                        "epoch": event.epoch,
+                        "rss": pages * os.sysconf("SC_PAGE_SIZE"),
+                        "tensors": sum(isinstance(o, torch.Tensor) for o in live),
+                        "modules": sum(isinstance(o, torch.nn.Module) for o in live),
+                    }
+                )
 
     def flush(self) -> None:
         pass
@@ -230,7 +243,7 @@ class MemoryProbe:
     def close(self) -> None:
         import json
 
-        (Path(self.run_dir) / "rss.json").write_text(json.dumps(self.samples))
+        (Path(self.run_dir) / "memory.json").write_text(json.dumps(self.samples))
 
 
 @hookimpl

@@ -15,7 +15,7 @@ MIB = 2**20
 
 
 @pytest.mark.slow
-def test_200_epochs_of_churn_on_digits_keep_rss_bounded(tmp_path: Path) -> None:
+def test_300_epochs_of_churn_on_digits_keep_memory_bounded(tmp_path: Path) -> None:
     out = tmp_path / "mem"
     result = subprocess.run(
         [
@@ -38,7 +38,7 @@ def test_200_epochs_of_churn_on_digits_keep_rss_bounded(tmp_path: Path) -> None:
             "--set",
             'run.telemetry=["memory_probe"]',
             "--max-epochs",
-            "200",
+            "300",
             "--set",
             "lifecycle.min_training_epochs=1",
             "--set",
@@ -57,9 +57,18 @@ def test_200_epochs_of_churn_on_digits_keep_rss_bounded(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["seeds_pruned"] >= 40, "the policy should cycle seeds many times"
-    rss = dict(json.loads((out / "rss.json").read_text()))
-    growth_after_warmup = (rss[200] - rss[20]) / MIB
-    growth_second_half = (rss[200] - rss[100]) / MIB
-    # Measured 2026-11-22: +10 MiB from epoch 21 to 181, +1 MiB over the second half.
-    assert growth_after_warmup < 32, f"RSS grew {growth_after_warmup:.1f} MiB from epoch 20 to 200"
-    assert growth_second_half < 8, f"RSS grew {growth_second_half:.1f} MiB from epoch 100 to 200"
+    samples = {s["epoch"]: s for s in json.loads((out / "memory.json").read_text())}
+    # A leaked seed keeps its module and its parameter, gradient and optimiser tensors
+    # alive: the live counts must not climb with the 90+ seeds this run prunes.
+    for key in ("tensors", "modules"):
+        counts = [samples[e][key] for e in (100, 200, 300)]
+        assert max(counts) - samples[20][key] < 60, f"live {key} grew: {counts}"
+    # RSS settles in steps over ~250 epochs as the allocator meets every blueprint's
+    # sizes, with flat tensor and module counts (measured 2026-11-22 over 700 epochs:
+    # 817 MiB at epoch 20, 856 at 160, 865 from 260 to 700; other runs gave +9 to +11 MiB
+    # from 160 to 300). The live counts catch kept seeds; these bounds catch memory kept
+    # every epoch outside Python objects (140 epochs of one batch of activations is ~70 MiB).
+    settled = (samples[300]["rss"] - samples[160]["rss"]) / MIB
+    total = (samples[300]["rss"] - samples[20]["rss"]) / MIB
+    assert settled < 20, f"RSS grew {settled:.1f} MiB from epoch 160 to 300"
+    assert total < 64, f"RSS grew {total:.1f} MiB from epoch 20 to 300"
