@@ -67,4 +67,4 @@ def test_a_ppo_checkpoint_of_another_set_names_the_pin_that_fits() -> None:
     state |= {"feature_dim": 4, "history_length": 5}
     with pytest.raises(CheckpointError) as info:
         check_compatible(state, now, 4, "checkpoint x.pt")
-    assert "add --set 'env.blueprints=[\"cnn/a\",\"cnn/b\"]'" in str(info.value)
+    assert 'add --set \'env.blueprints=["cnn/a","cnn/b"]\'' in str(info.value)
