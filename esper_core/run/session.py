@@ -192,19 +192,19 @@ def open_session(
     if resume and not (path / CHECKPOINT).is_file():
         where = "" if writer else " (every rank must see the run directory)"
         raise RunDirError(f"cannot resume {path}: it has no {CHECKPOINT}{where}")
-    # The envs are built before the run directory is: a setting only the env can check
-    # (an unknown slot id) fails without leaving a stub directory behind.
+    # The envs and the policy are built before the run directory is: a setting only they
+    # can check (an unknown slot id, a missing checkpoint) fails without leaving a stub.
     task = resolved.make_task(quiet)
     devices = executor.env_devices(config.run.n_envs)
     envs = [
         MorphogeneticEnv(task, resolved.make_reward(), resolved.blueprints, config, i, devices[i])
         for i in range(config.run.n_envs)
     ]
-    if writer:
-        prepare_run_dir(path, config, resume)
     training = mode == "train"
     total_updates = config.train.updates if training else 0
     policy = resolved.make_policy(envs, total_updates)
+    if writer:
+        prepare_run_dir(path, config, resume)
     backends = resolved.make_telemetry(path, quiet) if writer else []
     session = Session(resolved, mode, path, envs, policy, executor, Hub(backends))
     if resume:
