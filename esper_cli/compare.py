@@ -60,8 +60,7 @@ def print_tables(results: Any, console: Any) -> None:
         table = Table(title=heading, title_justify="left")
         for i, column in enumerate(header):
             # Fold rather than cut: at 80 columns an interval wraps onto a second line.
-            justify = "left" if i == 0 else "right"
-            table.add_column(column, justify=justify, overflow="fold")
+            table.add_column(column, justify="left" if i == 0 else "right", overflow="fold")
         for row in rows:
             table.add_row(*row)
         console.print(table)
