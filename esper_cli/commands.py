@@ -80,7 +80,11 @@ def _launch(
             ]
         )
     loads, _ = split_selections(params.get("plugins") or ())
-    job = functools.partial(rank_job, mode, config, tuple(loads), run_dir, resume, quiet)
+    # Every rank loads what this process loaded (entry points by name, modules, files), so
+    # the ranks resolve the same components even with autoloading off.
+    loaded = [i.name for i in pm.plugins() if not i.name.startswith("file:")]
+    names = tuple(dict.fromkeys([*loaded, *loads]))
+    job = functools.partial(rank_job, mode, config, names, run_dir, resume, quiet)
     summary: dict[str, Any] = launcher(int(params["nproc"]), job, resolved.executor.options)
     return summary
 
