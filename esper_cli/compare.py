@@ -61,7 +61,8 @@ def print_tables(results: Any, console: Any) -> None:
         header, rows = table_rows(results, task, short=True)
         table = Table(title=heading, title_justify="left")
         for i, column in enumerate(header):
-            table.add_column(column, justify="left" if i == 0 else "right", no_wrap=i == 0)
+            # Fold rather than cut: at 80 columns an interval wraps onto a second line.
+            table.add_column(column, justify="left" if i == 0 else "right", overflow="fold")
         for row in rows:
             table.add_row(*row)
         console.print(table)

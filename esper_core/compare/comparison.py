@@ -23,7 +23,13 @@ from typing import Any
 from attrs import frozen
 
 from esper_core.compare.cell_dirs import CellState, cell_state
-from esper_core.compare.cells import CellJob, CellOutcome, CellsInterrupted, threads_per_job
+from esper_core.compare.cells import (
+    CellJob,
+    CellOutcome,
+    CellsInterrupted,
+    run_cells,
+    threads_per_job,
+)
 from esper_core.compare.experiment import Cell, Experiment
 from esper_core.compare.interval_plot import plot_intervals
 from esper_core.compare.pareto_plot import plot_pareto
@@ -96,7 +102,8 @@ def _record(experiment: Experiment, cells: Sequence[Cell], root: Path) -> dict[s
 def make_runner(pm: PluginManager, name: str, options: dict[str, Any], jobs: int) -> Any:
     """The ``runners.NAME`` component with its options checked (before any cell starts)."""
     cls = pm.get("runners", name)
-    return cls(structure(options, cls.Options, path=f"runners.{name}"), RunnerContext(jobs=jobs))
+    context = RunnerContext(jobs=jobs, pool=run_cells)
+    return cls(structure(options, cls.Options, path=f"runners.{name}"), context)
 
 
 def prepare(

@@ -1,7 +1,8 @@
 """``runners.local``: the cells in a pool of spawned processes on this machine (the default).
 
-Registered by the core itself, like ``executors.serial``. Imports nothing heavy until a
-cell runs, so listing plugins stays fast.
+Registered by the core itself, like ``executors.serial``. The pool itself
+(:func:`esper_core.compare.cells.run_cells`) comes in through the context, so the plugin
+registry never imports the cell code (no import cycle, and listing plugins stays fast).
 """
 
 from __future__ import annotations
@@ -29,8 +30,11 @@ class LocalRunner:
     Options: ClassVar[type] = LocalOptions
 
     def __init__(self, options: LocalOptions, context: RunnerContext) -> None:
+        if context.pool is None:
+            raise ValueError("runners.local needs the core's process pool in its context")
         self.options = options
         self.workers = context.jobs
+        self.pool = context.pool
 
     def run(
         self,
@@ -38,9 +42,7 @@ class LocalRunner:
         on_outcome: Callable[[CellOutcome], None],
         notify: Callable[[str], None],
     ) -> list[CellOutcome]:
-        from esper_core.compare.cells import run_cells
-
-        return run_cells(jobs, self.workers, on_outcome, notify)
+        return self.pool(jobs, self.workers, on_outcome, notify)
 
 
 @hookimpl

@@ -19,11 +19,20 @@ if TYPE_CHECKING:
     from esper_core.compare.cells import CellJob, CellOutcome
 
 
+Pool = Callable[
+    [Sequence["CellJob"], int, Callable[["CellOutcome"], None], Callable[[str], None]],
+    list["CellOutcome"],
+]
+
+
 @frozen
 class RunnerContext:
-    """What a runner may know about the experiment: how many cells may run at once."""
+    """What a runner may know about the experiment: how many cells may run at once, and
+    the core's local process pool (:func:`esper_core.compare.cells.run_cells`), handed in
+    so that the registry of runners does not import the cell code."""
 
     jobs: int = 1
+    pool: Pool | None = None
 
 
 @runtime_checkable

@@ -220,8 +220,8 @@ def open_session(
     if resume and not (path / CHECKPOINT).is_file():
         where = "" if writer else " (every rank must see the run directory)"
         raise RunDirError(f"cannot resume {path}: it has no {CHECKPOINT}{where}")
-    # The envs are built before the run directory is: a setting only the env can check
-    # (an unknown slot id) fails without leaving a stub directory behind.
+    # The envs and the policy are built before the run directory is: a setting only they
+    # can check (an unknown slot id, a missing checkpoint) fails without leaving a stub.
     task = resolved.make_task(quiet)
     devices = executor.env_devices(config.run.n_envs)
 
@@ -235,14 +235,14 @@ def open_session(
     envs = (
         ranks.build_envs(n_envs, build) if ranks is not None else [build(i) for i in range(n_envs)]
     )
+    training = mode == "train"
+    total_updates = config.train.updates if training else 0
+    policy = resolved.make_policy(envs, total_updates)
+    if isinstance(policy, InstallsAtBirth):  # a fixed architecture: seeds from epoch 0
+        for env in envs:
+            env.install_at_birth(policy.birth_seeds())
     lock = prepare_run_dir(path, config, resume) if writer else None
     try:
-        training = mode == "train"
-        total_updates = config.train.updates if training else 0
-        policy = resolved.make_policy(envs, total_updates)
-        if isinstance(policy, InstallsAtBirth):  # a fixed architecture: seeds from epoch 0
-            for env in envs:
-                env.install_at_birth(policy.birth_seeds())
         backends = resolved.make_telemetry(path, quiet) if writer else []
     except BaseException:
         if lock is not None:

@@ -198,3 +198,14 @@ def test_the_fake_plugin_file_loads_from_any_directory(
     )
     assert result.returncode == 0, result.stderr
     assert tomllib.loads(result.stdout)["tasks"]["tiny"]["n_train"] == 256
+
+
+def test_ppo_without_a_checkpoint_is_one_line_and_leaves_no_run_directory(tmp_path: Path) -> None:
+    """`esper run --policy ppo` used to evaluate an untrained policy without a word."""
+    out = tmp_path / "run"
+    fake = (*FAKE_COMPONENTS[:4], "--plugin", "policies.ppo", "--reward", "acc_delta")
+    result = esper("run", *fake, "--policy", "ppo", "--set", "run.telemetry=[]", "--out", str(out))
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "would evaluate an untrained policy" in line and "ppo:DIR/checkpoint.pt" in line
+    assert not out.exists()

@@ -307,3 +307,33 @@ def test_a_damaged_summary_of_a_finished_cell_is_named(pm: PluginManager, tmp_pa
     (directory / "summary.json").write_text(json.dumps(summary))
     with pytest.raises(RunDirError, match=r"summary\.json is damaged.*delete that run directory"):
         aggregate(experiment, [cell], tmp_path)
+
+
+def test_the_terminal_tables_wrap_at_80_columns_and_cut_nothing(
+    pm: PluginManager, tmp_path: Path
+) -> None:
+    import io
+
+    from rich.console import Console
+
+    from esper_cli.compare import print_tables
+
+    experiment = experiment_of(
+        {
+            "policies": ["scripted", {"name": "scripted", "label": "a-rather-long-policy-label"}],
+            "tasks": ["tiny"],
+            "seeds": 3,
+            "baseline": "scripted",
+            "config": SHARED,
+        }
+    )
+    cells = plan_cells(experiment, pm)
+    for cell in cells:
+        _finished(cell.directory(tmp_path), 90.0 + cell.seed + len(cell.policy), params=18560)
+    out = io.StringIO()
+    print_tables(aggregate(experiment, cells, tmp_path), Console(file=out, width=80))
+    text = out.getvalue()
+    assert "…" not in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+    labels = "".join(line.split("│")[1].strip() for line in text.splitlines() if "│" in line)
+    assert "a-rather-long-policy-label" in labels

@@ -234,6 +234,7 @@ def test_a_cell_is_resumed_redone_or_skipped(cells_pm: PluginManager, tmp_path: 
     assert (broken / "summary.json").stat().st_mtime_ns == mtime
 
 
+@pytest.mark.slow
 def test_a_cell_made_with_another_blueprint_set_is_run_again_saying_why(
     cells_pm: PluginManager, tmp_path: Path
 ) -> None:

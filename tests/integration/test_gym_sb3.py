@@ -57,6 +57,7 @@ def test_action_masks_are_the_heads_concatenated() -> None:
         start += size
 
 
+@pytest.mark.slow
 def test_sb3_ppo_trains_on_the_registered_env() -> None:
     from stable_baselines3 import PPO
 
@@ -65,6 +66,7 @@ def test_sb3_ppo_trains_on_the_registered_env() -> None:
     assert model.num_timesteps >= STEPS
 
 
+@pytest.mark.slow
 def test_maskable_ppo_trains_without_a_wrapper_and_respects_the_op_mask() -> None:
     from sb3_contrib import MaskablePPO
     from sb3_contrib.common.maskable.utils import get_action_masks

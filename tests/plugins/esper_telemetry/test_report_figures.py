@@ -55,3 +55,6 @@ def test_ppo_diagnostics_are_plotted_one_panel_each() -> None:
     visible = [ax for ax in figure.axes if ax.get_visible()]
     assert [ax.get_title() for ax in visible] == names[: len(visible)]
     assert list(visible[0].get_lines()[0].get_xdata()) == [1, 2]  # updates numbered from 1
+    for ax in visible:  # zero stays in view: a small drift is not blown up
+        low, high = ax.get_ylim()
+        assert low <= 0.0 <= high

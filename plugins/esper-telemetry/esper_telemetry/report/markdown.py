@@ -113,6 +113,7 @@ def render(data: RunData, figures: Sequence[str]) -> str:
                 _fmt(e.final_test_acc),
                 _fmt(e.total_reward, 3, signed=True),
                 _fmt(e.params_added),
+                _fmt(e.params_unblended),
                 str(e.seeds_germinated),
                 str(e.seeds_fossilized),
                 str(e.seeds_pruned),
@@ -130,6 +131,7 @@ def render(data: RunData, figures: Sequence[str]) -> str:
                 "test acc %",
                 "return",
                 "params added",
+                "never blended",
                 "germinated",
                 "fossilized",
                 "pruned",
@@ -137,8 +139,14 @@ def render(data: RunData, figures: Sequence[str]) -> str:
                 "refused",
             ],
             rows,
-            "lllrrrrrrrrr",
+            "lllrrrrrrrrrr",
         )
+        out += [
+            "",
+            "*params added*: parameters of the seeds that reached the output (blended or "
+            "fossilized) at the episode's end; *never blended*: those of seeds still "
+            "germinated or training then, which change nothing the host computes.",
+        ]
     else:
         out.append("No episode finished.")
 

@@ -105,7 +105,8 @@ def training_figure(data: RunData, max_series: int = 4) -> Any:
     params_ax.set_title("Parameters per epoch (solid: host + seeds, dotted: host)")
     params_ax.set_xlabel(f"epoch (1..{data.max_epochs})")
     params_ax.set_ylabel("parameters")
-    params_ax.set_ylim(bottom=0.0)
+    top = max((r.host_params + r.seed_params for k in keys for r in data.epochs[k]), default=1)
+    params_ax.set_ylim(0.0, top * 1.12)  # from zero, with room above the highest line
     params_ax.set_xlim(0, data.max_epochs + 0.5)
     _integer_ticks(params_ax)
     params_ax.grid(**GRID)
@@ -125,6 +126,8 @@ def ppo_figure(data: RunData) -> Any:
     for ax, name, colour in zip(axes, names, _palette(len(names))):
         values = [u.diagnostics.get(name, float("nan")) for u in data.updates]
         ax.plot(updates, values, color=colour, marker="o", markersize=2.5, linewidth=1.2)
+        low, high = ax.get_ylim()
+        ax.set_ylim(min(low, 0.0), max(high, 0.0))  # zero in view: a drift shows at its size
         ax.set_title(name, fontsize=9)
         ax.set_xlabel("update")
         _integer_ticks(ax)
