@@ -207,6 +207,7 @@ class SeedSlot(nn.Module):
                 # The first blending epoch already runs at curve(1/tempo): a blend at
                 # alpha 0 would give the seed no gradient and waste an epoch.
                 self.state.alpha_schedule.tick()
+                self.state.mark_output_start(accuracy)
             self._enter(target, accuracy)
         return result
 

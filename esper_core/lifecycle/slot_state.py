@@ -62,6 +62,14 @@ class SlotState:
     contribution: float | None = None
     contribution_prev: float | None = None
     contribution_fresh: bool = False  # measured by the last validation
+    # Validation accuracy just before the seed first touched the output (entering
+    # BLENDING), and ``gain``: the validation accuracy now minus that, in points, updated
+    # every epoch from then on. The counterfactual contribution measures how much the
+    # model *relies* on the seed (a host co-adapted to a useless seed relies on it too);
+    # the gain measures what the model gained since the seed joined it, host progress
+    # in that time included.
+    acc_before_output: float | None = None
+    gain: float | None = None
     gradient_health: float | None = None
     exploding: bool = False
     grad_ratio: float | None = None
@@ -77,6 +85,16 @@ class SlotState:
     def alpha_target(self) -> float:
         """Where alpha is heading: the ramp's target while BLENDING, else alpha itself."""
         return self.alpha_schedule.target if self.stage == Stage.BLENDING else self.alpha
+
+    def mark_output_start(self, accuracy: float | None) -> None:
+        """The seed is about to touch the output for the first time: remember the accuracy."""
+        if self.acc_before_output is None and accuracy is not None:
+            self.acc_before_output = accuracy
+
+    def record_accuracy(self, accuracy: float) -> None:
+        """This epoch's validation accuracy: the gain of a seed that touches the output."""
+        if self.acc_before_output is not None and self.stage in rules.BLENDED_STAGES:
+            self.gain = accuracy - self.acc_before_output
 
     def gate_inputs(self) -> GateInputs:
         # A gate judges this epoch's contribution only, never a stale one.
@@ -117,3 +135,5 @@ class SlotReport:
     acc_at_stage_start: float
     acc_at_germination: float
     cooldown_left: int
+    acc_before_output: float | None = None
+    gain: float | None = None

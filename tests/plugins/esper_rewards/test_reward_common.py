@@ -9,6 +9,7 @@ import pytest
 from esper_rewards.common import (
     ShapingOptions,
     ShapingRentOptions,
+    output_params,
     potential,
     rent,
     shaping,
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 from esper_core.components.reward import RewardSetup
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.actions import LifecycleOp
+from esper_core.lifecycle.rules import BLENDED_STAGES
 from esper_core.lifecycle.stages import Stage
 from tests.plugins.esper_rewards.builders import (
     FAMILIES,
@@ -111,26 +113,34 @@ def test_changing_gamma_changes_the_shaping() -> None:
 
 
 def test_zero_terminal_potential_drops_phi_of_the_last_state() -> None:
-    opts = ShapingOptions(zero_terminal_potential=True)
     seeds = (snap("r0c0", Stage.FOSSILIZED, 3), *dormant(2))  # Φ = 6.9
     mid = ctx(epoch=5, slots_before=seeds, slots_after=seeds)
     last = ctx(epoch=30, slots_before=seeds, slots_after=seeds)
     rollback = ctx(epoch=5, slots_before=seeds, slots_after=seeds, rolled_back=True)
-    assert shaping(mid, opts, 0.9) == pytest.approx(0.3 * (0.9 * 6.9 - 6.9))
-    assert shaping(last, opts, 0.9) == pytest.approx(-0.3 * 6.9)
-    assert shaping(rollback, opts, 0.9) == pytest.approx(-0.3 * 6.9)
-    assert shaping(last, OPTS, 0.9) == shaping(mid, OPTS, 0.9)  # default: off
+    assert OPTS.zero_terminal_potential  # the default
+    assert shaping(mid, OPTS, 0.9) == pytest.approx(0.3 * (0.9 * 6.9 - 6.9))
+    assert shaping(last, OPTS, 0.9) == pytest.approx(-0.3 * 6.9)
+    assert shaping(rollback, OPTS, 0.9) == pytest.approx(-0.3 * 6.9)
+    kept = ShapingOptions(zero_terminal_potential=False)
+    assert shaping(last, kept, 0.9) == shaping(mid, kept, 0.9)
 
 
 def test_rent_golden_values() -> None:
-    # 0.1 · min(0.5·ln(1 + 2000/10000), 1.5) = 0.05·ln 1.2
-    assert rent(2000, 10_000, RENT) == pytest.approx(-0.05 * math.log(1.2))
-    # a host below the floor counts as 200 parameters: 0.05·ln(1 + 100/200)
-    assert rent(100, 50, RENT) == pytest.approx(-0.05 * math.log(1.5))
+    # 0.01 · min(0.5·ln(1 + 2000/10000), 1.5) = 0.005·ln 1.2
+    assert rent(2000, 10_000, RENT) == pytest.approx(-0.005 * math.log(1.2))
+    # a host below the floor counts as 200 parameters: 0.005·ln(1 + 100/200)
+    assert rent(100, 50, RENT) == pytest.approx(-0.005 * math.log(1.5))
     # capped at 1.5 before the weight
-    assert rent(10**9, 1000, RENT) == pytest.approx(-0.1 * 1.5)
+    assert rent(10**9, 1000, RENT) == pytest.approx(-0.01 * 1.5)
     assert rent(0, 1000, RENT) == 0.0
     assert math.copysign(1.0, rent(0, 1000, RENT)) == 1.0  # +0.0, not -0.0, in telemetry
+
+
+def test_output_params_count_only_seeds_that_touch_the_output() -> None:
+    slots = tuple(snap(f"s{i}", stage, 1, params=10**i) for i, stage in enumerate(Stage))
+    expected = sum(10**i for i, stage in enumerate(Stage) if stage in BLENDED_STAGES)
+    assert output_params(slots) == expected
+    assert output_params((snap("r0c0", Stage.TRAINING, 9, params=10**6),)) == 0
 
 
 params = st.integers(min_value=0, max_value=10**8)
