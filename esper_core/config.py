@@ -132,6 +132,12 @@ class EnvSection:
     min_prune_age: int = options_field(
         1, in_range(0, MAX_EPOCHS, integer=True), "Epochs a seed must live before PRUNE."
     )
+    protect_healthy_seeds: bool = options_field(
+        True,
+        doc="PRUNE a healthy seed only once its stage's trial is done (min_training_epochs "
+        "in TRAINING, the alpha ramp in BLENDING; never in GERMINATED); a seed in trouble "
+        "(low gradient health, exploding gradient) can always be pruned.",
+    )
     history_length: int = options_field(
         5, in_range(1, MAX_HISTORY, integer=True), "Loss/accuracy history in observations."
     )
@@ -284,6 +290,23 @@ class TrainSection:
     )
     checkpoint_every: int = options_field(
         1, in_range(1, MAX_EPOCHS, integer=True), "Checkpoint every N updates."
+    )
+    eval_every: int = options_field(
+        5,
+        in_range(0, MAX_EPOCHS, integer=True),
+        "Evaluate the greedy policy on eval_seeds before the first update and every N "
+        "updates (0: never).",
+    )
+    eval_seeds: list[int] = options_field(
+        [100_000, 100_001, 100_002],
+        each(in_range(0, MAX_SEED, integer=True)),
+        "Env seeds of the evaluation episodes: fixed, and far from the training seeds "
+        "(run.seed + episode x n_envs + env).",
+    )
+    eval_references: list[str] = options_field(
+        ["wait", "heuristic"],
+        doc="Policies evaluated once on eval_seeds, as reference lines (those not installed "
+        "are skipped).",
     )
 
 

@@ -124,6 +124,9 @@ class ActionSpace:
 class MaskRules:
     max_seeds: int = 3
     min_prune_age: int = 1
+    protect_healthy: bool = False  # see rules.may_prune
+    min_training_epochs: int = 0
+    min_gradient_health: float = 0.0
 
 
 @frozen(eq=False)
@@ -167,7 +170,13 @@ def compute_masks(
         targets = rules.alpha_targets_legal(r.stage, r.alpha_target, space.alpha_targets)
         alpha[i] = torch.tensor(targets, dtype=torch.bool)
         slot[LifecycleOp.SET_ALPHA_TARGET, i] = any(targets)
-        slot[LifecycleOp.PRUNE, i] = rules.may_prune(r, limits.min_prune_age)
+        slot[LifecycleOp.PRUNE, i] = rules.may_prune(
+            r,
+            limits.min_prune_age,
+            limits.protect_healthy,
+            limits.min_training_epochs,
+            limits.min_gradient_health,
+        )
         slot[LifecycleOp.FOSSILIZE, i] = rules.may_fossilize(r.stage)
     op = slot.any(dim=1)
     op[LifecycleOp.WAIT] = True

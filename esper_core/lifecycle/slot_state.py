@@ -137,3 +137,4 @@ class SlotReport:
     cooldown_left: int
     acc_before_output: float | None = None
     gain: float | None = None
+    exploding: bool = False

@@ -29,6 +29,18 @@ class PPOOptions:
     mlp_layers: int = options_field(
         2, in_range(1, integer=True), "Linear+tanh layers of the encoder."
     )
+    init_wait_bias: float = options_field(
+        0.0,
+        in_range(-20, 20),
+        "Initial bias of the op head's WAIT logit (0: all ops equally likely at first).",
+    )
+    # ---------------------------------------------------------------- rollouts
+    rollout_episodes: int = options_field(
+        4,
+        in_range(1, 1000, integer=True),
+        "Episodes of every env in one rollout (one update): rollout length = this x "
+        "max_epochs steps per env.",
+    )
     # ---------------------------------------------------------------- optimisation
     learning_rate: float = options_field(3e-4, in_range(0, lo_open=True), "Adam learning rate.")
     adam_eps: float = options_field(1e-5, in_range(0, lo_open=True), "Adam epsilon.")

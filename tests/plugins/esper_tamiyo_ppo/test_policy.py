@@ -130,7 +130,7 @@ def test_rollback_ends_only_that_envs_segment_and_resets_its_lstm_state() -> Non
 
 
 def test_rollback_penalty_reaches_the_buffer_and_is_not_bootstrapped_across() -> None:
-    policy = make_policy(n_envs=1, max_epochs=4, gamma=0.9)
+    policy = make_policy(PPOOptions(rollout_episodes=1), n_envs=1, max_epochs=4, gamma=0.9)
     env = BanditEnv(0, 4, rollback_at=[2])
     last = collect_rollout(policy, [env])
     b = policy.buffer
@@ -145,7 +145,7 @@ def test_rollback_penalty_reaches_the_buffer_and_is_not_bootstrapped_across() ->
 
 
 def test_update_before_the_rollout_is_complete_fails() -> None:
-    policy = make_policy(n_envs=1, max_epochs=4)
+    policy = make_policy(PPOOptions(rollout_episodes=1), n_envs=1, max_epochs=4)
     envs = [BanditEnv(0, 4)]
     obs = [envs[0].reset(0)]
     policy.set_training(True)
