@@ -138,6 +138,11 @@ class EnvSection:
         "in TRAINING, the alpha ramp in BLENDING; never in GERMINATED); a seed in trouble "
         "(low gradient health, exploding gradient) can always be pruned.",
     )
+    gated_advance: bool = options_field(
+        True,
+        doc="ADVANCE and FOSSILIZE are legal only when the gate they lead through passes "
+        "(off: also when it fails, and the env refuses the action).",
+    )
     history_length: int = options_field(
         5, in_range(1, MAX_HISTORY, integer=True), "Loss/accuracy history in observations."
     )

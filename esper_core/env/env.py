@@ -69,6 +69,7 @@ class MorphogeneticEnv:
             max_seeds=env.max_seeds,
             min_prune_age=env.min_prune_age,
             protect_healthy=env.protect_healthy_seeds,
+            gated_advance=env.gated_advance,
             min_training_epochs=config.lifecycle.min_training_epochs,
             min_gradient_health=config.lifecycle.min_gradient_health,
         )
@@ -173,7 +174,8 @@ class MorphogeneticEnv:
         return self._observation
 
     def masks(self) -> ActionMasks:
-        return compute_masks(self.model.reports(), self.space, self.mask_rules)
+        gates = [slot.next_gate() for slot in self.model.iter_slots()]
+        return compute_masks(self.model.reports(), self.space, self.mask_rules, gates)
 
     def _record_validation(self, ev: EvalResult) -> None:
         env = self.config.env

@@ -49,6 +49,7 @@ def observe(env: MorphogeneticEnv, rolled_back: bool) -> Observation:
     reports = tuple(env.model.reports())
     ev, stats = env.last_eval, env.stats
     train = env.last_train
+    gates = tuple(slot.next_gate() for slot in env.model.iter_slots())
     return Observation(
         env_index=env.env_index,
         epoch=env.epoch,
@@ -66,8 +67,8 @@ def observe(env: MorphogeneticEnv, rolled_back: bool) -> Observation:
         host_params=env.host_params,
         seed_params=env.model.seed_param_count(),
         slots=reports,
-        gates=tuple(slot.next_gate() for slot in env.model.iter_slots()),
-        masks=compute_masks(reports, env.space, env.mask_rules),
+        gates=gates,
+        masks=compute_masks(reports, env.space, env.mask_rules, gates),
         rolled_back=rolled_back,
     )
 

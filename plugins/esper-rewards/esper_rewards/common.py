@@ -23,8 +23,12 @@ from esper_core.lifecycle.stages import Stage
 # Stages that hold a seed. Only these earn the epochs-in-stage bonus: on DORMANT the
 # bonus would make germinating *lower* Φ (an idle slot would be worth up to 2, a fresh
 # seed 1), and on the cooldown stages it would make pruning look like progress.
-# FOSSILIZED is included so a long-lived fossil (6 + 2) stays worth more than a seed
-# held in HOLDING forever (5.5 + 2).
+# FOSSILIZED is included so a long-lived fossil (7.5 + 1) stays worth more than a seed
+# held in HOLDING forever (5.5 + 1). The cap (1) is below every step between consecutive
+# stages (1, 1.5, 2, 2), so no advance ever lowers Φ: with DOMAIN §6's cap of 2 and
+# FOSSILIZED 6, advancing a seed after its 10 TRAINING epochs (2 + 2 -> 3.5) and
+# fossilizing one held 2+ epochs (5.5 + 0.6 -> 6) were punished on the spot, teaching a
+# learner the opposite of the lifecycle.
 
 
 def _finite(value: object) -> str | None:
@@ -51,7 +55,7 @@ class ShapingOptions:
     potential_training: float = options_field(2.0, _finite, "Φ of a TRAINING seed.")
     potential_blending: float = options_field(3.5, _finite, "Φ of a BLENDING seed.")
     potential_holding: float = options_field(5.5, _finite, "Φ of a HOLDING seed.")
-    potential_fossilized: float = options_field(6.0, _finite, "Φ of a fossil.")
+    potential_fossilized: float = options_field(7.5, _finite, "Φ of a fossil.")
     potential_pruned: float = options_field(0.0, _finite, "Φ of a slot in PRUNED.")
     potential_embargoed: float = options_field(0.0, _finite, "Φ of a slot in EMBARGOED.")
     potential_resetting: float = options_field(0.0, _finite, "Φ of a slot in RESETTING.")
@@ -61,7 +65,10 @@ class ShapingOptions:
         "Φ bonus per epoch in stage, seed-holding stages only (GERMINATED..FOSSILIZED).",
     )
     epoch_bonus_cap: float = options_field(
-        2.0, in_range(0), "Largest epochs-in-stage bonus per slot."
+        1.0,
+        in_range(0),
+        "Largest epochs-in-stage bonus per slot (below every step to the next stage, so "
+        "no advance lowers Φ).",
     )
     zero_terminal_potential: bool = options_field(
         True,

@@ -72,7 +72,7 @@ class PPOPolicy:
                 options.trunk,
                 options.hidden_size,
                 options.mlp_layers,
-                options.init_wait_bias,
+                options.init_op_bias,
             ).to(self.device)
         self.generator = torch.Generator(device=self.device).manual_seed(context.seed)
         self.shuffle_generator = torch.Generator().manual_seed(context.seed + SHUFFLE_SEED_OFFSET)

@@ -23,9 +23,9 @@ GAMMA = 0.99
 # One transition several goldens share (γ = 0.99, w = 0.3):
 #   before: r0c0 TRAINING 3 epochs  -> 2 + 0.9 = 2.9
 #           r0c1 DORMANT            -> 0
-#           r0c2 FOSSILIZED 10 ep.  -> 6 + min(3.0, 2) = 8
-#   after:  r0c0 BLENDING 1 epoch   -> 3.5 + 0.3 = 3.8; r0c1 0; r0c2 FOSSILIZED 11 -> 8
-#   Φ(s) = 10.9, Φ(s') = 11.8; shaping = 0.3·(0.99·11.8 − 10.9) = 0.3·0.782 = 0.2346
+#           r0c2 FOSSILIZED 10 ep.  -> 7.5 + min(3.0, 1) = 8.5
+#   after:  r0c0 BLENDING 1 epoch   -> 3.5 + 0.3 = 3.8; r0c1 0; r0c2 FOSSILIZED 11 -> 8.5
+#   Φ(s) = 11.4, Φ(s') = 12.3; shaping = 0.3·(0.99·12.3 − 11.4) = 0.3·0.777 = 0.2331
 #   rent: the seeds that touch the output after the step (r0c0 BLENDING, r0c2 the
 #   fossil, 1000 parameters each) against a 10000-parameter host:
 #   0.01·0.5·ln(1 + 2000/10000) = 0.005·ln 1.2
@@ -39,7 +39,7 @@ AFTER = (
     snap("r0c1", Stage.DORMANT),
     snap("r0c2", Stage.FOSSILIZED, 11, contribution=2.0, params=1000, gain=3.0),
 )
-SHAPING = 0.2346
+SHAPING = 0.2331
 RENT = -0.005 * math.log(1.2)
 # accuracy: 0.1·(0.99·83.5 − 80.0) = 0.1·2.665
 ACCURACY = 0.2665
@@ -148,23 +148,23 @@ def test_shaped_golden_fossilize_with_a_harmful_neighbour() -> None:
     before = (
         snap("r0c0", Stage.BLENDING, 2, gain=-2.0, params=500),  # Φ 3.5 + 0.6; Ψ 0.02·−2
         snap("r0c1", Stage.HOLDING, 2, gain=3.0, params=1000),  # Φ 5.5 + 0.6; Ψ 0.02·3
-        snap("r0c2", Stage.FOSSILIZED, 11, gain=-5.0, params=1500),  # Φ 6 + 2; Ψ 0.05·−5
+        snap("r0c2", Stage.FOSSILIZED, 11, gain=-5.0, params=1500),  # Φ 7.5 + 1; Ψ 0.05·−5
     )
     after = (
         snap("r0c0", Stage.BLENDING, 3, gain=-3.0, params=500),  # Φ 4.4; Ψ 0.02·−3
-        snap("r0c1", Stage.FOSSILIZED, 1, gain=4.0, params=1000),  # Φ 6.3; Ψ 0.05·4
-        snap("r0c2", Stage.FOSSILIZED, 12, gain=-5.0, params=1500),  # Φ 8; Ψ 0.05·−5
+        snap("r0c1", Stage.FOSSILIZED, 1, gain=4.0, params=1000),  # Φ 7.8; Ψ 0.05·4
+        snap("r0c2", Stage.FOSSILIZED, 12, gain=-5.0, params=1500),  # Φ 8.5; Ψ 0.05·−5
     )
     step = ctx(op=LifecycleOp.FOSSILIZE, slot=1, slots_before=before, slots_after=after)
     b = family(ShapedReward, gamma=GAMMA).compute(step)
-    # Φ(s) = 18.2, Φ(s') = 18.7: shaping 0.3·(0.99·18.7 − 18.2) = 0.0939
+    # Φ(s) = 18.7, Φ(s') = 20.7: shaping 0.3·(0.99·20.7 − 18.7) = 0.5379
     # Ψ(s) = −0.04 + 0.06 − 0.25 = −0.23, Ψ(s') = −0.06 + 0.2 − 0.25 = −0.11:
     # attribution 0.99·(−0.11) + 0.23 = 0.1211
     # accuracy 0.1·(0.99·80 − 80) = −0.08; rent 0.005·ln(1 + 3000/10000); intervention −0.01
     assert b.components == pytest.approx(
         {
             "accuracy": -0.08,
-            "shaping": 0.0939,
+            "shaping": 0.5379,
             "rent": -0.005 * math.log(1.3),
             "terminal": 0.0,
             "refused": 0.0,
@@ -247,8 +247,8 @@ def test_shaped_attribution_is_zero_at_the_last_step_for_a_useless_fossil() -> N
 
 def test_simplified_golden_last_step() -> None:
     before = (
-        snap("r0c0", Stage.FOSSILIZED, 20, gain=4.0),  # Φ 6 + 2 = 8
-        snap("r0c1", Stage.FOSSILIZED, 5, gain=0.5),  # Φ 6 + 1.5 = 7.5
+        snap("r0c0", Stage.FOSSILIZED, 20, gain=4.0),  # Φ 7.5 + 1 = 8.5
+        snap("r0c1", Stage.FOSSILIZED, 5, gain=0.5),  # Φ 7.5 + min(1.5, 1) = 8.5
         snap("r0c2", Stage.DORMANT),
     )
     after = (
@@ -266,11 +266,11 @@ def test_simplified_golden_last_step() -> None:
         slots_after=after,
     )
     b = family(SimplifiedReward, gamma=GAMMA).compute(step)
-    # the last step: Φ(s′) = 0 (zero_terminal_potential): 0.3·(0 − 15.5) = −4.65
+    # the last step: Φ(s′) = 0 (zero_terminal_potential): 0.3·(0 − 17.0) = −5.1
     # −0.01 (GERMINATE); terminal 3·90/100 = 2.7; no fossil bonus by default
     assert b.components == pytest.approx(
         {
-            "shaping": -4.65,
+            "shaping": -5.1,
             "intervention": -0.01,
             "terminal_accuracy": 2.7,
             "terminal_fossils": 0.0,
@@ -282,11 +282,11 @@ def test_simplified_golden_last_step() -> None:
     mid = family(SimplifiedReward, gamma=GAMMA, terminal_fossil_bonus=2.0).compute(
         ctx(epoch=29, max_epochs=30, val_acc=90.0, slots_before=before, slots_after=before)
     )
-    # Not the last step: no terminal terms; WAIT: no cost; Φ = 15.5 both sides:
-    # 0.3·(0.99 − 1)·15.5 = −0.0465
+    # Not the last step: no terminal terms; WAIT: no cost; Φ = 17.0 both sides:
+    # 0.3·(0.99 − 1)·17.0 = −0.051
     assert mid.components == pytest.approx(
         {
-            "shaping": -0.0465,
+            "shaping": -0.051,
             "intervention": 0.0,
             "terminal_accuracy": 0.0,
             "terminal_fossils": 0.0,

@@ -3,7 +3,7 @@
 For s_0 .. s_T, the discounted sum of the per-step shaping terms
 ``Σ_t γ^t · w·(γ·Φ(s_{t+1}) − Φ(s_t))`` equals ``w·(γ^T·Φ(s_T) − Φ(s_0))``, and
 ``−w·Φ(s_0)`` with ``zero_terminal_potential`` (the default: Φ(s_T) = 0). Φ is
-recomputed here from the DOMAIN §6 table, independently of the plugin. The same holds
+recomputed here from the stage table (DOMAIN §6's, fossil 7.5, bonus cap 1), independently of the plugin. The same holds
 for shaped's attribution Ψ (by measured gain), and the accuracy and loss terms sum to
 the discounted final accuracy / loss: what an episode earns depends on where it ends.
 """
@@ -28,7 +28,7 @@ SPEC_POTENTIAL = {
     Stage.TRAINING: 2.0,
     Stage.BLENDING: 3.5,
     Stage.HOLDING: 5.5,
-    Stage.FOSSILIZED: 6.0,
+    Stage.FOSSILIZED: 7.5,
     Stage.PRUNED: 0.0,
     Stage.EMBARGOED: 0.0,
     Stage.RESETTING: 0.0,
@@ -52,7 +52,7 @@ def reference_phi(slots: tuple[SlotSnapshot, ...]) -> float:
     for s in slots:
         total += SPEC_POTENTIAL[s.stage]
         if s.stage in SEED_HOLDING:
-            total += min(0.3 * s.epochs_in_stage, 2.0)
+            total += min(0.3 * s.epochs_in_stage, 1.0)
     return total
 
 

@@ -9,8 +9,9 @@ from esper_telemetry.report.data import RunData, load_run
 
 REPORT_FILE = "report.md"
 FIGURES = ("accuracy.png", "lifecycle.png", "rewards.png")
+TRAINING_FIGURE = "training.png"  # train runs only: the learning curve
 
-__all__ = ["FIGURES", "REPORT_FILE", "RunData", "build_report", "load_run"]
+__all__ = ["FIGURES", "REPORT_FILE", "TRAINING_FIGURE", "RunData", "build_report", "load_run"]
 
 
 def build_report(
@@ -21,8 +22,8 @@ def build_report(
     max_series: int = 8,
     max_groups: int = 4,
 ) -> list[Path]:
-    """Write the three figures and report.md; return their paths."""
-    from esper_telemetry.report import figures, markdown
+    """Write the three figures (four for a train run) and report.md; return their paths."""
+    from esper_telemetry.report import figures, markdown, training
 
     data = load_run(Path(run_dir))
     out = Path(out_dir) if out_dir is not None else Path(run_dir)
@@ -32,6 +33,9 @@ def build_report(
         figures.save(figures.lifecycle_figure(data, max_groups=max_groups), out / FIGURES[1], dpi),
         figures.save(figures.reward_figure(data), out / FIGURES[2], dpi),
     ]
+    if training.has_training(data):
+        curve = training.training_figure(data)
+        written.append(figures.save(curve, out / TRAINING_FIGURE, dpi))
     report = out / REPORT_FILE
     write_text(report, markdown.render(data, [p.name for p in written]))
     return [*written, report]

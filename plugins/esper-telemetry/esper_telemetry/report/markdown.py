@@ -96,6 +96,8 @@ def render(data: RunData, figures: Sequence[str]) -> str:
         "accuracy.png": "Validation and test accuracy",
         "lifecycle.png": "Seed lifecycle per slot",
         "rewards.png": "Reward components",
+        "training.png": "Learning curve: return, greedy evaluation, entropy, KL, clipping, "
+        "explained variance",
     }
     for name in figures:
         out += [f"![{captions.get(name, name)}]({name})", ""]
