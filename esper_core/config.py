@@ -1,14 +1,11 @@
 """Run configuration: attrs sections, loading (TOML/JSON), ``--set`` overrides, dumping.
 
-Every default of DOMAIN.md lives here as a named field. Components (tasks, rewards,
-policies, telemetry backends, executors) bring their own attrs options classes; their
-tables (``[rewards.pbrs]``) are kept raw here and validated by the component's class
-when the run is resolved (see :func:`esper_core.run.resolve.resolve`).
+Every default of DOMAIN.md is a named field here. Component tables (``[rewards.pbrs]``)
+are kept raw and validated by the component's options class when the run is resolved.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +13,18 @@ import attrs
 from attrs import define
 
 from esper_core.config_io import apply_overrides, merge, read_file
+from esper_core.config_limits import (
+    MAX_BATCH,
+    MAX_ENVS,
+    MAX_EPOCHS,
+    MAX_FACTOR,
+    MAX_HISTORY,
+    MAX_LR,
+    MAX_POINTS,
+    MAX_SEED,
+    MAX_THREADS,
+    check_device,
+)
 from esper_core.converter import (
     drop_none,
     each,
@@ -30,35 +39,6 @@ from esper_core.converter import (
 
 COMPONENT_KINDS = ("tasks", "rewards", "policies", "telemetry", "executors")
 CONFIG_SCHEMA_VERSION = 1
-
-
-def _usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))  # the CPUs this process may run on
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
-
-
-# Upper bounds of the numeric fields: far beyond any sensible setting, low enough that
-# no value runs forever, allocates without bound or overflows where torch takes it.
-MAX_SEED = 2**32 - 1  # derived seeds (seed + env, seed x 1_000_003 + n) stay in int64
-MAX_EPOCHS = 100_000  # any count or interval of epochs, updates or episodes
-MAX_BATCH = 1_000_000
-MAX_ENVS = 1024
-MAX_THREADS = min(1024, 4 * _usable_cpus())  # beyond, threads only thrash; huge counts segfault
-MAX_HISTORY = 1000  # history entries become observation features and buffers
-MAX_LR = 100.0
-MAX_FACTOR = 1000.0  # multipliers, ratios and steepness
-MAX_POINTS = 100.0  # accuracy is in points, 0..100
-
-
-def _device(value: Any) -> str | None:
-    if value is None:
-        return None
-    kind, _, index = str(value).partition(":")
-    if kind not in ("cpu", "cuda", "mps", "xpu") or (index and not index.isdigit()):
-        return f'expected a device such as "cpu", "cuda" or "cuda:1", got "{value}"'
-    return None
 
 
 @define
@@ -78,8 +58,8 @@ class RunSection:
         1, in_range(1, MAX_EPOCHS, integer=True), "Episodes per env for `esper run`."
     )
     n_envs: int = options_field(1, in_range(1, MAX_ENVS, integer=True), "Parallel environments.")
-    device: str = options_field("cpu", _device, "Device of every env (single-device executors).")
-    devices: list[str] = options_field([], each(_device), "Devices for envs round-robin (streams).")
+    device: str = options_field("cpu", check_device, "Device of every env (one-device executors).")
+    devices: list[str] = options_field([], each(check_device), "Devices of envs, round-robin.")
     out_dir: str = options_field("runs", doc="Parent directory of run directories.")
     task: str = options_field("digits", doc="Task component (tasks.*).")
     policy: str = options_field(
@@ -141,6 +121,17 @@ class EnvSection:
     )
     min_prune_age: int = options_field(
         1, in_range(0, MAX_EPOCHS, integer=True), "Epochs a seed must live before PRUNE."
+    )
+    protect_healthy_seeds: bool = options_field(
+        True,
+        doc="PRUNE a healthy seed only once its stage's trial is done (min_training_epochs "
+        "in TRAINING, the alpha ramp in BLENDING; never in GERMINATED); a seed in trouble "
+        "(low gradient health, exploding gradient) can always be pruned.",
+    )
+    gated_advance: bool = options_field(
+        True,
+        doc="ADVANCE and FOSSILIZE are legal only when the gate they lead through passes "
+        "(off: also when it fails, and the env refuses the action).",
     )
     history_length: int = options_field(
         5, in_range(1, MAX_HISTORY, integer=True), "Loss/accuracy history in observations."
@@ -340,6 +331,23 @@ class TrainSection:
     )
     checkpoint_every: int = options_field(
         1, in_range(1, MAX_EPOCHS, integer=True), "Checkpoint every N updates."
+    )
+    eval_every: int = options_field(
+        5,
+        in_range(0, MAX_EPOCHS, integer=True),
+        "Evaluate the greedy policy on eval_seeds before the first update and every N "
+        "updates (0: never).",
+    )
+    eval_seeds: list[int] = options_field(
+        [100_000, 100_001, 100_002],
+        each(in_range(0, MAX_SEED, integer=True)),
+        "Env seeds of the evaluation episodes: fixed, and far from the training seeds "
+        "(run.seed + episode x n_envs + env).",
+    )
+    eval_references: list[str] = options_field(
+        ["wait", "heuristic"],
+        doc="Policies evaluated once on eval_seeds, as reference lines (those not installed "
+        "are skipped).",
     )
 
 

@@ -3,7 +3,8 @@
 A policy component is a class with ``name``, ``description`` and an attrs ``Options``
 class, constructed as ``Policy(options, context)``. It acts on the observations of
 all envs at once (batched). A learnable policy also implements :class:`Trainable`,
-which ``esper train`` drives: one rollout = one episode of every env.
+which ``esper train`` drives: one rollout = ``episodes_per_update`` episodes of every
+env (an optional integer attribute of the policy; 1 when it has none).
 """
 
 from __future__ import annotations
@@ -85,4 +86,9 @@ class Trainable(Policy, Protocol):
 
     def set_training(self, training: bool) -> None:
         """Explore and record transitions (True) or act for evaluation (False)."""
+        ...
+
+    def act_greedily(self, observations: Sequence[Observation]) -> list[Action]:
+        """The policy's most likely action for each observation, recording nothing: what
+        the greedy evaluation during training plays (between updates, not training)."""
         ...

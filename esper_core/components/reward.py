@@ -33,6 +33,7 @@ class SlotSnapshot:
     alpha: float
     contribution: float | None
     seed_params: int
+    gain: float | None = None  # validation points gained since the seed first touched the output
 
 
 @frozen

@@ -72,7 +72,14 @@ class MorphogeneticEnv:
         self.batch_size = env.batch_size or task.default_batch_size
         self.eval_batch_size = env.eval_batch_size or task.default_eval_batch_size
         self.settings = SlotSettings.from_lifecycle(config.lifecycle, self.max_epochs)
-        self.mask_rules = MaskRules(max_seeds=env.max_seeds, min_prune_age=env.min_prune_age)
+        self.mask_rules = MaskRules(
+            max_seeds=env.max_seeds,
+            min_prune_age=env.min_prune_age,
+            protect_healthy=env.protect_healthy_seeds,
+            gated_advance=env.gated_advance,
+            min_training_epochs=config.lifecycle.min_training_epochs,
+            min_gradient_health=config.lifecycle.min_gradient_health,
+        )
         self.seed = config.run.seed + env_index
         self.episode = 0
         self._build(self.seed)
@@ -187,7 +194,8 @@ class MorphogeneticEnv:
         return self._observation
 
     def masks(self) -> ActionMasks:
-        return compute_masks(self.model.reports(), self.space, self.mask_rules)
+        gates = [slot.next_gate() for slot in self.model.iter_slots()]
+        return compute_masks(self.model.reports(), self.space, self.mask_rules, gates)
 
     def _record_validation(self, ev: EvalResult) -> None:
         env = self.config.env

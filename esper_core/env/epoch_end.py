@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 def record_measurements(model: MorphogeneticModel, train: TrainStats, ev: EvalResult) -> None:
-    """Hand each slot its gradient statistics and its counterfactual contribution."""
+    """Hand each slot its gradient statistics, its counterfactual contribution and its gain."""
     for slot in model.iter_slots():
         stats = train.seeds.get(slot.slot_id)
         if stats is not None:
@@ -28,6 +28,7 @@ def record_measurements(model: MorphogeneticModel, train: TrainStats, ev: EvalRe
         slot.record_contribution(
             ev.contributions.get(slot.slot_id), loss_finite=ev.finite and train.finite
         )
+        slot.state.record_accuracy(ev.accuracy)
 
 
 # SeedPruned.reason of a seed pruned because its output held an inf or NaN.

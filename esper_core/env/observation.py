@@ -52,6 +52,7 @@ def observe(env: MorphogeneticEnv, rolled_back: bool) -> Observation:
     reports = tuple(env.model.reports())
     ev, stats = env.last_eval, env.stats
     train = env.last_train
+    gates = tuple(slot.next_gate() for slot in env.model.iter_slots())
     return Observation(
         env_index=env.env_index,
         epoch=env.epoch,
@@ -69,8 +70,8 @@ def observe(env: MorphogeneticEnv, rolled_back: bool) -> Observation:
         host_params=env.host_params,
         seed_params=env.model.seed_param_count(),
         slots=reports,
-        gates=tuple(slot.next_gate() for slot in env.model.iter_slots()),
-        masks=compute_masks(reports, env.space, env.mask_rules),
+        gates=gates,
+        masks=compute_masks(reports, env.space, env.mask_rules, gates),
         rolled_back=rolled_back,
         epochs_before_blending=tuple(
             env.settings.epochs_before_blending(env.blueprints[key].identity_at_birth)

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     # actions (rewards, policies) load without it.
     import torch
 
+    from esper_core.lifecycle.gates import GateResult
     from esper_core.lifecycle.slot import SlotReport
 
 
@@ -124,6 +125,12 @@ class ActionSpace:
 class MaskRules:
     max_seeds: int = 3
     min_prune_age: int = 1
+    protect_healthy: bool = False  # see rules.may_prune
+    min_training_epochs: int = 0
+    min_gradient_health: float = 0.0
+    # ADVANCE and FOSSILIZE legal only when the gate they lead through passes now (when
+    # the caller hands compute_masks the gates): a refused try changes nothing anyway.
+    gated_advance: bool = False
 
 
 @frozen(eq=False)
@@ -149,9 +156,13 @@ class ActionMasks:
 
 
 def compute_masks(
-    reports: Sequence[SlotReport], space: ActionSpace, limits: MaskRules
+    reports: Sequence[SlotReport],
+    space: ActionSpace,
+    limits: MaskRules,
+    gates: Sequence[GateResult | None] | None = None,
 ) -> ActionMasks:
-    """The one place that decides which actions are legal."""
+    """The one place that decides which actions are legal; ``gates``: each slot's next
+    gate, evaluated now (used with ``limits.gated_advance``)."""
     import torch
 
     n_slots = len(space.slot_ids)
@@ -163,12 +174,19 @@ def compute_masks(
     )
     for i, r in enumerate(reports):
         slot[LifecycleOp.GERMINATE, i] = can_germinate and rules.may_germinate_in(r.stage)
-        slot[LifecycleOp.ADVANCE, i] = rules.may_advance(r.stage)
+        gate_open = not limits.gated_advance or gates is None or _passes(gates[i])
+        slot[LifecycleOp.ADVANCE, i] = rules.may_advance(r.stage) and gate_open
         targets = rules.alpha_targets_legal(r.stage, r.alpha_target, space.alpha_targets)
         alpha[i] = torch.tensor(targets, dtype=torch.bool)
         slot[LifecycleOp.SET_ALPHA_TARGET, i] = any(targets)
-        slot[LifecycleOp.PRUNE, i] = rules.may_prune(r, limits.min_prune_age)
-        slot[LifecycleOp.FOSSILIZE, i] = rules.may_fossilize(r.stage)
+        slot[LifecycleOp.PRUNE, i] = rules.may_prune(
+            r,
+            limits.min_prune_age,
+            limits.protect_healthy,
+            limits.min_training_epochs,
+            limits.min_gradient_health,
+        )
+        slot[LifecycleOp.FOSSILIZE, i] = rules.may_fossilize(r.stage) and gate_open
     op = slot.any(dim=1)
     op[LifecycleOp.WAIT] = True
     slot[LifecycleOp.WAIT] = True  # the slot head is irrelevant to WAIT; any value is fine
@@ -180,6 +198,10 @@ def compute_masks(
         tempo=torch.ones(len(space.tempos), dtype=torch.bool),
         alpha_target=alpha,
     )
+
+
+def _passes(gate: GateResult | None) -> bool:
+    return gate is not None and gate.passed
 
 
 def refusal_reason(action: Action, masks: ActionMasks, space: ActionSpace) -> str | None:

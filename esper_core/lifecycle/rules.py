@@ -254,8 +254,61 @@ def why_no_advance(stage: Stage) -> str:
     return "the slot is cooling down after a prune"
 
 
-def may_prune(seed: StagedSeed, min_prune_age: int) -> bool:
-    return seed.stage in PRUNABLE_STAGES and seed.epochs_total >= min_prune_age
+class JudgedSeed(StagedSeed, Protocol):
+    """What the pruning rule reads of a seed (a ``SlotReport`` has all of it)."""
+
+    @property
+    def epochs_in_stage(self) -> int: ...
+
+    @property
+    def alpha(self) -> float: ...
+
+    @property
+    def alpha_target(self) -> float: ...
+
+    @property
+    def gradient_health(self) -> float | None: ...
+
+    @property
+    def exploding(self) -> bool: ...
+
+
+def is_healthy(seed: JudgedSeed, min_gradient_health: float) -> bool:
+    """No sign of trouble: gradient health unmeasured or at least the gate's threshold,
+    and no exploding gradient."""
+    health = seed.gradient_health
+    return not seed.exploding and (health is None or health >= min_gradient_health)
+
+
+def trial_done(seed: JudgedSeed, min_training_epochs: int) -> bool:
+    """Whether the seed has had its stage's minimum: ``min_training_epochs`` in TRAINING,
+    its alpha ramp in BLENDING; a HOLDING seed has, a GERMINATED one not yet."""
+    if seed.stage == Stage.TRAINING:
+        return seed.epochs_in_stage >= min_training_epochs
+    if seed.stage == Stage.BLENDING:
+        return seed.alpha >= seed.alpha_target
+    return seed.stage == Stage.HOLDING
+
+
+def may_prune(
+    seed: JudgedSeed,
+    min_prune_age: int,
+    protect_healthy: bool = False,
+    min_training_epochs: int = 0,
+    min_gradient_health: float = 0.0,
+) -> bool:
+    """A live seed at least ``min_prune_age`` epochs old; with ``protect_healthy``, a
+    healthy one only once its stage's trial is done (:func:`trial_done`).
+
+    The protection is about exploration: an untrained controller that may prune from age
+    1 ends almost every lifecycle in TRAINING (a third of its choices there are PRUNE),
+    so it never sees what a blended seed is worth. A seed in trouble can always go.
+    """
+    if seed.stage not in PRUNABLE_STAGES or seed.epochs_total < min_prune_age:
+        return False
+    if not protect_healthy or not is_healthy(seed, min_gradient_health):
+        return True
+    return trial_done(seed, min_training_epochs)
 
 
 def may_fossilize(stage: Stage) -> bool:

@@ -94,6 +94,12 @@ class SlotState:
     contribution: float | None = None
     contribution_prev: float | None = None
     contribution_fresh: bool = False  # measured by the last validation
+    # ``gain``: the validation accuracy now minus ``acc_before_blend``, in points,
+    # updated every epoch once the seed touches the output. The counterfactual
+    # contribution measures how much the model *relies* on the seed (a host co-adapted
+    # to a useless seed relies on it too); the gain measures what the model gained since
+    # the seed joined it, host progress in that time included.
+    gain: float | None = None
     gradient_health: float | None = None
     exploding: bool = False
     grad_ratio: float | None = None
@@ -126,6 +132,11 @@ class SlotState:
             self.contribution = contribution
         self.contribution_fresh = contribution is not None
         self.loss_finite = loss_finite
+
+    def record_accuracy(self, accuracy: float) -> None:
+        """This epoch's validation accuracy: the gain of a seed that touches the output."""
+        if self.acc_before_blend is not None and self.stage in rules.BLENDED_STAGES:
+            self.gain = accuracy - self.acc_before_blend
 
     def gate_inputs(self) -> GateInputs:
         # A gate judges this epoch's contribution only, never a stale one.
@@ -167,3 +178,5 @@ class SlotReport:
     acc_at_germination: float
     cooldown_left: int
     acc_before_blend: float | None = None
+    gain: float | None = None
+    exploding: bool = False

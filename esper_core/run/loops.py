@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from esper_core.components.policy import Trainable
 from esper_core.errors import ConfigError
+from esper_core.run import evaluation
 from esper_core.run.interrupts import StopFlag
 from esper_core.run.session import Session
 from esper_core.run.telemetry import PolicyUpdate
@@ -58,9 +59,12 @@ class EpisodeLoop:
 
 
 class TrainLoop:
-    """``train.updates`` updates of a trainable policy, each learning from a rollout of one
-    episode of every env; a checkpoint every ``train.checkpoint_every`` updates and after
-    the last. Advantages and the learning rule live in the policy (e.g. GAE and PPO)."""
+    """``train.updates`` updates of a trainable policy, each learning from a rollout of
+    ``episodes_per_update`` episodes of every env (the policy says how many; 1 by
+    default); a greedy evaluation before the first update and every
+    ``train.eval_every`` updates (:mod:`esper_core.run.evaluation`); a checkpoint every
+    ``train.checkpoint_every`` updates and after the last. Advantages and the learning
+    rule live in the policy (e.g. GAE and PPO)."""
 
     mode: ClassVar[str] = "train"
 
@@ -75,23 +79,40 @@ class TrainLoop:
         s = self.session
         policy = s.policy
         updates, every = s.config.train.updates, s.config.train.checkpoint_every
-        max_epochs = s.envs[0].max_epochs
+        max_epochs, rounds = s.envs[0].max_epochs, s.episodes_per_update
         policy.set_training(True)
+        self._evaluate()
         while s.outer < updates:
-            # 1. Collect a rollout: one episode of every env (a resumed one continues mid-episode).
-            fresh = s.epoch == 0
-            observations = s.start_episodes()
-            if fresh:
-                policy.begin_rollout(observations)
-            while s.epoch < max_epochs:
-                observations = play_epoch(s, observations, update=s.outer)
-                s.stop_if_requested(stop, "update")
+            # 1. Collect a rollout: `rounds` episodes of every env (a resumed one continues
+            # mid-rollout, mid-episode).
+            while s.rollout_episode < rounds:
+                fresh = s.epoch == 0 and s.rollout_episode == 0
+                observations = s.start_episodes()
+                if fresh:
+                    policy.begin_rollout(observations)
+                while s.epoch < max_epochs:
+                    observations = play_epoch(s, observations, update=s.outer)
+                    s.stop_if_requested(stop, "update")
+                s.rollout_episode, s.epoch = s.rollout_episode + 1, 0
             # 2. Learn from it.
             diagnostics = dict(policy.update(observations))
             s.updates.append(diagnostics)
-            # 3. Log and checkpoint.
+            # 3. Log, evaluate and checkpoint.
             s.hub.emit([PolicyUpdate(update=s.outer, diagnostics=dict(diagnostics))])
             s.hub.flush()
-            s.outer, s.epoch = s.outer + 1, 0
+            s.outer, s.rollout_episode = s.outer + 1, 0
+            self._evaluate()
             if s.outer % every == 0 or s.outer == updates:
                 s.checkpoint()
+
+    def _evaluate(self) -> None:
+        s = self.session
+        if not evaluation.due(s):
+            return
+        s.policy.set_training(False)
+        try:
+            events = evaluation.evaluate(s)
+        finally:
+            s.policy.set_training(True)
+        s.hub.emit(events)
+        s.hub.flush()

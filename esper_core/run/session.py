@@ -51,6 +51,10 @@ class Session:
     updates: list[dict[str, float]] = attrs.field(factory=list)
     outer: int = 0  # episode (run) or update (train) in progress
     epoch: int = 0  # epochs done in it
+    rollout_episode: int = 0  # training: episodes of every env done in this rollout
+    evaluations: list[dict[str, Any]] = attrs.field(factory=list)  # training: greedy evaluations
+    eval_envs: list[Any] = attrs.field(factory=list)  # built by run.evaluation when first due
+    plugins: PluginManager | None = None  # where reference policies are looked up
     started: float = attrs.field(factory=time.time)
     elapsed_before: float = 0.0
     lock: RunDirLock | None = None  # held by the writing process until close()
@@ -70,15 +74,28 @@ class Session:
         ranks = self.ranks
         return True if ranks is None else bool(ranks.is_writer)
 
-    def env_seed(self, outer: int, env_index: int) -> int:
-        """Env i of episode/update k uses seed + k * n_envs + i: same seed, same data and host."""
-        return self.config.run.seed + outer * len(self.envs) + env_index
+    @property
+    def episodes_per_update(self) -> int:
+        """Episodes of every env in one rollout: the trainable policy's
+        ``episodes_per_update`` (1 for ``esper run`` and for policies without one)."""
+        return int(getattr(self.policy, "episodes_per_update", 1)) if self.mode == "train" else 1
+
+    @property
+    def episode_index(self) -> int:
+        """The index of the episodes in progress: episode k of a run; in training, rollout episode j
+        of update k is episode k * episodes_per_update + j."""
+        return self.outer * self.episodes_per_update + self.rollout_episode
+
+    def env_seed(self, episode: int, env_index: int) -> int:
+        """Env i of episode k uses seed + k * n_envs + i: same seed, same data and host."""
+        return self.config.run.seed + episode * len(self.envs) + env_index
 
     def reset_envs(self) -> list[Observation]:
-        seeds = [self.env_seed(self.outer, i) for i in range(len(self.envs))]
+        episode = self.episode_index
+        seeds = [self.env_seed(episode, i) for i in range(len(self.envs))]
         if self.ranks is not None:
-            return list(self.ranks.reset_envs(self.envs, seeds, self.outer))
-        return [env.reset(seed, self.outer) for env, seed in zip(self.envs, seeds)]
+            return list(self.ranks.reset_envs(self.envs, seeds, episode))
+        return [env.reset(seed, episode) for env, seed in zip(self.envs, seeds)]
 
     def start_episodes(self) -> list[Observation]:
         """What the next epoch acts on: at epoch 0 every env is reset and the policy forgets
@@ -135,6 +152,8 @@ class Session:
             "outer": self.outer,
             "epoch": self.epoch,
             "config": config_to_dict(self.config),
+            "rollout_episode": self.rollout_episode,
+            "evaluations": self.evaluations,
             "envs": env_states,
             "policy": self.policy.state_dict(),
             "telemetry": self.hub.state_dict(),
@@ -166,6 +185,8 @@ class Session:
             # The run was lengthened (or shortened): its config.toml records the new length.
             write_text(run_file(self.run_dir, CONFIG), dump_toml(self.config))
         self.outer, self.epoch = done, int(data["epoch"])
+        self.rollout_episode = int(data.get("rollout_episode", 0))
+        self.evaluations = list(data.get("evaluations", []))
         try:
             if self.epoch > 0:
                 for env, state in zip(self.envs, data["envs"], strict=True):
@@ -248,7 +269,9 @@ def open_session(
         if lock is not None:
             lock.release()
         raise
-    session = Session(resolved, mode, path, envs, policy, executor, Hub(backends), lock=lock)
+    session = Session(
+        resolved, mode, path, envs, policy, executor, Hub(backends), lock=lock, plugins=pm
+    )
     try:
         if resume:
             session.restore(load_checkpoint(path / CHECKPOINT))

@@ -212,6 +212,22 @@ class PolicyUpdate(Event):
     diagnostics: dict[str, float]
 
 
+@frozen
+class PolicyEvaluation(Event):
+    """Episodes on the fixed evaluation seeds of a training run: the trained policy acting
+    greedily after ``update`` updates, or a reference policy (``update`` is None)."""
+
+    kind: ClassVar[str] = "policy_evaluation"
+    update: int | None
+    policy: str  # "trained" or the name of a reference policy (wait, heuristic)
+    seeds: list[int]
+    final_val_acc: list[float]
+    final_test_acc: list[float | None]
+    total_reward: list[float]
+    seeds_fossilized: list[int]
+    params_added: list[int]
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.kind: cls
     for cls in (
@@ -226,6 +242,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         GovernorRollback,
         EpisodeFinished,
         PolicyUpdate,
+        PolicyEvaluation,
     )
 }
 

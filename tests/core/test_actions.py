@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
+import attrs
 import pytest
 import torch
 from hypothesis import given, settings
@@ -179,6 +181,61 @@ def test_prune_needs_a_prunable_stage_and_minimum_age() -> None:
     for stage in (Stage.FOSSILIZED, Stage.DORMANT, Stage.PRUNED, Stage.EMBARGOED, Stage.RESETTING):
         masks = compute_masks([report(stage, "r0c0", epochs_total=50)], SPACE, rules)
         assert not bool(masks.slot[Op.PRUNE, 0]), stage
+
+
+PROTECT = MaskRules(
+    min_prune_age=1, protect_healthy=True, min_training_epochs=10, min_gradient_health=0.7
+)
+
+
+def judged(stage: Stage, epochs_in_stage: int = 1, **kw: Any) -> SlotReport:
+    return attrs.evolve(
+        report(stage, "r0c0", epochs_total=20), epochs_in_stage=epochs_in_stage, **kw
+    )
+
+
+def may_prune(r: SlotReport, rules: MaskRules = PROTECT) -> bool:
+    return bool(compute_masks([r], SPACE, rules).slot[Op.PRUNE, 0])
+
+
+def test_a_healthy_seed_is_pruned_only_after_its_stage_trial() -> None:
+    assert not may_prune(judged(Stage.GERMINATED, 3))
+    assert not may_prune(judged(Stage.TRAINING, 9, gradient_health=0.9))
+    assert may_prune(judged(Stage.TRAINING, 10, gradient_health=0.9))
+    assert not may_prune(judged(Stage.BLENDING, 2, alpha=0.4, alpha_target=1.0))
+    assert may_prune(judged(Stage.BLENDING, 5, alpha=1.0, alpha_target=1.0))
+    assert may_prune(judged(Stage.BLENDING, 3, alpha=0.7, alpha_target=0.7))  # retargeted
+    assert may_prune(judged(Stage.HOLDING, 0))
+    # without the protection: from min_prune_age on, whatever the stage
+    assert may_prune(judged(Stage.GERMINATED, 3), RULES)
+    assert may_prune(judged(Stage.TRAINING, 1), RULES)
+
+
+def test_a_seed_in_trouble_can_always_be_pruned() -> None:
+    assert may_prune(judged(Stage.TRAINING, 2, gradient_health=0.2))
+    assert may_prune(judged(Stage.TRAINING, 2, gradient_health=0.9, exploding=True))
+    assert may_prune(judged(Stage.BLENDING, 1, alpha=0.2, gradient_health=0.5))
+    # ... but never below the minimum age, and never a fossil
+    young = attrs.evolve(judged(Stage.TRAINING, 0, gradient_health=0.1), epochs_total=0)
+    assert not may_prune(young)
+    assert not may_prune(judged(Stage.FOSSILIZED, 50, gradient_health=0.1))
+
+
+def test_gated_advance_opens_advance_and_fossilize_only_when_the_gate_passes() -> None:
+    from esper_core.lifecycle.gates import GateResult
+
+    rules = attrs.evolve(RULES, gated_advance=True)
+    shut = GateResult(gate="G2", target=Stage.BLENDING, passed=False, failed=("epochs",))
+    open_ = GateResult(gate="G2", target=Stage.BLENDING, passed=True)
+    for stage in (Stage.GERMINATED, Stage.TRAINING, Stage.BLENDING, Stage.HOLDING):
+        op = Op.FOSSILIZE if stage == Stage.HOLDING else Op.ADVANCE
+        r = [report(stage, "r0c0")]
+        assert not bool(compute_masks(r, SPACE, rules, [shut]).slot[op, 0]), stage
+        assert bool(compute_masks(r, SPACE, rules, [open_]).slot[op, 0]), stage
+        assert not bool(compute_masks(r, SPACE, rules, [None]).slot[op, 0]), stage
+        # off (or no gates handed over): the stage alone decides, as before
+        assert bool(compute_masks(r, SPACE, RULES, [shut]).slot[op, 0]), stage
+        assert bool(compute_masks(r, SPACE, rules).slot[op, 0]), stage
 
 
 def test_alpha_target_rules() -> None:

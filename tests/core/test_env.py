@@ -282,3 +282,27 @@ def test_parameters_added_count_only_seeds_that_reached_the_output() -> None:
     assert env.model.slot("r0c0").stage in (Stage.GERMINATED, Stage.TRAINING)
     assert finished.params_added == 0
     assert finished.params_unblended == env.model.seed_param_count() > 0
+
+
+def test_gain_is_measured_from_the_accuracy_before_the_seed_touched_the_output() -> None:
+    env = make_env()
+    drive_to(env, "r0c0", "TRAINING")
+    training = env.model.slot("r0c0").report()
+    assert training.acc_before_blend is None and training.gain is None  # not in the output
+    while not env.observation.gates[0].passed:
+        env.step(WAIT)
+    before = env.last_eval.accuracy  # what validation said just before the blend starts
+    env.step(env.space.on_slot(LifecycleOp.ADVANCE, "r0c0"))
+    blending = env.model.slot("r0c0").report()
+    assert blending.stage == Stage.BLENDING
+    assert blending.acc_before_blend == before
+    assert blending.gain == pytest.approx(env.last_eval.accuracy - before)
+    drive_to(env, "r0c0", "FOSSILIZED")
+    fossil = env.model.slot("r0c0").report()
+    assert fossil.acc_before_blend == before  # kept: measured once, at the first blend
+    assert fossil.gain == pytest.approx(env.last_eval.accuracy - before)
+    # ... and handed to the reward families through the snapshots
+    from esper_core.env.apply import slot_snapshots
+
+    snapshot = next(s for s in slot_snapshots(env.model) if s.slot_id == "r0c0")
+    assert snapshot.gain == fossil.gain

@@ -53,6 +53,10 @@ WRITTEN_KEYS = {
         *("params_forward", "params_held", "train_flops"),
     ],
     "policy_update": ["schema", "kind", "time", "update", "diagnostics"],
+    "policy_evaluation": [
+        *("schema", "kind", "time", "update", "policy", "seeds", "final_val_acc"),
+        *("final_test_acc", "total_reward", "seeds_fossilized", "params_added"),
+    ],
 }
 
 

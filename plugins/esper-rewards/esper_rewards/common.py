@@ -17,14 +17,18 @@ from attrs import define
 from esper_core.components.reward import RewardContext, SlotSnapshot
 from esper_core.converter import in_range, options_field
 from esper_core.errors import ConfigError
-from esper_core.lifecycle.rules import SEED_STAGES
+from esper_core.lifecycle.rules import BLENDED_STAGES, SEED_STAGES
 from esper_core.lifecycle.stages import Stage
 
 # Stages that hold a seed. Only these earn the epochs-in-stage bonus: on DORMANT the
 # bonus would make germinating *lower* Φ (an idle slot would be worth up to 2, a fresh
 # seed 1), and on the cooldown stages it would make pruning look like progress.
-# FOSSILIZED is included so a long-lived fossil (6 + 2) stays worth more than a seed
-# held in HOLDING forever (5.5 + 2).
+# FOSSILIZED is included so a long-lived fossil (7.5 + 1) stays worth more than a seed
+# held in HOLDING forever (5.5 + 1). The cap (1) is below every step between consecutive
+# stages (1, 1.5, 2, 2), so no advance ever lowers Φ: with DOMAIN §6's cap of 2 and
+# FOSSILIZED 6, advancing a seed after its 10 TRAINING epochs (2 + 2 -> 3.5) and
+# fossilizing one held 2+ epochs (5.5 + 0.6 -> 6) were punished on the spot, teaching a
+# learner the opposite of the lifecycle.
 
 
 def _finite(value: object) -> str | None:
@@ -51,7 +55,7 @@ class ShapingOptions:
     potential_training: float = options_field(2.0, _finite, "Φ of a TRAINING seed.")
     potential_blending: float = options_field(3.5, _finite, "Φ of a BLENDING seed.")
     potential_holding: float = options_field(5.5, _finite, "Φ of a HOLDING seed.")
-    potential_fossilized: float = options_field(6.0, _finite, "Φ of a fossil.")
+    potential_fossilized: float = options_field(7.5, _finite, "Φ of a fossil.")
     potential_pruned: float = options_field(0.0, _finite, "Φ of a slot in PRUNED.")
     potential_embargoed: float = options_field(0.0, _finite, "Φ of a slot in EMBARGOED.")
     potential_resetting: float = options_field(0.0, _finite, "Φ of a slot in RESETTING.")
@@ -61,12 +65,16 @@ class ShapingOptions:
         "Φ bonus per epoch in stage, seed-holding stages only (GERMINATED..FOSSILIZED).",
     )
     epoch_bonus_cap: float = options_field(
-        2.0, in_range(0), "Largest epochs-in-stage bonus per slot."
+        1.0,
+        in_range(0),
+        "Largest epochs-in-stage bonus per slot (below every step to the next stage, so "
+        "no advance lowers Φ).",
     )
     zero_terminal_potential: bool = options_field(
-        False,
-        doc="Take Φ(s′) = 0 at the last step and at a rollback (strict policy invariance for an "
-        "episodic learner); off: the episode's shaping telescopes to γ^T·Φ(s_T) − Φ(s_0).",
+        True,
+        doc="Take Φ(s′) = 0 at the last step and at a rollback: the episode's shaping sums to "
+        "−w·Φ(s_0) whatever the policy did (strict policy invariance); off: it sums to "
+        "w·(γ^T·Φ(s_T) − Φ(s_0)), a bonus for ending with any seed or fossil, useful or not.",
     )
 
 
@@ -74,7 +82,9 @@ class ShapingOptions:
 class ShapingRentOptions(ShapingOptions):
     """Shaping plus the parameter rent ``min(scale·ln(1 + seed/max(host, floor)), cap)·weight``."""
 
-    rent_weight: float = options_field(0.1, in_range(0), "Weight of the parameter rent (per step).")
+    rent_weight: float = options_field(
+        0.01, in_range(0), "Weight of the parameter rent (per step, on output parameters)."
+    )
     rent_log_scale: float = options_field(
         0.5, in_range(0), "Scale of ln(1 + seed/host) in the rent."
     )
@@ -112,22 +122,41 @@ def potential(slots: tuple[SlotSnapshot, ...], opts: ShapingOptions) -> float:
     return math.fsum(slot_potential(slot, opts) for slot in slots)
 
 
+def terminal_state(ctx: RewardContext, opts: ShapingOptions) -> bool:
+    """Whether s′ counts as terminal (potential 0): the last step or a rollback, if zeroed."""
+    return opts.zero_terminal_potential and (ctx.is_last_step or ctx.rolled_back)
+
+
 def shaping(ctx: RewardContext, opts: ShapingOptions, gamma: float) -> float:
     """``w·(γ·Φ(s′) − Φ(s))`` with s = slots before the action, s′ = slots after the step."""
-    terminal = opts.zero_terminal_potential and (ctx.is_last_step or ctx.rolled_back)
-    phi_after = 0.0 if terminal else potential(ctx.slots_after, opts)
+    phi_after = 0.0 if terminal_state(ctx, opts) else potential(ctx.slots_after, opts)
     return opts.shaping_weight * (gamma * phi_after - potential(ctx.slots_before, opts))
 
 
+def output_params(slots: tuple[SlotSnapshot, ...]) -> int:
+    """Parameters of the seeds that affect the output (BLENDING, HOLDING, FOSSILIZED).
+
+    A GERMINATED or TRAINING seed leaves the output bit-identical to the host's, so it
+    costs nothing yet: parking a seed that never blends is worth exactly a WAIT.
+    """
+    return sum(slot.seed_params for slot in slots if slot.stage in BLENDED_STAGES)
+
+
+def log_cost(params: int, host_params: int, opts: ShapingRentOptions) -> float:
+    """``min(scale·ln(1 + params/max(host, floor)), cap)``: the size of a seed set, >= 0."""
+    ratio = max(params, 0) / max(host_params, opts.rent_host_floor)
+    return min(opts.rent_log_scale * math.log1p(ratio), opts.rent_cap)
+
+
 def rent(seed_params: int, host_params: int, opts: ShapingRentOptions) -> float:
-    """The per-step parameter rent, as a value <= 0.
+    """The per-step parameter rent of ``seed_params`` output parameters, as a value <= 0.
 
     Host parameters only appear in the denominator: a larger host makes the same seed
-    cheaper, and the rent never grows with the host.
+    cheaper, and the rent never grows with the host. Families pass
+    :func:`output_params` of the slots after the step.
     """
-    ratio = max(seed_params, 0) / max(host_params, opts.rent_host_floor)
     # "0.0 -" keeps a zero rent +0.0 rather than -0.0 in telemetry.
-    return 0.0 - opts.rent_weight * min(opts.rent_log_scale * math.log1p(ratio), opts.rent_cap)
+    return 0.0 - opts.rent_weight * log_cost(seed_params, host_params, opts)
 
 
 def refused(ctx: RewardContext, penalty: float) -> float:
@@ -135,12 +164,17 @@ def refused(ctx: RewardContext, penalty: float) -> float:
     return 0.0 if ctx.applied else -penalty
 
 
-def accuracy_improvement(ctx: RewardContext, weight: float, clip_points: float) -> float:
-    """``weight·clip(val_acc − val_acc_prev, ±clip_points)``, accuracies in percent points.
+def accuracy_improvement(ctx: RewardContext, weight: float, gamma: float) -> float:
+    """``weight·(γ·val_acc − val_acc_prev)``, accuracies in percent points.
 
-    Validation accuracy, never test: rewards must not be optimised on the test split.
+    The discounted difference of the accuracy: over an episode it sums to exactly
+    ``weight·(γ^T·acc_T − acc_0)`` (discounted with the learner's γ), so it pays for the
+    final accuracy and nothing else, however the accuracy moved on the way. (The plain
+    difference, clipped per step, did not: its discounted sum also paid for reaching an
+    accuracy early, and a clip cut the noisy swings of a small host unevenly, so a
+    useless fossil could out-earn ``wait``.) Validation accuracy, never test: rewards
+    must not be optimised on the test split.
     """
-    delta = ctx.val_acc - ctx.val_acc_prev
-    if not math.isfinite(delta):
+    if not (math.isfinite(ctx.val_acc) and math.isfinite(ctx.val_acc_prev)):
         return 0.0
-    return weight * max(-clip_points, min(clip_points, delta))
+    return weight * (gamma * ctx.val_acc - ctx.val_acc_prev)

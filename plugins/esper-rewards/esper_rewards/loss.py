@@ -1,10 +1,17 @@
 """``rewards.loss``: validation-loss improvement + potential-based shaping − parameter rent.
 
 Sign convention (the earlier implementation had it inverted): the loss term is
-``clip((val_loss_prev − val_loss) / typical_delta, −loss_clip, loss_clip)``, so a
-LOWER validation loss gives a POSITIVE reward. ``typical_delta`` is
-``typical_delta_fraction × chance_loss`` (chance loss = ln(num_classes) for
-classification), so one default suits tasks whose losses live on different scales.
+``(ℓ(val_loss_prev) − γ·ℓ(val_loss)) / typical_delta``, so a LOWER validation loss gives
+a POSITIVE reward. ``ℓ(L) = min(L, loss_cap × chance_loss)`` (a non-finite loss counts
+as the cap), and ``typical_delta`` is ``typical_delta_fraction × chance_loss`` (chance
+loss = ln(num_classes) for classification), so one default suits tasks whose losses
+live on different scales.
+
+Like the accuracy term of ``pbrs``, the loss term is a discounted difference: over an
+episode it sums to exactly ``(ℓ_0 − γ^T·ℓ_T) / typical_delta``, so the final loss is
+what it pays for. (A clip of each step's change, as before, broke that sum: the clip
+cut the first epochs' large drops and a small host's noisy swings unevenly.) The cap
+bounds every step, diverged losses included.
 """
 
 from __future__ import annotations
@@ -16,7 +23,14 @@ from attrs import define
 
 from esper_core import RewardBreakdown, RewardContext, RewardSetup, hookimpl
 from esper_core.converter import in_range, options_field
-from esper_rewards.common import ShapingRentOptions, check_gamma, refused, rent, shaping
+from esper_rewards.common import (
+    ShapingRentOptions,
+    check_gamma,
+    output_params,
+    refused,
+    rent,
+    shaping,
+)
 
 
 @define
@@ -26,23 +40,27 @@ class LossOptions(ShapingRentOptions):
         in_range(0, lo_open=True),
         "Typical per-epoch loss improvement, as a fraction of the chance loss ln(classes).",
     )
-    loss_clip: float = options_field(
-        1.0, in_range(0, lo_open=True), "The normalised loss improvement is clipped to ±loss_clip."
+    loss_cap: float = options_field(
+        3.0,
+        in_range(0, lo_open=True),
+        "Losses above loss_cap × chance loss (and non-finite ones) count as that much.",
     )
     refused_penalty: float = options_field(
         0.05, in_range(0), "Subtracted when the env refuses the action (illegal or failed gate)."
     )
 
 
-def loss_improvement(ctx: RewardContext, opts: LossOptions) -> float:
-    """Normalised, clipped ``val_loss_prev − val_loss``: positive when the loss went down."""
-    if not math.isfinite(ctx.val_loss):
-        return -opts.loss_clip  # a diverged model is the worst outcome, never a neutral one
-    if not math.isfinite(ctx.val_loss_prev):
-        return 0.0  # no finite reference to improve on (the governor restored the model)
-    typical = opts.typical_delta_fraction * max(ctx.chance_loss, 1e-12)
-    normalised = (ctx.val_loss_prev - ctx.val_loss) / typical
-    return max(-opts.loss_clip, min(opts.loss_clip, normalised))
+def capped_loss(loss: float, opts: LossOptions, chance_loss: float) -> float:
+    cap = opts.loss_cap * chance_loss
+    return min(loss, cap) if math.isfinite(loss) else cap
+
+
+def loss_improvement(ctx: RewardContext, opts: LossOptions, gamma: float) -> float:
+    """``(ℓ(val_loss_prev) − γ·ℓ(val_loss)) / typical``: positive when the loss went down."""
+    chance = max(ctx.chance_loss, 1e-12)
+    typical = opts.typical_delta_fraction * chance
+    before = capped_loss(ctx.val_loss_prev, opts, chance)
+    return (before - gamma * capped_loss(ctx.val_loss, opts, chance)) / typical
 
 
 class LossReward:
@@ -50,7 +68,7 @@ class LossReward:
 
     name: ClassVar[str] = "loss"
     description: ClassVar[str] = (
-        "normalised, clipped validation-loss improvement (lower loss = positive) "
+        "normalised, discounted validation-loss improvement (lower loss = positive) "
         "+ PBRS − parameter rent"
     )
     Options: ClassVar[type] = LossOptions
@@ -63,9 +81,9 @@ class LossReward:
     def compute(self, ctx: RewardContext) -> RewardBreakdown:
         opts = self.options
         return RewardBreakdown.of(
-            loss=loss_improvement(ctx, opts),
+            loss=loss_improvement(ctx, opts, self.gamma),
             shaping=shaping(ctx, opts, self.gamma),
-            rent=rent(ctx.seed_params, ctx.host_params, opts),
+            rent=rent(output_params(ctx.slots_after), ctx.host_params, opts),
             refused=refused(ctx, opts.refused_penalty),
         )
 

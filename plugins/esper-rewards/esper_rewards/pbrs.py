@@ -13,6 +13,7 @@ from esper_rewards.common import (
     ShapingRentOptions,
     accuracy_improvement,
     check_gamma,
+    output_params,
     refused,
     rent,
     shaping,
@@ -22,10 +23,7 @@ from esper_rewards.common import (
 @define
 class PBRSOptions(ShapingRentOptions):
     accuracy_weight: float = options_field(
-        0.1, in_range(0), "Reward per point of validation-accuracy improvement."
-    )
-    accuracy_clip: float = options_field(
-        10.0, in_range(0, lo_open=True), "Clip of the per-step accuracy change, in points."
+        0.1, in_range(0), "Reward per point of (discounted) validation-accuracy improvement."
     )
     terminal_weight: float = options_field(
         1.0, in_range(0), "Last-step bonus: terminal_weight·val_acc/100."
@@ -38,9 +36,9 @@ class PBRSOptions(ShapingRentOptions):
 def pbrs_components(ctx: RewardContext, opts: PBRSOptions, gamma: float) -> dict[str, float]:
     """The pbrs components; ``shaped`` builds on exactly these."""
     return {
-        "accuracy": accuracy_improvement(ctx, opts.accuracy_weight, opts.accuracy_clip),
+        "accuracy": accuracy_improvement(ctx, opts.accuracy_weight, gamma),
         "shaping": shaping(ctx, opts, gamma),
-        "rent": rent(ctx.seed_params, ctx.host_params, opts),
+        "rent": rent(output_params(ctx.slots_after), ctx.host_params, opts),
         "terminal": opts.terminal_weight * ctx.val_acc / 100.0 if ctx.is_last_step else 0.0,
         "refused": refused(ctx, opts.refused_penalty),
     }

@@ -1,90 +1,85 @@
-"""``rewards.shaped``: pbrs + counterfactual attribution + a per-intervention cost.
+"""``rewards.shaped``: pbrs + attribution by measured gain + a per-intervention cost.
 
-Attribution uses the counterfactual contribution (accuracy with every seed on minus
-accuracy with that seed's alpha forced to 0, in points, measured on validation):
+Attribution is a second potential-based term over the seeds that touch the output,
+``attribution = γ·Ψ(s′) − Ψ(s)`` with
 
-- ``harmful_seeds``: every live seed (GERMINATED..HOLDING) the step leaves in place
-  with a negative contribution costs ``harmful_weight`` per point. Keeping a seed is a
-  decision the controller makes for every slot on every step, WAIT included, so this
-  term covers all slots and not only the one the action addressed.
-- ``fossilize_credit``: fossilizing a seed whose contribution is >= ``useful_contribution``
-  earns ``fossilize_weight`` per point.
-- ``prune_useful``: pruning a seed whose contribution is >= ``useful_contribution`` costs
-  ``prune_weight`` per point.
+    Ψ(s) = Σ_slots  fossil_gain_weight · clip(gain, ±gain_cap)   for a FOSSILIZED seed
+                  + live_gain_weight   · clip(gain, ±gain_cap)   for a BLENDING/HOLDING seed
 
-Each attribution term is capped at ``attribution_cap`` in magnitude.
+where ``gain`` is the seed's measured gain (validation accuracy now minus validation
+accuracy just before it first touched the output, in points). So, as it happens:
+
+- a live seed whose gain falls (a harmful seed) costs, step by step;
+- fossilizing a seed with a positive gain earns ``(fossil − live)·gain`` at once, and
+  fossilizing one with a negative gain costs as much;
+- pruning a seed with a positive gain costs ``live·gain`` at once (a harmful one earns).
+
+Like the shaping, Ψ(s′) is taken as 0 at the last step and at a rollback
+(``zero_terminal_potential``), so over an episode the attribution sums to −Ψ(s_0) = 0
+whatever the policy did: it moves credit to the step that earned it and can never make
+a fossil worth more than the accuracy it brings. That matters because the gain of a
+seed includes the host's own progress since the seed joined (and the counterfactual
+contribution measures reliance: a host co-adapted to a useless seed relies on it too);
+neither can tell a useful seed from a useless one well enough to be paid for outright.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
 from attrs import define
 
 from esper_core import RewardBreakdown, RewardContext, RewardSetup, hookimpl
+from esper_core.components.reward import SlotSnapshot
 from esper_core.converter import in_range, options_field
 from esper_core.lifecycle.actions import LifecycleOp
-from esper_core.lifecycle.rules import LIVE_STAGES
-from esper_rewards.common import check_gamma
+from esper_core.lifecycle.rules import BLENDED_STAGES, FOSSIL_STAGES
+from esper_rewards.common import check_gamma, terminal_state
 from esper_rewards.pbrs import PBRSOptions, pbrs_components
 
 
 @define
 class ShapedOptions(PBRSOptions):
-    useful_contribution: float = options_field(
-        1.0, in_range(0), "A seed is useful at this contribution (points) or more."
+    live_gain_weight: float = options_field(
+        0.02, in_range(0), "Ψ per point of gain of a BLENDING or HOLDING seed."
     )
-    harmful_weight: float = options_field(
-        0.05, in_range(0), "Cost per point of negative contribution, per live seed and step."
+    fossil_gain_weight: float = options_field(
+        0.05, in_range(0), "Ψ per point of gain of a fossil (> live: fossilizing a gain earns)."
     )
-    fossilize_weight: float = options_field(
-        0.1, in_range(0), "Credit per point of contribution when fossilizing a useful seed."
-    )
-    prune_weight: float = options_field(
-        0.1, in_range(0), "Cost per point of contribution when pruning a useful seed."
-    )
-    attribution_cap: float = options_field(
-        1.0, in_range(0), "Largest magnitude of each attribution term per step."
+    gain_cap: float = options_field(
+        20.0, in_range(0), "A seed's gain is clipped to ±gain_cap points inside Ψ."
     )
     intervention_cost: float = options_field(
         0.01, in_range(0), "Cost of every non-WAIT action (applied or refused)."
     )
 
 
-def _useful(
-    ctx: RewardContext, op: LifecycleOp, contribution: float | None, threshold: float
-) -> float:
-    """The contribution of the seed this applied action fossilized or pruned, if it was useful."""
-    if ctx.applied and ctx.op == op and contribution is not None and contribution >= threshold:
-        return contribution
-    return 0.0
+def slot_attribution(slot: SlotSnapshot, opts: ShapedOptions) -> float:
+    if slot.stage not in BLENDED_STAGES or slot.gain is None or not math.isfinite(slot.gain):
+        return 0.0
+    weight = opts.fossil_gain_weight if slot.stage in FOSSIL_STAGES else opts.live_gain_weight
+    return weight * max(-opts.gain_cap, min(opts.gain_cap, slot.gain))
 
 
-def attribution(ctx: RewardContext, opts: ShapedOptions) -> dict[str, float]:
-    cap = opts.attribution_cap
-    negative = sum(
-        min(slot.contribution, 0.0)
-        for slot in ctx.slots_after
-        if slot.stage in LIVE_STAGES and slot.contribution is not None
-    )
-    fossilized = _useful(
-        ctx, LifecycleOp.FOSSILIZE, ctx.fossilized_contribution, opts.useful_contribution
-    )
-    pruned = _useful(ctx, LifecycleOp.PRUNE, ctx.pruned_contribution, opts.useful_contribution)
-    return {
-        "harmful_seeds": max(opts.harmful_weight * negative, -cap),
-        "fossilize_credit": min(opts.fossilize_weight * fossilized, cap),
-        "prune_useful": 0.0 - min(opts.prune_weight * pruned, cap),
-    }
+def attribution_potential(slots: tuple[SlotSnapshot, ...], opts: ShapedOptions) -> float:
+    """Ψ(s): the sum over every slot, like Φ."""
+    return math.fsum(slot_attribution(slot, opts) for slot in slots)
+
+
+def attribution(ctx: RewardContext, opts: ShapedOptions, gamma: float) -> float:
+    """``γ·Ψ(s′) − Ψ(s)``; Ψ(s′) = 0 at a terminal step when ``zero_terminal_potential``."""
+    after = 0.0 if terminal_state(ctx, opts) else attribution_potential(ctx.slots_after, opts)
+    return gamma * after - attribution_potential(ctx.slots_before, opts)
 
 
 class ShapedReward:
-    """pbrs plus counterfactual attribution of seeds and a small cost per intervention."""
+    """pbrs plus attribution of seeds by measured gain and a small cost per intervention."""
 
     name: ClassVar[str] = "shaped"
     description: ClassVar[str] = (
-        "pbrs + counterfactual attribution (harmful seeds, useful fossils, useful prunes) "
-        "+ per-intervention cost"
+        "pbrs + potential-based attribution by measured gain (harmful seeds, fossils, "
+        "prunes) + per-intervention cost"
     )
     Options: ClassVar[type] = ShapedOptions
     components: ClassVar[tuple[str, ...]] = (
@@ -93,9 +88,7 @@ class ShapedReward:
         "rent",
         "terminal",
         "refused",
-        "harmful_seeds",
-        "fossilize_credit",
-        "prune_useful",
+        "attribution",
         "intervention",
     )
 
@@ -107,7 +100,7 @@ class ShapedReward:
         opts = self.options
         return RewardBreakdown.of(
             **pbrs_components(ctx, opts, self.gamma),
-            **attribution(ctx, opts),
+            attribution=attribution(ctx, opts, self.gamma),
             intervention=-opts.intervention_cost if ctx.op != LifecycleOp.WAIT else 0.0,
         )
 

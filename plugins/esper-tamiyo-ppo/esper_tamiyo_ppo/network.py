@@ -14,7 +14,7 @@ import math
 import torch
 from torch import nn
 
-from esper_core.lifecycle.actions import HEADS
+from esper_core.lifecycle.actions import HEADS, LifecycleOp
 
 
 def layer_init(layer: nn.Linear, gain: float = math.sqrt(2), bias: float = 0.0) -> nn.Linear:
@@ -48,6 +48,7 @@ class ActorCritic(nn.Module):
         trunk: str = "mlp",
         hidden_size: int = 128,
         mlp_layers: int = 2,
+        op_bias: dict[str, float] | None = None,
     ) -> None:
         super().__init__()
         if trunk not in ("mlp", "lstm"):
@@ -79,6 +80,9 @@ class ActorCritic(nn.Module):
             }
         )
         self.value_head = layer_init(nn.Linear(hidden_size, 1), gain=VALUE_HEAD_GAIN)
+        with torch.no_grad():  # a prior over the ops, before any update
+            for op, bias in (op_bias or {}).items():
+                self.heads["op"].bias[int(LifecycleOp[op])] = float(bias)
 
     def _condition_size(self, head: str) -> int:
         condition = HEAD_CONDITION[head]

@@ -17,6 +17,20 @@ from esper_core.converter import in_range, one_of, options_field
 MODEL_FIELDS = ("trunk", "hidden_size", "mlp_layers", "normalize_observations", "obs_clip")
 
 
+OP_NAMES = ("WAIT", "GERMINATE", "ADVANCE", "SET_ALPHA_TARGET", "PRUNE", "FOSSILIZE")
+
+
+def _op_biases(value: object) -> str | None:
+    if not isinstance(value, dict):
+        return f"expected a table of op name = number, got {value!r}"
+    for name, bias in value.items():
+        if name not in OP_NAMES:
+            return f"unknown op {name!r}; expected one of {', '.join(OP_NAMES)}"
+        if isinstance(bias, bool) or not isinstance(bias, int | float) or not -20 <= bias <= 20:
+            return f"{name}: expected a number in [-20, 20], got {bias!r}"
+    return None
+
+
 @define
 class PPOOptions:
     # ---------------------------------------------------------------- network
@@ -29,8 +43,21 @@ class PPOOptions:
     mlp_layers: int = options_field(
         2, in_range(1, integer=True), "Linear+tanh layers of the encoder."
     )
+    init_op_bias: dict[str, float] = options_field(
+        {"SET_ALPHA_TARGET": -2.0, "PRUNE": -1.0},
+        _op_biases,
+        "Initial bias of the op head's logits by op name (e.g. {WAIT = 1.0}): a prior over "
+        "ops before any update; ops not named start at 0.",
+    )
+    # ---------------------------------------------------------------- rollouts
+    rollout_episodes: int = options_field(
+        4,
+        in_range(1, 1000, integer=True),
+        "Episodes of every env in one rollout (one update): rollout length = this x "
+        "max_epochs steps per env.",
+    )
     # ---------------------------------------------------------------- optimisation
-    learning_rate: float = options_field(3e-4, in_range(0, lo_open=True), "Adam learning rate.")
+    learning_rate: float = options_field(3e-3, in_range(0, lo_open=True), "Adam learning rate.")
     adam_eps: float = options_field(1e-5, in_range(0, lo_open=True), "Adam epsilon.")
     anneal_lr: bool = options_field(
         True, doc="Decay the learning rate linearly to 0 over train.updates."

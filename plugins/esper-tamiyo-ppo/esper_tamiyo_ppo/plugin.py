@@ -54,8 +54,16 @@ class PPO:
     def shard(self, shard: tuple[int, int]) -> None:
         self.policy.learner.shard = shard
 
+    @property
+    def episodes_per_update(self) -> int:
+        """Episodes of every env in one rollout (``rollout_episodes``): read by ``esper train``."""
+        return self.policy.options.rollout_episodes
+
     def set_training(self, training: bool) -> None:
         self.policy.set_training(training)
+
+    def act_greedily(self, observations: Sequence[Observation]) -> list[Action]:
+        return self.policy.act(observations, greedy=True)
 
     def reset(self, env_indices: Sequence[int]) -> None:
         self.policy.reset(env_indices)

@@ -71,7 +71,8 @@ class PPOPolicy:
         self.options = options
         self.context = context
         self.device = torch.device(context.device)
-        n_envs, n_steps, dim = context.n_envs, context.max_epochs, context.feature_dim
+        n_envs, dim = context.n_envs, context.feature_dim
+        n_steps = context.max_epochs * options.rollout_episodes  # one rollout, per env
 
         # Initialise the weights from the run's seed without touching the global RNG.
         with torch.random.fork_rng(devices=[]):
@@ -82,6 +83,7 @@ class PPOPolicy:
                 options.trunk,
                 options.hidden_size,
                 options.mlp_layers,
+                options.init_op_bias,
             ).to(self.device)
         self.generator = torch.Generator(device=self.device).manual_seed(context.seed)
         self.shuffle_generator = torch.Generator().manual_seed(context.seed + SHUFFLE_SEED_OFFSET)
@@ -137,7 +139,10 @@ class PPOPolicy:
             )
         return raw
 
-    def act(self, observations: Sequence[Observation]) -> list[Action]:
+    def act(self, observations: Sequence[Observation], greedy: bool = False) -> list[Action]:
+        """Sample each head and, while training, record the step; or take each head's most
+        likely choice: when ``greedy`` (never recorded), or outside training when the
+        ``deterministic`` option says so."""
         rows = self._rows([o.env_index for o in observations])
         raw = self._features(observations)
         obs = self.obs_normalizer.normalize(raw)  # frozen statistics during a rollout
@@ -150,11 +155,11 @@ class PPOPolicy:
                 features,
                 masks,
                 generator=self.generator,
-                deterministic=self.options.deterministic and not self.training,
+                deterministic=greedy or (self.options.deterministic and not self.training),
                 used_table=self._used_table,
             )
             values = self.net.value(features)
-        if self.training:
+        if self.training and not greedy:
             if self._rollout_started is None:
                 self._rollout_started = time.perf_counter()
             self.buffer.add_actions(

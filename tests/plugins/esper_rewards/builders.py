@@ -28,8 +28,9 @@ def snap(
     contribution: float | None = None,
     params: int = 0,
     alpha: float = 0.0,
+    gain: float | None = None,
 ) -> SlotSnapshot:
-    return SlotSnapshot(slot_id, stage, epochs, alpha, contribution, params)
+    return SlotSnapshot(slot_id, stage, epochs, alpha, contribution, params, gain)
 
 
 def dormant(n: int = 3) -> tuple[SlotSnapshot, ...]:

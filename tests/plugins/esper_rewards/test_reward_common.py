@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import inspect
+import itertools
 import math
 
 import pytest
 from esper_rewards.common import (
     ShapingOptions,
     ShapingRentOptions,
+    output_params,
     potential,
     rent,
     shaping,
@@ -20,6 +22,7 @@ from hypothesis import strategies as st
 from esper_core.components.reward import RewardSetup
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.actions import LifecycleOp
+from esper_core.lifecycle.rules import BLENDED_STAGES
 from esper_core.lifecycle.stages import Stage
 from tests.plugins.esper_rewards.builders import (
     FAMILIES,
@@ -33,14 +36,15 @@ from tests.plugins.esper_rewards.builders import (
 OPTS = ShapingOptions()
 RENT = ShapingRentOptions()
 
-# DOMAIN §6 per-stage potentials, written out here independently of the plugin.
+# Per-stage potentials (DOMAIN §6's, FOSSILIZED raised from 6 to 7.5 so that fossilizing
+# never lowers Φ), written out here independently of the plugin.
 SPEC_POTENTIAL = {
     Stage.DORMANT: 0.0,
     Stage.GERMINATED: 1.0,
     Stage.TRAINING: 2.0,
     Stage.BLENDING: 3.5,
     Stage.HOLDING: 5.5,
-    Stage.FOSSILIZED: 6.0,
+    Stage.FOSSILIZED: 7.5,
     Stage.PRUNED: 0.0,
     Stage.EMBARGOED: 0.0,
     Stage.RESETTING: 0.0,
@@ -55,13 +59,21 @@ def test_stage_potentials_are_the_spec_defaults(stage: Stage) -> None:
 @pytest.mark.parametrize(
     "stage", [Stage.GERMINATED, Stage.TRAINING, Stage.BLENDING, Stage.HOLDING, Stage.FOSSILIZED]
 )
-def test_epoch_bonus_grows_by_0_3_and_caps_at_2_on_seed_stages(stage: Stage) -> None:
+def test_epoch_bonus_grows_by_0_3_and_caps_at_1_on_seed_stages(stage: Stage) -> None:
     base = SPEC_POTENTIAL[stage]
     assert slot_potential(snap("r0c0", stage, epochs=1), OPTS) == pytest.approx(base + 0.3)
-    assert slot_potential(snap("r0c0", stage, epochs=6), OPTS) == pytest.approx(base + 1.8)
-    # 0.3 * 7 = 2.1 > 2: capped
-    assert slot_potential(snap("r0c0", stage, epochs=7), OPTS) == pytest.approx(base + 2.0)
-    assert slot_potential(snap("r0c0", stage, epochs=50), OPTS) == pytest.approx(base + 2.0)
+    assert slot_potential(snap("r0c0", stage, epochs=3), OPTS) == pytest.approx(base + 0.9)
+    # 0.3 * 4 = 1.2 > 1: capped
+    assert slot_potential(snap("r0c0", stage, epochs=4), OPTS) == pytest.approx(base + 1.0)
+    assert slot_potential(snap("r0c0", stage, epochs=50), OPTS) == pytest.approx(base + 1.0)
+
+
+def test_no_advance_lowers_the_potential() -> None:
+    # A seed at its stage's largest bonus is worth no more than a fresh seed one stage on.
+    lifecycle = [Stage.GERMINATED, Stage.TRAINING, Stage.BLENDING, Stage.HOLDING, Stage.FOSSILIZED]
+    for here, there in itertools.pairwise(lifecycle):
+        old = slot_potential(snap("r0c0", here, epochs=50), OPTS)
+        assert slot_potential(snap("r0c0", there, epochs=0), OPTS) >= old, (here, there)
 
 
 @pytest.mark.parametrize("stage", [Stage.DORMANT, Stage.PRUNED, Stage.EMBARGOED, Stage.RESETTING])
@@ -75,10 +87,10 @@ def test_potential_sums_every_slot_not_only_the_targeted_one() -> None:
     slots = (
         snap("r0c0", Stage.TRAINING, epochs=3),  # 2 + 0.9
         snap("r0c1", Stage.DORMANT, epochs=7),  # 0
-        snap("r0c2", Stage.HOLDING, epochs=10),  # 5.5 + 2 (capped)
+        snap("r0c2", Stage.HOLDING, epochs=10),  # 5.5 + 1 (capped)
         snap("r0c3", Stage.EMBARGOED, epochs=4),  # 0
     )
-    assert potential(slots, OPTS) == pytest.approx(2.9 + 0.0 + 7.5 + 0.0)
+    assert potential(slots, OPTS) == pytest.approx(2.9 + 0.0 + 6.5 + 0.0)
 
 
 def test_wait_is_credited_for_every_slot() -> None:
@@ -111,26 +123,34 @@ def test_changing_gamma_changes_the_shaping() -> None:
 
 
 def test_zero_terminal_potential_drops_phi_of_the_last_state() -> None:
-    opts = ShapingOptions(zero_terminal_potential=True)
-    seeds = (snap("r0c0", Stage.FOSSILIZED, 3), *dormant(2))  # Φ = 6.9
+    seeds = (snap("r0c0", Stage.FOSSILIZED, 3), *dormant(2))  # Φ = 7.5 + 0.9 = 8.4
     mid = ctx(epoch=5, slots_before=seeds, slots_after=seeds)
     last = ctx(epoch=30, slots_before=seeds, slots_after=seeds)
     rollback = ctx(epoch=5, slots_before=seeds, slots_after=seeds, rolled_back=True)
-    assert shaping(mid, opts, 0.9) == pytest.approx(0.3 * (0.9 * 6.9 - 6.9))
-    assert shaping(last, opts, 0.9) == pytest.approx(-0.3 * 6.9)
-    assert shaping(rollback, opts, 0.9) == pytest.approx(-0.3 * 6.9)
-    assert shaping(last, OPTS, 0.9) == shaping(mid, OPTS, 0.9)  # default: off
+    assert OPTS.zero_terminal_potential  # the default
+    assert shaping(mid, OPTS, 0.9) == pytest.approx(0.3 * (0.9 * 8.4 - 8.4))
+    assert shaping(last, OPTS, 0.9) == pytest.approx(-0.3 * 8.4)
+    assert shaping(rollback, OPTS, 0.9) == pytest.approx(-0.3 * 8.4)
+    kept = ShapingOptions(zero_terminal_potential=False)
+    assert shaping(last, kept, 0.9) == shaping(mid, kept, 0.9)
 
 
 def test_rent_golden_values() -> None:
-    # 0.1 · min(0.5·ln(1 + 2000/10000), 1.5) = 0.05·ln 1.2
-    assert rent(2000, 10_000, RENT) == pytest.approx(-0.05 * math.log(1.2))
-    # a host below the floor counts as 200 parameters: 0.05·ln(1 + 100/200)
-    assert rent(100, 50, RENT) == pytest.approx(-0.05 * math.log(1.5))
+    # 0.01 · min(0.5·ln(1 + 2000/10000), 1.5) = 0.005·ln 1.2
+    assert rent(2000, 10_000, RENT) == pytest.approx(-0.005 * math.log(1.2))
+    # a host below the floor counts as 200 parameters: 0.005·ln(1 + 100/200)
+    assert rent(100, 50, RENT) == pytest.approx(-0.005 * math.log(1.5))
     # capped at 1.5 before the weight
-    assert rent(10**9, 1000, RENT) == pytest.approx(-0.1 * 1.5)
+    assert rent(10**9, 1000, RENT) == pytest.approx(-0.01 * 1.5)
     assert rent(0, 1000, RENT) == 0.0
     assert math.copysign(1.0, rent(0, 1000, RENT)) == 1.0  # +0.0, not -0.0, in telemetry
+
+
+def test_output_params_count_only_seeds_that_touch_the_output() -> None:
+    slots = tuple(snap(f"s{i}", stage, 1, params=10**i) for i, stage in enumerate(Stage))
+    expected = sum(10**i for i, stage in enumerate(Stage) if stage in BLENDED_STAGES)
+    assert output_params(slots) == expected
+    assert output_params((snap("r0c0", Stage.TRAINING, 9, params=10**6),)) == 0
 
 
 params = st.integers(min_value=0, max_value=10**8)

@@ -186,6 +186,12 @@ class BanditEnv:
         )
 
 
+def rollout_episodes(policy: Any) -> int:
+    """Episodes per rollout of a PPOPolicy or of the registered PPO component."""
+    front = getattr(policy, "episodes_per_update", None)
+    return int(front) if front is not None else int(policy.options.rollout_episodes)
+
+
 def run_updates(
     policy: PPOPolicy, envs: Sequence[BanditEnv], updates: int, first: int = 0
 ) -> tuple[list[dict[str, float]], list[float]]:
@@ -194,16 +200,19 @@ def run_updates(
     policy.set_training(True)
     diagnostics, optimal = [], []
     for update in range(first, first + updates):
-        observations = [env.reset(1000 * update + i, update) for i, env in enumerate(envs)]
-        policy.reset(list(range(len(envs))))
-        policy.begin_rollout(observations)
         rewards = []
-        for _ in range(envs[0].max_epochs):
-            actions = policy.act(observations)
-            results = executor.step(envs, actions)  # type: ignore[arg-type]
-            policy.observe(results)
-            rewards.extend(r.reward for r in results)
-            observations = [r.observation for r in results]
+        for episode in range(rollout_episodes(policy)):
+            seed = 1000 * update + 100 * episode
+            observations = [env.reset(seed + i, update) for i, env in enumerate(envs)]
+            policy.reset(list(range(len(envs))))
+            if episode == 0:
+                policy.begin_rollout(observations)
+            for _ in range(envs[0].max_epochs):
+                actions = policy.act(observations)
+                results = executor.step(envs, actions)  # type: ignore[arg-type]
+                policy.observe(results)
+                rewards.extend(r.reward for r in results)
+                observations = [r.observation for r in results]
         optimal.append(sum(rewards) / len(rewards))
         diagnostics.append(policy.update(observations))
     return diagnostics, optimal
@@ -215,11 +224,13 @@ def collect_rollout(
     """Fill the policy's buffer with one rollout; return the last observations."""
     executor = SerialExecutor()
     policy.set_training(True)
-    observations = [env.reset(seed + i) for i, env in enumerate(envs)]
-    policy.reset(list(range(len(envs))))
-    policy.begin_rollout(observations)
-    for _ in range(envs[0].max_epochs):
-        results = executor.step(envs, policy.act(observations))  # type: ignore[arg-type]
-        policy.observe(results)
-        observations = [r.observation for r in results]
+    for episode in range(rollout_episodes(policy)):
+        observations = [env.reset(seed + 100 * episode + i) for i, env in enumerate(envs)]
+        policy.reset(list(range(len(envs))))
+        if episode == 0:
+            policy.begin_rollout(observations)
+        for _ in range(envs[0].max_epochs):
+            results = executor.step(envs, policy.act(observations))  # type: ignore[arg-type]
+            policy.observe(results)
+            observations = [r.observation for r in results]
     return observations

@@ -191,7 +191,14 @@ def _config(updates: int = 2):  # type: ignore[no-untyped-def]
             },
             "env": {"max_epochs": 4},
             "train": {"updates": updates, "checkpoint_every": 1},
-            "policies": {"ppo": {"trunk": "lstm", "hidden_size": 16, "num_minibatches": 2}},
+            "policies": {
+                "ppo": {
+                    "trunk": "lstm",
+                    "hidden_size": 16,
+                    "num_minibatches": 2,
+                    "rollout_episodes": 2,
+                }
+            },
         }
     )
 
@@ -216,9 +223,10 @@ def test_interrupted_and_resumed_training_ends_identical(
 
     def interrupting_step(self, envs, actions):  # type: ignore[no-untyped-def]
         calls["n"] += 1
-        # Epoch 2 of update 0 (mid-rollout), then the last epoch of update 1 (buffer full,
-        # update not yet run): Ctrl-C as the run's handler sees it.
-        if calls["n"] in (2, 8):
+        # Epoch 2 of update 0 (mid-rollout), epoch 3 of the rollout's second episode, then
+        # the last epoch of update 1 (buffer full, update not yet run): Ctrl-C as the
+        # run's handler sees it.
+        if calls["n"] in (2, 7, 16):
             signal.raise_signal(signal.SIGINT)
         return step(self, envs, actions)
 
@@ -230,13 +238,25 @@ def test_interrupted_and_resumed_training_ends_identical(
     assert (mid["outer"], mid["epoch"]) == (0, 2) and mid["policy"]["buffer"]["step"] == 2
     with pytest.raises(Interrupted):
         _train(run_dir, resume=True)
-    assert load_checkpoint(run_dir / CHECKPOINT)["policy"]["buffer"]["step"] == 4
+    second = load_checkpoint(run_dir / CHECKPOINT)
+    assert (second["outer"], second["rollout_episode"], second["epoch"]) == (0, 1, 3)
+    assert second["policy"]["buffer"]["step"] == 7
+    with pytest.raises(Interrupted):
+        _train(run_dir, resume=True)
+    assert load_checkpoint(run_dir / CHECKPOINT)["policy"]["buffer"]["step"] == 8
     resumed = _train(run_dir, resume=True)
-    assert calls["n"] == 8
+    assert calls["n"] == 16
 
     final_a = load_checkpoint(tmp_path / "straight" / CHECKPOINT)["policy"]
     final_b = load_checkpoint(run_dir / CHECKPOINT)["policy"]
     assert final_a["updates_done"] == 2
+    # The greedy evaluations (before update 0 and after the last) are the same too.
+    evals = [
+        [{k: v for k, v in e.items() if k != "time"} for e in load_checkpoint(d / CHECKPOINT)[k]]
+        for d, k in ((tmp_path / "straight", "evaluations"), (run_dir, "evaluations"))
+    ]
+    assert [(e["policy"], e["update"]) for e in evals[0]] == [("trained", 0), ("trained", 2)]
+    assert evals[0] == evals[1]
     assert_same(final_a, final_b, "policy")
     assert [e["final_test_acc"] for e in reference["episodes"]] == [
         e["final_test_acc"] for e in resumed["episodes"]

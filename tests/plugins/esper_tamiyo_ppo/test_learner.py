@@ -115,7 +115,7 @@ def test_schedules_decay_linearly_over_total_updates() -> None:
         [0.02, 0.015, 0.01, 0.005, 0.0]
     )
     fixed = make_policy(PPOOptions(anneal_lr=False), total_updates=5).learner
-    assert fixed.learning_rate(4) == 3e-4
+    assert fixed.learning_rate(4) == 3e-3
 
 
 def test_gradient_sync_hook_sees_every_gradient_before_the_step() -> None:

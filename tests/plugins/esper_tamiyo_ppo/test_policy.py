@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from esper_tamiyo_ppo.distributions import run_heads
@@ -130,7 +132,7 @@ def test_rollback_ends_only_that_envs_segment_and_resets_its_lstm_state() -> Non
 
 
 def test_rollback_penalty_reaches_the_buffer_and_is_not_bootstrapped_across() -> None:
-    policy = make_policy(n_envs=1, max_epochs=4, gamma=0.9)
+    policy = make_policy(PPOOptions(rollout_episodes=1), n_envs=1, max_epochs=4, gamma=0.9)
     env = BanditEnv(0, 4, rollback_at=[2])
     last = collect_rollout(policy, [env])
     b = policy.buffer
@@ -145,7 +147,7 @@ def test_rollback_penalty_reaches_the_buffer_and_is_not_bootstrapped_across() ->
 
 
 def test_update_before_the_rollout_is_complete_fails() -> None:
-    policy = make_policy(n_envs=1, max_epochs=4)
+    policy = make_policy(PPOOptions(rollout_episodes=1), n_envs=1, max_epochs=4)
     envs = [BanditEnv(0, 4)]
     obs = [envs[0].reset(0)]
     policy.set_training(True)
@@ -169,3 +171,32 @@ def test_evaluation_does_not_record_and_deterministic_takes_the_mode() -> None:
     actions = [policy.act(observations) for _ in range(5)]
     assert all(a.op == LifecycleOp.GERMINATE for step in actions for a in step)
     assert policy.buffer.step == 0 and not policy.buffer.acted
+
+
+def test_init_op_bias_is_a_prior_over_the_ops_at_the_start() -> None:
+    from esper_tamiyo_ppo.network import ActorCritic
+
+    from esper_core.converter import structure
+    from esper_core.errors import ConfigError
+
+    sizes = SPACE.head_sizes
+    plain = ActorCritic(16, sizes)
+    biased = ActorCritic(16, sizes, op_bias={"SET_ALPHA_TARGET": -2.0, "PRUNE": -1.0})
+    bias = biased.heads["op"].bias.detach()
+    assert float(bias[LifecycleOp.SET_ALPHA_TARGET]) == -2.0
+    assert float(bias[LifecycleOp.PRUNE]) == -1.0
+    assert (
+        float(bias[LifecycleOp.WAIT]) == 0.0 == float(plain.heads["op"].bias.detach().abs().max())
+    )
+    # the default options carry the prior; the op head's probabilities follow it
+    policy = make_policy(n_envs=1, max_epochs=4)
+    assert policy.options.init_op_bias == {"SET_ALPHA_TARGET": -2.0, "PRUNE": -1.0}
+    with torch.no_grad():
+        logits = policy.net.heads["op"](torch.zeros(1, policy.net.hidden_size))[0]
+    p = logits.softmax(-1)
+    assert float(p[LifecycleOp.SET_ALPHA_TARGET] / p[LifecycleOp.WAIT]) == pytest.approx(
+        math.exp(-2.0), rel=1e-5
+    )
+    for bad in ({"JUMP": 1.0}, {"WAIT": 50.0}, {"WAIT": True}):
+        with pytest.raises(ConfigError, match=r"policies\.ppo\.init_op_bias"):
+            structure({"init_op_bias": bad}, PPOOptions, path="policies.ppo")

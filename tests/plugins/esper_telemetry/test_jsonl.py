@@ -19,6 +19,7 @@ from esper_core.run.telemetry import (
     EpochCompleted,
     GateEvaluated,
     GovernorRollback,
+    PolicyEvaluation,
     PolicyUpdate,
     RunFinished,
     RunStarted,
@@ -187,6 +188,17 @@ def one_of_each() -> list[object]:
             time=10.0,
         ),
         PolicyUpdate(update=5, diagnostics={"approx_kl": 0.01, "clip_fraction": 0.2}, time=11.0),
+        PolicyEvaluation(
+            update=5,
+            policy="trained",
+            seeds=[100000, 100001],
+            final_val_acc=[91.0, 93.5],
+            final_test_acc=[90.0, None],
+            total_reward=[7.5, 7.9],
+            seeds_fossilized=[1, 0],
+            params_added=[18560, 0],
+            time=12.0,
+        ),
     ]
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import attrs
 from esper_telemetry.report.data import index_events
 from esper_telemetry.report.figures import accuracy_figure
-from esper_telemetry.report.training_figures import ppo_figure, training_figure
+from esper_telemetry.report.training_figures import training_figure
 
 from esper_core.run.telemetry import RunStarted
 from tests.plugins.esper_telemetry.helpers import synthetic_batches
@@ -45,16 +45,3 @@ def test_a_language_model_shows_perplexity_on_a_log_axis() -> None:
 
 def test_accuracy_uses_the_whole_scale() -> None:
     assert accuracy_figure(_data()).axes[0].get_ylim() == (0.0, 100.0)
-
-
-def test_ppo_diagnostics_are_plotted_one_panel_each() -> None:
-    data = _data(mode="train")
-    assert data.updates
-    names = list(data.updates[0].diagnostics)
-    figure = ppo_figure(data)
-    visible = [ax for ax in figure.axes if ax.get_visible()]
-    assert [ax.get_title() for ax in visible] == names[: len(visible)]
-    assert list(visible[0].get_lines()[0].get_xdata()) == [1, 2]  # updates numbered from 1
-    for ax in visible:  # zero stays in view: a small drift is not blown up
-        low, high = ax.get_ylim()
-        assert low <= 0.0 <= high

@@ -8,12 +8,19 @@ from typing import Any
 import attrs
 import pytest
 from esper_telemetry.jsonl import JsonlBackend, JsonlOptions
-from esper_telemetry.report import FIGURES, PPO_FIGURE, REPORT_FILE, build_report, load_run
+from esper_telemetry.report import (
+    FIGURES,
+    LEARNING_FIGURE,
+    REPORT_FILE,
+    build_report,
+    load_run,
+)
 
 from esper_core import TelemetryContext
 from esper_core.run.telemetry import (
     EpisodeFinished,
     GovernorRollback,
+    PolicyEvaluation,
     PolicyUpdate,
     RunFinished,
     SeedFossilized,
@@ -142,12 +149,36 @@ def training_events() -> list[list[Any]]:
         batches.append(
             [
                 PolicyUpdate(
-                    update=update, diagnostics={"policy_loss": -0.01 * update, "approx_kl": 0.01}
+                    update=update,
+                    diagnostics={
+                        "policy_loss": -0.01 * update,
+                        "approx_kl": 0.01,
+                        "clip_fraction": 0.1,
+                        "explained_variance": update / UPDATES,
+                        "entropy/op": 1.0 - update / UPDATES,
+                        "entropy/blueprint": 2.0 - update / UPDATES,
+                    },
                 )
             ]
         )
+        if update % 10 == 0:
+            batches.append([evaluation("trained", update, 70.0 + update)])
+    batches.insert(1, [evaluation("wait", None, 75.0), evaluation("heuristic", None, 95.0)])
     batches.append([RunFinished(status="completed", wall_time=42.0)])
     return batches
+
+
+def evaluation(policy: str, update: int | None, accuracy: float) -> PolicyEvaluation:
+    return PolicyEvaluation(
+        update=update,
+        policy=policy,
+        seeds=[100, 101],
+        final_val_acc=[accuracy, accuracy + 1],
+        final_test_acc=[accuracy - 1, accuracy + 1],
+        total_reward=[1.0, 1.1],
+        seeds_fossilized=[1, 0],
+        params_added=[12, 0],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -165,11 +196,12 @@ def test_long_training_run_report(training_run: Path) -> None:
     from matplotlib.image import imread
 
     written = build_report(training_run)
-    assert [p.name for p in written] == [*FIGURES, PPO_FIGURE, REPORT_FILE]
-    for name in (*FIGURES, PPO_FIGURE):
+    assert [p.name for p in written] == [*FIGURES, LEARNING_FIGURE, REPORT_FILE]
+    for name in (*FIGURES, LEARNING_FIGURE):
         pixels = imread(training_run / name)
         assert float(pixels[..., :3].std()) > 0.08, name
     report = (training_run / REPORT_FILE).read_text(encoding="utf-8")
+    assert f"]({LEARNING_FIGURE})" in report
     assert "`esper train`" in report
     assert "## Governor rollbacks" in report and "loss spike" in report
     assert "## PPO updates" in report and "approx_kl" in report
@@ -182,3 +214,34 @@ def test_long_training_run_report(training_run: Path) -> None:
     assert seeds.count("| pruned (rollback) |") == 5
     assert seeds.count("| pruned (policy) |") == fates.count("pruned")
     assert seeds.count("| fossilized |") == fates.count("fossilized")
+
+
+def test_the_learning_curve_reads_evaluations_and_diagnostics(training_run: Path) -> None:
+    from esper_telemetry.report.learning_curve import has_training, training_figure
+
+    data = load_run(training_run)
+    assert has_training(data)
+    assert [(e.policy, e.update) for e in data.evaluations] == [
+        ("wait", None),
+        ("heuristic", None),
+        ("trained", 0),
+        ("trained", 10),
+        ("trained", 20),
+    ]
+    figure = training_figure(data)
+    titles = [ax.get_title() for ax in figure.axes]
+    assert titles[0] == "episode return (rollout episodes)"
+    assert titles[1].startswith("greedy evaluation")
+    legend = [t.get_text() for t in figure.axes[1].get_legend().get_texts()]
+    assert legend == ["ppo (greedy)", "wait (75.0)", "heuristic (95.0)"]
+    heads = [t.get_text() for t in figure.axes[2].get_legend().get_texts()]
+    assert heads == ["op", "blueprint"]
+    assert titles[3:] == [
+        "approximate KL per update",
+        "clip fraction",
+        "explained variance",
+    ]
+    # a run without evaluations says so in its panel instead of drawing nothing
+    bare = attrs.evolve(data, evaluations=[])
+    texts = [t.get_text() for t in training_figure(bare).axes[1].texts]
+    assert texts == ["no greedy evaluation (train.eval_every = 0?)"]

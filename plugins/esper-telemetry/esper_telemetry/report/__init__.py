@@ -9,9 +9,9 @@ from esper_telemetry.report.data import RunData, load_run
 
 REPORT_FILE = "report.md"
 FIGURES = ("accuracy.png", "training.png", "lifecycle.png", "rewards.png")
-PPO_FIGURE = "ppo.png"  # only for runs with policy updates (esper train)
+LEARNING_FIGURE = "learning.png"  # train runs only: the learning curve
 
-__all__ = ["FIGURES", "PPO_FIGURE", "REPORT_FILE", "RunData", "build_report", "load_run"]
+__all__ = ["FIGURES", "LEARNING_FIGURE", "REPORT_FILE", "RunData", "build_report", "load_run"]
 
 
 def build_report(
@@ -22,8 +22,8 @@ def build_report(
     max_series: int = 8,
     max_groups: int = 4,
 ) -> list[Path]:
-    """Write the figures and report.md; return their paths."""
-    from esper_telemetry.report import figures, markdown, training_figures
+    """Write the four figures (five for a train run) and report.md; return their paths."""
+    from esper_telemetry.report import figures, learning_curve, markdown, training_figures
 
     data = load_run(Path(run_dir))
     out = Path(out_dir) if out_dir is not None else Path(run_dir)
@@ -34,8 +34,9 @@ def build_report(
         figures.save(figures.lifecycle_figure(data, max_groups=max_groups), out / FIGURES[2], dpi),
         figures.save(figures.reward_figure(data), out / FIGURES[3], dpi),
     ]
-    if data.updates:
-        written.append(figures.save(training_figures.ppo_figure(data), out / PPO_FIGURE, dpi))
+    if learning_curve.has_training(data):
+        curve = learning_curve.training_figure(data)
+        written.append(figures.save(curve, out / LEARNING_FIGURE, dpi))
     report = out / REPORT_FILE
     write_text(report, markdown.render(data, [p.name for p in written]))
     return [*written, report]

@@ -14,6 +14,7 @@ from esper_core.run.telemetry import (
     EpochCompleted,
     Event,
     GovernorRollback,
+    PolicyEvaluation,
     PolicyUpdate,
     RunFinished,
     RunStarted,
@@ -37,6 +38,7 @@ class RunData:
     episodes: list[EpisodeFinished] = field(factory=list)
     lifecycle: dict[Key, list[Event]] = field(factory=dict)
     updates: list[PolicyUpdate] = field(factory=list)
+    evaluations: list[PolicyEvaluation] = field(factory=list)
     ledger: SeedLedger = field(factory=SeedLedger)
 
     @property
@@ -129,6 +131,8 @@ def index_events(run_dir: Path, events: list[Event]) -> RunData:
             data.episodes.append(event)
         elif isinstance(event, PolicyUpdate):
             data.updates.append(event)
+        elif isinstance(event, PolicyEvaluation):
+            data.evaluations.append(event)
         elif isinstance(event, SeedGerminated | SeedFossilized | SeedPruned | GovernorRollback):
             lifecycle[(event.env, event.episode)].append(event)
     data.epochs = {k: sorted(v, key=lambda e: e.epoch) for k, v in epochs.items()}

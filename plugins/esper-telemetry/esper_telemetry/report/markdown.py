@@ -95,9 +95,10 @@ def render(data: RunData, figures: Sequence[str]) -> str:
     captions = {
         "accuracy.png": "Validation and test accuracy",
         "training.png": "Loss (or perplexity) with lifecycle events, and parameters per epoch",
-        "ppo.png": "PPO diagnostics per update",
         "lifecycle.png": "Seed lifecycle per slot",
         "rewards.png": "Reward components",
+        "learning.png": "Learning curve: return, greedy evaluation, entropy, KL, clipping, "
+        "explained variance",
     }
     for name in figures:
         out += [f"![{captions.get(name, name)}]({name})", ""]

@@ -1,5 +1,5 @@
-"""The report's training figures: losses with the lifecycle marked, parameters over time,
-and the PPO diagnostics of a training run.
+"""The report's training figures: losses with the lifecycle marked and parameters over
+time (a train run's PPO learning curve is in :mod:`.learning_curve`).
 
 Epochs are numbered as everywhere in Esper: epoch k is the k-th epoch of an episode
 (1-based); a germination at epoch 0 happened before the first epoch. Loss axes start
@@ -112,27 +112,4 @@ def training_figure(data: RunData, max_series: int = 4) -> Any:
     params_ax.grid(**GRID)
     params_ax.legend(loc="lower right", fontsize=8)
     figure.suptitle(data.title, fontsize=11)
-    return figure
-
-
-def ppo_figure(data: RunData) -> Any:
-    """One small panel per PPO diagnostic (the first few), against the update number."""
-    names = list(dict.fromkeys(k for u in data.updates for k in u.diagnostics))[:MAX_DIAGNOSTICS]
-    cols = min(4, max(1, len(names)))
-    rows = max(1, math.ceil(len(names) / cols))
-    figure = new_figure(3.4 * cols, 2.8 * rows + 0.6)
-    axes = figure.subplots(rows, cols, squeeze=False).ravel()
-    updates = [u.update + 1 for u in data.updates]  # update 1 is the first, as in the console
-    for ax, name, colour in zip(axes, names, _palette(len(names))):
-        values = [u.diagnostics.get(name, float("nan")) for u in data.updates]
-        ax.plot(updates, values, color=colour, marker="o", markersize=2.5, linewidth=1.2)
-        low, high = ax.get_ylim()
-        ax.set_ylim(min(low, 0.0), max(high, 0.0))  # zero in view: a drift shows at its size
-        ax.set_title(name, fontsize=9)
-        ax.set_xlabel("update")
-        _integer_ticks(ax)
-        ax.grid(**GRID)
-    for ax in axes[len(names) :]:
-        ax.set_visible(False)
-    figure.suptitle(f"{data.title}: PPO diagnostics per update", fontsize=11)
     return figure
