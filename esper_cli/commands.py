@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import click
 
 from esper_cli.compare import compare
@@ -17,12 +18,31 @@ from esper_cli.options import F, build_config, config_options
 from esper_cli.paths import PathArg, output_dir
 
 
-def _run_or_train(
-    ctx: click.Context, mode: str, params: dict[str, Any], extra_run: dict[str, Any]
-) -> None:
+@attrs.frozen
+class Job:
+    """What ``esper run`` and ``esper train`` were asked for, ready to drive."""
+
+    mode: str
+    pm: Any
+    config: Any
+    run_dir: Path
+    resume: bool
+    quiet: bool
+    params: dict[str, Any]
+
+    def options(self) -> dict[str, Any]:
+        """The keyword options of :func:`esper_core.run.api.drive`."""
+        return {
+            "run_dir": self.run_dir,
+            "resume": self.resume,
+            "quiet": self.quiet,
+            "notify": lambda message: click.echo(message, err=True),
+        }
+
+
+def _job(ctx: click.Context, mode: str, params: dict[str, Any], extra_run: dict[str, Any]) -> Job:
     from esper_cli.resume import resumed_config
     from esper_core.plugins import split_selections
-    from esper_core.run import api
     from esper_core.run.run_dir import default_run_dir
 
     pm = plugin_manager(ctx)
@@ -39,39 +59,27 @@ def _run_or_train(
         output_dir(run_dir, "--out")
     note_run(ctx, run_dir, mode)
     quiet = bool(params.get("quiet") or params.get("as_json"))
-    fn = api.run if mode == "run" else api.train
+    return Job(mode, pm, config, run_dir, bool(resume), quiet, params)
 
-    def notify(message: str) -> None:
-        click.echo(message, err=True)
 
-    if params.get("nproc") is not None:
-        summary = _launch(pm, config, mode, params, run_dir, bool(resume), quiet)
-    else:
-        summary = fn(config, pm, run_dir=run_dir, resume=bool(resume), quiet=quiet, notify=notify)
-        if os.environ.get("RANK", "0") != "0":  # under torchrun only rank 0 reports
-            return
-    if params.get("as_json"):
+def _report(job: Job, summary: dict[str, Any]) -> None:
+    if job.params.get("nproc") is None and os.environ.get("RANK", "0") != "0":
+        return  # under torchrun only rank 0 reports
+    if job.params.get("as_json"):
         click.echo(dumps(summary))
     else:
         from esper_cli.display import print_summary
 
-        print_summary(summary, str(run_dir))
+        print_summary(summary, str(job.run_dir))
 
 
-def _launch(
-    pm: Any,
-    config: Any,
-    mode: str,
-    params: dict[str, Any],
-    run_dir: Path,
-    resume: bool,
-    quiet: bool,
-) -> dict[str, Any]:
+def _launch(job: Job, loop_class: type) -> dict[str, Any]:
     """``--nproc N``: the executor starts N local processes, each running this run as one rank."""
     from esper_core.errors import ConfigError
     from esper_core.plugins import split_selections
     from esper_core.run.resolve import resolve
 
+    pm, config = job.pm, job.config
     resolved = resolve(config, pm)
     launcher = getattr(resolved.executor.cls, "launch_local", None)
     if launcher is None:
@@ -80,18 +88,25 @@ def _launch(
                 f"--nproc: executor {config.run.executor!r} runs in one process; use --executor distributed"
             ]
         )
-    loads, _ = split_selections(params.get("plugins") or ())
+    loads, _ = split_selections(job.params.get("plugins") or ())
     # Every rank loads what this process loaded (entry points by name, modules, files), so
     # the ranks resolve the same components even with autoloading off.
     loaded = [i.name for i in pm.plugins() if not i.name.startswith("file:")]
     names = tuple(dict.fromkeys([*loaded, *loads]))
-    job = functools.partial(rank_job, mode, config, names, run_dir, resume, quiet)
-    summary: dict[str, Any] = launcher(int(params["nproc"]), job, resolved.executor.options)
+    rank = functools.partial(
+        rank_job, loop_class, config, names, job.run_dir, job.resume, job.quiet
+    )
+    summary: dict[str, Any] = launcher(int(job.params["nproc"]), rank, resolved.executor.options)
     return summary
 
 
 def rank_job(
-    mode: str, config: Any, plugins: tuple[str, ...], run_dir: Path, resume: bool, quiet: bool
+    loop_class: type,
+    config: Any,
+    plugins: tuple[str, ...],
+    run_dir: Path,
+    resume: bool,
+    quiet: bool,
 ) -> dict[str, Any]:
     """One rank of a ``--nproc`` run (module level, so worker processes can unpickle it)."""
     from esper_core.plugins import PluginManager
@@ -99,8 +114,8 @@ def rank_job(
 
     pm = PluginManager()
     pm.extend(list(plugins))
-    fn = api.run if mode == "run" else api.train
-    return fn(
+    return api.drive(
+        loop_class,
         config,
         pm,
         run_dir=run_dir,
@@ -147,8 +162,16 @@ def run_options(mode: str) -> Callable[[F], F]:
 @click.pass_context
 def run(ctx: click.Context, **params: Any) -> None:
     """Run episodes of a policy (default: the heuristic on digits)."""
+    from esper_core.run.api import drive
+    from esper_core.run.loops import EpisodeLoop
+
     extra = {"episodes": params["episodes"]} if params.get("episodes") is not None else {}
-    _run_or_train(ctx, "run", params, extra)
+    job = _job(ctx, "run", params, extra)
+    # The epoch is reached through drive() straight from here (docs/architecture.md).
+    if params.get("nproc") is not None:
+        _report(job, _launch(job, EpisodeLoop))
+    else:
+        _report(job, drive(EpisodeLoop, job.config, job.pm, **job.options()))
 
 
 @click.command()
@@ -160,6 +183,9 @@ def run(ctx: click.Context, **params: Any) -> None:
 @click.pass_context
 def train(ctx: click.Context, **params: Any) -> None:
     """Train a learnable policy, by default PPO, over parallel envs."""
+    from esper_core.run.api import drive
+    from esper_core.run.loops import TrainLoop
+
     sets = list(params.get("sets") or ())
     if params.get("updates") is not None and not params.get("resume"):
         sets.insert(0, f"train.updates={params['updates']}")
@@ -170,7 +196,11 @@ def train(ctx: click.Context, **params: Any) -> None:
         or any(p.startswith("policies.") for p in params.get("plugins") or ())
         else {"policy": "ppo"}
     )
-    _run_or_train(ctx, "train", params, extra)
+    job = _job(ctx, "train", params, extra)
+    if params.get("nproc") is not None:
+        _report(job, _launch(job, TrainLoop))
+    else:
+        _report(job, drive(TrainLoop, job.config, job.pm, **job.options()))
 
 
 @click.command()

@@ -282,7 +282,9 @@ class MorphogeneticEnv:
         if test is not None:
             self.last_test = test
         self._record_validation(ev)
-        breakdown = epoch_end.reward(self, step, ev, rolled_back)
+        breakdown = self.reward.compute(epoch_end.reward_context(self, step, ev, rolled_back))
+        if rolled_back:
+            breakdown = breakdown.plus(governor_penalty=self.config.governor.penalty)
         self.stats.add_reward(breakdown)
         self._observation = observe(self, rolled_back)
         return self._result(step, train, ev, test, breakdown, rolled_back)
@@ -367,4 +369,4 @@ def run_epoch(env: MorphogeneticEnv, action: Action) -> StepResult:
     env.begin_epoch()
     for batch in env.train_batches():
         env.train_batch(batch)
-    return env.end_epoch()
+    return env.finish_epoch(fetch(*env.queue_measurements()))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from esper_core.components.reward import RewardBreakdown, RewardContext
+from esper_core.components.reward import RewardContext
 from esper_core.env.apply import StepStart, record_fossilization, slot_snapshots
 from esper_core.env.evaluation import EvalResult
 from esper_core.env.events import SeedRecord, StepEvents
@@ -101,9 +101,10 @@ def auto_advance(env: MorphogeneticEnv, accuracy: float, events: StepEvents) -> 
             events.stage_changed(slot, before)
 
 
-def reward(
+def reward_context(
     env: MorphogeneticEnv, step: StepStart, ev: EvalResult, rolled_back: bool
-) -> RewardBreakdown:
+) -> RewardContext:
+    """What the reward family is shown of this epoch."""
     action, model, space = step.action, env.model, env.space
     targeted = action.op != LifecycleOp.WAIT and 0 <= action.slot < len(space.slot_ids)
     fossils_contributing = sum(
@@ -112,7 +113,7 @@ def reward(
         if rules.is_fossil(s.stage)
         and (s.state.contribution or 0.0) >= env.config.env.fossil_contribution_points
     )
-    ctx = RewardContext(
+    return RewardContext(
         action=action,
         op=action.op,
         target_slot=space.slot_ids[action.slot] if targeted else None,
@@ -134,7 +135,3 @@ def reward(
         rolled_back=rolled_back,
         chance_loss=env.task.chance_loss,
     )
-    breakdown = env.reward.compute(ctx)
-    if rolled_back:
-        breakdown = breakdown.plus(governor_penalty=env.config.governor.penalty)
-    return breakdown

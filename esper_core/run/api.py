@@ -25,7 +25,7 @@ from esper_core.run.telemetry import RunFinished
 
 
 class RunOptions(TypedDict, total=False):
-    """The keyword options of :func:`run` and :func:`train` (defaults in :func:`_drive`)."""
+    """The keyword options of :func:`run`, :func:`train` and :func:`drive` (defaults in :func:`drive`)."""
 
     run_dir: Path | None  # None: a new directory under runs/ (run_dir.default_run_dir)
     resume: bool  # continue run_dir from its checkpoint
@@ -35,15 +35,15 @@ class RunOptions(TypedDict, total=False):
 
 def run(config: RunConfig, pm: PluginManager, **options: Unpack[RunOptions]) -> dict[str, Any]:
     """Run ``run.episodes`` episodes of ``run.n_envs`` envs under the configured policy."""
-    return _drive(EpisodeLoop, config, pm, **options)
+    return drive(EpisodeLoop, config, pm, **options)
 
 
 def train(config: RunConfig, pm: PluginManager, **options: Unpack[RunOptions]) -> dict[str, Any]:
     """Train a Trainable policy for ``train.updates`` rollouts (each one episode of every env)."""
-    return _drive(TrainLoop, config, pm, **options)
+    return drive(TrainLoop, config, pm, **options)
 
 
-def _drive(
+def drive(
     loop_class: type[EpisodeLoop] | type[TrainLoop],
     config: RunConfig,
     pm: PluginManager,
@@ -52,6 +52,8 @@ def _drive(
     quiet: bool = False,
     notify: Callable[[str], None] = print,
 ) -> dict[str, Any]:
+    """Open the session, run ``loop_class`` over it until done or interrupted, and write
+    the summary: :func:`run` and :func:`train` in one, for callers that pick the loop."""
     session = open_session(config, pm, loop_class.mode, run_dir, resume, quiet)
     try:
         loop = loop_class(session)

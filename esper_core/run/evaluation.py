@@ -8,8 +8,9 @@ and once, at the first evaluation, with each reference policy of
 is one :class:`~esper_core.run.telemetry.PolicyEvaluation` event; ``esper report`` draws
 them. The episodes run on envs of their own, so training envs, their seeds and the
 rollout are untouched, and no epoch or episode event of theirs reaches telemetry: the
-run's summary counts training episodes only. Only the process that writes the run
-directory evaluates (one rank of a multi-process run).
+run's summary counts training episodes only. Every rank of a multi-process run
+evaluates (only the writer's events reach the files): a rank that skipped it would wait
+at the next collective for as long as the evaluation takes, past the executor's timeout.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ Act = Callable[[Sequence["Observation"]], list["Action"]]
 def due(session: Session) -> bool:
     """Whether the loop, at the boundary before update ``session.outer``, evaluates now."""
     train = session.config.train
-    if not train.eval_every or not train.eval_seeds or not session.writer:
+    if not train.eval_every or not train.eval_seeds:
         return False
     last = session.outer >= train.updates
     if session.outer % train.eval_every and not last:

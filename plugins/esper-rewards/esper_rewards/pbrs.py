@@ -33,17 +33,6 @@ class PBRSOptions(ShapingRentOptions):
     )
 
 
-def pbrs_components(ctx: RewardContext, opts: PBRSOptions, gamma: float) -> dict[str, float]:
-    """The pbrs components; ``shaped`` builds on exactly these."""
-    return {
-        "accuracy": accuracy_improvement(ctx, opts.accuracy_weight, gamma),
-        "shaping": shaping(ctx, opts, gamma),
-        "rent": rent(output_params(ctx.slots_after), ctx.host_params, opts),
-        "terminal": opts.terminal_weight * ctx.val_acc / 100.0 if ctx.is_last_step else 0.0,
-        "refused": refused(ctx, opts.refused_penalty),
-    }
-
-
 class PBRSReward:
     """Accuracy improvement, potential-based lifecycle shaping and a parameter rent."""
 
@@ -55,12 +44,22 @@ class PBRSReward:
     Options: ClassVar[type] = PBRSOptions
     components: ClassVar[tuple[str, ...]] = ("accuracy", "shaping", "rent", "terminal", "refused")
 
+    options: PBRSOptions
+
     def __init__(self, options: PBRSOptions, setup: RewardSetup) -> None:
         self.options = options
         self.gamma = check_gamma(setup.gamma)
 
     def compute(self, ctx: RewardContext) -> RewardBreakdown:
-        return RewardBreakdown.of(**pbrs_components(ctx, self.options, self.gamma))
+        """The pbrs formula, one term per component (``shaped`` adds two)."""
+        opts, gamma = self.options, self.gamma
+        return RewardBreakdown.of(
+            accuracy=accuracy_improvement(ctx, opts.accuracy_weight, gamma),
+            shaping=shaping(ctx, opts, gamma),
+            rent=rent(output_params(ctx.slots_after), ctx.host_params, opts),
+            terminal=opts.terminal_weight * ctx.val_acc / 100.0 if ctx.is_last_step else 0.0,
+            refused=refused(ctx, opts.refused_penalty),
+        )
 
 
 @hookimpl

@@ -30,13 +30,13 @@ from typing import Any, ClassVar
 
 from attrs import define
 
-from esper_core import RewardBreakdown, RewardContext, RewardSetup, hookimpl
+from esper_core import RewardBreakdown, RewardContext, hookimpl
 from esper_core.components.reward import SlotSnapshot
 from esper_core.converter import in_range, options_field
 from esper_core.lifecycle.actions import LifecycleOp
 from esper_core.lifecycle.rules import BLENDED_STAGES, FOSSIL_STAGES
-from esper_rewards.common import check_gamma, terminal_state
-from esper_rewards.pbrs import PBRSOptions, pbrs_components
+from esper_rewards.common import terminal_state
+from esper_rewards.pbrs import PBRSOptions, PBRSReward
 
 
 @define
@@ -73,7 +73,7 @@ def attribution(ctx: RewardContext, opts: ShapedOptions, gamma: float) -> float:
     return gamma * after - attribution_potential(ctx.slots_before, opts)
 
 
-class ShapedReward:
+class ShapedReward(PBRSReward):
     """pbrs plus attribution of seeds by measured gain and a small cost per intervention."""
 
     name: ClassVar[str] = "shaped"
@@ -92,16 +92,17 @@ class ShapedReward:
         "intervention",
     )
 
-    def __init__(self, options: ShapedOptions, setup: RewardSetup) -> None:
-        self.options = options
-        self.gamma = check_gamma(setup.gamma)
+    options: ShapedOptions
 
     def compute(self, ctx: RewardContext) -> RewardBreakdown:
         opts = self.options
-        return RewardBreakdown.of(
-            **pbrs_components(ctx, opts, self.gamma),
-            attribution=attribution(ctx, opts, self.gamma),
-            intervention=-opts.intervention_cost if ctx.op != LifecycleOp.WAIT else 0.0,
+        return (
+            super()
+            .compute(ctx)
+            .plus(
+                attribution=attribution(ctx, opts, self.gamma),
+                intervention=-opts.intervention_cost if ctx.op != LifecycleOp.WAIT else 0.0,
+            )
         )
 
 

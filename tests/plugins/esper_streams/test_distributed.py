@@ -139,13 +139,18 @@ def test_ppo_training_is_data_parallel_with_identical_policies_on_both_ranks(
     assert len(rank0["fingerprints"]) == 3
     assert rank0["fingerprints"] == rank1["fingerprints"]
     assert len(set(rank0["fingerprints"])) == 3
-    # Each rank built only its own envs (the others are stand-ins without a model)...
-    assert rank0["built"] == [0] and rank1["built"] == [1, 2]
+    # Each rank built only its own envs (the others are stand-ins without a model), then
+    # the three evaluation envs: every rank evaluates, so none waits at a collective
+    # while another plays the evaluation episodes...
+    assert rank0["built"] == [0, 0, 1, 2] and rank1["built"] == [1, 2, 0, 1, 2]
     # ...and computed only its slice of every minibatch: together, the whole rollout
-    # (3 envs x 4 steps, single-step chunks for the MLP) once per update epoch.
+    # (3 envs x 4 steps x rollout_episodes, single-step chunks for the MLP) once per
+    # update epoch.
     from esper_tamiyo_ppo.options import PPOOptions
 
-    total = 3 * (3 * 4) * PPOOptions().update_epochs  # updates x chunks x epochs
+    defaults = PPOOptions()
+    chunks = 3 * 4 * defaults.rollout_episodes
+    total = 3 * chunks * defaults.update_epochs  # updates x chunks x epochs
     assert rank0["chunks"] + rank1["chunks"] == total
     assert 0.4 * total <= rank0["chunks"] <= 0.6 * total  # balanced slices
     one = api.train(
