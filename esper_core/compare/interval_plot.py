@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from esper_core.compare.results import IMPROVEMENT_METRIC, METRIC, ComparisonResults
+from esper_core.run.checkpoint import atomic_writer
 
 DPI = 150
 PANEL_WIDTH = 4.2
@@ -141,7 +142,5 @@ def plot_intervals(results: ComparisonResults, path: Path) -> None:
         f"IQM with {results.confidence:.0%} bootstrap CI over {len(results.seeds)} seed(s); dots: single runs",
         fontsize=10,
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, format="png")
-    tmp.replace(path)
+    with atomic_writer(path) as fh:
+        fig.savefig(fh, format="png")

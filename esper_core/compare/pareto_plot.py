@@ -13,6 +13,7 @@ from pathlib import Path
 
 from esper_core.compare.pareto import COST_AXES
 from esper_core.compare.results import IMPROVEMENT_METRIC, METRIC, ComparisonResults
+from esper_core.run.checkpoint import atomic_writer
 
 DPI = 150
 PANEL = (5.2, 3.8)
@@ -68,10 +69,8 @@ def plot_pareto(results: ComparisonResults, path: Path) -> None:
         f"{len(results.seeds)} seed(s); hollow: dominated on that axis",
         fontsize=10,
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, format="png")
-    tmp.replace(path)
+    with atomic_writer(path) as fh:
+        fig.savefig(fh, format="png")
 
 
 def _err(center: float, low: float | None, high: float | None) -> list[list[float]] | None:

@@ -24,8 +24,10 @@ def record_measurements(model: MorphogeneticModel, train: TrainStats, ev: EvalRe
     for slot in model.iter_slots():
         stats = train.seeds.get(slot.slot_id)
         if stats is not None:
-            slot.record_gradients(stats.health, stats.exploding, stats.grad_ratio, stats.grad_norm)
-        slot.record_contribution(
+            slot.state.record_gradients(
+                stats.health, stats.exploding, stats.grad_ratio, stats.grad_norm
+            )
+        slot.state.record_contribution(
             ev.contributions.get(slot.slot_id), loss_finite=ev.finite and train.finite
         )
         slot.state.record_accuracy(ev.accuracy)

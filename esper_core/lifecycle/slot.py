@@ -318,18 +318,6 @@ class SeedSlot(nn.Module):
 
     # ------------------------------------------------------------ measurements
 
-    def record_gradients(
-        self,
-        health: float | None,
-        exploding: bool,
-        grad_ratio: float | None,
-        grad_norm: float | None,
-    ) -> None:
-        self.state.record_gradients(health, exploding, grad_ratio, grad_norm)
-
-    def record_contribution(self, contribution: float | None, loss_finite: bool = True) -> None:
-        self.state.record_contribution(contribution, loss_finite)
-
     def report(self) -> SlotReport:
         return self.state.report(self.slot_id, self.seed_param_count())
 

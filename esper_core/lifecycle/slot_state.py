@@ -126,7 +126,7 @@ class SlotState:
         self.gradient_health, self.exploding = health, exploding
         self.grad_ratio, self.seed_grad_norm = grad_ratio, grad_norm
 
-    def record_contribution(self, contribution: float | None, loss_finite: bool) -> None:
+    def record_contribution(self, contribution: float | None, loss_finite: bool = True) -> None:
         if contribution is not None:
             self.contribution_prev = self.contribution
             self.contribution = contribution

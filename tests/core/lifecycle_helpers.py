@@ -46,7 +46,7 @@ def make_slot(settings: SlotSettings = FAST, channels: int = 4) -> SeedSlot:
 
 def healthy(slot: SeedSlot) -> None:
     """Record the measurements of a seed whose gradients are fine (G2 and G5 health)."""
-    slot.record_gradients(1.0, False, 1.0, 1.0)
+    slot.state.record_gradients(1.0, False, 1.0, 1.0)
 
 
 def drive_to(
@@ -88,7 +88,7 @@ def drive_to(
                 slot.end_epoch()
         if target == Stage.FOSSILIZED:
             healthy(slot)
-            slot.record_contribution(2.0)
+            slot.state.record_contribution(2.0)
             result = slot.fossilize()
         else:
             result = slot.advance()

@@ -103,7 +103,7 @@ def test_full_legal_walk_through_every_forward_stage() -> None:
     while not slot.state.alpha_schedule.done:
         slot.end_epoch()
     assert slot.advance().passed and slot.stage == S.HOLDING
-    slot.record_contribution(1.5)
+    slot.state.record_contribution(1.5)
     assert slot.fossilize(accuracy=50.0).passed and slot.stage == S.FOSSILIZED
     assert [stage for stage, _ in slot.state.history] == [
         "GERMINATED",
@@ -419,15 +419,15 @@ def test_g5_through_the_slot_uses_real_measurements(strict: bool) -> None:
     slot = drive_to(make_slot(settings), S.HOLDING)
     healthy(slot)
     # A contribution measured in an earlier epoch does not count.
-    slot.record_contribution(3.0)
-    slot.record_contribution(None)
+    slot.state.record_contribution(3.0)
+    slot.state.record_contribution(None)
     assert slot.fossilize().failed == ("no counterfactual contribution measured this epoch",)
-    slot.record_contribution(3.0, loss_finite=False)
+    slot.state.record_contribution(3.0, loss_finite=False)
     assert slot.fossilize().failed == ("loss is not finite",)
-    slot.record_contribution(3.0)
-    slot.record_gradients(0.3, False, 1.0, 1.0)
+    slot.state.record_contribution(3.0)
+    slot.state.record_gradients(0.3, False, 1.0, 1.0)
     assert slot.fossilize().failed == ("gradient health 0.30 < 0.70",)
-    slot.record_gradients(0.9, True, 1.0, 1.0)
+    slot.state.record_gradients(0.9, True, 1.0, 1.0)
     assert slot.fossilize().failed == ("exploding gradient",)
     assert slot.stage == S.HOLDING
     assert slot.next_gate() is not None and slot.next_gate().gate == "G5"  # type: ignore[union-attr]
@@ -549,9 +549,9 @@ def _apply(slot: SeedSlot, action: tuple, ticks_since_prune: int | None) -> int 
     before = repr(slot.state)
     if name in ("gradients", "contribution"):
         if name == "gradients":
-            slot.record_gradients(args[0], args[1], args[2], None)
+            slot.state.record_gradients(args[0], args[1], args[2], None)
         else:
-            slot.record_contribution(args[0], loss_finite=args[1])
+            slot.state.record_contribution(args[0], loss_finite=args[1])
         return ticks_since_prune
     if name == "end_epoch":
         slot.end_epoch()

@@ -268,7 +268,7 @@ def test_gate_parameters_join_the_seed_from_germination() -> None:
     optimizer = torch.optim.SGD(slot.seed_parameters(), lr=0.1)
     slot.advance()
     slot.end_epoch()
-    slot.record_gradients(1.0, False, 1.0, 1.0)
+    slot.state.record_gradients(1.0, False, 1.0, 1.0)
     slot.advance()
     assert slot.stage == Stage.BLENDING and slot.param_version == 1
     before = slot.gate.proj.weight.detach().clone()
@@ -286,10 +286,10 @@ def test_param_version_changes_exactly_when_the_parameter_set_does() -> None:
     versions.append(slot.param_version)
     slot.advance()
     slot.end_epoch()
-    slot.record_gradients(1.0, False, 1.0, 1.0)
+    slot.state.record_gradients(1.0, False, 1.0, 1.0)
     slot.advance()
     slot.set_alpha_target(0.5)
-    slot.record_contribution(1.0)
+    slot.state.record_contribution(1.0)
     assert slot.param_version == versions[-1]  # same parameters through the stages
     slot.prune()
     versions.append(slot.param_version)
@@ -411,9 +411,9 @@ def test_seed_follows_the_slot_dtype() -> None:
 
 def test_report_reflects_the_state() -> None:
     slot = drive_to(make_slot(), Stage.BLENDING, tempo=4)
-    slot.record_contribution(1.0)
-    slot.record_contribution(2.5)
-    slot.record_gradients(0.8, False, 0.3, 1.2)
+    slot.state.record_contribution(1.0)
+    slot.state.record_contribution(2.5)
+    slot.state.record_gradients(0.8, False, 0.3, 1.2)
     report = slot.report()
     assert report.stage == Stage.BLENDING and report.slot_id == "r0c0"
     assert report.alpha == pytest.approx(0.25) and report.alpha_target == 1.0
