@@ -148,7 +148,7 @@ def launch_local(
                 if outcome.failures and deadline is None:
                     deadline = time.monotonic() + grace
                 if deadline is not None and time.monotonic() > deadline:
-                    outcome.stopped = [r for r, p in enumerate(procs) if p.exitcode is None]
+                    outcome.note_stopped(procs)
                     stop_all()
                     break
         for p in procs:
@@ -196,6 +196,13 @@ class _Outcome:
         elif rank not in self.failures:
             self.failures[rank] = payload
             self.order.append(rank)
+
+    def note_stopped(self, procs: list[Any]) -> None:
+        """The ranks still running without a report when the grace ran out: the silent
+        ones. A rank that reported its failure but was slow to exit is not among them."""
+        self.stopped = [
+            r for r, p in enumerate(procs) if p.exitcode is None and r not in self.failures
+        ]
 
     def read(self, reports: Any, wait: float) -> None:
         try:
