@@ -7,9 +7,9 @@ schedules and cooldowns -> compute the reward -> build the next observation.
 Executors drive the epoch through :meth:`apply_action`, :meth:`begin_epoch`,
 :meth:`train_batches`/:meth:`train_batch` and :meth:`end_epoch`; :meth:`step` is the
 same sequence for one env on its own (see :func:`run_epoch`). :meth:`end_epoch` is
-:meth:`queue_measurements` (device work only), one :func:`fetch` and
-:meth:`finish_epoch`, so an executor can queue every env's validation before it
-reads any of them. Each part of the step
+:meth:`queue_measurements` (device work only), one :func:`fetch` and the rest, so
+an executor can queue every env's validation before it reads any of them and hand
+the values to ``end_epoch(measured)``. Each part of the step
 lives in its own module: :mod:`~esper_core.env.apply` (the action),
 :mod:`~esper_core.env.epoch_end` (everything after the measurements arrive),
 :mod:`~esper_core.env.events`, :mod:`~esper_core.env.observation` and
@@ -244,15 +244,15 @@ class MorphogeneticEnv:
     def _nonfinite_by_slot(self, counts: list[float]) -> dict[str, float]:
         return dict(zip(self.model.slot_ids, counts))
 
-    def end_epoch(self) -> StepResult:
-        """Measure, then finish the epoch: the epoch's one host synchronisation is here."""
-        return self.finish_epoch(fetch(*self.queue_measurements()))
-
-    def finish_epoch(self, measured: Sequence[Any]) -> StepResult:
-        """Run the governor, tick the slots, compute the reward and observe, from the
-        fetched :meth:`queue_measurements`."""
+    def end_epoch(self, measured: Sequence[Any] | None = None) -> StepResult:
+        """Run the governor, tick the slots, compute the reward and observe, from
+        ``measured``: the fetched :meth:`queue_measurements` of an executor that queued
+        every env's before reading any, or (None) measured here, in the epoch's one host
+        synchronisation."""
+        if measured is None:
+            measured = fetch(*self.queue_measurements())
         step, self._step = self._step, None
-        assert step is not None, "finish_epoch() follows apply_action()"
+        assert step is not None, "end_epoch() follows apply_action()"
         epoch = self.epoch + 1
         with_test = self._test_due(epoch)
         train: TrainStats = measured[0]
@@ -369,4 +369,4 @@ def run_epoch(env: MorphogeneticEnv, action: Action) -> StepResult:
     env.begin_epoch()
     for batch in env.train_batches():
         env.train_batch(batch)
-    return env.finish_epoch(fetch(*env.queue_measurements()))
+    return env.end_epoch()

@@ -13,7 +13,7 @@ Control flow is inverted: the batch loop is outside and the envs inside. One ste
    on an event recorded after it. Every env's validation is queued before anything is
    read, so validations of different envs overlap;
 4. ONE ``fetch`` of every env's numbers (one host synchronisation per device, so one
-   per step on a single GPU), then for every env, on its stream, ``finish_epoch()``
+   per step on a single GPU), then for every env, on its stream, ``end_epoch(measured)``
    (governor, slot ticks, reward, observation); the caller's stream waits on an event
    recorded after it, so nothing later (a reset, a checkpoint) reads the env's tensors
    before its stream has written them.
@@ -178,10 +178,10 @@ class StreamsExecutor:
         results, start = [], 0
         for lane, pendings in zip(lanes, measured):
             with api.use(lane.stream):
-                results.append(lane.env.finish_epoch(values[start : start + len(pendings)]))
+                results.append(lane.env.end_epoch(values[start : start + len(pendings)]))
                 done = api.record_event(lane.stream)
             start += len(pendings)
-            # finish_epoch queues more work (slot ticks, governor snapshots): whatever
+            # end_epoch queues more work (slot ticks, governor snapshots): whatever
             # runs next on the caller's stream waits for it.
             api.wait_event(api.current_stream(lane.device), done)
         return results

@@ -470,7 +470,7 @@ def test_streams_are_placed_per_device_with_one_wait_per_device() -> None:
             self.calls.append("measure")
             return []
 
-        def finish_epoch(self, values: list[Any]) -> str:
+        def end_epoch(self, values: list[Any]) -> str:
             assert values == []
             self.calls.append("finish")
             return f"result on {self.device}"
