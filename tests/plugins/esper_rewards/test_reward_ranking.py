@@ -8,8 +8,8 @@ the env's ``governor_penalty`` (none happens in these episodes). On every seed:
 
 - a useful fossil (``conv_heavy``: +15 to +23 validation points over ``wait``) earns
   more than ``wait``;
-- ``wait`` earns more than a useless fossil (``attention``: measured 2 to 6 points
-  below ``wait`` on these seeds, with 552 parameters);
+- ``wait`` earns more than a useless fossil (``attention``: measured 6 to 8 points
+  below ``wait`` on these seeds, with 552 parameters; 2 to 6 with full isolation);
 - parking a zero-parameter seed (``noop``, blended and never fossilized) or a seed that
   never blends (``conv_heavy`` kept in TRAINING) earns nothing over ``wait``. The
   never-blended seed leaves the host's training bit-identical to ``wait``'s; the blended
