@@ -139,8 +139,8 @@ def test_the_scripted_outcomes_are_what_the_names_say(episodes) -> None:
         # a seed that never touches the output leaves the host's training bit-identical
         assert final["never_blended"] == final["wait"], (seed, final)
         # a blended noop adds no parameter, but while its alpha ramps it scales the host's
-        # upstream gradient by 1 - alpha, so the host trains differently: only its
-        # accuracy, never a term of its own, can set its reward apart from wait's
+        # upstream gradient by 1 - alpha, so the host trains differently: beyond a
+        # per-action cost, only its accuracy can set its reward apart from wait's
         assert all(s.seed_params == 0 for s in episodes[(seed, "parked_noop")][-1].slots_after)
 
 
