@@ -96,10 +96,11 @@ def test_per_env_curves_can_be_switched_off(tmp_path: Path) -> None:
 def test_resume_truncates_and_removes_files_written_after_the_checkpoint(tmp_path: Path) -> None:
     batches = synthetic_batches(n_envs=2, episodes=2, max_epochs=4)
     whole = tmp_path / "whole"
-    feed(
-        TensorBoardBackend(TensorBoardOptions(), TelemetryContext(run_dir=whole, quiet=True)),
-        batches,
+    reference = TensorBoardBackend(
+        TensorBoardOptions(), TelemetryContext(run_dir=whole, quiet=True)
     )
+    feed(reference, batches)
+    reference.close()  # flushed: the writer's queue would otherwise hold the last events
 
     part = tmp_path / "part"
     first = TensorBoardBackend(TensorBoardOptions(), TelemetryContext(run_dir=part, quiet=True))
