@@ -1,0 +1,56 @@
+"""What the cell-runner tests share: a 2 policies x 3 seeds study on the tiny task, an
+`esper` that loads exactly the plugins the cells load, and results.json made comparable."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from esper_core.plugins import PluginManager
+from tests.plugin_set import FAKE_COMPONENTS
+
+STUDY = [
+    "compare",
+    *FAKE_COMPONENTS,  # --policy scripted
+    "--plugin",
+    "policies.wait",
+    "--seeds",
+    "3",
+    "--max-epochs",
+    "3",
+    "--set",
+    "run.telemetry=[]",
+    "--set",
+    "lifecycle.min_training_epochs=1",
+    "--jobs",
+    "2",
+    "--quiet",
+]
+
+
+def esper_with(runner_plugin: str) -> Callable[..., Any]:
+    """`esper` in this process with the runner's plugin and no autoloading (a cell must see
+    the blueprints its experiment was validated with)."""
+    from click.testing import CliRunner
+
+    from esper_cli.main import build_cli
+
+    group, pm = build_cli(PluginManager(extra=[runner_plugin], autoload=False))
+
+    def call(*args: str) -> Any:
+        return CliRunner().invoke(group, list(args), obj={"pm": pm})
+
+    return call
+
+
+def stable_results(root: Path) -> dict[str, Any]:
+    """results.json without wall-clock times, run directories relative to the experiment's."""
+    data = json.loads((root / "results.json").read_text(encoding="utf-8"))
+    for row in data["rows"]:
+        row["metrics"].pop("wall_time")
+    for cell in data["cells"]:
+        cell.pop("wall_time")
+        cell["run_dir"] = str(Path(cell["run_dir"]).relative_to(root))
+    return data
