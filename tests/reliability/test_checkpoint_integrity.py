@@ -59,6 +59,8 @@ def test_a_run_does_not_resume_from_a_checkpoint_with_flipped_bits(tmp_path: Pat
         resume_tiny(run_dir)
 
 
+# torch warns when random bytes happen to start like a newer pickle protocol: expected here.
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol")
 def test_random_bytes_are_not_called_pickled_code(tmp_path: Path) -> None:
     path = tmp_path / "checkpoint.pt"
     path.write_bytes(os.urandom(4096))
