@@ -18,6 +18,7 @@ import os
 import pickle
 import pickletools
 import secrets
+import struct
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -245,7 +246,7 @@ def _pickle_opcodes(path: Path) -> set[str] | None:
     try:
         with open(path, "rb") as fh:
             ops = [(op.name, pos) for op, _, pos in pickletools.genops(fh)]
-    except Exception:  # pickletools raises ValueError, EOFError and more on non-pickles
+    except (ValueError, EOFError, struct.error):  # what genops raises on bytes that are no pickle
         return None
     if not ops or ops[-1][0] != "STOP" or ops[-1][1] != size - 1:
         return None
