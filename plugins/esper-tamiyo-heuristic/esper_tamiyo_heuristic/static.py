@@ -10,19 +10,13 @@ for every seed of every growing policy).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from attrs import define
 
 from esper_core import hookimpl
 from esper_core.converter import each, options_field
-
-if TYPE_CHECKING:
-    from esper_core.components.policy import PolicyContext
-    from esper_core.env.observation import Observation
-    from esper_core.env.step import StepResult
-    from esper_core.lifecycle.actions import Action
+from esper_tamiyo_heuristic.wait import WaitOptions, WaitPolicy
 
 
 def _seed_spec(value: Any) -> str | None:
@@ -32,7 +26,7 @@ def _seed_spec(value: Any) -> str | None:
 
 
 @define
-class StaticOptions:
+class StaticOptions(WaitOptions):
     seeds: list[str] = options_field(
         [],
         each(_seed_spec),
@@ -42,39 +36,20 @@ class StaticOptions:
     )
 
 
-class StaticPolicy:
-    """Installs its seeds at birth, then always WAITs."""
+class StaticPolicy(WaitPolicy):
+    """Installs its seeds at birth, then always WAITs (the env reinstalls them at every
+    reset, and the fossils are in the env's checkpoint: nothing else to remember)."""
 
     name: ClassVar[str] = "static"
     description: ClassVar[str] = (
         "Fixed architecture from epoch 0: given seeds installed as fossils at birth, then WAIT"
     )
     Options: ClassVar[type] = StaticOptions
-
-    def __init__(self, options: StaticOptions, context: PolicyContext) -> None:
-        self.options = options
-        self.context = context
+    options: StaticOptions
 
     def birth_seeds(self) -> list[str]:
         """The seeds every env installs at the start of each episode (``InstallsAtBirth``)."""
         return list(self.options.seeds)
-
-    def reset(self, env_indices: Sequence[int]) -> None:
-        """Nothing to forget: the env reinstalls the seeds at every reset."""
-
-    def act(self, observations: Sequence[Observation]) -> list[Action]:
-        from esper_core.lifecycle.actions import WAIT
-
-        return [WAIT for _ in observations]
-
-    def observe(self, results: Sequence[StepResult]) -> None:
-        """Outcomes change nothing."""
-
-    def state_dict(self) -> dict[str, Any]:
-        return {}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Stateless: the seeds come from the options, the fossils from the env's checkpoint."""
 
 
 @hookimpl

@@ -27,6 +27,7 @@ class WaitPolicy:
     name: ClassVar[str] = "wait"
     description: ClassVar[str] = "Always WAIT: the host trains alone (the no-growth baseline)"
     Options: ClassVar[type] = WaitOptions
+    options: WaitOptions
 
     def __init__(self, options: WaitOptions, context: PolicyContext) -> None:
         self.options = options
