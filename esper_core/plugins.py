@@ -23,6 +23,7 @@ from attrs import define, field, frozen
 
 from esper_core import hookspecs
 from esper_core.errors import (
+    ConfigError,
     DuplicateComponentError,
     EsperError,
     PluginError,
@@ -342,3 +343,12 @@ def split_selections(specs: Iterable[str]) -> tuple[list[str], dict[str, list[st
         else:
             loads.append(spec)
     return loads, selections
+
+
+def require_module(module: str, needed_by: str, install: str) -> ModuleType:
+    """Import an optional dependency of a component, or fail in one line saying how to
+    install it (a user error: exit 2, no traceback)."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ConfigError([f"{needed_by} needs {module}: {install}"]) from None

@@ -190,3 +190,13 @@ def test_listing_does_not_import_torch() -> None:
     code = "import sys; from esper_core.plugins import PluginManager; PluginManager(autoload=True); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", "a plugin module imports torch at import time"
+
+
+def test_a_missing_optional_dependency_is_one_config_error_saying_how_to_install_it() -> None:
+    from esper_core.errors import ConfigError
+    from esper_core.plugins import require_module
+
+    assert require_module("json", "x", "y").dumps([]) == "[]"
+    with pytest.raises(ConfigError) as info:
+        require_module("no_such_module_esper", "runners.nowhere", "pip install nowhere")
+    assert str(info.value) == "runners.nowhere needs no_such_module_esper: pip install nowhere"

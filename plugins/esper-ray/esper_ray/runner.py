@@ -27,7 +27,7 @@ from esper_core import hookimpl
 from esper_core.compare.cells import CellJob, CellOutcome, CellsInterrupted, run_cell
 from esper_core.components.runner import RunnerContext
 from esper_core.converter import in_range, options_field
-from esper_core.errors import ConfigError
+from esper_core.plugins import require_module
 
 POLL_SECONDS = 0.5
 # Passed on to the Ray workers of a private instance, so a cell sees what `esper` sees.
@@ -48,16 +48,6 @@ class RayOptions:
         0.0, in_range(0, 64), "GPUs Ray reserves for each cell (set run.device too)."
     )
     namespace: str | None = options_field(None, doc="Ray namespace of the job (default: Ray's).")
-
-
-def _ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError(
-            ["runners.ray needs Ray: pip install 'esper-ray' (or pip install ray)"]
-        ) from None
-    return ray
 
 
 class RayRunner:
@@ -102,7 +92,7 @@ class RayRunner:
     ) -> list[CellOutcome]:
         if not jobs:
             return []
-        ray = _ray()
+        ray = require_module("ray", "runners.ray", "pip install 'esper-ray' (or pip install ray)")
         started = self._start(ray)
         remote = ray.remote(
             num_cpus=self.options.cpus_per_cell,

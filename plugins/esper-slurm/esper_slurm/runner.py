@@ -23,7 +23,7 @@ from esper_core import hookimpl
 from esper_core.compare.cells import CellJob, CellOutcome, CellsInterrupted, run_cell
 from esper_core.components.runner import RunnerContext
 from esper_core.converter import in_range, one_of, options_field
-from esper_core.errors import ConfigError
+from esper_core.plugins import require_module
 
 POLL_SECONDS = 1.0
 
@@ -52,16 +52,6 @@ class SlurmOptions:
     )
 
 
-def _submitit() -> Any:
-    try:
-        import submitit
-    except ImportError:
-        raise ConfigError(
-            ["runners.slurm needs submitit: pip install 'esper-slurm' (or pip install submitit)"]
-        ) from None
-    return submitit
-
-
 class SlurmRunner:
     name: ClassVar[str] = "slurm"
     description: ClassVar[str] = "cells as SLURM jobs (one job array) through submitit"
@@ -73,7 +63,9 @@ class SlurmRunner:
 
     def _executor(self) -> Any:
         o = self.options
-        executor = _submitit().AutoExecutor(folder=o.folder, cluster=o.cluster)
+        executor = require_module(
+            "submitit", "runners.slurm", "pip install 'esper-slurm' (or pip install submitit)"
+        ).AutoExecutor(folder=o.folder, cluster=o.cluster)
         parameters: dict[str, Any] = {
             "timeout_min": o.timeout_min,
             "cpus_per_task": o.cpus_per_cell,
