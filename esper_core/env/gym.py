@@ -73,12 +73,15 @@ def _pin(blueprints: Sequence[str]) -> str:
 
 # id -> the --set overrides that define it (on top of any the caller passes to make()).
 REGISTERED: dict[str, tuple[str, ...]] = {
-    "esper/Digits-v0": ('run.task="digits"', _pin(CNN_BLUEPRINTS)),
+    # Pinned to the base preset: the digits default became `impaired` (the host where the
+    # default controller's growth pays), and a "-v0" id must keep meaning one env.
+    "esper/Digits-v0": ('run.task="digits"', 'tasks.digits.preset="base"', _pin(CNN_BLUEPRINTS)),
     "esper/DigitsImpaired-v0": (
         'run.task="digits"',
         'tasks.digits.preset="impaired"',
         _pin(CNN_BLUEPRINTS),
     ),
+    "esper/Glyphs-v0": ('run.task="glyphs"', _pin(CNN_BLUEPRINTS)),
     "esper/CIFAR10-v0": ('run.task="cifar10"', _pin(CNN_BLUEPRINTS)),
     "esper/CharLM-v0": ('run.task="charlm"', _pin(TRANSFORMER_BLUEPRINTS)),
 }

@@ -28,6 +28,7 @@ def test_every_id_is_registered_with_a_spec() -> None:
     for env_id in (
         "esper/Digits-v0",
         "esper/DigitsImpaired-v0",
+        "esper/Glyphs-v0",
         "esper/CIFAR10-v0",
         "esper/CharLM-v0",
     ):
@@ -38,6 +39,11 @@ def test_every_id_is_registered_with_a_spec() -> None:
         "esper_core.env.gym:esper/DigitsImpaired-v0", overrides=SMALL, pm=plugin_manager()
     )
     assert env.unwrapped.env.config.tasks["digits"]["preset"] == "impaired"
+    # Digits-v0 keeps its base host although the task's default preset is now impaired.
+    base = gymnasium.make("esper/Digits-v0", overrides=SMALL, pm=plugin_manager())
+    assert base.unwrapped.env.config.tasks["digits"]["preset"] == "base"
+    glyphs = gymnasium.spec("esper/Glyphs-v0").kwargs["defining"]
+    assert 'run.task="glyphs"' in glyphs
     # The pinned blueprint set: third-party blueprints installed here do not join the space.
     assert env.unwrapped.env.space.blueprints == esper_gym.CNN_BLUEPRINTS
 

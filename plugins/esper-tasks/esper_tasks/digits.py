@@ -38,7 +38,12 @@ _HOST_FIELDS = ("base_channels", "n_blocks", "convs_per_block")
 
 @define
 class DigitsOptions:
-    preset: str = options_field("base", one_of(*PRESETS), "Host preset: base, small or impaired.")
+    # `impaired` by default: the host on which the default controller's growth pays against
+    # no growth (the README's main job); `small` and `base` are what a researcher would pick,
+    # and the glyphs task's size sweep is where growth is compared with them.
+    preset: str = options_field(
+        "impaired", one_of(*PRESETS), "Host preset: impaired, small or base."
+    )
     base_channels: int | None = options_field(
         None, in_range(1, integer=True), "Override the preset: channels of the first block."
     )
