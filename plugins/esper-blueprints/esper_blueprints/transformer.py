@@ -59,6 +59,12 @@ def mlp(channels: int) -> nn.Module:
     return MLPSeed(channels, expansion=4, zero_init=True)
 
 
+def block(channels: int) -> nn.Module:
+    from esper_blueprints.transformer_modules import BlockSeed
+
+    return BlockSeed(channels)
+
+
 BLUEPRINTS = (
     Blueprint(
         name="noop",
@@ -114,6 +120,14 @@ BLUEPRINTS = (
         factory=mlp,
         param_estimate=lambda c: 8 * c * c + 7 * c,
         description="x + MLP(LN(x)) with a 4x hidden layer, fc2 zero-initialised",
+        identity_at_birth=True,
+    ),
+    Blueprint(
+        name="block",
+        topology="transformer",
+        factory=block,
+        param_estimate=lambda c: 12 * c * c + 13 * c,
+        description="a whole pre-norm attention + 4x MLP block, output projections zero-initialised",
         identity_at_birth=True,
     ),
 )

@@ -80,3 +80,17 @@ class MLPSeed(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.fc2(F.gelu(self.fc1(self.norm(x))))
+
+
+class BlockSeed(nn.Module):
+    """A whole pre-norm transformer block, ``x + attn(LN(x))`` then ``+ MLP(LN(.))`` (4x),
+    with both output projections initialised to zero: the identity at birth, so depth
+    grows by a block without changing the function (the MSG / LiGO condition)."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.attention = AttentionSeed(channels)
+        self.mlp = MLPSeed(channels, expansion=4, zero_init=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mlp(self.attention(x))

@@ -16,7 +16,7 @@ CHANNELS = (2, 4, 8, 32, 128)
 EXPECTED_IDENTITY = {
     "cnn/noop", "cnn/norm", "cnn/bottleneck", "cnn/conv_small",
     "transformer/noop", "transformer/norm", "transformer/lora", "transformer/lora_large",
-    "transformer/attention", "transformer/mlp",
+    "transformer/attention", "transformer/mlp", "transformer/block",
 }  # fmt: skip
 
 
@@ -36,7 +36,7 @@ def test_the_domain_blueprints_exist() -> None:
         "noop", "norm", "attention", "depthwise", "bottleneck", "conv_small", "conv_light", "conv_heavy",
     ]  # fmt: skip
     assert [bp.name for bp in TRANSFORMER] == [
-        "noop", "norm", "lora", "lora_large", "attention", "mlp_small", "mlp",
+        "noop", "norm", "lora", "lora_large", "attention", "mlp_small", "mlp", "block",
     ]  # fmt: skip
     assert all(bp.description and "\n" not in bp.description for bp in ALL)
 
