@@ -58,6 +58,9 @@ class RewardContext:
     fossils_contributing: int = 0  # fossils whose last contribution is >= 1 point
     rolled_back: bool = False
     chance_loss: float = 1.0
+    # This epoch's training FLOPs over what the bare host would have cost on the same
+    # samples: 1 without growth, 1.5 when seeds added half the host's compute.
+    train_flops_ratio: float = 1.0
 
     @property
     def is_last_step(self) -> bool:

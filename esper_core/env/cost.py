@@ -41,7 +41,7 @@ def params_held(model: MorphogeneticModel) -> int:
 
 
 def count_train_flops(
-    model: MorphogeneticModel,
+    model: torch.nn.Module,
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     inputs: torch.Tensor,
     targets: torch.Tensor,
@@ -63,13 +63,22 @@ def count_train_flops(
 
 @define
 class CostMeter:
-    """Per-sample training FLOPs of each architecture an episode has trained."""
+    """Per-sample training FLOPs of each architecture an episode has trained, and of the
+    bare host, so an epoch's compute can be priced relative to not growing at all."""
 
     per_sample: dict[Architecture, float] = field(factory=dict)
+    host_per_sample: float | None = None
+    epoch_flops: int = 0
+    epoch_host_flops: int = 0  # what the bare host would have cost on the same samples
     _current: Architecture | None = None
 
     def begin_epoch(self, model: MorphogeneticModel) -> None:
         self._current = architecture(model)
+        self.epoch_flops = self.epoch_host_flops = 0
+
+    def epoch_flops_ratio(self) -> float:
+        """This epoch's training FLOPs over the bare host's on the same samples (1: no growth)."""
+        return self.epoch_flops / self.epoch_host_flops if self.epoch_host_flops else 1.0
 
     def batch_flops(
         self,
@@ -80,7 +89,13 @@ class CostMeter:
     ) -> int:
         """The FLOPs of training on this batch (counted on it if its architecture is new)."""
         key = self._current if self._current is not None else architecture(model)
+        n = max(inputs.shape[0], 1)
         if key not in self.per_sample:
-            flops = count_train_flops(model, loss_fn, inputs, targets)
-            self.per_sample[key] = flops / max(inputs.shape[0], 1)
-        return round(self.per_sample[key] * inputs.shape[0])
+            self.per_sample[key] = count_train_flops(model, loss_fn, inputs, targets) / n
+        if self.host_per_sample is None:
+            # The host alone: its forward is exactly the model's with every slot empty.
+            self.host_per_sample = count_train_flops(model.host, loss_fn, inputs, targets) / n
+        flops = round(self.per_sample[key] * inputs.shape[0])
+        self.epoch_flops += flops
+        self.epoch_host_flops += round(self.host_per_sample * inputs.shape[0])
+        return flops

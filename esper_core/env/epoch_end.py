@@ -136,4 +136,5 @@ def reward_context(
         fossils_contributing=fossils_contributing,
         rolled_back=rolled_back,
         chance_loss=env.task.chance_loss,
+        train_flops_ratio=env.cost.epoch_flops_ratio(),
     )

@@ -184,6 +184,19 @@ def test_train_flops_follow_every_architecture_change() -> None:
     assert done > before + host_flops * batches  # a seed was trained in earlier epochs too
 
 
+def test_the_epoch_flops_ratio_is_one_without_growth_and_prices_a_fossil() -> None:
+    host_only = make_env()
+    host_only.step(WAIT)
+    assert host_only.cost.epoch_flops_ratio() == 1.0
+    env = make_env("env.max_epochs=12")
+    drive_to(env, "r0c0", "FOSSILIZED", blueprint="res_random")
+    env.step(WAIT)
+    fossil = counted_flops(env.model, env.task, env.batch_size)
+    host = counted_flops(host_only.model, host_only.task, env.batch_size)
+    assert env.cost.epoch_flops_ratio() == pytest.approx(fossil / host)
+    assert env.cost.epoch_flops_ratio() > 1.0
+
+
 def test_counting_flops_leaves_training_untouched(monkeypatch: pytest.MonkeyPatch) -> None:
     counted = born("res_random@r0c0", seed=1)
     counted_run = trajectory(counted)

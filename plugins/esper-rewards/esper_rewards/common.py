@@ -94,6 +94,12 @@ class ShapingRentOptions(ShapingOptions):
         in_range(1, integer=True),
         "Host parameters below this count as this many (tiny hosts).",
     )
+    flops_rent_weight: float = options_field(
+        0.0,
+        in_range(0),
+        "Weight of the training-FLOPs rent (per step): min(rent_log_scale·ln(epoch FLOPs / "
+        "the bare host's FLOPs), rent_cap)·weight; 0 leaves compute unpriced.",
+    )
 
 
 def stage_potential(stage: Stage, opts: ShapingOptions) -> float:
@@ -157,6 +163,22 @@ def rent(seed_params: int, host_params: int, opts: ShapingRentOptions) -> float:
     """
     # "0.0 -" keeps a zero rent +0.0 rather than -0.0 in telemetry.
     return 0.0 - opts.rent_weight * log_cost(seed_params, host_params, opts)
+
+
+def flops_rent(train_flops_ratio: float, opts: ShapingRentOptions) -> float:
+    """The per-step compute rent, as a value <= 0: ``train_flops_ratio`` is the epoch's
+    training FLOPs over the bare host's, so ``ln`` of it prices growth by the compute it
+    adds (a seed that doubles an epoch's FLOPs costs what a seed the size of the host
+    costs in parameters), and a model trained small pays nothing."""
+    cost = min(opts.rent_log_scale * math.log(max(train_flops_ratio, 1.0)), opts.rent_cap)
+    return 0.0 - opts.flops_rent_weight * cost
+
+
+def rents(ctx: RewardContext, opts: ShapingRentOptions) -> float:
+    """The parameter rent of the seeds in the output plus the compute rent of the epoch."""
+    return rent(output_params(ctx.slots_after), ctx.host_params, opts) + flops_rent(
+        ctx.train_flops_ratio, opts
+    )
 
 
 def refused(ctx: RewardContext, penalty: float) -> float:

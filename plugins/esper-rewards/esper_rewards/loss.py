@@ -26,9 +26,8 @@ from esper_core.converter import in_range, options_field
 from esper_rewards.common import (
     ShapingRentOptions,
     check_gamma,
-    output_params,
     refused,
-    rent,
+    rents,
     shaping,
 )
 
@@ -83,7 +82,7 @@ class LossReward:
         return RewardBreakdown.of(
             loss=loss_improvement(ctx, opts, self.gamma),
             shaping=shaping(ctx, opts, self.gamma),
-            rent=rent(output_params(ctx.slots_after), ctx.host_params, opts),
+            rent=rents(ctx, opts),
             refused=refused(ctx, opts.refused_penalty),
         )
 

@@ -13,9 +13,8 @@ from esper_rewards.common import (
     ShapingRentOptions,
     accuracy_improvement,
     check_gamma,
-    output_params,
     refused,
-    rent,
+    rents,
     shaping,
 )
 
@@ -56,7 +55,7 @@ class PBRSReward:
         return RewardBreakdown.of(
             accuracy=accuracy_improvement(ctx, opts.accuracy_weight, gamma),
             shaping=shaping(ctx, opts, gamma),
-            rent=rent(output_params(ctx.slots_after), ctx.host_params, opts),
+            rent=rents(ctx, opts),
             terminal=opts.terminal_weight * ctx.val_acc / 100.0 if ctx.is_last_step else 0.0,
             refused=refused(ctx, opts.refused_penalty),
         )

@@ -10,6 +10,7 @@ import pytest
 from esper_rewards.common import (
     ShapingOptions,
     ShapingRentOptions,
+    flops_rent,
     output_params,
     potential,
     rent,
@@ -144,6 +145,17 @@ def test_rent_golden_values() -> None:
     assert rent(10**9, 1000, RENT) == pytest.approx(-0.01 * 1.5)
     assert rent(0, 1000, RENT) == 0.0
     assert math.copysign(1.0, rent(0, 1000, RENT)) == 1.0  # +0.0, not -0.0, in telemetry
+
+
+def test_flops_rent_prices_added_compute_only_when_weighted() -> None:
+    assert flops_rent(2.0, RENT) == 0.0  # unpriced by default: behaviour as before
+    priced = ShapingRentOptions(flops_rent_weight=0.1)
+    # 0.1 · min(0.5·ln 2, 1.5): doubling an epoch's compute
+    assert flops_rent(2.0, priced) == pytest.approx(-0.05 * math.log(2.0))
+    assert flops_rent(1.0, priced) == 0.0  # the bare host pays nothing
+    assert math.copysign(1.0, flops_rent(1.0, priced)) == 1.0
+    assert flops_rent(0.5, priced) == 0.0  # never a bonus
+    assert flops_rent(1e9, priced) == pytest.approx(-0.1 * 1.5)  # capped
 
 
 def test_output_params_count_only_seeds_that_touch_the_output() -> None:

@@ -131,6 +131,21 @@ def test_pbrs_rent_only_for_seeds_that_touch_the_output() -> None:
         )
 
 
+@pytest.mark.parametrize("cls", [PBRSReward, ShapedReward, LossReward])
+def test_the_rent_families_add_the_compute_rent_to_the_parameter_rent(cls: type) -> None:
+    slots = (snap("r0c0", Stage.FOSSILIZED, 1, params=5000), *dormant(2))
+    unpriced = family(cls, gamma=GAMMA).compute(ctx(slots_after=slots, train_flops_ratio=3.0))
+    priced = family(cls, gamma=GAMMA, flops_rent_weight=0.2)
+    both = priced.compute(ctx(slots_after=slots, train_flops_ratio=3.0))
+    # 0.2·0.5·ln 3 on top of the parameter rent, and nothing else changes
+    assert both.components["rent"] == pytest.approx(
+        unpriced.components["rent"] - 0.1 * math.log(3.0)
+    )
+    assert both.total == pytest.approx(unpriced.total - 0.1 * math.log(3.0))
+    host_only = priced.compute(ctx(slots_after=slots, train_flops_ratio=1.0))
+    assert host_only.components["rent"] == unpriced.components["rent"]
+
+
 def test_families_never_add_the_governor_penalty() -> None:
     # The env adds governor_penalty itself on a rollback; a family must not.
     for cls in FAMILIES:
