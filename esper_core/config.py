@@ -265,6 +265,12 @@ class LifecycleSection:
         in_range(0, 1, lo_open=True),
         "Short isolation: this fraction of the episode's epochs in TRAINING (at least 1).",
     )
+    stack_blocks: bool = options_field(
+        False,
+        doc="Stacking births (G_stack): a seed whose blueprint can inherit (transformer/block) "
+        "starts as a copy of the host block before its slot instead of as the identity; it "
+        "is then not the identity at birth, and its blend starts at alpha 0.",
+    )
     blend_host_gradient: str = options_field(
         "scaled",
         one_of("scaled", "full"),

@@ -46,6 +46,9 @@ class Blueprint:
     param_estimate: Callable[[int], int]
     description: str = ""
     identity_at_birth: bool = False
+    # Stacking births: ``inherit(seed, block)`` copies a host block's weights into a freshly
+    # built seed (``lifecycle.stack_blocks``); None for blueprints that cannot.
+    inherit: Callable[[nn.Module, nn.Module], None] | None = None
 
     @property
     def key(self) -> str:

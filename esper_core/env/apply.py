@@ -22,6 +22,9 @@ from esper_core.lifecycle.stages import Stage
 from esper_core.lifecycle.views import by_name
 
 if TYPE_CHECKING:
+    from torch import nn
+
+    from esper_core.components.blueprint import Blueprint
     from esper_core.env.env import MorphogeneticEnv
 
 
@@ -52,6 +55,16 @@ def slot_snapshots(model: MorphogeneticModel) -> tuple[SlotSnapshot, ...]:
     return tuple(by_name(SlotSnapshot, r) for r in model.reports())
 
 
+def stack_source(env: MorphogeneticEnv, slot_id: str, blueprint: Blueprint) -> nn.Module | None:
+    """The host block a stacking birth copies (``lifecycle.stack_blocks``): the one before
+    the slot, where the blueprint can inherit it and the host names it (``block_before``)."""
+    block_before = getattr(env.model.host, "block_before", None)
+    if not env.config.lifecycle.stack_blocks or blueprint.inherit is None or block_before is None:
+        return None
+    block: nn.Module | None = block_before(slot_id)
+    return block
+
+
 def apply(env: MorphogeneticEnv, action: Action, events: StepEvents) -> ActionOutcome:
     """Apply ``action`` if the observation's masks allow it; count refusals and failed gates."""
     reason = refusal_reason(action, env.observation.masks, env.space)
@@ -71,14 +84,16 @@ def _apply_to_slot(env: MorphogeneticEnv, action: Action, events: StepEvents) ->
     acc = env.last_eval.accuracy
     if op == LifecycleOp.GERMINATE:
         env.stats.n_germinated += 1
+        blueprint = env.blueprints[space.blueprints[action.blueprint]]
         slot.germinate(
             f"{slot.slot_id}-s{env.stats.n_germinated}",
-            env.blueprints[space.blueprints[action.blueprint]],
+            blueprint,
             space.styles[action.style],
             tempo=space.tempos[action.tempo],
             epoch=env.epoch,
             accuracy=acc,
             init_seed=init_seed(env.seed, env.stats.n_germinated),
+            source=stack_source(env, slot.slot_id, blueprint),
         )
         env.trainer.sync_optimizers()
         events.germinated(slot)

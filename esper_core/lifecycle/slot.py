@@ -117,9 +117,14 @@ class SeedSlot(nn.Module):
         self._alpha.fill_(self.state.alpha)
 
     def _build_modules(
-        self, blueprint: Blueprint, style: str, init_seed: int | None = None
+        self,
+        blueprint: Blueprint,
+        style: str,
+        init_seed: int | None = None,
+        source: nn.Module | None = None,
     ) -> None:
-        """Build the seed (and gate) of ``blueprint``, seeded by ``init_seed`` when given."""
+        """Build the seed (and gate) of ``blueprint``, seeded by ``init_seed`` when given,
+        and copy ``source``'s weights into it (a stacking birth) when given."""
         if blueprint.topology != self.spec.topology:
             raise ValueError(
                 f"slot {self.slot_id}: blueprint {blueprint.key} is for {blueprint.topology} "
@@ -132,6 +137,11 @@ class SeedSlot(nn.Module):
             if init_seed is not None:
                 torch.manual_seed(init_seed)
             seed = blueprint.build(self.spec.channels)
+            if source is not None:
+                if blueprint.inherit is None:
+                    raise ValueError(f"blueprint {blueprint.key} cannot inherit a host block")
+                with torch.no_grad():
+                    blueprint.inherit(seed, source)
             gated = STYLES[style].operator == "gate"
             gate = BlendGate(self.spec.channels, self.spec.topology) if gated else None
         self.seed = seed.to(device=self._anchor.device, dtype=self._anchor.dtype)
@@ -148,13 +158,16 @@ class SeedSlot(nn.Module):
         epoch: int = 0,
         accuracy: float = 0.0,
         init_seed: int | None = None,
+        source: nn.Module | None = None,
     ) -> None:
-        """DORMANT -> GERMINATED: build the seed (and its gate) from a blueprint; a seed
-        that needs no isolation goes on to BLENDING at once, ramping to alpha 1."""
+        """DORMANT -> GERMINATED: build the seed (and its gate) from a blueprint, as a copy
+        of the host block ``source`` for a stacking birth; a seed that needs no isolation
+        goes on to BLENDING at once, ramping to alpha 1."""
         if not rules.may_germinate_in(self.state.stage):
             raise LifecycleError(self.state.stage, Stage.GERMINATED, self.slot_id)
-        self._build_modules(blueprint, style, init_seed)
-        identity = blueprint.identity_at_birth
+        self._build_modules(blueprint, style, init_seed, source)
+        # A copied block computes something: it is isolated like any non-identity seed.
+        identity = blueprint.identity_at_birth and source is None
         isolation = self.settings.isolation_epochs(identity)
         self.state = SlotState(
             seed_id=seed_id,

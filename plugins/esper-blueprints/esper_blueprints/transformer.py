@@ -65,6 +65,14 @@ def block(channels: int) -> nn.Module:
     return BlockSeed(channels)
 
 
+def inherit_block(seed: nn.Module, block: nn.Module) -> None:
+    from esper_blueprints.transformer_modules import BlockSeed
+
+    if not isinstance(seed, BlockSeed):
+        raise TypeError(f"expected a transformer/block seed, got {type(seed).__name__}")
+    seed.inherit(block)
+
+
 BLUEPRINTS = (
     Blueprint(
         name="noop",
@@ -129,6 +137,7 @@ BLUEPRINTS = (
         param_estimate=lambda c: 12 * c * c + 13 * c,
         description="a whole pre-norm attention + 4x MLP block, output projections zero-initialised",
         identity_at_birth=True,
+        inherit=inherit_block,
     ),
 )
 

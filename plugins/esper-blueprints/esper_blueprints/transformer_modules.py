@@ -94,3 +94,27 @@ class BlockSeed(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.mlp(self.attention(x))
+
+    def inherit(self, block: nn.Module) -> None:
+        """Become a copy of a GPT-style host block (G_stack): ``ln1``, ``attn.qkv``,
+        ``attn.proj``, ``ln2``, ``mlp.fc1`` and ``mlp.fc2`` of the same width, and the
+        block's head count (``attn.n_head``), so the copy computes what the block does."""
+        pairs = {
+            "attention.norm": "ln1",
+            "attention.qkv": "attn.qkv",
+            "attention.proj": "attn.proj",
+            "mlp.norm": "ln2",
+            "mlp.fc1": "mlp.fc1",
+            "mlp.fc2": "mlp.fc2",
+        }
+        try:
+            sources = {mine: block.get_submodule(theirs) for mine, theirs in pairs.items()}
+            n_head = int(block.get_submodule("attn").n_head)
+        except AttributeError as exc:
+            raise ValueError(
+                f"a transformer/block seed can stack only a GPT-style block with "
+                f"{', '.join(pairs.values())} and attn.n_head: {exc}"
+            ) from None
+        for mine, source in sources.items():
+            self.get_submodule(mine).load_state_dict(source.state_dict())
+        self.attention.n_head = n_head

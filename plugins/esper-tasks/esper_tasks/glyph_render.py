@@ -122,7 +122,9 @@ def render(labels: np.ndarray, style: GlyphStyle, rng: np.random.Generator) -> n
     img = ink[:, None] * strokes.max(axis=1)  # [n, P]
     img = img.reshape(n, size, size)
 
-    smooth = gaussian_filter(rng.standard_normal((n, size, size)), (0, *(2 * [style.background_sigma])))
+    smooth = gaussian_filter(
+        rng.standard_normal((n, size, size)), (0, *(2 * [style.background_sigma]))
+    )
     smooth /= smooth.reshape(n, -1).std(axis=1).reshape(n, 1, 1) + 1e-9
     img = img + style.background * smooth + style.noise * rng.standard_normal((n, size, size))
     return img.astype(np.float32)

@@ -112,6 +112,13 @@ class TransformerHost(nn.Module):
     def num_segments(self) -> int:
         return len(self.segments)
 
+    def block_before(self, slot: str) -> nn.Module:
+        """The last block of the segment that slot ``slot`` follows: what a stacking birth
+        (``lifecycle.stack_blocks``) copies into a ``transformer/block`` seed there."""
+        spec = next(s for s in self._specs if s.slot_id == slot)
+        block: nn.Module = self.segments[spec.segment][-1]
+        return block
+
     def injection_specs(self) -> tuple[InjectionSpec, ...]:
         return self._specs
 
