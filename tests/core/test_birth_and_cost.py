@@ -265,8 +265,20 @@ def test_the_growth_line_says_what_grew_and_what_it_gained() -> None:
     kept = {**episode, "seeds_germinated": 1, "params_added": 500}
     line = growth_verdict([kept], records(seed_row("fossilized", gain=12.5)))
     assert line == (
-        "growth kept: 1 seed(s) fossilized, +500 parameters per episode (+50% of the host), "
-        "measured gain +12.50 points"
+        "growth kept: 1 seed(s) fossilized (conv_heavy@r0c0), +500 parameters per episode "
+        "(+50% of the host), measured gain +12.50 points"
+    )
+    costed = growth_verdict(
+        [{**kept, "train_flops": 1.5e9}], records(seed_row("fossilized", gain=None, epoch=3))
+    )
+    # No gain was measured: none is claimed; the FLOPs recorded are.
+    assert costed == (
+        "growth kept: 1 seed(s) fossilized (conv_heavy@r0c0), +500 parameters per episode "
+        "(+50% of the host), 1.5e+09 training FLOPs per episode"
+    )
+    many = records(*(seed_row("fossilized", seed_id=f"s{i}", slot_id=f"r0c{i}") for i in range(5)))
+    assert "(conv_heavy@r0c0, conv_heavy@r0c1, conv_heavy@r0c2, ...)" in growth_verdict(
+        [kept], many
     )
     born = growth_verdict([kept], records(seed_row("fossilized", gain=None, epoch=0)))
     assert born.endswith("1 installed at birth")
