@@ -366,11 +366,11 @@ def _sweep(spec: ExperimentFile, tasks: Sequence[str]) -> tuple[tuple[SweepArm, 
     arms: list[SweepArm] = []
     for i, size in enumerate(sizes):
         if not size.label:
-            problems.append(f"sweep.sizes[{i}]: expected a label")
+            problems.append(f"sweep.sizes.{i}.label: expected a label (it names the size: sweep.LABEL)")
         unknown = [t for t in size.tasks if t not in tasks]
         if unknown:
             problems.append(
-                f"sweep.sizes[{i}].tasks: {', '.join(map(repr, unknown))} is not a task label "
+                f"sweep.sizes.{i}.tasks: {', '.join(map(repr, unknown))} is not a task label "
                 f"of the experiment: {', '.join(tasks)}"
             )
         arms.append(SweepArm(SWEEP_PREFIX + size.label, dict(size.options), tuple(size.tasks)))

@@ -7,10 +7,12 @@ a plot. A point is ``(cost, value)``; ``higher_is_better`` says the metric's dir
 - :func:`frontier`: the non-dominated points, sorted by cost; along it the value strictly
   improves with the cost (a point another one matches or beats for at most its cost is
   off it; of identical points the first is kept).
-- :func:`frontier_value`: the frontier at a cost, interpolated linearly in log(cost)
-  between neighbouring frontier points (sizes span orders of magnitude of parameters and
-  FLOPs, and accuracy grows roughly with the log of size). Outside the sweep's cost range
-  it is ``None``, "outside the sweep": no extrapolation.
+- :func:`frontier_curve` and :func:`frontier_value`: the frontier at a cost, interpolated
+  linearly in log(cost) between neighbouring frontier points (sizes span orders of
+  magnitude of parameters and FLOPs, and accuracy grows roughly with the log of size).
+  Past the last frontier point it stays at the best value up to the sweep's largest cost
+  (a larger size that did worse lowers nothing). Outside the sweep's cost range it is
+  ``None``, "outside the sweep": no extrapolation.
 - :func:`dominators`: which points have at most a point's cost and at least its value,
   better on one of the two.
 - :func:`frontier_gap`: a policy's value minus the frontier at the policy's cost, paired by
@@ -74,8 +76,14 @@ def frontier(points: Mapping[str, Point], higher_is_better: bool = True) -> list
 
 
 def frontier_curve(points: Mapping[str, Point], higher_is_better: bool = True) -> list[Point]:
-    """The frontier's points, by cost."""
-    return [points[name] for name in frontier(points, higher_is_better)]
+    """The frontier's points by cost, held flat up to the sweep's largest cost: a larger size
+    that does worse (off the frontier) does not lower what the sweep reaches at that cost,
+    it only makes the range of costs the sweep covers."""
+    curve = [points[name] for name in frontier(points, higher_is_better)]
+    largest = max((c for c, _ in points.values() if c > 0 and math.isfinite(c)), default=0.0)
+    if curve and largest > curve[-1][0]:
+        curve.append((largest, curve[-1][1]))
+    return curve
 
 
 def frontier_value(curve: Sequence[Point], cost: float) -> float | None:

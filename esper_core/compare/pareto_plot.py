@@ -8,7 +8,8 @@ points are drawn as concentric rings, the first policy the largest.
 
 A task with a size sweep is drawn in its frontier metric (test loss for a language
 model): the sweep's sizes as grey squares, its frontier as a line through the sizes on
-it (straight on the log axis: the interpolation of :mod:`esper_core.compare.frontier`),
+it (straight on the log axis, flat past the best size: the interpolation of
+:mod:`esper_core.compare.frontier`),
 and a policy is hollow when the frontier verdict says it is dominated.
 """
 

@@ -212,7 +212,8 @@ def describe_frontier(frontier: TaskFrontier) -> str:
         f"seeds; value: IQM). Dominated: a sweep size or another policy has at most the "
         "policy's cost and at least its value, better on one. Δ: the policy's run minus the "
         "frontier of the same seed's sweep runs at the run's own cost (linear in log cost "
-        "between sizes; none outside the sweep's cost range): IQM over seeds [CI] "
+        "between frontier sizes, flat at the best value up to the largest size; none outside "
+        "the sweep's cost range): IQM over seeds [CI] "
         "(seeds better/tied/worse than the frontier)."
     )
 

@@ -60,6 +60,11 @@ def test_the_frontier_is_interpolated_in_log_cost_and_not_extrapolated() -> None
     assert frontier_value(curve, 9.0) is None and frontier_value(curve, 2000.0) is None
     assert frontier_value([(10.0, 80.0)], 10.0) == 80.0
     assert frontier_value([], 10.0) is None and frontier_value(curve, 0.0) is None
+    # A larger size that did worse is off the frontier but still spans the sweep's costs:
+    # up to it the frontier holds the best value reached for less.
+    noisy = frontier_curve({"a": (10.0, 80.0), "b": (100.0, 90.0), "c": (1000.0, 85.0)})
+    assert noisy == [(10.0, 80.0), (100.0, 90.0), (1000.0, 90.0)]
+    assert frontier_value(noisy, 500.0) == 90.0 and frontier_value(noisy, 2000.0) is None
 
 
 def test_the_gap_is_paired_by_seed_and_bootstrapped_over_seeds() -> None:
