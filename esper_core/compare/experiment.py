@@ -366,7 +366,9 @@ def _sweep(spec: ExperimentFile, tasks: Sequence[str]) -> tuple[tuple[SweepArm, 
     arms: list[SweepArm] = []
     for i, size in enumerate(sizes):
         if not size.label:
-            problems.append(f"sweep.sizes.{i}.label: expected a label (it names the size: sweep.LABEL)")
+            problems.append(
+                f"sweep.sizes.{i}.label: expected a label (it names the size: sweep.LABEL)"
+            )
         unknown = [t for t in size.tasks if t not in tasks]
         if unknown:
             problems.append(
