@@ -84,3 +84,11 @@ class CostMeter:
             flops = count_train_flops(model, loss_fn, inputs, targets)
             self.per_sample[key] = flops / max(inputs.shape[0], 1)
         return round(self.per_sample[key] * inputs.shape[0])
+
+    def host_per_sample(self) -> float | None:
+        """Per-sample FLOPs of the architecture being trained if it holds no seed (the host
+        alone), once counted; None otherwise."""
+        key = self._current
+        if key is None or any(blueprint is not None for _, _, blueprint, _ in key):
+            return None
+        return self.per_sample.get(key)

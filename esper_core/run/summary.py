@@ -115,6 +115,22 @@ def _kept_names(kept: list[SeedRecord]) -> str:
     return f" ({shown})" if shown else ""
 
 
+def _flops(episodes: list[dict[str, Any]]) -> str:
+    """The training FLOPs the growth cost over the host alone on the same batches, where every
+    episode measured the host's (it trained an epoch without a seed); else the FLOPs alone."""
+    flops = [e["train_flops"] for e in episodes if e.get("train_flops")]
+    if not flops:
+        return ""
+    hosts = [e.get("host_train_flops") or 0 for e in episodes]
+    if len(flops) < len(episodes) or not all(hosts):
+        return f", {statistics.fmean(flops):.3g} training FLOPs per episode"
+    extra = statistics.fmean(flops) - statistics.fmean(hosts)
+    return (
+        f", {extra:+.3g} training FLOPs per episode "
+        f"({100 * extra / statistics.fmean(hosts):+.0f}% over the host alone)"
+    )
+
+
 def growth_verdict(episodes: list[dict[str, Any]], seeds: list[SeedRecord]) -> str:
     """One line on what grew (which seeds), what it cost (parameters over the host's; training
     FLOPs) and what it gained (the validation gain measured when each seed was fossilized).
@@ -133,8 +149,7 @@ def growth_verdict(episodes: list[dict[str, Any]], seeds: list[SeedRecord]) -> s
     parts = [f"{len(kept)} seed(s) fossilized{_kept_names(kept)}"] if kept else []
     if live:
         parts.append(f"{len(live)} still live at the end")
-    flops = [e["train_flops"] for e in episodes if e.get("train_flops")]
-    cost = f", {statistics.fmean(flops):.3g} training FLOPs per episode" if flops else ""
+    cost = _flops(episodes)
     gains = [r.gain for r in kept if r.gain is not None]
     gain = f", measured gain {statistics.fmean(gains):+.2f} points" if gains else ""
     born = sum(1 for r in kept if r.gain is None and r.germinated_epoch == 0)

@@ -184,6 +184,20 @@ def test_train_flops_follow_every_architecture_change() -> None:
     assert done > before + host_flops * batches  # a seed was trained in earlier epochs too
 
 
+def test_the_host_alone_flops_are_measured_only_when_it_trained_without_a_seed() -> None:
+    env = make_env("env.max_epochs=12")
+    env.step(WAIT)  # one epoch of the host alone
+    drive_to(env, "r0c0", "FOSSILIZED", blueprint="res_random")
+    host = make_env()
+    per_sample = counted_flops(host.model, host.task, env.batch_size) / env.batch_size
+    assert env.stats.host_flops_per_sample == pytest.approx(per_sample)
+    # The growth's FLOPs baseline: the host alone on every batch this episode trained.
+    assert env.stats.train_samples * per_sample < env.stats.train_flops
+    grown_at_once = make_env("env.max_epochs=12")
+    drive_to(grown_at_once, "r0c0", "FOSSILIZED", blueprint="res_random")
+    assert grown_at_once.stats.host_flops_per_sample is None  # never trained alone
+
+
 def test_counting_flops_leaves_training_untouched(monkeypatch: pytest.MonkeyPatch) -> None:
     counted = born("res_random@r0c0", seed=1)
     counted_run = trajectory(counted)
@@ -275,6 +289,16 @@ def test_the_growth_line_says_what_grew_and_what_it_gained() -> None:
     assert costed == (
         "growth kept: 1 seed(s) fossilized (conv_heavy@r0c0), +500 parameters per episode "
         "(+50% of the host), 1.5e+09 training FLOPs per episode"
+    )
+    # The host alone measured (it trained an epoch without a seed): the FLOPs growth added.
+    over = growth_verdict(
+        [{**kept, "train_flops": 1.5e9, "host_train_flops": 1e9}],
+        records(seed_row("fossilized", gain=2.0)),
+    )
+    assert over == (
+        "growth kept: 1 seed(s) fossilized (conv_heavy@r0c0), +500 parameters per episode "
+        "(+50% of the host), +5e+08 training FLOPs per episode (+50% over the host alone), "
+        "measured gain +2.00 points"
     )
     many = records(*(seed_row("fossilized", seed_id=f"s{i}", slot_id=f"r0c{i}") for i in range(5)))
     assert "(conv_heavy@r0c0, conv_heavy@r0c1, conv_heavy@r0c2, ...)" in growth_verdict(

@@ -405,3 +405,15 @@ def test_a_size_option_the_task_does_not_know_is_the_tasks_error(pm: PluginManag
     with pytest.raises(ConfigError) as info:
         plan_cells(experiment_of(data), pm)
     assert "sweep.deep on tiny: tasks.tiny: unknown key(s) depth" in str(info.value)
+
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_every_example_experiment_plans(path: Path, pm: PluginManager) -> None:
+    """Each example experiment passes the checks `esper compare` makes before any cell."""
+    spec = load_experiment_file(path)
+    cells = plan_cells(build_experiment(spec, shared_config(spec)), pm, threads=1)
+    assert len({c.seed for c in cells}) == spec.seeds
+    assert {c.policy for c in cells} >= {f"sweep.{s.label}" for s in spec.sweep.sizes}
