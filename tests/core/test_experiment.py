@@ -417,3 +417,24 @@ def test_every_example_experiment_plans(path: Path, pm: PluginManager) -> None:
     cells = plan_cells(build_experiment(spec, shared_config(spec)), pm, threads=1)
     assert len({c.seed for c in cells}) == spec.seeds
     assert {c.policy for c in cells} >= {f"sweep.{s.label}" for s in spec.sweep.sizes}
+
+
+@pytest.mark.parametrize(
+    ("metric", "expected"),
+    [
+        ("auto", {"charlm": "final_test_loss", "tiny": "final_test_acc"}),
+        ("accuracy", {"charlm": "final_test_acc", "tiny": "final_test_acc"}),
+        ("loss", {"charlm": "final_test_loss", "tiny": "final_test_loss"}),
+    ],
+)
+def test_a_language_models_frontier_is_in_loss(
+    metric: str, expected: dict[str, str], pm: PluginManager
+) -> None:
+    from esper_core.compare.size_sweep import frontier_metrics
+
+    data = {
+        **SWEEP,
+        "tasks": ["charlm", "tiny"],
+        "sweep": {"sizes": [{"label": "a"}], "metric": metric},
+    }
+    assert frontier_metrics(experiment_of(data), pm) == expected
