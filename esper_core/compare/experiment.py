@@ -5,6 +5,7 @@ flags (``esper compare --policy heuristic --policy wait --task digits --seeds 5`
 
     seeds = 5                      # cells use run.seed, run.seed + 1, ...
     baseline = "wait"              # P(policy > baseline) is reported against it
+    baselines = ["static-final", "size-sweep"]    # derived baselines
     jobs = 2
 
     [[policies]]
@@ -19,8 +20,6 @@ flags (``esper compare --policy heuristic --policy wait --task digits --seeds 5`
     [config]                       # the shared run config, as in `esper run --config`
     env = { max_epochs = 30 }
 
-    baselines = ["static-final", "size-sweep"]    # derived baselines (before any table)
-
     [[sweep.sizes]]                # the size-sweep baseline: static hosts of several sizes
     label = "c4"                   # cells and tables say sweep.c4
     options = { base_channels = 4 }  # merged over each task's options
@@ -28,7 +27,10 @@ flags (``esper compare --policy heuristic --policy wait --task digits --seeds 5`
 Each (task, policy, seed) is one *cell*: an ordinary run directory with one episode of
 one env. A policy's ``options`` are merged over ``[config.policies.NAME]`` (a task's over
 ``[config.tasks.NAME]``), so two entries may run the same component with different
-options under different labels. The whole experiment is validated before any cell runs.
+options under different labels. Each ``[[sweep.sizes]]`` entry is, per task and seed, a
+cell of policy ``wait`` labelled ``sweep.LABEL`` (:mod:`esper_core.compare.size_sweep`);
+``[sweep] metric`` ("auto", "accuracy" or "loss") is what its frontier is measured in.
+The whole experiment is validated before any cell runs.
 """
 
 from __future__ import annotations

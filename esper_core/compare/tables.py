@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from esper_core.compare.frontier import FrontierGap, FrontierVerdict, TaskFrontier
+from esper_core.compare.pareto import COST_AXES
 from esper_core.compare.results import (
     IMPROVEMENT_METRIC,
     METRIC,
@@ -137,8 +138,8 @@ def describe(results: ComparisonResults) -> list[str]:
     lines.append(
         "Costs: parameters in the forward pass and held at the end, training FLOPs "
         "(forward + backward, counted by torch's FlopCounterMode). Dominated on params / "
-        "FLOPs: another policy of the task has at least the IQM test accuracy for at most "
-        "the mean cost, and is better on one of the two."
+        "FLOPs: another policy of the task (or a size of the sweep) has at least the IQM "
+        "test accuracy for at most the mean cost, and is better on one of the two."
     )
     return lines
 
@@ -167,7 +168,7 @@ def frontier_rows(
     value = metric_header(metric, short)
     delta = "Δ" if short else "Δ vs frontier"
     header = ["policy", value]
-    for axis in ("params_forward", "train_flops"):
+    for axis in COST_AXES:
         name = AXIS_NAMES[axis]
         header += [
             f"dominated ({name})",
@@ -177,13 +178,13 @@ def frontier_rows(
     for policy in dict.fromkeys(v.policy for v in frontier.verdicts):
         first = frontier.verdict(policy, "params_forward")
         cells = [policy, fmt(first.value if first else None, digits)]
-        for axis in ("params_forward", "train_flops"):
+        for axis in COST_AXES:
             verdict = frontier.verdict(policy, axis)
             cells += [_dominated(verdict), _gap(verdict.gap, digits) if verdict else "-"]
         rows.append(cells)
     sweep_header = ["size", "params fwd", "train FLOPs", value, "on frontier"]
     sweep_rows = []
-    params, flops = frontier.axes[0], frontier.axes[1]
+    params, flops = (next(a for a in frontier.axes if a.axis == x) for x in COST_AXES)
     for point in params.points:
         other = next(p for p in flops.points if p.label == point.label)
         on = [
