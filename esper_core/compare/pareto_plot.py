@@ -73,7 +73,10 @@ def plot_pareto(results: ComparisonResults, path: Path) -> None:
             ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels collide
             ax.set_xlabel(METRIC[axis].title, fontsize=9)
             unit = f" ({metric.unit})" if metric.unit else ""
-            ax.set_ylabel(f"{metric.title}{unit}", fontsize=9)
+            lower = frontier is not None and not frontier.higher_is_better
+            ax.set_ylabel(
+                f"{metric.title}{unit}" + (", lower is better" if lower else ""), fontsize=9
+            )
             ax.set_title(task, fontsize=10)
             ax.grid(alpha=0.3, which="both")
             ax.tick_params(labelsize=8)
