@@ -55,19 +55,32 @@ def _extra(params: dict[str, Any], selections: dict[str, list[str]]) -> dict[str
 def print_tables(results: Any, console: Any) -> None:
     from rich.table import Table
 
-    from esper_core.compare.tables import describe, sections, table_rows
+    from esper_core.compare.tables import (
+        describe,
+        describe_frontier,
+        frontier_rows,
+        sections,
+        table_rows,
+    )
 
-    for task, heading in sections(results):
-        header, rows = table_rows(results, task, short=True)
-        table = Table(title=heading, title_justify="left")
+    def show(title: str, header: list[str], rows: list[list[str]]) -> None:
+        table = Table(title=title, title_justify="left")
         for i, column in enumerate(header):
             # Fold rather than cut: at 80 columns an interval wraps onto a second line.
             table.add_column(column, justify="left" if i == 0 else "right", overflow="fold")
         for row in rows:
             table.add_row(*row)
         console.print(table)
+
+    for task, heading in sections(results):
+        show(heading, *table_rows(results, task, short=True))
     for line in describe(results):
         console.print(f"[dim]{line}[/dim]")
+    for frontier in results.frontier:
+        header, rows, sweep_header, sweep_rows = frontier_rows(frontier, short=True)
+        show(f"frontier: {frontier.task}", header, rows)
+        show(f"size sweep: {frontier.task}", sweep_header, sweep_rows)
+        console.print(f"[dim]{describe_frontier(frontier)}[/dim]")
 
 
 @click.command()
@@ -95,8 +108,9 @@ def print_tables(results: Any, console: Any) -> None:
     "--baselines",
     "baselines",
     multiple=True,
-    type=click.Choice(["static-final"]),
-    help="Derived baseline: static-final trains each growing run's final architecture from scratch.",
+    type=click.Choice(["static-final", "size-sweep"]),
+    help="Derived baseline: static-final trains each growing run's final architecture from "
+    "scratch; size-sweep trains the experiment file's [[sweep.sizes]] static hosts.",
 )
 @click.option(
     "--out",
@@ -147,7 +161,8 @@ def compare(ctx: click.Context, **params: Any) -> None:
     with one episode of one env; finished ones are reused and interrupted ones
     resumed when the command runs again. The whole experiment is checked before any
     run starts. Writes OUT/results.json, OUT/results.md, OUT/intervals.png and
-    OUT/pareto.png (accuracy against parameters and training FLOPs).
+    OUT/pareto.png (accuracy against parameters and training FLOPs). With the size-sweep
+    baseline, also the sweep's frontier and each policy's verdict against it.
     """
     from rich.console import Console
     from rich.progress import (

@@ -85,6 +85,14 @@ def print_summary(summary: dict[str, Any], run_dir: str, console: Console | None
         f"final test accuracy (mean): [bold]{_fmt(mean)}%[/bold]   parameters added (mean): "
         f"{_fmt(added, 0)} on a host of {summary.get('host_params') or 0:,}"
     )
+    loss = summary.get("final_test_loss_mean")
+    if loss is not None:
+        # A language model is judged by its loss and perplexity, not by accuracy.
+        ppl = summary.get("final_test_perplexity_mean")
+        shown = (
+            f", perplexity [bold]{ppl:.3f}[/bold]" if summary.get("language_model") and ppl else ""
+        )
+        console.print(f"final test loss (mean): [bold]{loss:.4f}[/bold]{shown}")
     if summary.get("growth"):
         console.print(f"growth: {summary['growth']}")
     console.print(f"run directory: {run_dir}")

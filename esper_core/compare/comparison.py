@@ -3,14 +3,16 @@
 :func:`compare` validates the experiment (:mod:`esper_core.compare.plan`), runs the
 unfinished cells (:mod:`esper_core.compare.cells`), then, with the ``static-final``
 baseline, one more cell per finished cell of a growing policy
-(:mod:`esper_core.compare.static_final`); it reads every finished cell's
+(:mod:`esper_core.compare.static_final`); the ``size-sweep`` baseline's cells
+(:mod:`esper_core.compare.size_sweep`) are planned with the policies'. It reads every finished cell's
 ``summary.json`` (:mod:`esper_core.compare.results`) and writes into the experiment
 directory:
 
 - ``results.json``: the rows and every cell, through the one cattrs converter;
 - ``results.md``: the same as Markdown tables (:mod:`esper_core.compare.tables`);
 - ``intervals.png``: the intervals of the main metrics;
-- ``pareto.png``: final test accuracy against parameters and training FLOPs.
+- ``pareto.png``: final test accuracy against parameters and training FLOPs, with the size
+  sweep's frontier (in the task's frontier metric) where there is one.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from esper_core.compare.interval_plot import plot_intervals
 from esper_core.compare.pareto_plot import plot_pareto
 from esper_core.compare.plan import stale_cells, validate
 from esper_core.compare.results import ComparisonResults, aggregate
+from esper_core.compare.size_sweep import frontier_metrics
 from esper_core.compare.static_final import growing, static_cells
 from esper_core.compare.tables import to_markdown
 from esper_core.components.runner import RunnerContext
@@ -87,6 +90,8 @@ def _record(experiment: Experiment, cells: Sequence[Cell], root: Path) -> dict[s
         "seeds": list(experiment.seeds),
         "baseline": experiment.baseline,
         "baselines": list(experiment.baselines),
+        "sweep": unstructure(list(experiment.sweep)),
+        "frontier_metric": experiment.frontier_metric,
         "cells": [
             {
                 "task": c.task,
@@ -183,6 +188,7 @@ def compare(
         on_plan(plan)
     report = on_outcome or (lambda _o: None)
     statics: list[Cell] = []
+    metrics = frontier_metrics(experiment, pm)
     try:
         outcomes = cell_runner.run(_jobs(experiment, cells, out), report, notify)
         statics = static_cells(experiment, cells, out, pm)
@@ -190,8 +196,10 @@ def compare(
         write_json(out / EXPERIMENT_JSON, _record(experiment, [*cells, *statics], out))
         outcomes += cell_runner.run(_jobs(experiment, statics, out), report, notify)
     except CellsInterrupted:
-        write_results(aggregate(experiment, [*cells, *statics], out), out)  # finished so far
+        write_results(
+            aggregate(experiment, [*cells, *statics], out, metrics), out
+        )  # finished so far
         raise
-    results = aggregate(experiment, [*cells, *statics], out)
+    results = aggregate(experiment, [*cells, *statics], out, metrics)
     write_results(results, out)
     return CompareReport(results, outcomes, out)

@@ -5,6 +5,7 @@ flags (``esper compare --policy heuristic --policy wait --task digits --seeds 5`
 
     seeds = 5                      # cells use run.seed, run.seed + 1, ...
     baseline = "wait"              # P(policy > baseline) is reported against it
+    baselines = ["static-final", "size-sweep"]    # derived baselines
     jobs = 2
 
     [[policies]]
@@ -19,10 +20,17 @@ flags (``esper compare --policy heuristic --policy wait --task digits --seeds 5`
     [config]                       # the shared run config, as in `esper run --config`
     env = { max_epochs = 30 }
 
+    [[sweep.sizes]]                # the size-sweep baseline: static hosts of several sizes
+    label = "c4"                   # cells and tables say sweep.c4
+    options = { base_channels = 4 }  # merged over each task's options
+
 Each (task, policy, seed) is one *cell*: an ordinary run directory with one episode of
 one env. A policy's ``options`` are merged over ``[config.policies.NAME]`` (a task's over
 ``[config.tasks.NAME]``), so two entries may run the same component with different
-options under different labels. The whole experiment is validated before any cell runs.
+options under different labels. Each ``[[sweep.sizes]]`` entry is, per task and seed, a
+cell of policy ``wait`` labelled ``sweep.LABEL`` (:mod:`esper_core.compare.size_sweep`);
+``[sweep] metric`` ("auto", "accuracy" or "loss") is what its frontier is measured in.
+The whole experiment is validated before any cell runs.
 """
 
 from __future__ import annotations
@@ -47,8 +55,13 @@ LOCKS_DIR = ".locks"
 LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
-# Derived baselines an experiment can ask for (see esper_core.compare.static_final).
-BASELINE_KINDS = ("static-final",)
+# Derived baselines an experiment can ask for (esper_core.compare.static_final, .size_sweep).
+BASELINE_KINDS = ("static-final", "size-sweep")
+SIZE_SWEEP = "size-sweep"
+SWEEP_PREFIX = "sweep."  # a size's label in tables and cell directories: sweep.LABEL
+# What the frontier is measured in: "auto" is test loss for a task that says it is a
+# language model (Task.language_model), test accuracy otherwise.
+FRONTIER_METRICS = ("auto", "accuracy", "loss")
 
 
 class ExperimentError(ConfigError):
@@ -97,6 +110,33 @@ class TaskEntry:
 
 
 @define
+class SweepSize:
+    """One static host size of the size-sweep baseline."""
+
+    label: str = options_field("", _label, "Its name: cells and tables say sweep.LABEL.")
+    options: dict[str, Any] = options_field(
+        {}, doc="Task options merged over each task's options, e.g. { base_channels = 8 }."
+    )
+    tasks: list[str] = options_field(
+        [], doc="Labels of the tasks this size is trained on (default: every task)."
+    )
+
+
+@define
+class SweepFile:
+    """The size-sweep baseline: for every size, task and seed, a cell of policy ``wait`` with
+    the size's task options; the same seeds as the policies."""
+
+    sizes: list[SweepSize] = options_field([], doc="The static host sizes.")
+    metric: str = options_field(
+        "auto",
+        one_of(*FRONTIER_METRICS),
+        'The frontier\'s value: "accuracy" (higher is better), "loss" (test loss, lower is '
+        'better) or "auto" (loss for a language-model task, accuracy otherwise).',
+    )
+
+
+@define
 class ExperimentFile:
     """The content of an experiment file; every key is optional."""
 
@@ -112,8 +152,10 @@ class ExperimentFile:
         [],
         each(one_of(*BASELINE_KINDS)),
         'Derived baselines: "static-final" trains, for every seed of every growing policy, '
-        "the architecture that run ended with from scratch on the same seed.",
+        'the architecture that run ended with from scratch on the same seed; "size-sweep" '
+        "trains static hosts of the [[sweep.sizes]] (policy wait) on the same seeds.",
     )
+    sweep: SweepFile = attrs.field(factory=SweepFile, metadata={"doc": "The size sweep."})
     jobs: int | None = options_field(None, in_range(1, integer=True), "Cells run in parallel.")
     runner: str = options_field(
         "local", doc="Where the cells run: a runners.* component (local, ray, ...)."
@@ -171,6 +213,18 @@ class Arm:
 
 
 @frozen
+class SweepArm:
+    """One size of the sweep: label ``sweep.LABEL``, task options merged over the task's."""
+
+    label: str
+    options: dict[str, Any] = attrs.field(factory=dict)
+    tasks: tuple[str, ...] = ()  # task labels; empty: every task
+
+    def applies_to(self, task: str) -> bool:
+        return not self.tasks or task in self.tasks
+
+
+@frozen
 class Cell:
     """One run: a policy on a task with one seed; ``config`` is fully resolved."""
 
@@ -198,6 +252,9 @@ class Experiment:
     resamples: int = 2000
     bootstrap_seed: int = 0
     plugins: tuple[str, ...] = ()  # extra plugin modules/files every worker loads
+    # The size sweep: one arm per size, spec "wait", options = the task-option overrides.
+    sweep: tuple[SweepArm, ...] = ()
+    frontier_metric: str = "auto"
 
     def default_out(self) -> Path:
         """A deterministic directory, so re-running the same command continues it."""
@@ -274,6 +331,8 @@ def build_experiment(
         problems.append(
             f"baseline {spec.baseline!r} is not one of the policies: {', '.join(labels) or '(none)'}"
         )
+    sweep, sweep_problems = _sweep(spec, [t.label for t in task_arms])
+    problems += sweep_problems
     if problems:
         raise ExperimentError(problems)
     seeds = tuple(base.run.seed + k for k in range(spec.seeds))
@@ -284,8 +343,44 @@ def build_experiment(
         base=base,
         baseline=spec.baseline,
         baselines=tuple(dict.fromkeys(spec.baselines)),
+        sweep=sweep,
+        frontier_metric=spec.sweep.metric,
         confidence=spec.confidence,
         resamples=spec.resamples,
         bootstrap_seed=spec.bootstrap_seed,
         plugins=tuple(plugins),
     )
+
+
+def _sweep(spec: ExperimentFile, tasks: Sequence[str]) -> tuple[tuple[SweepArm, ...], list[str]]:
+    """The sweep's arms, or what is wrong with them: sizes without the baseline (or the
+    baseline without sizes), labels missing or repeated, tasks that are not the experiment's."""
+    sizes = spec.sweep.sizes
+    wanted = SIZE_SWEEP in spec.baselines
+    if wanted and not sizes:
+        return (), [
+            'baselines: "size-sweep" needs sizes: add [[sweep.sizes]] tables '
+            "(label = ..., options = { TASK_OPTION = ... })"
+        ]
+    if sizes and not wanted:
+        return (), ['sweep.sizes is given but baselines lacks "size-sweep": add it']
+    problems = []
+    arms: list[SweepArm] = []
+    for i, size in enumerate(sizes):
+        if not size.label:
+            problems.append(
+                f"sweep.sizes.{i}.label: expected a label (it names the size: sweep.LABEL)"
+            )
+        unknown = [t for t in size.tasks if t not in tasks]
+        if unknown:
+            problems.append(
+                f"sweep.sizes.{i}.tasks: {', '.join(map(repr, unknown))} is not a task label "
+                f"of the experiment: {', '.join(tasks)}"
+            )
+        arms.append(SweepArm(SWEEP_PREFIX + size.label, dict(size.options), tuple(size.tasks)))
+    labels = [a.label for a in arms]
+    problems += [
+        f"two sweep sizes have the label {lab!r}"
+        for lab in sorted({x for x in labels if labels.count(x) > 1})
+    ]
+    return tuple(arms), problems

@@ -5,12 +5,20 @@ FLOPs (both log scale). Each policy is a point at (mean cost, IQM accuracy) with
 bootstrap interval of the accuracy as error bar; a policy another one dominates on that
 axis (:mod:`esper_core.compare.pareto`) is drawn hollow and marked "dominated". Equal
 points are drawn as concentric rings, the first policy the largest.
+
+A task with a size sweep is drawn in its frontier metric (test loss for a language
+model): the sweep's sizes as grey squares, its frontier as a line through the sizes on
+it (straight on the log axis, flat past the best size: the interpolation of
+:mod:`esper_core.compare.frontier`),
+and a policy is hollow when the frontier verdict says it is dominated.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+from esper_core.compare.frontier import TaskFrontier
 from esper_core.compare.pareto import COST_AXES
 from esper_core.compare.results import IMPROVEMENT_METRIC, METRIC, ComparisonResults
 from esper_core.run.checkpoint import atomic_writer
@@ -33,16 +41,22 @@ def plot_pareto(results: ComparisonResults, path: Path) -> None:
         figsize=(PANEL[0] * len(COST_AXES), PANEL[1] * len(tasks)), dpi=DPI, layout="constrained"
     )
     axes = fig.subplots(len(tasks), len(COST_AXES), squeeze=False)
-    acc = METRIC[IMPROVEMENT_METRIC]
+    frontiers = {f.task: f for f in results.frontier}
     for row_axes, task in zip(axes, tasks):
+        frontier = frontiers.get(task)
+        metric = METRIC[frontier.metric if frontier else IMPROVEMENT_METRIC]
+        sweep = {p.label for a in frontier.axes for p in a.points} if frontier else set()
         for ax, axis in zip(row_axes, COST_AXES):
+            if frontier is not None:
+                _draw_sweep(ax, frontier, axis)
             for policy in policies:
                 row = results.row(task, policy)
-                if row is None or row.metrics[axis].mean <= 0:
+                if policy in sweep or row is None or row.metrics[axis].mean <= 0:
                     continue  # a cost not recorded (0) has no place on a log axis
                 color = palette(policies.index(policy) % palette.N)
-                cost, y = row.metrics[axis], row.metrics[IMPROVEMENT_METRIC]
-                hollow = axis in row.dominated
+                cost, y = row.metrics[axis], row.metrics[metric.key]
+                verdict = frontier.verdict(policy, axis) if frontier else None
+                hollow = verdict.dominated if verdict else axis in row.dominated
                 ax.errorbar(
                     [cost.mean],
                     [y.iqm],
@@ -58,15 +72,20 @@ def plot_pareto(results: ComparisonResults, path: Path) -> None:
             ax.set_xscale("log")
             ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels collide
             ax.set_xlabel(METRIC[axis].title, fontsize=9)
-            ax.set_ylabel(f"{acc.title} ({acc.unit})", fontsize=9)
+            unit = f" ({metric.unit})" if metric.unit else ""
+            lower = frontier is not None and not frontier.higher_is_better
+            ax.set_ylabel(
+                f"{metric.title}{unit}" + (", lower is better" if lower else ""), fontsize=9
+            )
             ax.set_title(task, fontsize=10)
             ax.grid(alpha=0.3, which="both")
             ax.tick_params(labelsize=8)
             if ax.get_legend_handles_labels()[0]:
                 ax.legend(fontsize=7, loc="best")
     fig.suptitle(
-        f"IQM accuracy ({results.confidence:.0%} bootstrap CI) and mean cost over "
-        f"{len(results.seeds)} seed(s); hollow: dominated on that axis",
+        f"IQM value ({results.confidence:.0%} bootstrap CI) and mean cost over "
+        f"{len(results.seeds)} seed(s); hollow: dominated on that axis"
+        + ("; grey: the size sweep and its frontier" if frontiers else ""),
         fontsize=10,
     )
     with atomic_writer(path) as fh:
@@ -77,3 +96,37 @@ def _err(center: float, low: float | None, high: float | None) -> list[list[floa
     if low is None or high is None:
         return None
     return [[max(center - low, 0.0)], [max(high - center, 0.0)]]
+
+
+def _draw_sweep(ax: Any, frontier: TaskFrontier, axis: str) -> None:
+    """The sweep's sizes (squares, labelled) and its frontier (a line through those on it)."""
+    points = next(a.points for a in frontier.axes if a.axis == axis)
+    points = [p for p in points if p.cost > 0]
+    if not points:
+        return
+    ax.scatter(
+        [p.cost for p in points],
+        [p.value for p in points],
+        marker="s",
+        color="0.55",
+        s=24,
+        zorder=2,
+    )
+    for p in points:
+        ax.annotate(
+            p.label.removeprefix("sweep."),
+            (p.cost, p.value),
+            fontsize=6,
+            color="0.4",
+            xytext=(3, -8),
+            textcoords="offset points",
+        )
+    on = [p for p in points if p.on_frontier]
+    ax.plot(
+        [p.cost for p in on],
+        [p.value for p in on],
+        color="0.55",
+        linewidth=1.5,
+        zorder=1,
+        label="size-sweep frontier",
+    )

@@ -16,6 +16,7 @@ import attrs
 
 from esper_core.compare.cell_dirs import CellState, cell_state, config_differences, stored_config
 from esper_core.compare.experiment import Arm, Cell, Experiment, ExperimentError
+from esper_core.compare.size_sweep import sweep_arms
 from esper_core.config import RunConfig, config_to_dict
 from esper_core.config_io import merge
 from esper_core.converter import structure
@@ -47,29 +48,30 @@ def _cell_data(base: RunConfig, task: Arm, policy: Arm, seed: int, threads: int)
 
 
 def plan_cells(experiment: Experiment, pm: PluginManager, threads: int = 0) -> list[Cell]:
-    """Every cell, seed-major (all policies of a seed finish close together), with its config
-    resolved: unknown names and bad options of any (task, policy) are all reported at once."""
+    """Every cell, seed-major (all policies of a seed finish close together), the size
+    sweep's after the policies', with its config resolved: unknown names and bad options of
+    any (task, policy or size) are all reported at once."""
     problems: list[str] = []
     resolved: dict[tuple[str, str], RunConfig] = {}
-    for task in experiment.tasks:
-        for policy in experiment.policies:
-            where = f"{policy.label} on {task.label}"
-            try:
-                data = _cell_data(experiment.base, task, policy, experiment.seeds[0], threads)
-                resolved[task.label, policy.label] = resolve(structure(data, RunConfig), pm).config
-            except ConfigError as exc:
-                problems.extend(f"{where}: {p}" for p in exc.problems)
-            except EsperError as exc:
-                problems.append(f"{where}: {exc}")
+    pairs = [(t, p) for t in experiment.tasks for p in experiment.policies]
+    pairs += sweep_arms(experiment)
+    for task, policy in pairs:
+        where = f"{policy.label} on {task.label}"
+        try:
+            data = _cell_data(experiment.base, task, policy, experiment.seeds[0], threads)
+            resolved[task.label, policy.label] = resolve(structure(data, RunConfig), pm).config
+        except ConfigError as exc:
+            problems.extend(f"{where}: {p}" for p in exc.problems)
+        except EsperError as exc:
+            problems.append(f"{where}: {exc}")
     if problems:
         raise ConfigError(list(dict.fromkeys(problems)))
     cells = []
     for seed in experiment.seeds:
-        for task in experiment.tasks:
-            for policy in experiment.policies:
-                config = resolved[task.label, policy.label]
-                config = attrs.evolve(config, run=attrs.evolve(config.run, seed=seed))
-                cells.append(Cell(task.label, policy.label, seed, config))
+        for task, policy in pairs:
+            config = resolved[task.label, policy.label]
+            config = attrs.evolve(config, run=attrs.evolve(config.run, seed=seed))
+            cells.append(Cell(task.label, policy.label, seed, config))
     return cells
 
 

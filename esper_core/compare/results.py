@@ -7,7 +7,11 @@ improvement P(X > Y) of the final test accuracy is reported with its own interva
 the paired wins, ties and losses of runs from the same start. Paired differences (same
 task and seed) are reported against the baseline and against the policy's own
 static-final architecture, and each row says on which cost axis (parameters in the
-forward pass, training FLOPs) another policy of the task dominates it.
+forward pass, training FLOPs) another policy of the task dominates it. With the
+``size-sweep`` baseline, the ``frontier`` section says where every policy stands against
+the sweep's frontier (:mod:`esper_core.compare.frontier_results`).
+
+Schema versions: 3 added ``frontier`` (empty without a size sweep); 2 the cost axes.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from attrs import frozen
 
 from esper_core.compare.cell_dirs import CellState, cell_state
 from esper_core.compare.experiment import Cell, Experiment
+from esper_core.compare.frontier import TaskFrontier
+from esper_core.compare.frontier_results import frontier_section
 from esper_core.compare.pareto import COST_AXES, dominated
 from esper_core.compare.static_final import static_label
 from esper_core.compare.stats import improvement_interval, iqm_interval
@@ -28,7 +34,7 @@ from esper_core.converter import structure
 from esper_core.errors import RunDirError
 from esper_core.run.run_dir import SUMMARY
 
-RESULTS_SCHEMA_VERSION = 2
+RESULTS_SCHEMA_VERSION = 3
 
 
 @frozen
@@ -149,6 +155,7 @@ class ComparisonResults:
     rows: list[ResultRow]
     cells: list[CellResult]
     missing: list[str]  # cell directories without a finished summary
+    frontier: list[TaskFrontier] = attrs.field(factory=list)  # tasks with a size sweep
 
     def row(self, task: str | None, policy: str) -> ResultRow | None:
         return next((r for r in self.rows if r.task == task and r.policy == policy), None)
@@ -312,17 +319,25 @@ def _mark_dominated(rows: list[ResultRow]) -> list[ResultRow]:
 
 
 def policy_order(experiment: Experiment, cells: Sequence[Cell]) -> list[str]:
-    """The experiment's policies, each followed by its static-final baseline if it has one."""
+    """The experiment's policies, each followed by its static-final baseline if it has one,
+    then the sizes of the sweep."""
     present = {c.policy for c in cells}
     out = []
     for p in experiment.policies:
         out.append(p.label)
         if static_label(p.label) in present:
             out.append(static_label(p.label))
-    return out
+    return out + [s.label for s in experiment.sweep if s.label in present]
 
 
-def aggregate(experiment: Experiment, cells: Sequence[Cell], root: Path) -> ComparisonResults:
+def aggregate(
+    experiment: Experiment,
+    cells: Sequence[Cell],
+    root: Path,
+    frontier_metrics: dict[str, str] | None = None,
+) -> ComparisonResults:
+    """Every finished cell read back and summarised; ``frontier_metrics``: task label ->
+    the metric of its size-sweep frontier (default: test accuracy)."""
     results: list[CellResult] = []
     missing: list[str] = []
     for cell in cells:
@@ -356,6 +371,7 @@ def aggregate(experiment: Experiment, cells: Sequence[Cell], root: Path) -> Comp
             results, key=lambda r: (tasks.index(r.task), policies.index(r.policy), r.seed)
         ),
         missing=missing,
+        frontier=frontier_section(experiment, results, policies, frontier_metrics),
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from esper_core.compare.frontier import FrontierGap, FrontierVerdict, TaskFrontier
+from esper_core.compare.pareto import COST_AXES
 from esper_core.compare.results import (
     IMPROVEMENT_METRIC,
     METRIC,
@@ -136,10 +138,85 @@ def describe(results: ComparisonResults) -> list[str]:
     lines.append(
         "Costs: parameters in the forward pass and held at the end, training FLOPs "
         "(forward + backward, counted by torch's FlopCounterMode). Dominated on params / "
-        "FLOPs: another policy of the task has at least the IQM test accuracy for at most "
-        "the mean cost, and is better on one of the two."
+        "FLOPs: another policy of the task (or a size of the sweep) has at least the IQM "
+        "test accuracy for at most the mean cost, and is better on one of the two."
     )
     return lines
+
+
+def _gap(gap: FrontierGap, digits: int) -> str:
+    if gap.n == 0 or gap.iqm is None:
+        return "outside the sweep"
+    text = (
+        f"{fmt_interval(gap.iqm, gap.low, gap.high, digits)} ({gap.better}/{gap.ties}/{gap.worse})"
+    )
+    return text + (f", {gap.outside} seed(s) outside" if gap.outside else "")
+
+
+def _dominated(verdict: FrontierVerdict | None) -> str:
+    if verdict is None:
+        return "-"
+    return f"yes: {', '.join(verdict.dominated_by)}" if verdict.dominated else "no"
+
+
+def frontier_rows(
+    frontier: TaskFrontier, short: bool = False
+) -> tuple[list[str], list[list[str]], list[str], list[list[str]]]:
+    """The verdict table (one row per policy) and the sweep table (one row per size)."""
+    metric = METRIC[frontier.metric]
+    digits = metric.digits
+    value = metric_header(metric, short)
+    delta = "Δ" if short else "Δ vs frontier"
+    header = ["policy", value]
+    for axis in COST_AXES:
+        name = AXIS_NAMES[axis]
+        header += [
+            f"dominated ({name})",
+            f"{delta} @ equal {name}" + ("" if short else ", same seed: IQM [CI] (B/T/W)"),
+        ]
+    rows = []
+    for policy in dict.fromkeys(v.policy for v in frontier.verdicts):
+        first = frontier.verdict(policy, "params_forward")
+        cells = [policy, fmt(first.value if first else None, digits)]
+        for axis in COST_AXES:
+            verdict = frontier.verdict(policy, axis)
+            cells += [_dominated(verdict), _gap(verdict.gap, digits) if verdict else "-"]
+        rows.append(cells)
+    sweep_header = ["size", "params fwd", "train FLOPs", value, "on frontier"]
+    sweep_rows = []
+    params, flops = (next(a for a in frontier.axes if a.axis == x) for x in COST_AXES)
+    for point in params.points:
+        other = next(p for p in flops.points if p.label == point.label)
+        on = [
+            AXIS_NAMES[a.axis]
+            for a in (params, flops)
+            if any(p.label == point.label and p.on_frontier for p in a.points)
+        ]
+        sweep_rows.append(
+            [
+                point.label,
+                fmt(point.cost, 0),
+                fmt(other.cost / 1e9, 2) + " G",
+                fmt(point.value, digits),
+                ", ".join(on) or "-",
+            ]
+        )
+    return header, rows, sweep_header, sweep_rows
+
+
+def describe_frontier(frontier: TaskFrontier) -> str:
+    metric = METRIC[frontier.metric]
+    direction = "higher" if frontier.higher_is_better else "lower"
+    return (
+        f"Size-sweep frontier of {frontier.task} in {metric.title} ({direction} is better): "
+        "the sweep sizes no other size matches or beats for at most their cost (mean over "
+        f"seeds; value: IQM). Dominated: a sweep size or another policy has at most the "
+        "policy's cost and at least its value, better on one. Δ: the policy's run minus the "
+        "frontier of the same seed's sweep runs at the run's own cost (linear in log cost "
+        "between frontier sizes, flat at the best value up to the largest size; none outside "
+        "the sweep's cost range): IQM over seeds [CI] "
+        "(seeds better/tied/worse than the frontier)."
+    )
 
 
 def to_markdown(results: ComparisonResults) -> str:
@@ -150,6 +227,13 @@ def to_markdown(results: ComparisonResults) -> str:
         out += [f"## {heading}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         out += ["| " + " | ".join(r) + " |" for r in rows]
         out.append("")
+    for frontier in results.frontier:
+        header, rows, sweep_header, sweep_rows = frontier_rows(frontier)
+        out += [f"## Frontier: {frontier.task}", "", describe_frontier(frontier), ""]
+        for h, rs in ((header, rows), (sweep_header, sweep_rows)):
+            out += ["| " + " | ".join(h) + " |", "|" + "---|" * len(h)]
+            out += ["| " + " | ".join(r) + " |" for r in rs]
+            out.append("")
     if results.missing:
         out += ["## Missing runs", "", *[f"- {m}" for m in results.missing], ""]
     return "\n".join(out)

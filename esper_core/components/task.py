@@ -2,9 +2,13 @@
 
 A task component is a class with ``name``, ``description`` and an attrs ``Options``
 class, constructed as ``TaskClass(options, context)`` with a :class:`TaskContext` and
-registered through ``esper_register_tasks``. Data for datasets that fit in memory is returned as
-:class:`esper_core.env.data.TensorSplit` values (the fast path: indexed batches on the
-env's device); larger datasets may return any ``torch.utils.data.Dataset``.
+registered through ``esper_register_tasks``. Data for datasets that fit in memory is
+returned as :class:`esper_core.env.data.TensorSplit` values (the fast path: indexed batches
+on the env's device); larger datasets may return any ``torch.utils.data.Dataset``.
+
+A language model may say so with an optional class attribute ``language_model = True``
+(absent means a classifier): its run summary then shows the perplexity, and the
+``size-sweep`` frontier of ``esper compare`` is measured in test loss, not accuracy.
 """
 
 from __future__ import annotations

@@ -228,6 +228,9 @@ class MorphogeneticEnv:
     def train_batch(self, batch: tuple[torch.Tensor, torch.Tensor]) -> None:
         inputs, targets = self.task.prepare_batch(batch[0], batch[1], True, self.generator)
         self.stats.train_flops += self.cost.batch_flops(self.model, self.task.loss, inputs, targets)
+        self.stats.train_samples += int(inputs.shape[0])
+        if self.stats.host_flops_per_sample is None:
+            self.stats.host_flops_per_sample = self.cost.host_per_sample
         self.trainer.train_batch(inputs, targets)
 
     def queue_measurements(self) -> list[Pending]:

@@ -155,5 +155,10 @@ class StepEvents:
                 params_forward=cost.params_forward(env.model),
                 params_held=cost.params_held(env.model),
                 train_flops=stats.train_flops,
+                host_train_flops=(
+                    0
+                    if stats.host_flops_per_sample is None
+                    else round(stats.host_flops_per_sample * stats.train_samples)
+                ),
             )
         )

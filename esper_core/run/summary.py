@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from typing import TYPE_CHECKING, Any
@@ -51,10 +52,31 @@ class RunSummary:
     # Telemetry backends disabled after a bug in them (name -> what it raised): their
     # records stop there, which the summary says rather than leaving it to a log line.
     telemetry_disabled: dict[str, str] = field(factory=dict)
+    # Cross-entropy on the test split (every task's loss), and its exp: the perplexity by
+    # which a language model is judged (charlm's frontier is measured in loss, not accuracy).
+    final_test_loss_mean: float | None = None
+    final_test_perplexity_mean: float | None = None
+    language_model: bool = False  # the task says so (Task.language_model): shown in perplexity
 
 
 def _mean(values: list[Any]) -> float | None:
     return statistics.fmean(values) if values else None
+
+
+def perplexity(loss: float | None) -> float | None:
+    """exp(mean cross-entropy); None for no loss, a non-finite one or one too large for a float."""
+    if loss is None or not math.isfinite(loss):
+        return None
+    try:
+        return math.exp(loss)
+    except OverflowError:
+        return None
+
+
+def is_language_model(task: Any) -> bool:
+    """A task (class or instance) declares itself a language model with a ``language_model``
+    class attribute set to True (optional: a task without it is a classifier)."""
+    return bool(getattr(task, "language_model", False))
 
 
 # Seeds that shape the output at the end of an episode: fossils, and live seeds blended in.
@@ -84,9 +106,35 @@ def final_architecture(seeds: list[dict[str, Any]], env: int = 0, episode: int =
     return [seed_spec(s["blueprint"], s["slot_id"], s.get("style")) for s in rows]
 
 
+NAMED_SEEDS = 3  # fossils named in the growth line; more are counted, not listed
+
+
+def _kept_names(kept: list[SeedRecord]) -> str:
+    names = list(dict.fromkeys(f"{r.blueprint.split('/', 1)[-1]}@{r.slot_id}" for r in kept))
+    shown = ", ".join(names[:NAMED_SEEDS]) + (", ..." if len(names) > NAMED_SEEDS else "")
+    return f" ({shown})" if shown else ""
+
+
+def _flops(episodes: list[dict[str, Any]]) -> str:
+    """The training FLOPs the growth cost over the host alone on the same batches, where every
+    episode measured the host's (it trained an epoch without a seed); else the FLOPs alone."""
+    flops = [e["train_flops"] for e in episodes if e.get("train_flops")]
+    if not flops:
+        return ""
+    hosts = [e.get("host_train_flops") or 0 for e in episodes]
+    if len(flops) < len(episodes) or not all(hosts):
+        return f", {statistics.fmean(flops):.3g} training FLOPs per episode"
+    extra = statistics.fmean(flops) - statistics.fmean(hosts)
+    return (
+        f", {extra:+.3g} training FLOPs per episode "
+        f"({100 * extra / statistics.fmean(hosts):+.0f}% over the host alone)"
+    )
+
+
 def growth_verdict(episodes: list[dict[str, Any]], seeds: list[SeedRecord]) -> str:
-    """One line on what grew: nothing, seeds tried and pruned, or seeds kept with the
-    validation gain measured when each was fossilized."""
+    """One line on what grew (which seeds), what it cost (parameters over the host's; training
+    FLOPs) and what it gained (the validation gain measured when each seed was fossilized).
+    Only what was measured is stated."""
     if not episodes:
         return "no episode finished"
     germinated = sum(e["seeds_germinated"] for e in episodes)
@@ -98,16 +146,17 @@ def growth_verdict(episodes: list[dict[str, Any]], seeds: list[SeedRecord]) -> s
         return f"no growth kept: {germinated} seed(s) tried and pruned"
     host = episodes[0]["host_params"] or 1
     added = statistics.fmean(e["params_added"] for e in episodes)
-    parts = [f"{len(kept)} seed(s) fossilized"] if kept else []
+    parts = [f"{len(kept)} seed(s) fossilized{_kept_names(kept)}"] if kept else []
     if live:
         parts.append(f"{len(live)} still live at the end")
+    cost = _flops(episodes)
     gains = [r.gain for r in kept if r.gain is not None]
     gain = f", measured gain {statistics.fmean(gains):+.2f} points" if gains else ""
     born = sum(1 for r in kept if r.gain is None and r.germinated_epoch == 0)
     birth = f", {born} installed at birth" if born else ""
     return (
         f"growth kept: {', '.join(parts)}, +{added:,.0f} parameters per episode "
-        f"(+{100 * added / host:.0f}% of the host){gain}{birth}"
+        f"(+{100 * added / host:.0f}% of the host){cost}{gain}{birth}"
     )
 
 
@@ -118,6 +167,7 @@ def build_summary(session: Session, status: str) -> RunSummary:
     for e in episodes:
         for key, value in e["reward_components"].items():
             totals[key] = totals.get(key, 0.0) + value
+    test_loss = _mean([e["final_test_loss"] for e in episodes if e["final_test_loss"] is not None])
     return RunSummary(
         run_name=session.run_dir.name,
         mode=session.mode,
@@ -148,6 +198,9 @@ def build_summary(session: Session, status: str) -> RunSummary:
         updates=session.updates,
         wall_time=session.elapsed_before + time.time() - session.started,
         telemetry_disabled=dict(session.hub.disabled),
+        final_test_loss_mean=test_loss,
+        final_test_perplexity_mean=perplexity(test_loss),
+        language_model=bool(session.envs) and is_language_model(session.envs[0].task),
     )
 
 

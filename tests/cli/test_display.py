@@ -61,3 +61,17 @@ def test_an_80_column_terminal_wraps_names_instead_of_truncating() -> None:
     assert _column(text, "Seeds", 2) == "env0-ep0-r0c0-s1"
     assert _column(text, "Seeds", 3) == "a_rather_long_third_party_blueprint_name"
     assert "never reached the output hold 4,242 parameters" in text
+
+
+def test_the_summary_shows_the_test_loss_and_a_language_models_perplexity() -> None:
+    def shown(summary: dict) -> str:  # type: ignore[type-arg]
+        out = io.StringIO()
+        print_summary(summary, "runs/x", Console(file=out, width=120, color_system=None))
+        return out.getvalue()
+
+    loss = {"final_test_loss_mean": 1.25, "final_test_perplexity_mean": 3.4903}
+    classifier = shown({**SUMMARY, **loss})
+    assert "final test loss (mean): 1.2500" in classifier and "perplexity" not in classifier
+    lm = shown({**SUMMARY, **loss, "task": "charlm", "language_model": True})
+    assert "final test loss (mean): 1.2500, perplexity 3.490" in lm
+    assert "final test loss" not in shown(SUMMARY)  # a summary written before the loss was

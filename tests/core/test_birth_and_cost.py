@@ -197,6 +197,21 @@ def test_the_epoch_flops_ratio_is_one_without_growth_and_prices_a_fossil() -> No
     assert env.cost.epoch_flops_ratio() > 1.0
 
 
+def test_the_host_alone_flops_are_the_bare_hosts() -> None:
+    env = make_env("env.max_epochs=12")
+    env.step(WAIT)  # one epoch of the host alone
+    drive_to(env, "r0c0", "FOSSILIZED", blueprint="res_random")
+    host = make_env()
+    per_sample = counted_flops(host.model, host.task, env.batch_size) / env.batch_size
+    assert env.stats.host_flops_per_sample == pytest.approx(per_sample)
+    # The growth's FLOPs baseline: the host alone on every batch this episode trained.
+    assert env.stats.train_samples * per_sample < env.stats.train_flops
+    # Counted on the bare host itself, so a model grown before it trained alone has it too.
+    grown_at_once = make_env("env.max_epochs=12")
+    drive_to(grown_at_once, "r0c0", "FOSSILIZED", blueprint="res_random")
+    assert grown_at_once.stats.host_flops_per_sample == pytest.approx(per_sample)
+
+
 def test_counting_flops_leaves_training_untouched(monkeypatch: pytest.MonkeyPatch) -> None:
     counted = born("res_random@r0c0", seed=1)
     counted_run = trajectory(counted)
@@ -278,8 +293,30 @@ def test_the_growth_line_says_what_grew_and_what_it_gained() -> None:
     kept = {**episode, "seeds_germinated": 1, "params_added": 500}
     line = growth_verdict([kept], records(seed_row("fossilized", gain=12.5)))
     assert line == (
-        "growth kept: 1 seed(s) fossilized, +500 parameters per episode (+50% of the host), "
-        "measured gain +12.50 points"
+        "growth kept: 1 seed(s) fossilized (conv_heavy@r0c0), +500 parameters per episode "
+        "(+50% of the host), measured gain +12.50 points"
+    )
+    costed = growth_verdict(
+        [{**kept, "train_flops": 1.5e9}], records(seed_row("fossilized", gain=None, epoch=3))
+    )
+    # No gain was measured: none is claimed; the FLOPs recorded are.
+    assert costed == (
+        "growth kept: 1 seed(s) fossilized (conv_heavy@r0c0), +500 parameters per episode "
+        "(+50% of the host), 1.5e+09 training FLOPs per episode"
+    )
+    # The host alone measured (it trained an epoch without a seed): the FLOPs growth added.
+    over = growth_verdict(
+        [{**kept, "train_flops": 1.5e9, "host_train_flops": 1e9}],
+        records(seed_row("fossilized", gain=2.0)),
+    )
+    assert over == (
+        "growth kept: 1 seed(s) fossilized (conv_heavy@r0c0), +500 parameters per episode "
+        "(+50% of the host), +5e+08 training FLOPs per episode (+50% over the host alone), "
+        "measured gain +2.00 points"
+    )
+    many = records(*(seed_row("fossilized", seed_id=f"s{i}", slot_id=f"r0c{i}") for i in range(5)))
+    assert "(conv_heavy@r0c0, conv_heavy@r0c1, conv_heavy@r0c2, ...)" in growth_verdict(
+        [kept], many
     )
     born = growth_verdict([kept], records(seed_row("fossilized", gain=None, epoch=0)))
     assert born.endswith("1 installed at birth")

@@ -337,3 +337,104 @@ def test_the_terminal_tables_wrap_at_80_columns_and_cut_nothing(
     assert max(len(line) for line in text.splitlines()) <= 80
     labels = "".join(line.split("│")[1].strip() for line in text.splitlines() if "│" in line)
     assert "a-rather-long-policy-label" in labels
+
+
+SWEEP = {
+    "policies": ["scripted"],
+    "tasks": ["tiny", {"name": "tiny", "label": "tiny-small", "options": {"n_train": 64}}],
+    "seeds": 2,
+    "baselines": ["size-sweep"],
+    "sweep": {
+        "sizes": [
+            {"label": "w2", "options": {"width": 2}},
+            {"label": "w8", "options": {"width": 8}, "tasks": ["tiny-small"]},
+        ]
+    },
+    "config": SHARED,
+}
+
+
+def test_the_size_sweep_plans_wait_cells_on_the_policies_seeds(pm: PluginManager) -> None:
+    experiment = experiment_of(SWEEP)
+    assert [s.label for s in experiment.sweep] == ["sweep.w2", "sweep.w8"]
+    cells = plan_cells(experiment, pm, threads=1)
+    sweep = [c for c in cells if c.policy.startswith("sweep.")]
+    assert {(c.task, c.policy) for c in sweep} == {
+        ("tiny", "sweep.w2"),
+        ("tiny-small", "sweep.w2"),
+        ("tiny-small", "sweep.w8"),  # only on the task it names
+    }
+    assert sorted({c.seed for c in sweep}) == sorted({c.seed for c in cells}) == [0, 1]
+    for c in sweep:
+        assert c.config.run.policy == "wait"
+        options = c.config.tasks["tiny"]
+        assert options["width"] == int(c.policy[-1])
+        assert options["n_train"] == (64 if c.task == "tiny-small" else 256)  # merged over
+    # Seed-major, the sweep after the policies of its seed.
+    assert [c.policy for c in cells[:5]] == [
+        "scripted",
+        "scripted",
+        "sweep.w2",
+        "sweep.w2",
+        "sweep.w8",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({"sweep": {}}, '"size-sweep" needs sizes: add [[sweep.sizes]]'),
+        ({"baselines": []}, 'sweep.sizes is given but baselines lacks "size-sweep"'),
+        (
+            {"sweep": {"sizes": [{"label": "a"}, {"label": "a"}]}},
+            "two sweep sizes have the label 'sweep.a'",
+        ),
+        ({"sweep": {"sizes": [{"options": {}}]}}, "sweep.sizes.0.label: expected a label"),
+        ({"sweep": {"sizes": [{"label": "a", "tasks": ["big"]}]}}, "'big' is not a task label"),
+        ({"sweep": {"sizes": [{"label": "a"}], "metric": "f1"}}, "sweep.metric: expected one of"),
+    ],
+)
+def test_an_inconsistent_sweep_fails_before_any_cell(changes: dict, expected: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        experiment_of({**SWEEP, **changes})
+    assert expected in str(info.value)
+
+
+def test_a_size_option_the_task_does_not_know_is_the_tasks_error(pm: PluginManager) -> None:
+    data = {**SWEEP, "sweep": {"sizes": [{"label": "deep", "options": {"depth": 3}}]}}
+    with pytest.raises(ConfigError) as info:
+        plan_cells(experiment_of(data), pm)
+    assert "sweep.deep on tiny: tasks.tiny: unknown key(s) depth" in str(info.value)
+
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_every_example_experiment_plans(path: Path, pm: PluginManager) -> None:
+    """Each example experiment passes the checks `esper compare` makes before any cell."""
+    spec = load_experiment_file(path)
+    cells = plan_cells(build_experiment(spec, shared_config(spec)), pm, threads=1)
+    assert len({c.seed for c in cells}) == spec.seeds
+    assert {c.policy for c in cells} >= {f"sweep.{s.label}" for s in spec.sweep.sizes}
+
+
+@pytest.mark.parametrize(
+    ("metric", "expected"),
+    [
+        ("auto", {"charlm": "final_test_loss", "tiny": "final_test_acc"}),
+        ("accuracy", {"charlm": "final_test_acc", "tiny": "final_test_acc"}),
+        ("loss", {"charlm": "final_test_loss", "tiny": "final_test_loss"}),
+    ],
+)
+def test_a_language_models_frontier_is_in_loss(
+    metric: str, expected: dict[str, str], pm: PluginManager
+) -> None:
+    from esper_core.compare.size_sweep import frontier_metrics
+
+    data = {
+        **SWEEP,
+        "tasks": ["charlm", "tiny"],
+        "sweep": {"sizes": [{"label": "a"}], "metric": metric},
+    }
+    assert frontier_metrics(experiment_of(data), pm) == expected

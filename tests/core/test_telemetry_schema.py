@@ -50,7 +50,7 @@ WRITTEN_KEYS = {
         *("final_test_acc", "final_test_loss", "total_reward", "reward_components"),
         *("host_params", "params_added", "seeds_germinated", "seeds_fossilized"),
         *("seeds_pruned", "rollbacks", "refused_actions", "seed", "update", "params_unblended"),
-        *("params_forward", "params_held", "train_flops"),
+        *("params_forward", "params_held", "train_flops", "host_train_flops"),
     ],
     "policy_update": ["schema", "kind", "time", "update", "diagnostics"],
     "policy_evaluation": [

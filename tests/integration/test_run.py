@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,11 @@ def test_summary_json_is_a_run_summary(pm: PluginManager, tmp_path: Path) -> Non
     value = structure(written, RunSummary)  # the converter is strict: no extra or missing key
     assert unstructure(value) == written == json.loads(json.dumps(summary))
     assert value.seeds and value.seeds[0].fate in ("live", "fossilized", "pruned")
+    # Every task's test loss (cross-entropy) and its perplexity, not only the accuracy.
+    losses = [e["final_test_loss"] for e in written["episodes"]]
+    assert value.final_test_loss_mean == pytest.approx(sum(losses) / len(losses))
+    assert value.final_test_perplexity_mean == pytest.approx(math.exp(value.final_test_loss_mean))
+    assert value.language_model is False  # the fake task is a classifier
 
 
 def test_same_seed_same_summary(pm: PluginManager, tmp_path: Path) -> None:

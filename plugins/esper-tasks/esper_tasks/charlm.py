@@ -86,6 +86,8 @@ class CharLMTask(CrossEntropyTask):
     Options: ClassVar[type] = CharLMOptions
 
     topology: ClassVar[str] = "transformer"
+    # Judged by loss and perplexity (summaries, the size-sweep frontier), not accuracy.
+    language_model: ClassVar[bool] = True
     default_max_epochs: ClassVar[int] = 30
     default_batch_size: ClassVar[int] = 64
     default_eval_batch_size: ClassVar[int] = 256

@@ -7,6 +7,7 @@ import sys
 
 from esper_core.components.task import Task
 from esper_core.plugins import PluginManager
+from esper_core.run.summary import is_language_model
 
 NAMES = ["tasks.digits", "tasks.cifar10", "tasks.charlm"]
 
@@ -24,6 +25,10 @@ def test_tasks_register_through_entry_points() -> None:
     assert infos["tasks.digits"].distribution == "esper-tasks"
     assert infos["tasks.digits"].components == ("tasks.digits",)
     assert isinstance(registry.get("digits")(), Task)
+    # Judged by loss and perplexity (summaries, the size-sweep frontier): the LM only.
+    assert [n for n in ("digits", "cifar10", "charlm") if is_language_model(registry.get(n))] == [
+        "charlm"
+    ]
 
 
 def test_only_the_named_plugin_loads_without_autoload() -> None:

@@ -1,0 +1,144 @@
+"""`esper compare` with the size-sweep baseline on the tiny task (issue 24): the sweep's
+cells run on the policies' seeds, and results.json, results.md, the terminal tables and
+pareto.png carry the frontier and each policy's verdict."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from esper_core.compare.comparison import PARETO_PLOT, RESULTS_JSON, RESULTS_MD
+from esper_core.compare.results import RESULTS_SCHEMA_VERSION, load_results
+from tests.plugin_set import FAKE_PLUGIN, REPO, subprocess_env
+
+SEEDS = 2
+WIDTHS = (2, 4, 8)  # the tiny task's default width is 4: sweep.w4 is the wait policy's host
+EXPERIMENT = f"""
+policies = ["scripted", "wait"]
+tasks = ["tiny"]
+seeds = {SEEDS}
+baseline = "wait"
+baselines = ["size-sweep"]
+resamples = 200
+
+{
+    "".join(
+        f'''
+[[sweep.sizes]]
+label = "w{w}"
+options = {{ width = {w} }}
+'''
+        for w in WIDTHS
+    )
+}
+[config]
+run = {{ reward = "acc_delta", telemetry = [] }}
+lifecycle = {{ min_training_epochs = 1 }}
+env = {{ max_epochs = 3 }}
+"""
+# policies.wait both loads the policy (cells run in workers) and selects it: --policy first.
+PLUGINS = ("--plugin", FAKE_PLUGIN, "--policy", "scripted", "--plugin", "policies.wait")
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """`esper compare frontier-tiny.toml` as a user runs it: a process of its own, whose
+    cell workers load exactly the plugins it does."""
+    root = tmp_path_factory.mktemp("sweep")
+    (root / "frontier-tiny.toml").write_text(EXPERIMENT)
+    out = root / "out"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "esper_cli",
+            "compare",
+            str(root / "frontier-tiny.toml"),
+            *PLUGINS,
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+        cwd=REPO,
+        env=subprocess_env(),
+        text=True,
+        capture_output=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out, done.stdout
+
+
+def test_the_sweep_runs_static_hosts_on_the_policies_seeds(swept) -> None:  # type: ignore[no-untyped-def]
+    out, _ = swept
+    results = load_results(out / RESULTS_JSON)
+    assert results.schema_version == RESULTS_SCHEMA_VERSION
+    sizes = [f"sweep.w{w}" for w in WIDTHS]
+    assert results.policies == ["scripted", "wait", *sizes]
+    cells = {(c.policy, c.seed): c for c in results.cells}
+    for seed in results.seeds:
+        for w, size in zip(WIDTHS, sizes):
+            config = (out / "cells" / "tiny" / size / f"seed-{seed}" / "config.toml").read_text()
+            assert 'policy = "wait"' in config and f"width = {w}" in config
+        # Same seed, same host as the wait policy: the same run.
+        assert cells["sweep.w4", seed].final_test_acc == cells["wait", seed].final_test_acc
+    params = [cells[s, results.seeds[0]].params_forward for s in sizes]
+    assert params == sorted(params) and len(set(params)) == len(params)
+
+
+def test_results_carry_the_frontier_and_the_verdicts(swept) -> None:  # type: ignore[no-untyped-def]
+    out, output = swept
+    results = load_results(out / RESULTS_JSON)
+    (frontier,) = results.frontier
+    assert (frontier.task, frontier.metric, frontier.higher_is_better) == (
+        "tiny",
+        "final_test_acc",
+        True,
+    )
+    assert [a.axis for a in frontier.axes] == ["params_forward", "train_flops"]
+    assert {p.label for p in frontier.axes[0].points} == {f"sweep.w{w}" for w in WIDTHS}
+    assert any(p.on_frontier for p in frontier.axes[0].points)
+    wait = frontier.verdict("wait", "params_forward")
+    assert wait is not None and not wait.dominated  # it is sweep.w4: nothing beats its twin
+    assert wait.gap.n == SEEDS and wait.gap.iqm == 0.0 and wait.gap.ties == SEEDS
+    assert frontier.verdict("scripted", "train_flops") is not None
+    raw = json.loads((out / RESULTS_JSON).read_text())
+    assert raw["frontier"][0]["verdicts"][0]["gap"].keys() >= {"iqm", "low", "high", "outside"}
+    markdown = (out / RESULTS_MD).read_text()
+    assert "## Frontier: tiny" in markdown and "Δ vs frontier @ equal params" in markdown
+    assert "frontier: tiny" in output and "size sweep: tiny" in output
+    assert (out / PARETO_PLOT).stat().st_size > 0
+
+
+def test_a_size_sweep_without_sizes_is_one_line(invoke, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "x.toml"
+    path.write_text(
+        EXPERIMENT.split("\n[[sweep.sizes]]")[0] + "\n[config]\nenv = { max_epochs = 1 }\n"
+    )
+    result = invoke("compare", str(path), *PLUGINS, "--out", str(tmp_path / "o"))
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and '"size-sweep" needs sizes' in lines[0]
+
+
+def test_an_unknown_size_option_is_the_tasks_own_error(invoke, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "x.toml"
+    path.write_text(EXPERIMENT.replace("width = 8", "depth = 8"))
+    out = tmp_path / "o"
+    result = invoke("compare", str(path), *PLUGINS, "--out", str(out))
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "sweep.w8 on tiny" in lines[0] and "depth" in lines[0], lines
+    assert not out.exists()
+
+
+def test_dry_run_counts_the_sweep(invoke, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "x.toml"
+    path.write_text(EXPERIMENT)
+    result = invoke("compare", str(path), *PLUGINS, "--out", str(tmp_path / "o"), "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert f"{SEEDS * (2 + len(WIDTHS))} runs" in result.output
