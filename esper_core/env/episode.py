@@ -28,8 +28,8 @@ class EpisodeStats:
     n_gate_failures: int = 0  # legal actions whose gate failed
     train_flops: int = 0  # forward + backward FLOPs of every training batch so far
     train_samples: int = 0  # samples of every training batch so far
-    # Training FLOPs per sample of the host alone, counted on an epoch it trained without a
-    # seed (None: it never did, e.g. seeds installed at birth): the growth's FLOPs baseline.
+    # Training FLOPs per sample of the bare host (counted once on it, by the CostMeter; None
+    # before the first batch): the growth's FLOPs baseline.
     host_flops_per_sample: float | None = None
     reward_total: float = 0.0
     reward_components: dict[str, float] = field(factory=dict)

@@ -203,8 +203,7 @@ class EpisodeFinished(Event):
     params_forward: int = 0  # host + seeds blended into the output at the end
     params_held: int = 0  # host + every seed the model holds at the end
     train_flops: int = 0  # forward + backward FLOPs of every training batch
-    # What the host alone would have cost on the same batches (0: not measured, when the
-    # host never trained without a seed, e.g. seeds installed at birth).
+    # What the bare host would have cost on the same batches (0: no batch was trained).
     host_train_flops: int = 0
 
 
