@@ -155,6 +155,13 @@ class Grower:
     def epoch(self) -> int:
         return self.env.epoch
 
+    @property
+    def action(self) -> str:
+        """The policy's action for the epoch under way, described (e.g. ``GERMINATE layer2
+        cnn/conv_small linear_add tempo=5``); empty once ``max_epochs`` are done."""
+        action = self.env.open_action
+        return "" if action is None else self.env.space.describe(action)
+
     def reports(self) -> list[SlotReport]:
         """Each slot's stage, blueprint, alpha, contribution and parameter count."""
         return self.env.model.reports()

@@ -183,6 +183,11 @@ class LoopEnv(MorphogeneticEnv):
 
     # ------------------------------------------------------------ the open step
 
+    @property
+    def open_action(self) -> Action | None:
+        """The action applied for the epoch under way."""
+        return None if self._step is None else self._step.action
+
     def step_state(self) -> dict[str, Any] | None:
         """The step under way (its action and what the reward compares to), as plain data."""
         step = self._step
