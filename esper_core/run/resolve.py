@@ -165,7 +165,7 @@ def resolve(config: RunConfig, pm: PluginManager) -> Resolved:
             **{name: unstructure(c.options) for name, c in zip(telemetry_names, telemetry) if c},
         },
     )
-    blueprints = resolve_blueprints(pm, config, getattr(task.cls, "topology", None))
+    blueprints = resolve_blueprints(pm, config, task_topology(task))
     filled = attrs.evolve(
         filled, env=attrs.evolve(filled.env, blueprints=sorted(bp.key for bp in blueprints))
     )
@@ -179,6 +179,15 @@ def resolve(config: RunConfig, pm: PluginManager) -> Resolved:
         telemetry=[c for c in telemetry if c],
         blueprints=blueprints,
     )
+
+
+def task_topology(task: Component) -> str | None:
+    """The task's topology: a class attribute, or (a task whose host is the user's model,
+    ``tasks.dataset``) its options' ``topology``."""
+    topology = getattr(task.cls, "topology", None)
+    if not isinstance(topology, str):
+        topology = getattr(task.options, "topology", None)
+    return topology if isinstance(topology, str) else None
 
 
 def resolve_blueprints(pm: PluginManager, config: RunConfig, topology: str | None) -> list[Any]:
