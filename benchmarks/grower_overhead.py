@@ -59,9 +59,7 @@ def _validate(model: nn.Module, loader: DataLoader[Any]) -> float:
 def _interval(ratios: list[float], seed: int = 0, draws: int = 2000) -> tuple[float, float]:
     """95% percentile bootstrap interval of the median ratio."""
     rng = random.Random(seed)
-    medians = sorted(
-        statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(draws)
-    )
+    medians = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(draws))
     return medians[int(0.025 * draws)], medians[int(0.975 * draws) - 1]
 
 

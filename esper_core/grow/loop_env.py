@@ -23,6 +23,7 @@ from esper_core.components.reward import RewardFamily, SlotSnapshot
 from esper_core.components.task import BatchMetrics, TaskData
 from esper_core.config import RunConfig
 from esper_core.converter import structure, unstructure
+from esper_core.env import birth
 from esper_core.env.apply import ActionOutcome, StepStart
 from esper_core.env.cost import CostMeter
 from esper_core.env.env import MorphogeneticEnv
@@ -177,6 +178,9 @@ class LoopEnv(MorphogeneticEnv):
         self.last_train = None
         if baseline is not None:
             self._record_validation(baseline)
+        events = StepEvents(env=self.env_index, episode=self.episode, epoch=0)
+        birth.install(self, self.birth_seeds, events)  # a static policy's architecture
+        self._birth_events = events.events
         self.governor.take_snapshot(self.model, 0)
         self._started = True
         self._observation = observe(self, rolled_back=False)

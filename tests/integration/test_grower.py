@@ -185,3 +185,13 @@ def test_a_training_seed_advances_on_gradients_measured_in_the_users_loop() -> N
     assert slot.state.gradient_health is not None
     assert slot.state.seed_grad_norm is not None and slot.state.seed_grad_norm > 0
     assert slot.state.grad_ratio is not None and slot.state.grad_ratio > 0
+
+
+def test_a_static_policys_seeds_are_installed_before_the_first_epoch() -> None:
+    extra = {"overrides": ['policies.static.seeds=["conv_small@layer2"]']}
+    grower, opt, train, val = _grower("resnet18", "static", **extra)
+    slot = grower.model.slot("layer2")
+    assert slot.stage == Stage.FOSSILIZED
+    assert opt.param_groups[-1][GROUP_KEY] == "layer2"
+    results = _run(grower, opt, train, val, 1)
+    assert any(type(e).__name__ == "SeedFossilized" for e in results[0].events)
