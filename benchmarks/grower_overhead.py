@@ -98,7 +98,7 @@ def main() -> None:
         sides[name] = {"model": model, "opt": opt, "grower": grower, "times": []}
 
     for _ in range(reps):
-        for name, side in sides.items():
+        for side in sides.values():
             torch.manual_seed(1)  # the same data order on both sides
             start = clock()
             example.train_one_epoch(side["model"], side["opt"], train_loader)
