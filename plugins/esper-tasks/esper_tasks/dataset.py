@@ -56,16 +56,31 @@ class DatasetOptions:
     batch_size: int = options_field(64, in_range(1, integer=True), "Default batch size.")
 
     def __esper_validate__(self) -> list[str]:
+        if self.data is not None and self.image_folder is not None:
+            return ["name the data with one of data=MODULE:FUNCTION or image_folder=DIR, not both"]
+        return []
+
+    def missing(self) -> list[str]:
+        """What a run needs and the options lack (checked when the task is used, so the
+        defaults still build a component, as every component's must)."""
         problems = []
-        if (self.data is None) == (self.image_folder is None):
+        if self.data is None and self.image_folder is None:
             problems.append(
-                "name the data with exactly one of data=MODULE:FUNCTION or image_folder=DIR"
+                "tasks.dataset: name the data with data=package.module:function or image_folder=DIR"
             )
         if not self.model:
-            problems.append("model: name the host factory as package.module:function")
+            problems.append("tasks.dataset.model: name the host factory as package.module:function")
         if not self.slots:
-            problems.append("slots: name at least one submodule of the model, e.g. ['layer1']")
+            problems.append(
+                "tasks.dataset.slots: name at least one submodule of the model, e.g. ['layer1']"
+            )
         return problems
+
+
+def _require(options: DatasetOptions) -> None:
+    problems = options.missing()
+    if problems:
+        raise ConfigError(problems)
 
 
 def load_object(path: str, what: str) -> Callable[..., Any]:
@@ -172,6 +187,7 @@ class DatasetTask(CrossEntropyTask):
 
         from esper_core.grow.module_host import host_from_module
 
+        _require(self.options)
         model = load_object(self.options.model, "model")()
         if not isinstance(model, nn.Module):
             raise ConfigError(
@@ -190,6 +206,7 @@ class DatasetTask(CrossEntropyTask):
         return host
 
     def _load_cpu(self) -> TaskData:
+        _require(self.options)
         if self.options.image_folder is not None:
             splits = self._image_folder(self.options.image_folder)
         else:

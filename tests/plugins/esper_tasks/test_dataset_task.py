@@ -88,3 +88,14 @@ def test_an_image_folder_is_a_dataset(pm: PluginManager, tmp_path: Path) -> None
         data="",
     )
     assert summary["episodes_completed"] == 1
+
+
+def test_a_run_without_data_or_model_says_which_option_to_set(
+    pm: PluginManager, tmp_path: Path
+) -> None:
+    config = load_config(overrides=["run.task=dataset", "run.telemetry=[]"])
+    with pytest.raises(ConfigError) as info:
+        run(config, pm, run_dir=tmp_path / "r", quiet=True)
+    message = str(info.value)
+    assert "tasks.dataset: name the data with data=package.module:function" in message
+    assert "tasks.dataset.model:" in message and "\n" not in message
