@@ -99,3 +99,16 @@ def test_a_run_without_data_or_model_says_which_option_to_set(
     message = str(info.value)
     assert "tasks.dataset: name the data with data=package.module:function" in message
     assert "tasks.dataset.model:" in message and "\n" not in message
+
+
+def test_esper_report_reads_a_dataset_tasks_run(pm: PluginManager, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from esper_cli.main import build_cli
+    from tests.plugin_set import plugin_manager
+
+    _run(pm, tmp_path, 'run.telemetry=["jsonl", "csv"]')
+    group, cli_pm = build_cli(plugin_manager())
+    result = CliRunner().invoke(group, ["report", str(tmp_path / "r")], obj={"pm": cli_pm})
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "r" / "report.md").is_file()
