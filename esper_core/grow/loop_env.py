@@ -10,6 +10,7 @@ from. The user's loop trains, so the env's own batch loop never runs.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, ClassVar
 
@@ -31,7 +32,7 @@ from esper_core.env.episode import EpisodeStats
 from esper_core.env.evaluation import EvalResult, validate_pending
 from esper_core.env.events import StepEvents
 from esper_core.env.observation import observe
-from esper_core.env.pending import Pending
+from esper_core.env.pending import Pending, fetch
 from esper_core.env.training import TrainStats
 from esper_core.errors import GrowerError
 from esper_core.grow.loop_trainer import LoopTrainer
@@ -162,8 +163,7 @@ class LoopEnv(MorphogeneticEnv):
         return False
 
     def measure(self) -> EvalResult:
-        from esper_core.env.pending import fetch
-
+        """Validation now, read at once (the untrained model's, before the first epoch)."""
         result: EvalResult = fetch(*self._evaluations(with_test=False))[0]
         return result
 
@@ -208,8 +208,6 @@ class LoopEnv(MorphogeneticEnv):
         if data is None:
             self._step = None
             return
-        import time
-
         self._step = StepStart(
             structure(data["action"], Action),
             structure(data["outcome"], ActionOutcome),
