@@ -4,7 +4,8 @@ A plugin imports what it needs from here alone: the ``hookimpl`` marker, the com
 protocols, the context each kind of component is constructed with
 (``cls(options, context)``) and the values those protocols exchange. Every name but
 ``hookimpl`` loads on first use (PEP 562), so importing a plugin module stays cheap and
-never imports torch (``esper --help`` stays fast).
+never imports torch (``esper --help`` stays fast). The library API, growth in the
+user's own model and loop, is here too: :class:`Grower` and :func:`host_from_module`.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from esper_core.components.telemetry import TelemetryBackend, TelemetryContext
     from esper_core.config import RunConfig
     from esper_core.env.observation import Observation
+    from esper_core.grow.grower import Grower
+    from esper_core.grow.module_host import host_from_module
     from esper_core.lifecycle.actions import Action, LifecycleOp
     from esper_core.lifecycle.stages import Stage
 
@@ -46,6 +49,9 @@ _HOMES = {
     "esper_core.components.telemetry": ["TelemetryBackend", "TelemetryContext"],
     "esper_core.config": ["RunConfig"],
     "esper_core.env.observation": ["Observation"],  # imports torch
+    # The library API: growth in the user's own model and loop (imports torch).
+    "esper_core.grow.grower": ["Grower"],
+    "esper_core.grow.module_host": ["host_from_module"],
     "esper_core.lifecycle.actions": ["Action", "LifecycleOp"],
     "esper_core.lifecycle.stages": ["Stage"],
 }
@@ -73,6 +79,7 @@ __all__ = [
     "Blueprint",
     "Executor",
     "ExecutorContext",
+    "Grower",
     "HostProtocol",
     "InjectionSpec",
     "LifecycleOp",
@@ -93,4 +100,5 @@ __all__ = [
     "Trainable",
     "__version__",
     "hookimpl",
+    "host_from_module",
 ]

@@ -37,3 +37,11 @@ class CheckpointError(EsperError):
 
 class RunDirError(EsperError):
     """A run directory is missing, incomplete or belongs to a different run."""
+
+
+class HostError(EsperError):
+    """A user model cannot serve as a host (a slot name, a submodule's output, the example input)."""
+
+
+class GrowerError(EsperError):
+    """The library API (a :class:`Grower` or the Lightning callback) was used wrongly."""

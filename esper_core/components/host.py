@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from attrs import frozen
@@ -42,5 +43,20 @@ class HostProtocol(Protocol):
     def forward_segment(self, index: int, x: torch.Tensor) -> torch.Tensor: ...
 
     def forward_head(self, x: torch.Tensor) -> torch.Tensor: ...
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor: ...
+
+
+@runtime_checkable
+class RoutedHost(Protocol):
+    """A host that runs its own forward and sends slot activations through ``route``'s
+    callables (by forward hooks, see :mod:`esper_core.grow.module_host`): a user's model,
+    which has no segments to call one by one. With every slot empty it is the bare model."""
+
+    topology: str
+
+    def injection_specs(self) -> tuple[InjectionSpec, ...]: ...
+
+    def route(self, routes: Mapping[str, Callable[[torch.Tensor], torch.Tensor]]) -> None: ...
 
     def forward(self, x: torch.Tensor) -> torch.Tensor: ...

@@ -42,7 +42,7 @@ from esper_core.env.observation import Observation, observe
 from esper_core.env.pending import Pending, fetch
 from esper_core.env.state import env_state, env_state_dict, last_train_stats, load_torch_state
 from esper_core.env.step import EpochMetrics, StepResult
-from esper_core.env.training import EpochTrainer, TrainStats
+from esper_core.env.training import EpochTrainer, Trainer, TrainStats
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.actions import Action, ActionMasks, ActionSpace, MaskRules, compute_masks
 from esper_core.lifecycle.governor import Governor
@@ -120,7 +120,9 @@ class MorphogeneticEnv:
             host, self._resolve_blueprint, self.settings, self.config.env.slots
         ).to(self.device)
         self.host_params = self.model.host_param_count()
-        self.trainer = EpochTrainer(self.model, self.task, self.config.training, self.device)
+        self.trainer: Trainer = EpochTrainer(
+            self.model, self.task, self.config.training, self.device
+        )
         self.governor = Governor(self.config.governor, self.task.chance_loss)
         self.cost = CostMeter()
         self.data: TaskData = self.task.load_data(self.device)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from attrs import frozen
@@ -103,6 +103,25 @@ class CompiledForward:
         eager: torch.Tensor = self.model(x)
         self._fall_back(failure)
         return eager
+
+
+class Trainer(Protocol):
+    """What an env asks of its trainer: :class:`EpochTrainer`, or in the user's own loop
+    :class:`esper_core.grow.loop_trainer.LoopTrainer` (the user trains, it measures)."""
+
+    def begin_epoch(self) -> None: ...
+
+    def train_batch(self, inputs: torch.Tensor, targets: torch.Tensor) -> None: ...
+
+    def end_epoch(self) -> Pending: ...
+
+    def sync_optimizers(self) -> None: ...
+
+    def reset_optimizers(self) -> None: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
 class EpochTrainer:
@@ -200,12 +219,7 @@ class EpochTrainer:
         self.sync_optimizers()
         # loss_sum, correct, count, host_norm_sum, nonfinite
         self._acc = {"main": self._zeros(5)}
-        # per seed: norm_sum, healthy, exploding, ratio_sum, batches
-        self._seed_acc = {
-            slot.slot_id: self._zeros(5)
-            for slot in self.model.iter_slots()
-            if slot.stage in GRADIENT_STAGES
-        }
+        self._seed_acc = seed_accumulators(self.model, self.device)
         self._batches = 0
 
     def train_batch(self, inputs: torch.Tensor, targets: torch.Tensor) -> None:
@@ -229,26 +243,7 @@ class EpochTrainer:
                 self.scaler.unscale_(opt)
         host_norm = torch.nn.utils.clip_grad_norm_(self._host_params, cfg.grad_clip)
         host_scaled = host_norm / math.sqrt(max(self._n_host, 1))
-        for slot_id, acc in self._seed_acc.items():
-            params = self.model.slot(slot_id).seed_parameters()
-            norm = total_grad_norm(params)
-            if norm is None:
-                continue
-            torch.nn.utils.clip_grads_with_norm_(params, cfg.grad_clip, norm)
-            n_seed = sum(p.numel() for p in params)
-            finite = torch.isfinite(norm)
-            healthy = finite & (norm >= cfg.vanishing_grad) & (norm <= cfg.exploding_grad)
-            exploding = (~finite) | (norm > cfg.exploding_grad)
-            ratio = (norm / math.sqrt(n_seed)) / (host_scaled + 1e-12)
-            acc += torch.stack(
-                [
-                    torch.nan_to_num(norm, nan=0.0, posinf=0.0),
-                    healthy.float(),
-                    exploding.float(),
-                    torch.nan_to_num(ratio, nan=0.0, posinf=0.0),
-                    torch.ones((), device=self.device),
-                ]
-            )
+        measure_seed_gradients(self.model, self._seed_acc, host_scaled, cfg, clip=True)
         self.scaler.step(self.host_optimizer)
         for _, opt in seed_opts:
             self.scaler.step(opt)
@@ -271,28 +266,72 @@ class EpochTrainer:
         slot_ids = list(self._seed_acc)
         stacked = torch.cat([self._acc["main"], *[self._seed_acc[s] for s in slot_ids]])
         n_batches = self._batches
-        return Pending(stacked, lambda values: self._stats(values, slot_ids, n_batches))
+        return Pending(stacked, lambda values: train_stats(values, slot_ids, n_batches))
 
-    @staticmethod
-    def _stats(values: list[float], slot_ids: list[str], n_batches: int) -> TrainStats:
-        loss_sum, correct, count, host_norm_sum, nonfinite = values[:5]
-        batches = max(n_batches, 1)
-        seeds: dict[str, SeedGradStats] = {}
-        for i, slot_id in enumerate(slot_ids):
-            norm_sum, healthy, exploding, ratio_sum, n = values[5 + 5 * i : 10 + 5 * i]
-            if n == 0:
-                seeds[slot_id] = SeedGradStats(None, False, None, None)
-            else:
-                seeds[slot_id] = SeedGradStats(
-                    healthy / n, exploding > 0, ratio_sum / n, norm_sum / n
-                )
-        finite = nonfinite == 0 and math.isfinite(loss_sum)
-        return TrainStats(
-            loss=loss_sum / count if count else float("nan"),
-            accuracy=100.0 * correct / count if count else 0.0,
-            batches=n_batches,
-            samples=int(count),
-            host_grad_norm=host_norm_sum / batches,
-            finite=finite,
-            seeds=seeds,
+
+def seed_accumulators(model: MorphogeneticModel, device: torch.device) -> dict[str, torch.Tensor]:
+    """Per seed that learns from the task gradient: norm_sum, healthy, exploding,
+    ratio_sum, batches (what :func:`measure_seed_gradients` adds to)."""
+    return {
+        slot.slot_id: torch.zeros(5, device=device, dtype=torch.float32)
+        for slot in model.iter_slots()
+        if slot.stage in GRADIENT_STAGES
+    }
+
+
+def measure_seed_gradients(
+    model: MorphogeneticModel,
+    seed_acc: dict[str, torch.Tensor],
+    host_scaled: torch.Tensor,
+    cfg: TrainingSection,
+    *,
+    clip: bool,
+) -> None:
+    """Add one batch's gradient statistics of each seed in ``seed_acc`` (on the device);
+    with ``clip``, clip each seed's gradients to ``cfg.grad_clip`` too. ``host_scaled``:
+    the host's gradient norm over the square root of its parameter count."""
+    for slot_id, acc in seed_acc.items():
+        params = model.slot(slot_id).seed_parameters()
+        norm = total_grad_norm(params)
+        if norm is None:
+            continue
+        if clip:
+            torch.nn.utils.clip_grads_with_norm_(params, cfg.grad_clip, norm)
+        n_seed = sum(p.numel() for p in params)
+        finite = torch.isfinite(norm)
+        healthy = finite & (norm >= cfg.vanishing_grad) & (norm <= cfg.exploding_grad)
+        exploding = (~finite) | (norm > cfg.exploding_grad)
+        ratio = (norm / math.sqrt(n_seed)) / (host_scaled + 1e-12)
+        acc += torch.stack(
+            [
+                torch.nan_to_num(norm, nan=0.0, posinf=0.0),
+                healthy.float(),
+                exploding.float(),
+                torch.nan_to_num(ratio, nan=0.0, posinf=0.0),
+                torch.ones((), device=acc.device),
+            ]
         )
+
+
+def train_stats(values: list[float], slot_ids: list[str], n_batches: int) -> TrainStats:
+    """The :class:`TrainStats` of an epoch's fetched accumulators: the main five
+    (loss_sum, correct, count, host_norm_sum, nonfinite), then five per seed."""
+    loss_sum, correct, count, host_norm_sum, nonfinite = values[:5]
+    batches = max(n_batches, 1)
+    seeds: dict[str, SeedGradStats] = {}
+    for i, slot_id in enumerate(slot_ids):
+        norm_sum, healthy, exploding, ratio_sum, n = values[5 + 5 * i : 10 + 5 * i]
+        if n == 0:
+            seeds[slot_id] = SeedGradStats(None, False, None, None)
+        else:
+            seeds[slot_id] = SeedGradStats(healthy / n, exploding > 0, ratio_sum / n, norm_sum / n)
+    finite = nonfinite == 0 and math.isfinite(loss_sum)
+    return TrainStats(
+        loss=loss_sum / count if count else float("nan"),
+        accuracy=100.0 * correct / count if count else 0.0,
+        batches=n_batches,
+        samples=int(count),
+        host_grad_norm=host_norm_sum / batches,
+        finite=finite,
+        seeds=seeds,
+    )

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from typing import cast
 
 import torch
 from torch import nn
 
 from esper_core.components.blueprint import Blueprint
-from esper_core.components.host import HostProtocol, InjectionSpec
+from esper_core.components.host import HostProtocol, InjectionSpec, RoutedHost
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.rules import FOSSIL_STAGES, LIVE_STAGES
 from esper_core.lifecycle.slot import SeedSlot
@@ -33,13 +34,15 @@ class MorphogeneticModel(nn.Module):
         slots: Sequence[str] | None = None,
     ) -> None:
         super().__init__()
-        if not isinstance(host, HostProtocol):
+        segmented = isinstance(host, HostProtocol)
+        if not segmented and not isinstance(host, RoutedHost):
             raise TypeError(
                 f"{type(host).__name__} does not implement esper_core.components.host.HostProtocol "
-                "(topology, num_segments, injection_specs, forward_segment, forward_head)"
+                "(topology, num_segments, injection_specs, forward_segment, forward_head); "
+                "wrap any nn.Module with esper_core.grow.host_from_module"
             )
         self.host = host
-        specs = host.injection_specs()
+        specs: tuple[InjectionSpec, ...] = cast(RoutedHost, host).injection_specs()
         available = [spec.slot_id for spec in specs]
         if slots is not None:
             unknown = [s for s in slots if s not in available]
@@ -63,7 +66,12 @@ class MorphogeneticModel(nn.Module):
         self._slot_after: dict[int, str] = {
             spec.segment: spec.slot_id for spec in specs if spec.slot_id in enabled
         }
-        self._num_segments = host.num_segments()
+        self._routed = not segmented
+        if segmented:
+            self._num_segments = cast(HostProtocol, host).num_segments()
+        else:
+            self._num_segments = 0
+            cast(RoutedHost, host).route(dict(self.slots.items()))
 
     @property
     def topology(self) -> str:
@@ -78,13 +86,22 @@ class MorphogeneticModel(nn.Module):
         assert isinstance(slot, SeedSlot)
         return slot
 
+    def slots_device(self) -> torch.device:
+        """Where the slots live (their buffers move with ``.to()``, seeds or not)."""
+        for slot in self.iter_slots():
+            return slot.alpha_tensor.device
+        return torch.device("cpu")
+
     def iter_slots(self) -> Iterator[SeedSlot]:
         for slot in self.slots.values():
             assert isinstance(slot, SeedSlot)
             yield slot
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        host = self.host
+        if self._routed:
+            out: torch.Tensor = self.host(x)  # the slots run inside, from the host's hooks
+            return out
+        host = cast(HostProtocol, self.host)
         for index in range(self._num_segments):
             x = host.forward_segment(index, x)
             slot_id = self._slot_after.get(index)

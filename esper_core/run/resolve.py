@@ -63,23 +63,8 @@ class Resolved:
     def policy_context(
         self, envs: Sequence[MorphogeneticEnv], total_updates: int = 0
     ) -> PolicyContext:
-        from esper_core.env.observation import feature_dim
-
-        env0 = envs[0]
-        cfg = self.config
-        return PolicyContext(
-            space=env0.space,
-            feature_dim=feature_dim(env0.space, cfg.env.history_length),
-            history_length=cfg.env.history_length,
-            max_epochs=env0.max_epochs,
-            n_envs=len(envs),
-            task=cfg.run.task,
-            topology=env0.task.topology,
-            gamma=cfg.run.gamma,
-            seed=cfg.run.seed,
-            device=cfg.run.device,
-            total_updates=total_updates,
-            argument=self.policy_ref.argument,
+        return policy_context(
+            self.config, envs, self.config.run.task, self.policy_ref.argument, total_updates
         )
 
     def make_policy(self, envs: Sequence[MorphogeneticEnv], total_updates: int = 0) -> Any:
@@ -95,6 +80,33 @@ class Resolved:
 
 def task_context(config: RunConfig, quiet: bool = False) -> TaskContext:
     return TaskContext(seed=config.run.seed, quiet=quiet or config.run.quiet)
+
+
+def policy_context(
+    config: RunConfig,
+    envs: Sequence[MorphogeneticEnv],
+    task: str,
+    argument: str | None,
+    total_updates: int = 0,
+) -> PolicyContext:
+    """What a policy acting on ``envs`` may know (the runner's envs, or a Grower's one)."""
+    from esper_core.env.observation import feature_dim
+
+    env0 = envs[0]
+    return PolicyContext(
+        space=env0.space,
+        feature_dim=feature_dim(env0.space, config.env.history_length),
+        history_length=config.env.history_length,
+        max_epochs=env0.max_epochs,
+        n_envs=len(envs),
+        task=task,
+        topology=env0.task.topology,
+        gamma=config.run.gamma,
+        seed=config.run.seed,
+        device=config.run.device,
+        total_updates=total_updates,
+        argument=argument,
+    )
 
 
 def reward_setup(config: RunConfig) -> RewardSetup:
@@ -114,7 +126,7 @@ def telemetry_context(
 # ---------------------------------------------------------------- resolution
 
 
-def _component(
+def component(
     pm: PluginManager, kind: str, name: str, config: RunConfig, problems: list[str]
 ) -> Component | None:
     registry = pm.registry(kind)
@@ -133,12 +145,12 @@ def resolve(config: RunConfig, pm: PluginManager) -> Resolved:
     """Look up every component and validate its options; fill in their defaults."""
     problems: list[str] = []
     ref = PolicyRef.parse(config.run.policy)
-    task = _component(pm, "tasks", config.run.task, config, problems)
-    reward = _component(pm, "rewards", config.run.reward, config, problems)
-    policy = _component(pm, "policies", ref.name, config, problems)
-    executor = _component(pm, "executors", config.run.executor, config, problems)
+    task = component(pm, "tasks", config.run.task, config, problems)
+    reward = component(pm, "rewards", config.run.reward, config, problems)
+    policy = component(pm, "policies", ref.name, config, problems)
+    executor = component(pm, "executors", config.run.executor, config, problems)
     telemetry_names = list(dict.fromkeys(config.run.telemetry))
-    telemetry = [_component(pm, "telemetry", name, config, problems) for name in telemetry_names]
+    telemetry = [component(pm, "telemetry", name, config, problems) for name in telemetry_names]
     if problems:
         raise ConfigError(problems)
     assert task and reward and policy and executor
@@ -153,18 +165,7 @@ def resolve(config: RunConfig, pm: PluginManager) -> Resolved:
             **{name: unstructure(c.options) for name, c in zip(telemetry_names, telemetry) if c},
         },
     )
-    task_topology = getattr(task.cls, "topology", None)
-    # The blueprint set is pinned by env.blueprints; each module a blueprint builds is
-    # checked before a slot uses it, naming its plugin.
-    registry = pm.registry("blueprints")
-    blueprints = [
-        checked_blueprint(bp, registry.plugin_of(bp.key))
-        for bp in pinned_blueprints(
-            pm.blueprints_for(task_topology) if task_topology else [],
-            config.env.blueprints,
-            task_topology,
-        )
-    ]
+    blueprints = resolve_blueprints(pm, config, task_topology(task))
     filled = attrs.evolve(
         filled, env=attrs.evolve(filled.env, blueprints=sorted(bp.key for bp in blueprints))
     )
@@ -178,6 +179,27 @@ def resolve(config: RunConfig, pm: PluginManager) -> Resolved:
         telemetry=[c for c in telemetry if c],
         blueprints=blueprints,
     )
+
+
+def task_topology(task: Component) -> str | None:
+    """The task's topology: a class attribute, or (a task whose host is the user's model,
+    ``tasks.dataset``) its options' ``topology``."""
+    topology = getattr(task.cls, "topology", None)
+    if not isinstance(topology, str):
+        topology = getattr(task.options, "topology", None)
+    return topology if isinstance(topology, str) else None
+
+
+def resolve_blueprints(pm: PluginManager, config: RunConfig, topology: str | None) -> list[Any]:
+    """The action space's blueprints for ``topology``: pinned by ``env.blueprints``; each
+    module a blueprint builds is checked before a slot uses it, naming its plugin."""
+    registry = pm.registry("blueprints")
+    return [
+        checked_blueprint(bp, registry.plugin_of(bp.key))
+        for bp in pinned_blueprints(
+            pm.blueprints_for(topology) if topology else [], config.env.blueprints, topology
+        )
+    ]
 
 
 def pinned_blueprints(

@@ -9,15 +9,15 @@ from esper_core.components.task import Task
 from esper_core.plugins import PluginManager
 from esper_core.run.summary import is_language_model
 
-NAMES = ["tasks.digits", "tasks.cifar10", "tasks.charlm"]
+NAMES = ["tasks.digits", "tasks.cifar10", "tasks.charlm", "tasks.dataset"]
 
 
 def test_tasks_register_through_entry_points() -> None:
     # Named entry points only, so a broken plugin of another distribution cannot fail this.
     pm = PluginManager(NAMES, autoload=False)
     registry = pm.registry("tasks")
-    assert {"digits", "cifar10", "charlm"} <= set(registry.names())
-    for name in ("digits", "cifar10", "charlm"):
+    assert {"digits", "cifar10", "charlm", "dataset"} <= set(registry.names())
+    for name in ("digits", "cifar10", "charlm", "dataset"):
         assert registry.plugin_of(name) == f"tasks.{name}"
         cls = registry.get(name)
         assert cls.name == name and cls.description
@@ -40,11 +40,11 @@ def test_plugin_modules_do_not_import_heavy_libraries() -> None:
     # Only this distribution's plugins: others installed alongside are not under test.
     code = (
         "import sys\n"
-        "import esper_tasks.digits, esper_tasks.cifar10, esper_tasks.charlm\n"
+        "import esper_tasks.digits, esper_tasks.cifar10, esper_tasks.charlm, esper_tasks.dataset\n"
         "from esper_core.plugins import PluginManager\n"
-        "names = ['tasks.digits', 'tasks.cifar10', 'tasks.charlm']\n"
+        "names = ['tasks.digits', 'tasks.cifar10', 'tasks.charlm', 'tasks.dataset']\n"
         "pm = PluginManager(names, autoload=False)\n"
-        "assert pm.registry('tasks').names() == ['charlm', 'cifar10', 'digits']\n"
+        "assert pm.registry('tasks').names() == ['charlm', 'cifar10', 'dataset', 'digits']\n"
         "heavy = [m for m in ('torch', 'torchvision', 'sklearn', 'numpy') if m in sys.modules]\n"
         "print(','.join(heavy))\n"
     )

@@ -1,0 +1,237 @@
+"""The Grower: Esper inside the user's own training loop.
+
+::
+
+    grower = Grower(model, slots=["layer1", "layer2"], example_input=x, optimizer=opt)
+    for epoch in range(epochs):
+        train_one_epoch(model, opt, loader)  # the user's code, untouched
+        grower.end_epoch(val_loader)
+
+``end_epoch`` is what the env does after an epoch (``MorphogeneticEnv.end_epoch``: slot
+measurements with fused counterfactuals, governor, alpha ticks and cooldowns, reward,
+observation), then the policy's action for the next epoch (``apply_action``: the
+lifecycle rules), whose seed parameters join the user's optimizer as their own group
+(:mod:`~esper_core.grow.loop_trainer`). The policy is any installed one, by the name
+``esper run --policy`` takes (``"ppo:runs/x/checkpoint.pt"`` included), built by the
+same resolution as a run's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from esper_core.components.policy import InstallsAtBirth
+from esper_core.config import RunConfig, config_to_dict, load_config
+from esper_core.config_io import merge
+from esper_core.env.observation import Observation
+from esper_core.env.step import StepResult
+from esper_core.errors import ConfigError, GrowerError
+from esper_core.grow.loop_env import LoopEnv, LoopTask
+from esper_core.grow.module_host import ModuleHost, host_from_module
+from esper_core.lifecycle.actions import WAIT
+from esper_core.lifecycle.model import MorphogeneticModel
+from esper_core.lifecycle.slot_state import SlotReport
+from esper_core.plugins import PluginManager
+from esper_core.run.policy_ref import PolicyRef
+from esper_core.run.resolve import component, policy_context, resolve_blueprints, reward_setup
+
+STATE_FORMAT = 1
+
+
+def _device_of(model: nn.Module) -> torch.device:
+    for tensor in (*model.parameters(), *model.buffers()):
+        return tensor.device
+    return torch.device("cpu")
+
+
+def _config(
+    config: RunConfig | None,
+    overrides: Sequence[str],
+    policy: str,
+    seed: int,
+    max_epochs: int,
+    device: torch.device,
+) -> RunConfig:
+    data = config_to_dict(config or RunConfig())
+    data.pop("schema_version", None)
+    given = {
+        "run": {"policy": policy, "seed": seed, "device": str(device)},
+        "env": {"max_epochs": max_epochs},
+    }
+    return load_config(extra=merge(data, given), overrides=list(overrides))
+
+
+class Grower:
+    """Grows seeds in ``model`` at the named submodules while the user's loop trains it.
+
+    ``optimizer``: the user's optimizer that seed parameter groups join (or give it
+    later with :meth:`attach_optimizer`); ``seed_group``: options of those groups (the
+    optimizer's defaults otherwise). ``max_epochs``: the planned length of training
+    (observations and a PPO policy read it). ``val_data``: validation batches of the
+    untrained model, measured once as the first "before" (the chance level otherwise).
+    ``config``/``overrides``: lifecycle, governor and component options, as ``esper
+    run`` takes them (``"lifecycle.min_training_epochs=3"``).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        slots: Sequence[str],
+        *,
+        example_input: torch.Tensor,
+        policy: str = "heuristic",
+        optimizer: torch.optim.Optimizer | None = None,
+        seed_group: Mapping[str, Any] | None = None,
+        max_epochs: int = 100,
+        seed: int = 0,
+        val_data: Iterable[Any] | None = None,
+        config: RunConfig | None = None,
+        overrides: Sequence[str] = (),
+        plugins: Sequence[str] = (),
+    ) -> None:
+        host = host_from_module(model, slots, example_input)
+        device = _device_of(model)
+        cfg = _config(config, overrides, policy, seed, max_epochs, device)
+        pm = PluginManager(extra=list(plugins))
+        ref = PolicyRef.parse(cfg.run.policy)
+        problems: list[str] = []
+        policy_c = component(pm, "policies", ref.name, cfg, problems)
+        reward_c = component(pm, "rewards", cfg.run.reward, cfg, problems)
+        if problems:
+            raise ConfigError(problems)
+        assert policy_c is not None and reward_c is not None
+        blueprints = resolve_blueprints(pm, cfg, host.topology)
+        if not blueprints:
+            raise GrowerError(
+                f"no blueprints are installed for {host.topology} slots; "
+                "install esper-blueprints (pip install -e plugins/esper-blueprints)"
+            )
+        if host.output_features < 2:
+            raise GrowerError(
+                f"{type(model).__name__} returns no [batch, classes] (or [batch, seq, vocab]) "
+                "logits on the example input; the Grower validates with cross-entropy on them"
+            )
+        task = LoopTask(host.topology, host.output_features, host)
+        options = {"optimizer": optimizer, "group_options": seed_group}
+        reward = reward_c.cls(reward_c.options, reward_setup(cfg))
+        self.env = LoopEnv(task, reward, blueprints, cfg, options, device)
+        self.config = cfg
+        self.policy = policy_c.cls(
+            policy_c.options, policy_context(cfg, [self.env], "loop", ref.argument)
+        )
+        self.policy.reset([0])
+        if isinstance(self.policy, InstallsAtBirth):
+            self.env.install_at_birth(list(self.policy.birth_seeds()))
+        baseline = None
+        if val_data is not None:
+            self.env.use_validation(val_data)
+            baseline = self.env.measure()
+        self.env.start(baseline)
+        self._open_epoch(WAIT)  # the first epoch trains the model as it was given
+
+    # ------------------------------------------------------------ what the user reads
+
+    @property
+    def model(self) -> MorphogeneticModel:
+        """The grown model: the user's module plus the slots (its ``state_dict`` holds both)."""
+        return self.env.model
+
+    @property
+    def module(self) -> nn.Module:
+        """The user's own module; calling it runs the slots too (forward hooks)."""
+        host = self.env.model.host
+        assert isinstance(host, ModuleHost)
+        return host.module
+
+    @property
+    def observation(self) -> Observation:
+        return self.env.observation
+
+    @property
+    def epoch(self) -> int:
+        return self.env.epoch
+
+    @property
+    def action(self) -> str:
+        """The policy's action for the epoch under way, described (e.g. ``GERMINATE layer2
+        cnn/conv_small linear_add tempo=5``); empty once ``max_epochs`` are done."""
+        action = self.env.open_action
+        return "" if action is None else self.env.space.describe(action)
+
+    def reports(self) -> list[SlotReport]:
+        """Each slot's stage, blueprint, alpha, contribution and parameter count."""
+        return self.env.model.reports()
+
+    def attach_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
+        """The optimizer that holds the seeds' parameter groups from now on."""
+        self.env.loop_trainer.attach(optimizer)
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer | None:
+        return self.env.loop_trainer.optimizer
+
+    # ------------------------------------------------------------ the epoch
+
+    def _open_epoch(self, action: Any) -> None:
+        self.env.apply_action(action)
+        self.env.begin_epoch()
+
+    def end_epoch(self, val_data: Iterable[Any]) -> StepResult:
+        """After the user's epoch: validate with counterfactuals on ``val_data`` (batches
+        of ``(inputs, targets)``), run the lifecycle, and apply the policy's next action."""
+        if self.env.epoch >= self.env.max_epochs:
+            raise GrowerError(
+                f"the grower's {self.env.max_epochs} epochs are done; "
+                "create it with a larger max_epochs"
+            )
+        if self.optimizer is None:
+            raise GrowerError(
+                "the grower has no optimizer for seed parameters; pass optimizer= "
+                "or call grower.attach_optimizer(opt) before end_epoch()"
+            )
+        self.env.use_validation(val_data)
+        result = self.env.end_epoch()
+        self.policy.observe([result])
+        if not result.done:
+            self._open_epoch(self.policy.act([self.env.observation])[0])
+        return result
+
+    # ------------------------------------------------------------ checkpoints
+
+    def state_dict(self, include_optimizer: bool = True) -> dict[str, Any]:
+        """Everything an exact resume needs: the model (user's weights and seeds), the
+        env's counters, governor and open step, the policy and (unless the optimizer's
+        owner saves it, as Lightning does) the optimizer's state."""
+        state: dict[str, Any] = {
+            "format": STATE_FORMAT,
+            "env": self.env.state_dict(),
+            "step": self.env.step_state(),
+            "policy": self.policy.state_dict(),
+        }
+        if include_optimizer and self.optimizer is not None:
+            state["optimizer"] = self.optimizer.state_dict()
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`; the optimizer (if saved) after its seed groups exist."""
+        if state.get("format") != STATE_FORMAT:
+            raise GrowerError(
+                f"grower state of format {state.get('format')!r}, expected {STATE_FORMAT}; "
+                "load a state saved by this version's Grower.state_dict()"
+            )
+        self.env.load_state_dict(dict(state["env"]))
+        self.env.load_step_state(state["step"])
+        self.policy.load_state_dict(state["policy"])
+        if "optimizer" in state and self.optimizer is not None:
+            self.optimizer.load_state_dict(state["optimizer"])
+        self.env.begin_epoch()
+
+    def close(self) -> None:
+        """Remove the hooks: the user's module computes what it did before growth."""
+        host = self.env.model.host
+        assert isinstance(host, ModuleHost)
+        host.unroute()

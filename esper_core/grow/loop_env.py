@@ -1,0 +1,218 @@
+"""The env of growth in the user's own loop: :class:`MorphogeneticEnv` with the user's
+model, the user's optimizer and the user's validation batches.
+
+Everything after an epoch is the env's own code (``end_epoch``: slot measurements,
+governor, stage ticks, reward, observation; ``apply_action``: the lifecycle rules);
+this subclass only says where the model, the trainer and the validation data come
+from. The user's loop trains, so the env's own batch loop never runs.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, ClassVar
+
+import torch
+import torch.nn.functional as F
+from attrs import define
+from torch import nn
+
+from esper_core.components.blueprint import Blueprint
+from esper_core.components.reward import RewardFamily, SlotSnapshot
+from esper_core.components.task import BatchMetrics, TaskData
+from esper_core.config import RunConfig
+from esper_core.converter import structure, unstructure
+from esper_core.env import birth
+from esper_core.env.apply import ActionOutcome, StepStart
+from esper_core.env.cost import CostMeter
+from esper_core.env.env import MorphogeneticEnv
+from esper_core.env.episode import EpisodeStats
+from esper_core.env.evaluation import EvalResult, validate_pending
+from esper_core.env.events import StepEvents
+from esper_core.env.observation import observe
+from esper_core.env.pending import Pending, fetch
+from esper_core.env.training import TrainStats
+from esper_core.errors import GrowerError
+from esper_core.grow.loop_trainer import LoopTrainer
+from esper_core.lifecycle.actions import Action
+from esper_core.lifecycle.governor import Governor
+from esper_core.lifecycle.model import MorphogeneticModel
+
+
+@define
+class LoopTask:
+    """A task as far as the env needs one in the user's loop: classification (or a
+    language model's next token) with cross-entropy on the validation batches."""
+
+    name: ClassVar[str] = "loop"
+    description: ClassVar[str] = "The user's own model and data (library API)."
+    Options: ClassVar[type] = dict
+
+    topology: str
+    num_classes: int
+    host: nn.Module
+    options: Any = None
+    default_max_epochs: int = 100
+    default_batch_size: int = 1
+    default_eval_batch_size: int = 1
+
+    @property
+    def chance_loss(self) -> float:
+        return math.log(max(self.num_classes, 2))
+
+    def build_host(self) -> nn.Module:
+        return self.host
+
+    def load_data(self, device: torch.device) -> TaskData:
+        raise GrowerError("the user's loop owns the data; pass validation batches to end_epoch()")
+
+    def prepare_batch(
+        self,
+        inputs: torch.Tensor,
+        targets: torch.Tensor,
+        train: bool,
+        generator: torch.Generator | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return inputs, targets
+
+    def loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1))
+
+    def metrics(self, outputs: torch.Tensor, targets: torch.Tensor) -> BatchMetrics:
+        flat, labels = outputs.detach().reshape(-1, outputs.shape[-1]), targets.reshape(-1)
+        return BatchMetrics(
+            loss_sum=F.cross_entropy(flat, labels, reduction="sum"),
+            correct=(flat.argmax(dim=-1) == labels).sum(),
+            count=torch.full((), labels.numel(), dtype=torch.int64, device=labels.device),
+        )
+
+
+class LoopEnv(MorphogeneticEnv):
+    """See the module docstring. ``make_model`` builds the model around the host once,
+    with the env's blueprint resolver; the env keeps that model for good."""
+
+    def __init__(
+        self,
+        task: LoopTask,
+        reward: RewardFamily,
+        blueprints: Sequence[Blueprint],
+        config: RunConfig,
+        trainer_options: dict[str, Any],
+        device: torch.device,
+    ) -> None:
+        self._trainer_options = trainer_options
+        self._val: Iterable[Any] | None = None
+        self._kept: tuple[MorphogeneticModel, LoopTrainer] | None = None
+        self._loop_train: TrainStats | None = None
+        super().__init__(task, reward, blueprints, config, 0, device)
+
+    @property
+    def last_train(self) -> TrainStats | None:
+        """None: the user's loss is never seen, so observations show validation's numbers."""
+        return None
+
+    @last_train.setter
+    def last_train(self, value: TrainStats | None) -> None:
+        self._loop_train = value
+
+    @property
+    def trainer_stats(self) -> TrainStats | None:
+        """The last epoch's seed gradient statistics."""
+        return self._loop_train
+
+    def _build(self, seed: int) -> None:
+        if self._kept is None:
+            model = MorphogeneticModel(
+                self.task.build_host(), self._resolve_blueprint, self.settings
+            ).to(self.device)
+            trainer = LoopTrainer(model, self.config.training, **self._trainer_options)
+            self._kept = (model, trainer)
+        self.model, self.trainer = self._kept
+        self.host_params = self.model.host_param_count()
+        self.governor = Governor(self.config.governor, self.task.chance_loss)
+        self.cost = CostMeter()
+        self.generator = torch.Generator().manual_seed(seed)
+
+    @property
+    def loop_trainer(self) -> LoopTrainer:
+        assert self._kept is not None
+        return self._kept[1]
+
+    def use_validation(self, batches: Iterable[Any]) -> None:
+        self._val = batches
+
+    def _batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        if self._val is None:
+            raise GrowerError(
+                "no validation data: pass a DataLoader to grower.end_epoch(val_loader)"
+            )
+        for batch in self._val:
+            inputs, targets = batch[0], batch[1]
+            yield inputs.to(self.device), targets.to(self.device)
+
+    def _evaluations(self, with_test: bool) -> list[Pending]:
+        # Rewards, gates and counterfactuals on validation; the test split is the user's.
+        amp = self.config.training.amp
+        return [
+            validate_pending(self.model, self.task, self._batches(), amp=amp, masks=self._masks)
+        ]
+
+    def _test_due(self, epoch: int) -> bool:
+        return False
+
+    def measure(self) -> EvalResult:
+        """Validation now, read at once (the untrained model's, before the first epoch)."""
+        result: EvalResult = fetch(*self._evaluations(with_test=False))[0]
+        return result
+
+    def start(self, baseline: EvalResult | None) -> None:
+        """Begin the run: ``baseline`` is the untrained model's validation (None: the
+        chance level stands in for it)."""
+        self.epoch = 0
+        self.stats = EpisodeStats()
+        chance = EvalResult(self.task.chance_loss, 100.0 / self.task.num_classes, {}, None, True)
+        self.last_eval = baseline or chance
+        self.last_test = None
+        self.last_train = None
+        if baseline is not None:
+            self._record_validation(baseline)
+        events = StepEvents(env=self.env_index, episode=self.episode, epoch=0)
+        birth.install(self, self.birth_seeds, events)  # a static policy's architecture
+        self._birth_events = events.events
+        self.governor.take_snapshot(self.model, 0)
+        self._started = True
+        self._observation = observe(self, rolled_back=False)
+
+    # ------------------------------------------------------------ the open step
+
+    @property
+    def open_action(self) -> Action | None:
+        """The action applied for the epoch under way."""
+        return None if self._step is None else self._step.action
+
+    def step_state(self) -> dict[str, Any] | None:
+        """The step under way (its action and what the reward compares to), as plain data."""
+        step = self._step
+        if step is None:
+            return None
+        return {
+            "action": unstructure(step.action),
+            "outcome": unstructure(step.outcome),
+            "slots_before": unstructure(list(step.slots_before)),
+            "eval_before": unstructure(step.eval_before),
+        }
+
+    def load_step_state(self, data: dict[str, Any] | None) -> None:
+        if data is None:
+            self._step = None
+            return
+        self._step = StepStart(
+            structure(data["action"], Action),
+            structure(data["outcome"], ActionOutcome),
+            tuple(structure(s, SlotSnapshot) for s in data["slots_before"]),
+            structure(data["eval_before"], EvalResult),
+            time.perf_counter(),
+            StepEvents(env=self.env_index, episode=self.episode, epoch=self.epoch),
+        )

@@ -1,0 +1,191 @@
+"""A host from any ``nn.Module``: each slot sits on a named submodule's output.
+
+Forward hooks, not ``torch.fx``: a hook sees the model exactly as it runs (Python
+control flow, ``torch.flatten`` in torchvision's ResNet, the fast path of
+``nn.TransformerEncoder``), so any model that runs can host seeds; fx would need a
+model that traces symbolically and would run a regenerated copy of its forward. A hook
+also leaves the user's forward and the user's module object untouched: an empty slot's
+hook returns None, so the submodule's own tensor flows on and outputs and gradients
+are the bare model's bit for bit, and whatever calls that module (the user's loop, a
+``LightningModule``) runs the slots. Channels and topology come from one dry run on an
+example input: a 4-D output ``[batch, channels, H, W]`` is a ``cnn`` slot, a 3-D
+``[batch, seq, features]`` one a ``transformer`` slot.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from esper_core.components.host import InjectionSpec
+from esper_core.errors import HostError
+
+Route = Callable[[torch.Tensor], torch.Tensor]
+
+
+def slot_id_of(name: str) -> str:
+    """The slot id of submodule ``name``: ``nn.ModuleDict`` keys may not hold dots."""
+    return name.replace(".", "/")
+
+
+class ModuleHost(nn.Module):
+    """Runs the user's module; slots enter through forward hooks (see the module docstring).
+
+    Implements :class:`~esper_core.components.host.RoutedHost`: the model hands its
+    slots to :meth:`route` instead of calling segments.
+    """
+
+    def __init__(
+        self,
+        module: nn.Module,
+        names: Sequence[str],
+        specs: tuple[InjectionSpec, ...],
+        output_features: int = 0,
+    ) -> None:
+        super().__init__()
+        self.module = module
+        self.names = tuple(names)
+        self.topology = specs[0].topology
+        self._specs = specs
+        # The last dimension of the model's output: classes (or a vocabulary).
+        self.output_features = output_features
+        self._routes: dict[str, Route] = {}
+        self._handles: list[torch.utils.hooks.RemovableHandle] = []
+
+    def injection_specs(self) -> tuple[InjectionSpec, ...]:
+        return self._specs
+
+    def route(self, routes: Mapping[str, Route]) -> None:
+        """Send each named submodule's output through ``routes[slot_id]`` from now on."""
+        self.unroute()
+        self._routes = dict(routes)
+        modules = dict(self.module.named_modules())
+        for name in self.names:
+            slot_id = slot_id_of(name)
+            if slot_id in self._routes:
+                handle = modules[name].register_forward_hook(self._hook(slot_id))
+                self._handles.append(handle)
+
+    def unroute(self) -> None:
+        """Remove the hooks: the user's module computes what it did before."""
+        for handle in self._handles:
+            handle.remove()
+        self._handles, self._routes = [], {}
+
+    def _hook(self, slot_id: str) -> Callable[..., torch.Tensor | None]:
+        def hook(module: nn.Module, args: Any, output: Any) -> torch.Tensor | None:
+            route = self._routes[slot_id]
+            # An empty slot returns None: the submodule's own tensor flows on unchanged.
+            if getattr(route, "has_seed", True):
+                return route(output)
+            return None
+
+        return hook
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.module(x)
+        return out
+
+
+def _missing(module: nn.Module, name: str) -> str:
+    names = [n for n, _ in module.named_modules() if n]
+    close = difflib.get_close_matches(name, names, n=3)
+    hint = f"did you mean {', '.join(close)}?" if close else f"submodules: {', '.join(names[:12])}"
+    return (
+        f"slot {name!r}: {type(module).__name__} has no submodule of that name; "
+        f"name one from model.named_modules() ({hint})"
+    )
+
+
+def _topology(name: str, cls: str, output: Any) -> tuple[str, int]:
+    if not isinstance(output, torch.Tensor):
+        kind = type(output).__name__
+        raise HostError(
+            f"slot {name!r}: {cls} returns a {kind}, not a tensor; put the slot on a "
+            "submodule that returns one tensor (e.g. a child of this one)"
+        )
+    if output.dim() == 4:
+        return "cnn", int(output.shape[1])
+    if output.dim() == 3:
+        return "transformer", int(output.shape[-1])
+    raise HostError(
+        f"slot {name!r}: {cls} outputs shape {tuple(output.shape)}; a slot needs "
+        "[batch, channels, H, W] (cnn) or [batch, seq, features] (transformer): pick another submodule"
+    )
+
+
+def host_from_module(
+    model: nn.Module, slots: Sequence[str], example_input: torch.Tensor
+) -> ModuleHost:
+    """A host with one slot on the output of each named submodule of ``model``.
+
+    One dry run on ``example_input`` (eval mode, no gradient, so BatchNorm statistics
+    and the random number generators are untouched) finds each slot's channels,
+    topology and order.
+    """
+    if not slots:
+        raise HostError("slots: name at least one submodule of the model, e.g. slots=['layer1']")
+    if len(set(slots)) != len(slots):
+        raise HostError(f"slots: {list(slots)} names a submodule twice; name each once")
+    modules = dict(model.named_modules())
+    for name in slots:
+        if not name or name not in modules:
+            raise HostError(_missing(model, name))
+    outputs: dict[str, list[Any]] = {name: [] for name in slots}
+    order: list[str] = []
+
+    def recorder(name: str) -> Callable[..., None]:
+        def hook(module: nn.Module, args: Any, output: Any) -> None:
+            outputs[name].append(output)
+            order.append(name)
+
+        return hook
+
+    handles = [modules[name].register_forward_hook(recorder(name)) for name in slots]
+    was_training = model.training
+    try:
+        model.eval()
+        with torch.no_grad():
+            out = model(example_input)
+    except Exception as exc:
+        shape = tuple(example_input.shape) if isinstance(example_input, torch.Tensor) else "?"
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise HostError(
+            f"example_input of shape {shape}: {type(model).__name__} rejects it ({first}); "
+            "pass one batch as the model's forward takes it"
+        ) from exc
+    finally:
+        for handle in handles:
+            handle.remove()
+        model.train(was_training)
+    specs: list[InjectionSpec] = []
+    for name in sorted(slots, key=lambda n: order.index(n) if n in order else len(order)):
+        cls = type(modules[name]).__name__
+        seen = outputs[name]
+        if not seen:
+            raise HostError(
+                f"slot {name!r}: {cls} never ran on the example input; "
+                "put the slot on a submodule that the forward calls"
+            )
+        if len(seen) > 1:
+            raise HostError(
+                f"slot {name!r}: {cls} runs {len(seen)} times per forward (a shared module); "
+                "put the slot on a submodule that runs once"
+            )
+        topology, channels = _topology(name, cls, seen[0])
+        specs.append(InjectionSpec(slot_id_of(name), channels, topology, len(specs)))
+    topologies = {spec.topology for spec in specs}
+    if len(topologies) > 1:
+        raise HostError(
+            f"slots {list(slots)} mix {' and '.join(sorted(topologies))} outputs; "
+            "choose slots of one kind (all 4-D or all 3-D)"
+        )
+    ids = [spec.slot_id for spec in specs]
+    if len(set(ids)) != len(ids):
+        raise HostError(f"slots {list(slots)} give repeated slot ids {ids}; rename a submodule")
+    features = int(out.shape[-1]) if isinstance(out, torch.Tensor) and out.dim() else 0
+    return ModuleHost(model, list(slots), tuple(specs), features)

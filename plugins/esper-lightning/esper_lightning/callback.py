@@ -1,0 +1,141 @@
+"""EsperGrowth: a :class:`esper_core.Grower` driven by Lightning's callback hooks.
+
+The user's ``LightningModule`` is the host: slots sit on its named submodules' outputs
+(forward hooks, so its own ``training_step`` runs them). After each epoch's validation
+the callback measures counterfactuals on the validation batches, and the policy's next
+action is applied; a new seed's parameters join the trainer's optimizer as their own
+parameter group, as ``BaseFinetuning.unfreeze_and_add_param_group`` adds one, and leave
+it when the seed is pruned.
+
+Checkpoints are Lightning's: the callback state holds the grower's (slots, lifecycle
+counters, governor, policy, the order of the seed groups) and Lightning saves the
+optimizer itself. On resume the callback rebuilds the seeds and their parameter groups
+in ``on_fit_start``, which runs after the optimizers exist and before Lightning loads
+their state, the same moment ``BaseFinetuning`` restores its groups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.callbacks import Callback
+
+from esper_core.errors import GrowerError
+from esper_core.grow.grower import Grower
+
+# When ``Trainer(max_epochs=-1)`` (or None) sets no length, the grower plans for this many.
+UNBOUNDED_EPOCHS = 1000
+
+
+class EsperGrowth(Callback):
+    """Grow seeds at ``slots`` (names of the ``LightningModule``'s submodules, as
+    ``named_modules()`` gives them) while ``Trainer.fit`` trains it.
+
+    ``example_input``: one batch of inputs (``LightningModule.example_input_array``
+    otherwise). ``val_dataloader``: the batches of ``(inputs, targets)`` the counterfactuals
+    are measured on (the trainer's validation loader otherwise). ``optimizer_index``: which
+    of the trainer's optimizers holds the seeds. Other keyword arguments go to
+    :class:`esper_core.Grower` (``seed_group``, ``overrides``, ``seed``, ``plugins``, ...).
+    """
+
+    def __init__(
+        self,
+        slots: Sequence[str],
+        *,
+        policy: str = "heuristic",
+        example_input: torch.Tensor | None = None,
+        val_dataloader: Iterable[Any] | None = None,
+        optimizer_index: int = 0,
+        **grower_options: Any,
+    ) -> None:
+        self.slots = list(slots)
+        self.policy = policy
+        self.example_input = example_input
+        self.val_dataloader = val_dataloader
+        self.optimizer_index = optimizer_index
+        self.grower_options = grower_options
+        self.grower: Grower | None = None
+        self._saved: dict[str, Any] | None = None
+        self._grown_epoch = -1
+
+    @property
+    def state_key(self) -> str:
+        return self._generate_state_key(slots=self.slots)
+
+    # ------------------------------------------------------------ fit
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        example = self.example_input
+        if example is None:
+            example = pl_module.example_input_array  # type: ignore[assignment]
+        if not isinstance(example, torch.Tensor):
+            raise GrowerError(
+                "EsperGrowth needs one batch of inputs: pass EsperGrowth(example_input=x) "
+                "or set example_input_array on the LightningModule"
+            )
+        if len(trainer.optimizers) <= self.optimizer_index:
+            raise GrowerError(
+                f"EsperGrowth(optimizer_index={self.optimizer_index}): the trainer has "
+                f"{len(trainer.optimizers)} optimizer(s); name one configure_optimizers returns"
+            )
+        options = dict(self.grower_options)
+        if "max_epochs" not in options:  # the planned length: the trainer's, unless given
+            epochs = trainer.max_epochs
+            options["max_epochs"] = epochs if epochs and epochs > 0 else UNBOUNDED_EPOCHS
+        self.grower = Grower(
+            pl_module,
+            self.slots,
+            example_input=example.to(pl_module.device),
+            policy=self.policy,
+            optimizer=trainer.optimizers[self.optimizer_index],
+            **options,
+        )
+        if self._saved is not None:
+            # Seeds and their parameter groups now; Lightning loads the optimizer's state next.
+            self.grower.load_state_dict(self._saved)
+            self._saved = None
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # The epoch's last validation; a checkpoint saved in this hook (ModelCheckpoint
+        # runs after every other callback) then holds the grown state.
+        if not trainer.sanity_checking and trainer.is_last_batch:
+            self._grow(trainer)
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._grow(trainer)  # an epoch without validation at its end
+
+    def _grow(self, trainer: pl.Trainer) -> None:
+        if self.grower is None or self._grown_epoch == trainer.current_epoch:
+            return
+        self._grown_epoch = trainer.current_epoch
+        self.grower.end_epoch(self._validation(trainer))
+
+    def _validation(self, trainer: pl.Trainer) -> Iterable[Any]:
+        if self.val_dataloader is not None:
+            return self.val_dataloader
+        loaders = trainer.val_dataloaders
+        if isinstance(loaders, list | tuple):
+            loaders = loaders[0] if loaders else None
+        if loaders is None:
+            raise GrowerError(
+                "EsperGrowth measures seeds on validation batches: give the trainer a "
+                "val_dataloader or pass EsperGrowth(val_dataloader=...)"
+            )
+        return loaders  # type: ignore[no-any-return]
+
+    # ------------------------------------------------------------ checkpoints
+
+    def state_dict(self) -> dict[str, Any]:
+        if self.grower is None:
+            return {} if self._saved is None else {"grower": self._saved}
+        return {
+            "grower": self.grower.state_dict(include_optimizer=False),
+            "grown_epoch": self._grown_epoch,
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._saved = state_dict.get("grower")
+        self._grown_epoch = int(state_dict.get("grown_epoch", -1))

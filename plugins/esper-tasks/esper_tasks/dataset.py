@@ -1,0 +1,246 @@
+"""``tasks.dataset``: any dataset and any model, as an Esper task.
+
+The data is a function named by a dotted path, ``package.module:function``, that returns
+the fixed ``(train, validation, test)`` datasets (each item ``(input, target)``), or an
+``ImageFolder`` directory with ``train/``, ``val/`` and ``test/`` subdirectories. The host
+is the ``nn.Module`` a factory (``package.module:function``, called with no arguments)
+returns, with slots on the named submodules' outputs (``esper_core.host_from_module``):
+the run seeds the factory's initialisation, rewards and gates use validation, and
+reported results use test, as with every task.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from attrs import define, field
+
+from esper_core import TaskContext, TaskData, hookimpl
+from esper_core.converter import in_range, one_of, options_field
+from esper_core.errors import ConfigError, DataError
+from esper_tasks.common import CrossEntropyTask
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+SPLITS = ("train", "val", "test")
+
+
+@define
+class DatasetOptions:
+    data: str | None = options_field(
+        None,
+        doc="package.module:function returning (train, val, test) datasets of (input, target).",
+    )
+    image_folder: str | None = options_field(
+        None, doc="A directory with train/, val/ and test/ ImageFolder subdirectories."
+    )
+    image_size: int = options_field(
+        32, in_range(1, integer=True), "ImageFolder: images are resized to this square size."
+    )
+    model: str = options_field(
+        "", doc="package.module:function returning the host nn.Module (called without arguments)."
+    )
+    slots: list[str] = options_field(
+        [], doc="Names of the model's submodules whose outputs get a slot (named_modules())."
+    )
+    topology: str = options_field(
+        "cnn",
+        one_of("cnn", "transformer"),
+        "The slots' kind: cnn for [B, C, H, W] outputs, transformer for [B, T, D].",
+    )
+    max_epochs: int = options_field(30, in_range(1, integer=True), "Default episode length.")
+    batch_size: int = options_field(64, in_range(1, integer=True), "Default batch size.")
+
+    def __esper_validate__(self) -> list[str]:
+        if self.data is not None and self.image_folder is not None:
+            return ["name the data with one of data=MODULE:FUNCTION or image_folder=DIR, not both"]
+        return []
+
+    def missing(self) -> list[str]:
+        """What a run needs and the options lack (checked when the task is used, so the
+        defaults still build a component, as every component's must)."""
+        problems = []
+        if self.data is None and self.image_folder is None:
+            problems.append(
+                "tasks.dataset: name the data with data=package.module:function or image_folder=DIR"
+            )
+        if not self.model:
+            problems.append("tasks.dataset.model: name the host factory as package.module:function")
+        if not self.slots:
+            problems.append(
+                "tasks.dataset.slots: name at least one submodule of the model, e.g. ['layer1']"
+            )
+        return problems
+
+
+def _require(options: DatasetOptions) -> None:
+    problems = options.missing()
+    if problems:
+        raise ConfigError(problems)
+
+
+def load_object(path: str, what: str) -> Callable[..., Any]:
+    """The function ``package.module:function`` names; a one-line ConfigError otherwise."""
+    module_name, sep, attr = path.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError([f"tasks.dataset.{what}: {path!r} is not package.module:function"])
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(
+            [f"tasks.dataset.{what}: cannot import {module_name!r} ({exc}); is it on PYTHONPATH?"]
+        ) from None
+    function = getattr(module, attr, None)
+    if not callable(function):
+        raise ConfigError(
+            [f"tasks.dataset.{what}: module {module_name!r} has no function {attr!r}"]
+        )
+    return function  # type: ignore[no-any-return]
+
+
+def _checked_splits(result: Any, source: str) -> tuple[Any, Any, Any]:
+    if not isinstance(result, tuple | list) or len(result) != 3:
+        kind = type(result).__name__
+        raise DataError(
+            f"{source} returned a {kind}; return (train, val, test): three datasets of "
+            "(input, target) items"
+        )
+    for name, split in zip(SPLITS, result):
+        if not hasattr(split, "__len__") or not hasattr(split, "__getitem__") or len(split) == 0:
+            raise DataError(
+                f"{source}: its {name} split ({type(split).__name__}) is not a non-empty "
+                "dataset with __len__ and __getitem__"
+            )
+        item = split[0]
+        if not isinstance(item, tuple | list) or len(item) < 2:
+            raise DataError(
+                f"{source}: {name}[0] is a {type(item).__name__}; items must be (input, target)"
+            )
+    return result[0], result[1], result[2]
+
+
+def _fast(split: Any) -> Any:
+    """A TensorDataset of (inputs, targets) as a TensorSplit: indexed batches, no workers."""
+    from torch.utils.data import TensorDataset
+
+    from esper_core.env.data import TensorSplit
+
+    if isinstance(split, TensorDataset) and len(split.tensors) == 2:
+        return TensorSplit(split.tensors[0], split.tensors[1])
+    return split
+
+
+@define
+class DatasetTask(CrossEntropyTask):
+    """Your dataset and your model (classification, or a next-token LM's ``[B, T, V]``)."""
+
+    name: ClassVar[str] = "dataset"
+    description: ClassVar[str] = "any dataset (MODULE:FUNCTION or ImageFolder) and any model"
+    Options: ClassVar[type] = DatasetOptions
+    default_eval_batch_size: ClassVar[int] = 256
+
+    options: DatasetOptions = field(factory=DatasetOptions)
+    context: TaskContext = field(factory=TaskContext)
+    _cache: dict[str, TaskData] = field(factory=dict, init=False, repr=False)
+    _classes: int | None = field(default=None, init=False, repr=False)
+
+    @property
+    def topology(self) -> str:
+        return self.options.topology
+
+    @property
+    def default_max_epochs(self) -> int:
+        return self.options.max_epochs
+
+    @property
+    def default_batch_size(self) -> int:
+        return self.options.batch_size
+
+    @property
+    def num_classes(self) -> int:  # type: ignore[override]
+        """The last dimension of the model's output on a training example."""
+        if self._classes is None:
+            import torch
+
+            with torch.random.fork_rng(devices=[]):
+                self.build_host()
+        assert self._classes is not None
+        return self._classes
+
+    def _example(self) -> torch.Tensor:
+        import torch
+
+        from esper_core.env.data import TensorSplit
+
+        train = self.load_data(torch.device("cpu")).train
+        if isinstance(train, TensorSplit):
+            return train.inputs[:2]
+        first = [train[i][0] for i in range(min(2, len(train)))]
+        return torch.stack([torch.as_tensor(x) for x in first])
+
+    def build_host(self) -> nn.Module:
+        from torch import nn
+
+        from esper_core.grow.module_host import host_from_module
+
+        _require(self.options)
+        model = load_object(self.options.model, "model")()
+        if not isinstance(model, nn.Module):
+            raise ConfigError(
+                [
+                    f"tasks.dataset.model: {self.options.model} returned a {type(model).__name__}, not an nn.Module"
+                ]
+            )
+        host = host_from_module(model, self.options.slots, self._example())
+        if host.topology != self.options.topology:
+            raise ConfigError(
+                [
+                    f"tasks.dataset: the slots are {host.topology} outputs; set tasks.dataset.topology={host.topology}"
+                ]
+            )
+        self._classes = host.output_features
+        return host
+
+    def _load_cpu(self) -> TaskData:
+        _require(self.options)
+        if self.options.image_folder is not None:
+            splits = self._image_folder(self.options.image_folder)
+        else:
+            assert self.options.data is not None
+            source = f"tasks.dataset.data {self.options.data}"
+            splits = _checked_splits(load_object(self.options.data, "data")(), source)
+        return TaskData(*(_fast(s) for s in splits))
+
+    def _image_folder(self, root: str) -> tuple[Any, Any, Any]:
+        from pathlib import Path
+
+        from torchvision import datasets, transforms
+
+        missing = [s for s in SPLITS if not (Path(root) / s).is_dir()]
+        if missing:
+            raise DataError(
+                f"tasks.dataset.image_folder: {root} lacks {', '.join(m + '/' for m in missing)}; it needs "
+                "train/, val/ and test/ subdirectories, one folder per class in each"
+            )
+        size = self.options.image_size
+        tf = transforms.Compose([transforms.Resize((size, size)), transforms.ToTensor()])
+        folders = [datasets.ImageFolder(str(Path(root) / s), transform=tf) for s in SPLITS]
+        return folders[0], folders[1], folders[2]
+
+    def prepare_batch(
+        self,
+        inputs: torch.Tensor,
+        targets: torch.Tensor,
+        train: bool,
+        generator: torch.Generator | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return inputs, targets
+
+
+@hookimpl
+def esper_register_tasks(register: Any) -> None:
+    register(DatasetTask)

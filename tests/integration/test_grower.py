@@ -1,0 +1,197 @@
+"""The Grower in the user's own loop (issue 26): policies act, seeds join the user's
+optimizer, ``wait`` changes nothing, and ``state_dict`` resumes exactly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from esper_core.errors import GrowerError
+from esper_core.grow.grower import Grower
+from esper_core.grow.loop_trainer import GROUP_KEY
+from esper_core.lifecycle.rules import BLENDED_STAGES
+from esper_core.lifecycle.stages import Stage
+from esper_core.run.checkpoint import save_checkpoint
+from tests.integration.own_model_helpers import (
+    RESNET_SLOTS,
+    TRANSFORMER_SLOTS,
+    grower_kwargs,
+    image_batches,
+    resnet,
+    token_batches,
+    train_one_epoch,
+    transformer,
+)
+
+# Seeds that blend from germination, so a counterfactual is measured the epoch after.
+EAGER = [
+    "policies.heuristic.min_epoch=0",
+    "policies.heuristic.flat_window=1",
+    "policies.heuristic.underfit_loss_ratio=0",
+    "policies.heuristic.flat_max_drop=100",
+]
+CASES: dict[str, Any] = {
+    "resnet18": (resnet, RESNET_SLOTS, image_batches),
+    "transformer": (transformer, TRANSFORMER_SLOTS, token_batches),
+}
+
+
+def _grower(case: str, policy: str, **extra: Any) -> tuple[Grower, Any, Any, Any]:
+    build, slots, batches = CASES[case]
+    model = build()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    train, val = batches(2, 1), batches(2, 2)
+    kwargs = grower_kwargs(**{"overrides": EAGER, "max_epochs": 30, **extra})
+    grower = Grower(model, slots, example_input=train[0][0], policy=policy, optimizer=opt, **kwargs)
+    return grower, opt, train, val
+
+
+def _run(grower: Grower, opt: Any, train: Any, val: Any, epochs: int) -> list[Any]:
+    results = []
+    for _ in range(epochs):
+        train_one_epoch(grower.module, opt, train)
+        results.append(grower.end_epoch(val))
+    return results
+
+
+def _check_counterfactuals(grower: Grower) -> None:
+    """Every blended seed at the last measurement had its contribution measured."""
+    for report in grower.reports():
+        if report.stage in BLENDED_STAGES and report.epochs_in_stage > 0:
+            assert report.contribution is not None, report
+
+
+def _ppo_checkpoint(case: str, tmp_path: Path) -> str:
+    """A PPO policy for this model's action space, saved as a run checkpoint holds it."""
+    grower, *_ = _grower(case, "ppo", overrides=[*EAGER, "policies.ppo.allow_untrained=true"])
+    path = tmp_path / "checkpoint.pt"
+    save_checkpoint(path, {"policy": grower.policy.state_dict()})
+    return f"ppo:{path}"
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("policy", ["heuristic", "random", "ppo"])
+def test_each_policy_acts_for_three_epochs_with_counterfactuals(
+    case: str, policy: str, tmp_path: Path
+) -> None:
+    name = _ppo_checkpoint(case, tmp_path) if policy == "ppo" else policy
+    grower, opt, train, val = _grower(case, name)
+    results = _run(grower, opt, train, val, 3)
+    assert [r.observation.epoch for r in results] == [1, 2, 3]
+    _check_counterfactuals(grower)
+    if policy == "heuristic":  # it germinates at once with these options
+        assert grower.env.stats.n_germinated >= 1
+        assert any(r.stage in BLENDED_STAGES for r in grower.reports())
+        assert any(r.contribution is not None for r in grower.reports())
+
+
+def test_wait_changes_nothing_in_the_users_loop() -> None:
+    """The same loop with and without a Grower(wait): bit-identical weights after 2 epochs."""
+    weights = []
+    for grow in (False, True):
+        model = resnet()
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
+        train, val = image_batches(2, 1), image_batches(2, 2)
+        grower = None
+        if grow:
+            kwargs = grower_kwargs(policy="wait", optimizer=opt)
+            grower = Grower(model, RESNET_SLOTS, example_input=train[0][0], **kwargs)
+        for _ in range(2):
+            train_one_epoch(model, opt, train)
+            if grower is not None:
+                grower.end_epoch(val)
+        weights.append([t.clone() for t in model.state_dict().values()])
+    for a, b in zip(*weights, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_a_seed_joins_the_optimizer_as_its_own_group_and_leaves_it_on_prune() -> None:
+    grower, opt, train, _val = _grower("resnet18", "wait")
+    n_groups = len(opt.param_groups)
+    slot = grower.model.slot("layer2")
+    bp = grower.env.blueprints["cnn/conv_small"]
+    slot.germinate("s1", bp, "gated")
+    grower.env.trainer.sync_optimizers()
+    seed_group = opt.param_groups[-1]
+    assert len(opt.param_groups) == n_groups + 1 and seed_group[GROUP_KEY] == "layer2"
+    assert {id(p) for p in seed_group["params"]} == {id(p) for p in slot.seed_parameters()}
+    assert slot.gate is not None and len(list(slot.gate.parameters())) > 0  # gate included
+    assert seed_group["lr"] == 0.01 and seed_group["momentum"] == 0.9  # the user's defaults
+    train_one_epoch(grower.module, opt, train)  # momentum state for the seed's parameters
+    assert all(p in opt.state for p in slot.seed_parameters())
+    params = slot.seed_parameters()
+    slot.prune()
+    grower.env.trainer.sync_optimizers()
+    assert len(opt.param_groups) == n_groups
+    assert not any(p in opt.state for p in params)
+    train_one_epoch(grower.module, opt, train)  # the optimizer still steps
+
+
+def test_seed_group_options_override_the_optimizer_defaults() -> None:
+    grower, opt, *_ = _grower("resnet18", "wait", seed_group={"lr": 0.05})
+    slot = grower.model.slot("layer1")
+    slot.germinate("s1", grower.env.blueprints["cnn/norm"], "linear_add")
+    grower.env.trainer.sync_optimizers()
+    assert opt.param_groups[-1]["lr"] == 0.05 and opt.param_groups[0]["lr"] == 0.01
+
+
+def _snapshot(grower: Grower, opt: Any) -> list[torch.Tensor]:
+    tensors = [t.clone() for t in grower.model.state_dict().values() if torch.is_tensor(t)]
+    for state in opt.state.values():
+        tensors += [v.clone() for v in state.values() if torch.is_tensor(v)]
+    return tensors
+
+
+def test_state_dict_resumes_exactly(tmp_path: Path) -> None:
+    grower, opt, train, val = _grower("resnet18", "heuristic")
+    _run(grower, opt, train, val, 2)
+    assert grower.env.stats.n_germinated >= 1  # a seed and its group to restore
+    torch.save(grower.state_dict(), tmp_path / "grower.pt")
+    groups = [g.get(GROUP_KEY) for g in opt.param_groups]
+    _run(grower, opt, train, val, 2)
+    uninterrupted = _snapshot(grower, opt)
+    reports = grower.reports()
+
+    resumed, opt2, *_ = _grower("resnet18", "heuristic")
+    resumed.load_state_dict(torch.load(tmp_path / "grower.pt", weights_only=True))
+    assert [g.get(GROUP_KEY) for g in opt2.param_groups] == groups
+    _run(resumed, opt2, train, val, 2)
+    assert resumed.reports() == reports
+    for a, b in zip(_snapshot(resumed, opt2), uninterrupted, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_end_epoch_without_an_optimizer_says_how_to_give_one() -> None:
+    model = resnet()
+    x = image_batches(1, 0)[0][0]
+    grower = Grower(model, RESNET_SLOTS, example_input=x, **grower_kwargs())
+    with pytest.raises(GrowerError, match="attach_optimizer"):
+        grower.end_epoch(image_batches(1, 2))
+
+
+def test_a_training_seed_advances_on_gradients_measured_in_the_users_loop() -> None:
+    overrides = [*EAGER, "lifecycle.isolation_non_identity=full", "lifecycle.min_training_epochs=1"]
+    grower, opt, train, val = _grower("resnet18", "wait", overrides=overrides)
+    slot = grower.model.slot("layer3")
+    slot.germinate("s1", grower.env.blueprints["cnn/conv_heavy"], "linear_add")
+    slot.advance()
+    grower.env.trainer.sync_optimizers()
+    grower.env.begin_epoch()
+    assert slot.stage == Stage.TRAINING
+    _run(grower, opt, train, val, 1)
+    assert slot.state.gradient_health is not None
+    assert slot.state.seed_grad_norm is not None and slot.state.seed_grad_norm > 0
+    assert slot.state.grad_ratio is not None and slot.state.grad_ratio > 0
+
+
+def test_a_static_policys_seeds_are_installed_before_the_first_epoch() -> None:
+    extra = {"overrides": ['policies.static.seeds=["conv_small@layer2"]']}
+    grower, opt, train, val = _grower("resnet18", "static", **extra)
+    slot = grower.model.slot("layer2")
+    assert slot.stage == Stage.FOSSILIZED
+    assert opt.param_groups[-1][GROUP_KEY] == "layer2"
+    results = _run(grower, opt, train, val, 1)
+    assert any(type(e).__name__ == "SeedFossilized" for e in results[0].events)

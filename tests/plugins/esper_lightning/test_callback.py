@@ -1,0 +1,152 @@
+"""EsperGrowth inside Trainer.fit (issue 26): seed parameter groups in the trainer's
+optimizer, and a resume from Lightning's own checkpoint that ends bit-identical."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+pytest.importorskip("lightning")
+import lightning.pytorch as pl
+from esper_lightning import EsperGrowth
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+
+from esper_core.grow.loop_trainer import GROUP_KEY
+from tests.plugin_set import first_party
+
+# The heuristic germinates at the first epoch end with these (see tests/integration).
+EAGER = [
+    "policies.heuristic.min_epoch=0",
+    "policies.heuristic.flat_window=1",
+    "policies.heuristic.underfit_loss_ratio=0",
+    "policies.heuristic.flat_max_drop=100",
+]
+
+
+class SmallNet(pl.LightningModule):
+    """A user's own convnet, written as any LightningModule is."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1),
+            nn.BatchNorm2d(8),
+            nn.ReLU(),
+            nn.Conv2d(8, 16, 3, padding=1),
+            nn.ReLU(),
+        )
+        self.head = nn.Linear(16, 4)
+        self.example_input_array = torch.zeros(2, 3, 8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.head(self.features(x).mean(dim=(2, 3)))
+        return out
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        return nn.functional.cross_entropy(self(x), y)
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        x, y = batch
+        self.log("val_loss", nn.functional.cross_entropy(self(x), y))
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)
+
+
+def _loaders() -> tuple[DataLoader[Any], DataLoader[Any]]:
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(48, 3, 8, 8, generator=g), torch.randint(0, 4, (48,), generator=g)
+    train = DataLoader(TensorDataset(x[:32], y[:32]), batch_size=8)
+    val = DataLoader(TensorDataset(x[32:], y[32:]), batch_size=8)
+    return train, val
+
+
+class GroupSpy(Callback):
+    """Records the seed groups of the trainer's optimizer at each epoch's start."""
+
+    def __init__(self) -> None:
+        self.groups: list[list[str]] = []
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        opt = trainer.optimizers[0]
+        self.groups.append([g[GROUP_KEY] for g in opt.param_groups if g.get(GROUP_KEY)])
+
+
+def _trainer(epochs: int, root: Path, callbacks: list[Callback]) -> pl.Trainer:
+    return pl.Trainer(
+        max_epochs=epochs,
+        callbacks=callbacks,
+        default_root_dir=root,
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        deterministic=True,
+    )
+
+
+def _growth() -> EsperGrowth:
+    return EsperGrowth(
+        ["features.1", "features.4"],
+        policy="heuristic",
+        overrides=EAGER,
+        plugins=first_party(),
+        max_epochs=30,  # the heuristic germinates only when a seed can be judged in time
+    )
+
+
+def _fit(epochs: int, root: Path, ckpt: str | None = None, extra: list[Callback] | None = None):
+    torch.manual_seed(0)
+    module, growth = SmallNet(), _growth()
+    train, val = _loaders()
+    trainer = _trainer(epochs, root, [growth, *(extra or [])])
+    trainer.fit(module, train, val, ckpt_path=ckpt)
+    return module, growth, trainer
+
+
+def _state(module: pl.LightningModule, growth: EsperGrowth, trainer: pl.Trainer) -> list[Any]:
+    assert growth.grower is not None
+    tensors = [t for t in growth.grower.model.state_dict().values() if torch.is_tensor(t)]
+    opt = trainer.optimizers[0]
+    for state in opt.state.values():
+        tensors += [v for v in state.values() if torch.is_tensor(v)]
+    return tensors
+
+
+def test_a_germination_mid_fit_adds_the_seed_group_to_the_trainers_optimizer(
+    tmp_path: Path,
+) -> None:
+    spy = GroupSpy()
+    _module, growth, trainer = _fit(3, tmp_path, extra=[spy])
+    assert spy.groups[0] == []  # the first epoch trains the module as it was given
+    grown = [groups for groups in spy.groups if groups]
+    assert grown, spy.groups  # germinated at an epoch's end, mid-fit
+    assert growth.grower is not None
+    slot_id = grown[0][0]
+    group = next(g for g in trainer.optimizers[0].param_groups if g.get(GROUP_KEY) == slot_id)
+    seed = growth.grower.model.slot(slot_id).seed_parameters()
+    assert {id(p) for p in group["params"]} == {id(p) for p in seed}
+    assert any(r.contribution is not None for r in growth.grower.reports())
+
+
+def test_resume_from_lightnings_checkpoint_after_epoch_two_is_bit_identical(
+    tmp_path: Path,
+) -> None:
+    saver = ModelCheckpoint(dirpath=tmp_path / "ckpt", save_top_k=-1, every_n_epochs=1)
+    full = _state(*_fit(4, tmp_path / "full", extra=[saver]))
+    ckpt = next((tmp_path / "ckpt").glob("epoch=1-*.ckpt"))
+    spy = GroupSpy()
+    module, growth, trainer = _fit(4, tmp_path / "resumed", ckpt=str(ckpt), extra=[spy])
+    resumed = _state(module, growth, trainer)
+    assert len(spy.groups) == 2 and spy.groups[0]  # epochs 3 and 4 only, with the seed
+    assert growth.grower is not None and growth.grower.epoch == 4
+    assert len(full) == len(resumed)
+    for a, b in zip(full, resumed, strict=True):
+        assert torch.equal(a, b)

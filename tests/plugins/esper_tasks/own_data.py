@@ -1,0 +1,57 @@
+"""A user's own data and model for tasks.dataset, named by dotted paths in the tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import Dataset, TensorDataset
+
+
+def splits() -> tuple[TensorDataset, TensorDataset, TensorDataset]:
+    """Fixed train / validation / test splits: class patterns plus noise."""
+    g = torch.Generator().manual_seed(0)
+    patterns = torch.randn(4, 3, 8, 8, generator=g)
+
+    def split(n: int) -> TensorDataset:
+        y = torch.randint(0, 4, (n,), generator=g)
+        return TensorDataset(patterns[y] + 0.5 * torch.randn(n, 3, 8, 8, generator=g), y)
+
+    return split(64), split(32), split(32)
+
+
+class Pairs(Dataset[Any]):
+    """Not tensors in memory: served item by item through a DataLoader."""
+
+    def __init__(self, data: TensorDataset) -> None:
+        self.data = data
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        x, y = self.data[i]
+        return x, y
+
+
+def item_splits() -> tuple[Pairs, Pairs, Pairs]:
+    a, b, c = splits()
+    return Pairs(a), Pairs(b), Pairs(c)
+
+
+def two_splits() -> tuple[TensorDataset, TensorDataset]:
+    a, b, _ = splits()
+    return a, b
+
+
+def small_cnn() -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(8, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(16, 4),
+    )
