@@ -11,6 +11,9 @@ time.
 
     python benchmarks/thread_default.py [--repeats 2] [--max-epochs 30] [--threads 1 2 0]
 
+``--smoke``: one run of one epoch with 1 thread and with torch's default (the same path
+and JSON keys).
+
 CPU budget: on a 2-core machine about 10 s a run with one thread, minutes with more when
 the cores are shared with other work.
 """
@@ -50,7 +53,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--max-epochs", type=int, default=None, help="default: the task's (30)")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2, 0])
+    parser.add_argument(
+        "--smoke", action="store_true", help="a few seconds: same path and keys, no figures"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.repeats, args.max_epochs, args.threads = 1, 1, [1, 0]
     import torch
 
     runs: dict[int, list[dict[str, Any]]] = {t: [] for t in args.threads}
