@@ -269,7 +269,7 @@ def main() -> None:
     if args.smoke:
         args.seeds, args.variant = [0], ["heuristic", "wait"]
         args.static_final, args.baseline = ["heuristic"], ["wait"]
-        args.set = [*args.set, "env.max_epochs=2"]
+        args.set = [*args.set, "env.max_epochs=2", "env.max_batches=2"]
         args.out = args.out or Path(tempfile.mkdtemp(prefix="growth-study-smoke-"))
     for flag, value in (("--seeds", args.seeds), ("--variant", args.variant), ("--out", args.out)):
         if not value:

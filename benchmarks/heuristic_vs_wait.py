@@ -116,7 +116,7 @@ def main() -> None:
         "--smoke", action="store_true", help="a few seconds: same path and keys, no figures"
     )
     args = parser.parse_args()
-    smoke_extra = ["--max-epochs", "2"] if args.smoke else []
+    smoke_extra = ["--max-epochs", "2", "--set", "env.max_batches=2"] if args.smoke else []
     if args.smoke:
         args.seeds, args.min_wins = [0], 0
 

@@ -92,9 +92,9 @@ def main() -> None:
         "--smoke", action="store_true", help="a few seconds: same path and keys, no figures"
     )
     args = parser.parse_args()
-    short = ["--max-epochs", "2"] if args.smoke else []
+    short = ["--max-epochs", "2", "--set", "env.max_batches=2"] if args.smoke else []
     train_extra = (
-        [*short, "--updates", "1", "--set", "policies.ppo.rollout_episodes=1"]
+        [*short, "--envs", "1", "--updates", "1", "--set", "policies.ppo.rollout_episodes=1"]
         + ["--set", "train.eval_every=0"]
         if args.smoke
         else []

@@ -103,6 +103,7 @@ def _config(components: dict[str, str], telemetry: list[str], args: argparse.Nam
         "lifecycle.min_training_epochs=2",
         'telemetry.console.file="console.txt"',
         "telemetry.console.force_terminal=true",
+        *args.set,
     ]
     return load_config(None, sets, {"run": dict(components)})
 
@@ -122,12 +123,14 @@ def main() -> None:
     parser.add_argument("--envs", type=int, default=2)
     parser.add_argument("--task", default="digits")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--set", action="append", default=[], help="extra config override")
     parser.add_argument(
         "--smoke", action="store_true", help="a few seconds: same path and keys, no figures"
     )
     args = parser.parse_args()
     if args.smoke:
         args.reps, args.epochs, args.envs = 1, 1, 1
+        args.set = [*args.set, "env.max_batches=2"]
 
     pm, components = _plugin_manager(args.task)
     variants = {

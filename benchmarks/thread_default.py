@@ -32,12 +32,15 @@ from pathlib import Path
 from typing import Any
 
 
-def timed_run(threads: int, max_epochs: int | None, out: Path) -> dict[str, Any]:
+def timed_run(
+    threads: int, max_epochs: int | None, out: Path, extra: list[str]
+) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     command = [sys.executable, "-m", "esper_cli", "run", "--quiet", "--json", "--out", str(out)]
     command += ["--set", f"run.threads={threads}", "--set", "run.telemetry=[]"]
     if max_epochs is not None:
         command += ["--max-epochs", str(max_epochs)]
+    command += [arg for kv in extra for arg in ("--set", kv)]
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - start
@@ -59,6 +62,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.smoke:
         args.repeats, args.max_epochs, args.threads = 1, 1, [1, 0]
+    extra = ["env.max_batches=2"] if args.smoke else []
     import torch
 
     runs: dict[int, list[dict[str, Any]]] = {t: [] for t in args.threads}
@@ -66,7 +70,7 @@ def main() -> None:
         for repeat in range(args.repeats):
             for threads in args.threads:
                 out = Path(tmp) / f"t{threads}-r{repeat}"
-                runs[threads].append(timed_run(threads, args.max_epochs, out))
+                runs[threads].append(timed_run(threads, args.max_epochs, out, extra))
     settings = {}
     for threads, records in runs.items():
         walls = [r["wall_s"] for r in records]
