@@ -32,7 +32,7 @@ from torch.utils.data import BatchSampler, DataLoader, RandomSampler, TensorData
 from esper_core.env.data import Batching, TensorLoader, TensorSplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _spread import paired_ratios, spread  # noqa: E402
+from _spread import paired_ratios, spread
 
 
 def _rate(make_epoch: Callable[[], Iterable], min_seconds: float) -> float:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _spread import paired_ratios, spread  # noqa: E402
+from _spread import paired_ratios, spread
 
 DEFAULT_SETS = ["tasks.digits.base_channels=128", "env.max_batches=4"]
 

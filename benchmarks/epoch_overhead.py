@@ -38,7 +38,7 @@ from esper_core.plugins import PluginManager
 from esper_core.run.resolve import resolve
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _spread import spread  # noqa: E402
+from _spread import spread
 
 WARM_UP = 2
 

@@ -93,12 +93,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     short = ["--max-epochs", "2", "--set", "env.max_batches=2"] if args.smoke else []
-    train_extra = (
-        [*short, "--envs", "1", "--updates", "1", "--set", "policies.ppo.rollout_episodes=1"]
-        + ["--set", "train.eval_every=0"]
-        if args.smoke
-        else []
-    )
+    one_update = ["--envs", "1", "--updates", "1", "--set", "policies.ppo.rollout_episodes=1"]
+    train_extra = [*short, *one_update, "--set", "train.eval_every=0"] if args.smoke else []
     if args.smoke:
         args.eval_seeds = 2
 

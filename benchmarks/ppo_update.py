@@ -43,7 +43,7 @@ from esper_core.env.observation import feature_dim
 from esper_core.lifecycle.actions import OPS, ActionMasks, ActionSpace, LifecycleOp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _spread import paired_ratios, spread  # noqa: E402
+from _spread import paired_ratios, spread
 
 # The shape of the digits task: 3 slots, 8 CNN blueprints, the default lifecycle vocabulary.
 SPACE = ActionSpace(

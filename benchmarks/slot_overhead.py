@@ -47,7 +47,7 @@ from esper_core.lifecycle.slot import SlotSettings
 from esper_core.lifecycle.stages import Stage
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _spread import paired_ratios, spread  # noqa: E402
+from _spread import paired_ratios, spread
 
 
 class _ConvLight(nn.Module):

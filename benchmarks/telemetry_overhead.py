@@ -42,7 +42,7 @@ from esper_core.run import api
 from esper_core.run.hub import Hub
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _spread import paired_ratios, spread  # noqa: E402
+from _spread import paired_ratios, spread
 
 BACKENDS = ["console", "jsonl", "csv", "tensorboard"]
 HUB_METHODS = ("emit", "flush", "close", "state_dict", "load_state_dict")

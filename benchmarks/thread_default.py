@@ -32,9 +32,7 @@ from pathlib import Path
 from typing import Any
 
 
-def timed_run(
-    threads: int, max_epochs: int | None, out: Path, extra: list[str]
-) -> dict[str, Any]:
+def timed_run(threads: int, max_epochs: int | None, out: Path, extra: list[str]) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     command = [sys.executable, "-m", "esper_cli", "run", "--quiet", "--json", "--out", str(out)]
     command += ["--set", f"run.threads={threads}", "--set", "run.telemetry=[]"]

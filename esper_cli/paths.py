@@ -22,4 +22,3 @@ def output_dir(path: Path, flag: str) -> Path:
             raise RunDirError(f"{flag} {path}: {parent} is not writable")
         break
     return path
-

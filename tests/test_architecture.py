@@ -266,7 +266,10 @@ def cli_imports(path: Path) -> Iterator[int]:
             and isinstance(node.args[0].value, str)
             and (
                 (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
-                or (isinstance(node.func, ast.Name) and node.func.id in ("import_module", "__import__"))
+                or (
+                    isinstance(node.func, ast.Name)
+                    and node.func.id in ("import_module", "__import__")
+                )
             )
         ):
             names = [node.args[0].value]

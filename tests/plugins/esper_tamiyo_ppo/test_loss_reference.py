@@ -301,4 +301,3 @@ def test_the_gradient_matches_the_reference() -> None:
             assert a is None and b is None, name
             continue
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=lambda m, n=name: f"{n}: {m}")
-
