@@ -49,6 +49,12 @@ def timed_run(threads: int, max_epochs: int | None, out: Path, extra: list[str])
     return {"wall_s": round(wall, 2), "final_test_acc": summary["final_test_acc_mean"]}
 
 
+def usable_cpus() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=2)
@@ -61,7 +67,6 @@ def main() -> None:
     if args.smoke:
         args.repeats, args.max_epochs, args.threads = 1, 1, [1, 0]
     extra = ["env.max_batches=2"] if args.smoke else []
-    import torch
 
     runs: dict[int, list[dict[str, Any]]] = {t: [] for t in args.threads}
     with tempfile.TemporaryDirectory() as tmp:
@@ -73,7 +78,9 @@ def main() -> None:
     for threads, records in runs.items():
         walls = [r["wall_s"] for r in records]
         settings[str(threads)] = {
-            "torch_threads": threads or torch.get_num_threads(),
+            # 0: torch's default in the child, one thread per usable core (this process's
+            # own count follows OMP_NUM_THREADS, which the children do not get).
+            "torch_threads": threads or usable_cpus(),
             "wall_s": walls,
             "median_wall_s": statistics.median(walls),
             "final_test_acc": sorted({r["final_test_acc"] for r in records}),
@@ -84,9 +91,7 @@ def main() -> None:
             {
                 "benchmark": "thread_default",
                 "command": "esper run",
-                "usable_cpus": len(os.sched_getaffinity(0))
-                if hasattr(os, "sched_getaffinity")
-                else os.cpu_count(),
+                "usable_cpus": usable_cpus(),
                 "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
                 "max_epochs": args.max_epochs,
                 "settings": settings,
