@@ -6,6 +6,8 @@ timing lives here and the test suite only checks what keeps them fast (the listi
 import no torch: tests/cli/test_cli.py).
 
     python benchmarks/cli_latency.py [--repeats 5]
+
+``--smoke``: each command once (the same path and JSON keys).
 """
 
 from __future__ import annotations
@@ -24,7 +26,12 @@ COMMANDS = (["--help"], ["plugins"], ["blueprints"])
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--smoke", action="store_true", help="a few seconds: same path and keys, no figures"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.repeats = 1
     env = {k: v for k, v in os.environ.items() if k != "ESPER_DISABLE_PLUGIN_AUTOLOAD"}
     results = {}
     for command in COMMANDS:

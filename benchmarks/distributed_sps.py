@@ -9,7 +9,10 @@ its own envs, so a rank of 2 should hold less memory than the single process hol
 of them. The default host is the digits CNN widened to 128 base channels (about 30 MB per
 env once trained: weights, SGD state, activations), with 4 batches per epoch, so envs
 weigh something next to the ~800 MB of a process with torch and the task loaded.
-Repetitions alternate 1 and 2 ranks so machine noise hits both alike.
+Repetitions alternate 1 and 2 ranks so machine noise hits both alike; the speed-up is
+also taken per repetition and printed with its spread (``speedup_spread``). ``--smoke``:
+2 envs, 1 epoch of 1 batch, one repetition, the default host width: the same path
+(both launches) and JSON keys.
 
     OMP_NUM_THREADS=1 python benchmarks/distributed_sps.py [--envs 8] [--epochs 3] [--updates 1]
         [--reps 2] [--set SECTION.KEY=VALUE ...]
@@ -23,10 +26,16 @@ import json
 import os
 import resource
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _spread import paired_ratios, spread
+
+DEFAULT_SETS = ["tasks.digits.base_channels=128", "env.max_batches=4"]
 
 
 def rank_job(config: Any, run_dir: str, out: str) -> dict[str, Any]:
@@ -86,10 +95,17 @@ def main() -> None:
     parser.add_argument(
         "--set",
         action="append",
-        default=["tasks.digits.base_channels=128", "env.max_batches=4"],
-        help="config override (repeatable; replaces nothing of the defaults)",
+        default=[],
+        help=f"config override (repeatable; applied after {' '.join(DEFAULT_SETS)})",
+    )
+    parser.add_argument(
+        "--smoke", action="store_true", help="a few seconds: same path and keys, no figures"
     )
     args = parser.parse_args()
+    args.set = [*DEFAULT_SETS, *args.set]
+    if args.smoke:
+        args.envs, args.epochs, args.updates, args.reps = 2, 1, 1, 1
+        args.set = ["env.max_batches=1"]
     runs: dict[int, list[dict[str, Any]]] = {1: [], 2: []}
     for _ in range(args.reps):
         for nproc in (1, 2):
@@ -112,6 +128,10 @@ def main() -> None:
                 "sps_1_rank": round(sps1, 2),
                 "sps_2_ranks": round(sps2, 2),
                 "speedup": round(sps2 / sps1, 3),
+                "speedup_spread": spread(
+                    paired_ratios([r["sps"] for r in two], [r["sps"] for r in one]), digits=3
+                ),
+                "load_average": list(os.getloadavg()),
                 "peak_rss_mib_1_rank": round(peak1, 1),
                 "peak_rss_mib_per_rank_2_ranks": round(peak2, 1),
                 "runs": runs,

@@ -9,14 +9,22 @@ spent per step outside training and validation: the policy, observation, masks,
 reward and bookkeeping.
 
     OMP_NUM_THREADS=1 python benchmarks/epoch_overhead.py [--reps 15] [--task digits]
+
+The epoch ratio is taken per repetition (the two sides run back to back) and reported
+with its spread: median, interquartile range and a bootstrap interval of the median
+(``epoch_ratio``), so a reader can tell noise from a regression; the same for the
+controller fraction. ``--smoke`` runs three repetitions: the same path and JSON keys.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -28,6 +36,11 @@ from esper_core.env.pending import fetch
 from esper_core.lifecycle.actions import WAIT
 from esper_core.plugins import PluginManager
 from esper_core.run.resolve import resolve
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _spread import spread
+
+WARM_UP = 2
 
 
 def plain_epoch(
@@ -61,7 +74,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--task", default="digits")
+    parser.add_argument(
+        "--smoke", action="store_true", help="a few seconds: same path and keys, no figures"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.reps = 3
 
     pm = PluginManager()
     cfg = load_config(
@@ -96,7 +114,7 @@ def main() -> None:
     gen = torch.Generator().manual_seed(0)
 
     esper_times, plain_times, controller = [], [], []
-    for rep in range(args.reps + 2):  # the first two are warm-up
+    for rep in range(args.reps + WARM_UP):
         t0 = time.perf_counter()
         plain_epoch(host, task, data, batch_size, gen, cfg)
         t1 = time.perf_counter()
@@ -113,12 +131,13 @@ def main() -> None:
         # The validation inside end_epoch, timed alone on the same model.
         fetch(validate_pending(env.model, task, env._eval_batches(env.data.val)))
         t6 = time.perf_counter()
-        if rep >= 2:
+        if rep >= WARM_UP:
             plain_times.append(t1 - t0)
             epoch = (t3 - t2) + (t5 - t3)
             esper_times.append(epoch)
             controller.append(((t2 - t1) + (t3 - t2) + max(0.0, (t5 - t4) - (t6 - t5))) / epoch)
-    ratio = statistics.median(e / p for e, p in zip(esper_times, plain_times))
+    ratios = spread([e / p for e, p in zip(esper_times, plain_times)])
+    fractions = spread(controller)
     print(
         json.dumps(
             {
@@ -128,10 +147,13 @@ def main() -> None:
                 "threads": torch.get_num_threads(),
                 "esper_epoch_s_median": statistics.median(esper_times),
                 "plain_epoch_s_median": statistics.median(plain_times),
-                "epoch_ratio_median": ratio,
+                "epoch_ratio_median": ratios["median"],
+                "epoch_ratio": ratios,
                 "epoch_ratio_target": 1.05,
-                "controller_fraction_median": statistics.median(controller),
+                "controller_fraction_median": fractions["median"],
+                "controller_fraction": fractions,
                 "controller_fraction_target": 0.02,
+                "load_average": list(os.getloadavg()),
             },
             indent=2,
         )

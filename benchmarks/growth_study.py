@@ -24,6 +24,10 @@ Finished cells are reused, so an interrupted study resumes; ``--out`` keeps the 
         --variant "iso-full=heuristic;lifecycle.isolation_non_identity=full" \\
         --static-final heuristic --baseline wait --jobs 2 --out runs/study
 
+``--smoke`` runs a study of its own in a temporary directory: seed 0, ``heuristic`` and
+``wait`` with 2-epoch episodes, the heuristic's static-final, ``wait`` as the baseline
+(the same path and JSON keys; the figures mean nothing).
+
 A variant ``LABEL=external`` only reads run directories already under ``OUT/LABEL/seed-K``
 (e.g. written by an older checkout's ``esper run``), so they join the same tables.
 """
@@ -35,6 +39,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -247,17 +252,28 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--task", default="digits")
-    parser.add_argument("--seeds", type=parse_seeds, required=True, help="e.g. 100-109 or 1,2,5")
+    parser.add_argument("--seeds", type=parse_seeds, help="e.g. 100-109 or 1,2,5 (required)")
     parser.add_argument("--set", action="append", default=[], help="Override for every cell.")
     parser.add_argument(
-        "--variant", action="append", required=True, help="LABEL=POLICY;key=value;..."
+        "--variant", action="append", default=[], help="LABEL=POLICY;key=value;... (required)"
     )
     parser.add_argument("--static-final", action="append", default=[], metavar="LABEL")
     parser.add_argument("--baseline", action="append", default=[], metavar="LABEL")
     parser.add_argument("--metric", choices=("val", "test"), default="val")
     parser.add_argument("--jobs", type=int, default=1)
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path, help="where the runs are kept (required)")
+    parser.add_argument(
+        "--smoke", action="store_true", help="a few seconds: same path and keys, no figures"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.seeds, args.variant = [0], ["heuristic", "wait"]
+        args.static_final, args.baseline = ["heuristic"], ["wait"]
+        args.set = [*args.set, "env.max_epochs=2", "env.max_batches=2"]
+        args.out = args.out or Path(tempfile.mkdtemp(prefix="growth-study-smoke-"))
+    for flag, value in (("--seeds", args.seeds), ("--variant", args.variant), ("--out", args.out)):
+        if not value:
+            parser.error(f"{flag} is required (or --smoke)")
 
     variants = [parse_variant(v) for v in args.variant]
     runs: dict[str, dict[int, dict[str, Any]]] = {}

@@ -20,6 +20,7 @@ on whatever else is installed. The heuristic runs with its option defaults unles
     OMP_NUM_THREADS=1 python benchmarks/heuristic_vs_wait.py [--seeds 0 1 2 3 4] [--out DIR]
 
 CPU budget: 10 runs of 30 epochs of a 682-parameter host, about 1-2 min on one thread.
+``--smoke``: seed 0 only, 2-epoch episodes (the same path and JSON keys; no acceptance).
 """
 
 from __future__ import annotations
@@ -111,16 +112,22 @@ def main() -> None:
     parser.add_argument(
         "--out", type=Path, help="Keep the run directories here (default: a temporary directory)."
     )
+    parser.add_argument(
+        "--smoke", action="store_true", help="a few seconds: same path and keys, no figures"
+    )
     args = parser.parse_args()
+    smoke_extra = ["--max-epochs", "2", "--set", "env.max_batches=2"] if args.smoke else []
+    if args.smoke:
+        args.seeds, args.min_wins = [0], 0
 
     root = args.out or Path(tempfile.mkdtemp(prefix="esper-heuristic-vs-wait-"))
-    heuristic_extra = [
+    heuristic_extra = smoke_extra + [
         arg for kv in args.heuristic_set for arg in ("--set", f"policies.heuristic.{kv}")
     ]
     runs: dict[str, dict[str, Any]] = {"heuristic": {}, "wait": {}}
     try:
         for seed in args.seeds:
-            for policy, extra in (("heuristic", heuristic_extra), ("wait", [])):
+            for policy, extra in (("heuristic", heuristic_extra), ("wait", smoke_extra)):
                 summary = esper_run(policy, seed, root / f"{policy}-seed{seed}", extra)
                 runs[policy][str(seed)] = run_record(summary)
     finally:

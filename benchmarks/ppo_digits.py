@@ -25,6 +25,9 @@ jobs as about this one), the training curve and the comparison, and whether the 
 heuristic's.
 
     OMP_NUM_THREADS=1 python benchmarks/ppo_digits.py [--out DIR] [--eval-seeds 10]
+
+``--smoke``: one update of one 2-epoch episode, then the comparison on 2 seeds of 2-epoch
+episodes (the same commands and JSON keys; the figures mean nothing).
 """
 
 from __future__ import annotations
@@ -85,7 +88,15 @@ def main() -> None:
     parser.add_argument("--eval-seeds", type=int, default=10, help="evaluation seeds")
     parser.add_argument("--jobs", type=int, default=1, help="esper compare -j")
     parser.add_argument("--out", type=Path, help="keep the run directories here")
+    parser.add_argument(
+        "--smoke", action="store_true", help="a few seconds: same path and keys, no figures"
+    )
     args = parser.parse_args()
+    short = ["--max-epochs", "2", "--set", "env.max_batches=2"] if args.smoke else []
+    one_update = ["--envs", "1", "--updates", "1", "--set", "policies.ppo.rollout_episodes=1"]
+    train_extra = [*short, *one_update, "--set", "train.eval_every=0"] if args.smoke else []
+    if args.smoke:
+        args.eval_seeds = 2
 
     root = args.out or Path(tempfile.mkdtemp(prefix="ppo-digits-"))
     for name in ("train", "compare"):
@@ -96,7 +107,16 @@ def main() -> None:
     load_before = os.getloadavg()
     started = time.perf_counter()
     train = esper(
-        ["train", *TASK, "--seed", str(args.train_seed), "--out", str(root / "train"), "--quiet"]
+        [
+            "train",
+            *TASK,
+            "--seed",
+            str(args.train_seed),
+            "--out",
+            str(root / "train"),
+            "--quiet",
+            *train_extra,
+        ]
     )
     train_time = time.perf_counter() - started
     load_after = os.getloadavg()
@@ -126,6 +146,7 @@ def main() -> None:
             "--out",
             str(root / "compare"),
             "--quiet",
+            *short,
         ]
     )
     compare_time = time.perf_counter() - started

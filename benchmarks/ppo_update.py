@@ -11,7 +11,10 @@ entropies and per-epoch diagnostics), which uses torch's fused Adam; CleanRL use
 default Adam, so ``speed_ratio`` compares against that, and ``speed_ratio_same_optimizer``
 against the CleanRL loop given the fused Adam too (the cost of the loss alone).
 Repetitions are interleaved so machine noise hits every side alike; the median is
-reported. Samples/second = n_envs x T x epochs / seconds.
+reported. Samples/second = n_envs x T x epochs / seconds. Each ratio is also taken per
+repetition and printed with its spread (``*_spread``: median, interquartile range,
+bootstrap interval of the median). ``--smoke``: a tiny rollout and network, two
+repetitions, the same path and JSON keys.
 
     OMP_NUM_THREADS=1 python benchmarks/ppo_update.py [--envs 8] [--steps 30] [--reps 7] [--trunk mlp]
 """
@@ -21,8 +24,11 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 from esper_tamiyo_ppo.buffer import RolloutBuffer
@@ -35,6 +41,9 @@ from torch import nn
 
 from esper_core.env.observation import feature_dim
 from esper_core.lifecycle.actions import OPS, ActionMasks, ActionSpace, LifecycleOp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _spread import paired_ratios, spread
 
 # The shape of the digits task: 3 slots, 8 CNN blueprints, the default lifecycle vocabulary.
 SPACE = ActionSpace(
@@ -162,7 +171,12 @@ def main() -> None:
     )
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument(
+        "--smoke", action="store_true", help="a few seconds: same path and keys, no figures"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.envs, args.steps, args.reps, args.hidden = 2, 8, 2, 16
     torch.set_num_threads(1)
 
     options = PPOOptions(hidden_size=args.hidden, target_kl=0.0, anneal_lr=False)
@@ -199,6 +213,9 @@ def main() -> None:
     esper_sps = samples / statistics.median(times["esper"])
     cleanrl_sps = samples / statistics.median(times["cleanrl"])
     fused_sps = samples / statistics.median(times["cleanrl_fused"])
+    # Samples/s ratio = time ratio inverted, per repetition.
+    ratio = spread(paired_ratios(times["cleanrl"], times["esper"]), digits=3)
+    ratio_fused = spread(paired_ratios(times["cleanrl_fused"], times["esper"]), digits=3)
     print(
         json.dumps(
             {
@@ -212,10 +229,13 @@ def main() -> None:
                 "esper_samples_per_s": round(esper_sps, 1),
                 "cleanrl_samples_per_s": round(cleanrl_sps, 1),
                 "speed_ratio": round(esper_sps / cleanrl_sps, 3),
+                "speed_ratio_spread": ratio,
                 "target_ratio": 1.0,
                 "cleanrl_fused_adam_samples_per_s": round(fused_sps, 1),
                 "speed_ratio_same_optimizer": round(esper_sps / fused_sps, 3),
+                "speed_ratio_same_optimizer_spread": ratio_fused,
                 "torch_threads": torch.get_num_threads(),
+                "load_average": list(os.getloadavg()),
             },
             indent=2,
         )

@@ -14,6 +14,10 @@ work they are the steadier measures of what telemetry costs.
 
     OMP_NUM_THREADS=1 python benchmarks/telemetry_overhead.py [--reps 5] [--epochs 10] [--envs 2]
 
+``ratio``, ``cpu_ratio`` and ``hub_fraction`` give each figure's spread over the
+repetitions (median, interquartile range, bootstrap interval of the median).
+``--smoke``: one repetition of one env for one epoch, the same path and JSON keys.
+
 The task is ``digits`` with the ``heuristic`` policy and ``pbrs`` reward when they are
 installed, otherwise the tests' tiny fake task (run from the repository root).
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -35,6 +40,9 @@ from esper_core.config import load_config
 from esper_core.plugins import PluginManager
 from esper_core.run import api
 from esper_core.run.hub import Hub
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _spread import paired_ratios, spread
 
 BACKENDS = ["console", "jsonl", "csv", "tensorboard"]
 HUB_METHODS = ("emit", "flush", "close", "state_dict", "load_state_dict")
@@ -95,6 +103,7 @@ def _config(components: dict[str, str], telemetry: list[str], args: argparse.Nam
         "lifecycle.min_training_epochs=2",
         'telemetry.console.file="console.txt"',
         "telemetry.console.force_terminal=true",
+        *args.set,
     ]
     return load_config(None, sets, {"run": dict(components)})
 
@@ -114,7 +123,14 @@ def main() -> None:
     parser.add_argument("--envs", type=int, default=2)
     parser.add_argument("--task", default="digits")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--set", action="append", default=[], help="extra config override")
+    parser.add_argument(
+        "--smoke", action="store_true", help="a few seconds: same path and keys, no figures"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.reps, args.epochs, args.envs = 1, 1, 1
+        args.set = [*args.set, "env.max_batches=2"]
 
     pm, components = _plugin_manager(args.task)
     variants = {
@@ -137,8 +153,8 @@ def main() -> None:
                 if name == "telemetry":
                     hub.append(in_hub / wall)
         sizes = {p.name: p.stat().st_size for p in (root / "telemetry-0").iterdir() if p.is_file()}
-    ratios = [t / n for t, n in zip(times["telemetry"], times["none"])]
-    cpu_ratios = [t / n for t, n in zip(cpu["telemetry"], cpu["none"])]
+    ratios = paired_ratios(times["telemetry"], times["none"])
+    cpu_ratios = paired_ratios(cpu["telemetry"], cpu["none"])
     print(
         json.dumps(
             {
@@ -153,14 +169,18 @@ def main() -> None:
                 "seconds_telemetry": times["telemetry"],
                 "ratio_per_rep": ratios,
                 "ratio_median": statistics.median(ratios),
+                "ratio": spread(ratios),
                 "ratio_of_medians": statistics.median(times["telemetry"])
                 / statistics.median(times["none"]),
                 "ratio_target": 1.05,
                 "cpu_seconds_none": cpu["none"],
                 "cpu_seconds_telemetry": cpu["telemetry"],
                 "cpu_ratio_median": statistics.median(cpu_ratios),
+                "cpu_ratio": spread(cpu_ratios),
                 "hub_fraction_of_wall": hub,
                 "hub_fraction_median": statistics.median(hub),
+                "hub_fraction": spread(hub),
+                "load_average": list(os.getloadavg()),
                 "files_written_bytes": sizes,
             },
             indent=2,

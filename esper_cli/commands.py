@@ -15,7 +15,8 @@ import click
 from esper_cli.compare import compare
 from esper_cli.context import dumps, note_run, plugin_manager
 from esper_cli.options import F, build_config, config_options
-from esper_cli.paths import PathArg, output_dir
+from esper_cli.paths import output_dir
+from esper_core.command_types import PathArg
 
 
 @attrs.frozen

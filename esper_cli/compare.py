@@ -8,7 +8,8 @@ from typing import Any
 import click
 
 from esper_cli.context import dumps, plugin_manager
-from esper_cli.paths import PathArg, output_dir
+from esper_cli.paths import output_dir
+from esper_core.command_types import PathArg
 
 
 def _experiment_data(

@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 import click
 
-from esper_cli.paths import PathArg
+from esper_core.command_types import PathArg
 from esper_core.config import RunConfig, load_config
 from esper_core.plugins import PluginManager, split_selections
 

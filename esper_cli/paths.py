@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
-
-import click
 
 from esper_core.errors import RunDirError
 
@@ -25,13 +22,3 @@ def output_dir(path: Path, flag: str) -> Path:
             raise RunDirError(f"{flag} {path}: {parent} is not writable")
         break
     return path
-
-
-class PathArg(click.Path):
-    """``click.Path`` that refuses a NUL byte as a usage error: the operating system cannot
-    take one, and ``os.stat`` would raise ValueError instead of naming the option."""
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, str) and "\0" in value:
-            self.fail(f"{value!r} contains a NUL byte", param, ctx)
-        return super().convert(value, param, ctx)

@@ -5,6 +5,12 @@ config are refused, by name, instead of being ignored. The length of an ``esper 
 the exception: ``--episodes`` lengthens it (or ends it earlier), and the library records
 the new length in the run's config.toml. ``esper train --updates`` is refused: the
 policy's schedules span the planned updates (see :mod:`esper_core.run.resume_check`).
+
+``--plugin KIND.NAME`` is refused only when it would select another component than the
+run's: one naming the run's own task, reward, policy, executor or a telemetry backend of
+it (or a kind a config does not select, such as blueprints) only loads its entry point.
+With autoloading off that is how a resumed run, and every rank of ``--nproc``, finds the
+plugins the run was started with.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from typing import Any
 from esper_core.config import RunConfig, load_config
 from esper_core.errors import ConfigError
 from esper_core.plugins import split_selections
+from esper_core.run.policy_ref import PolicyRef
 from esper_core.run.run_dir import CONFIG, load_run_config
 
 # Parameter -> the flag that sets it, for every flag that would change a run's config.
@@ -44,7 +51,8 @@ def resumed_config(
     (which ``notify`` announces)."""
     refused = [flag for key, flag in CONFIG_FLAGS.items() if params.get(key) not in (None, (), [])]
     selections = split_selections(params.get("plugins") or ())[1]
-    refused += [f"--plugin {kind}.{name}" for kind, names in selections.items() for name in names]
+    if selections:
+        refused += changed_selections(load_run_config(run_dir), selections)
     if refused:
         may = (
             "only --episodes may change, to lengthen the run"
@@ -64,3 +72,21 @@ def resumed_config(
     longer = load_config(run_dir / CONFIG, [f"run.episodes={int(wanted)}"])
     notify(f"Resuming with run.episodes {config.run.episodes} -> {longer.run.episodes}.")
     return longer
+
+
+def changed_selections(config: RunConfig, selections: dict[str, list[str]]) -> list[str]:
+    """The ``--plugin KIND.NAME`` values that select a component other than ``config``'s."""
+    run = config.run
+    chosen = {
+        "tasks": {run.task},
+        "rewards": {run.reward},
+        "policies": {PolicyRef.parse(run.policy).name},
+        "executors": {run.executor},
+        "telemetry": set(run.telemetry),
+    }
+    return [
+        f"--plugin {kind}.{name}"
+        for kind, names in selections.items()
+        for name in names
+        if kind in chosen and name not in chosen[kind]
+    ]

@@ -5,7 +5,10 @@
   Imports under ``if TYPE_CHECKING:`` never run and are left out: annotating with the type
   of a caller is how a helper module stays one-way;
 - no module of esper_core longer than 400 lines;
-- every stage set is spelled in esper_core/lifecycle/rules.py alone.
+- every stage set is spelled in esper_core/lifecycle/rules.py alone;
+- the layers are core <- plugins and core <- cli: no module under plugins/ imports
+  esper_cli (not even lazily, nor for type checking: a plugin installs without the CLI
+  package's internals being its API).
 """
 
 from __future__ import annotations
@@ -244,3 +247,62 @@ def test_the_stage_set_check_sees_the_spellings(tmp_path: Path) -> None:
         "f = {Stage.A: 1, Stage.B: 2}\n"
     )
     assert list(sorted(set(stage_set_literals(path)))) == [1, 2, 3, 4]
+
+
+def cli_imports(path: Path) -> Iterator[int]:
+    """Lines where ``path`` imports ``esper_cli`` or a module of it, in any form, anywhere
+    (a lazy import in a function, ``if TYPE_CHECKING:``, ``importlib.import_module``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and (
+                (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+                or (
+                    isinstance(node.func, ast.Name)
+                    and node.func.id in ("import_module", "__import__")
+                )
+            )
+        ):
+            names = [node.args[0].value]
+        if any(n == "esper_cli" or n.startswith("esper_cli.") for n in names):
+            yield node.lineno
+
+
+def test_no_plugin_imports_the_cli() -> None:
+    offenders = [
+        f"{path.relative_to(REPO)}:{line}"
+        for path in sorted((REPO / "plugins").rglob("*.py"))
+        if "__pycache__" not in path.parts
+        for line in cli_imports(path)
+    ]
+    assert not offenders, (
+        "plugins import esper_cli (the layers are core <- plugins, core <- cli; move what "
+        "the plugin needs into esper_core or into the plugin): " + ", ".join(offenders)
+    )
+
+
+def test_the_cli_import_check_sees_every_spelling(tmp_path: Path) -> None:
+    path = tmp_path / "m.py"
+    path.write_text(
+        "import esper_cli\n"
+        "from esper_cli.paths import output_dir\n"
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    import esper_cli.main as m\n"
+        "def f():\n"
+        "    from esper_cli import commands\n"
+        "    importlib.import_module('esper_cli.options')\n"
+        "import esper_cli_other\n"
+        "from esper_core.command_types import PathArg\n"
+        "from . import esper_cli\n"
+    )
+    assert sorted(cli_imports(path)) == [1, 2, 5, 7, 8]

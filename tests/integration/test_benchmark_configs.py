@@ -24,7 +24,7 @@ def _load(name: str) -> ModuleType:
 
 def test_telemetry_overhead_configs_resolve(pm: PluginManager) -> None:
     bench = _load("telemetry_overhead")
-    args = argparse.Namespace(envs=2, epochs=2, seed=0)
+    args = argparse.Namespace(envs=2, epochs=2, seed=0, set=[])
     components = {"task": "digits", "policy": "heuristic", "reward": "pbrs"}
     for backends in ([], bench.BACKENDS):
         resolved = resolve(bench._config(components, backends, args), pm)

@@ -82,6 +82,31 @@ def test_flags_that_would_change_a_resumed_run_are_refused_by_name(
     assert "only --episodes may change" in line
 
 
+def test_plugins_naming_the_runs_own_components_only_load_them(
+    invoke: Invoke, tmp_path: Path
+) -> None:
+    """With autoloading off, ``--plugin KIND.NAME`` is how a resumed run (and its --nproc
+    ranks) loads the plugins it started with: one that names the run's own task, reward,
+    policy, executor or telemetry backend, or a blueprint plugin, changes nothing."""
+    run_dir = tmp_path / "run"
+    run_tiny(run_dir, ["jsonl"], "env.max_epochs=2")
+    same = ["tasks.tiny", "rewards.acc_delta", "policies.scripted", "executors.serial"]
+    same += ["telemetry.jsonl", "blueprints.cnn"]
+    flags = [arg for name in same for arg in ("--plugin", name)]
+    result = invoke(
+        "run", "--plugin", FAKE, "--resume", str(run_dir), "--episodes", "2", "--quiet", *flags
+    )
+    assert result.exit_code == 0, result.output
+    refused = invoke(
+        "run", "--plugin", FAKE, "--resume", str(run_dir), "--quiet", *flags,
+        "--plugin", "telemetry.csv", "--plugin", "tasks.digits",
+    )  # fmt: skip
+    line = failed_in_one_line(refused)
+    assert (
+        "error: --plugin tasks.digits, --plugin telemetry.csv cannot be used with --resume" in line
+    )
+
+
 def test_episodes_with_resume_lengthens_the_run_and_says_so(invoke: Invoke, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     run_tiny(run_dir, [], "env.max_epochs=2")

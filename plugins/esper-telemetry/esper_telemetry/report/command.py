@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from esper_cli.paths import PathArg
+from esper_core.command_types import PathArg
 
 
 @click.command("report")

@@ -1,0 +1,312 @@
+"""Mutation check: one-line bugs the fast tests must catch.
+
+Each :class:`Mutation` replaces one exact snippet of a module by a plausible bug (a clip
+removed, a sign flipped, a terminal condition dropped). :func:`run` copies the module's
+package to a temporary directory, applies the mutation to the copy, and runs the named
+fast tests in a fresh interpreter with the copy first on the path (checking that the
+copy is what gets imported). The mutation is *caught* when a test fails.
+
+``tests/test_mutations.py`` runs every mutation in CI; a mutation that survives fails
+there with its name. By hand: ``python -m tests.mutations [NAME ...]`` prints a table.
+
+Before this check, the PPO loss's tests let four of these five through (issue 27).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from attrs import frozen
+
+from tests.plugin_set import REPO, subprocess_env
+
+PPO = "plugins/esper-tamiyo-ppo/esper_tamiyo_ppo"
+HEURISTIC = "plugins/esper-tamiyo-heuristic/esper_tamiyo_heuristic"
+REWARDS = "plugins/esper-rewards/esper_rewards"
+
+# Files, not their directory: pytest would then collect the directory in its own order,
+# and the reference test (the quickest to fail) would run last.
+PPO_TESTS = (
+    "tests/plugins/esper_tamiyo_ppo/test_loss_reference.py",
+    "tests/plugins/esper_tamiyo_ppo/test_distributions.py",
+    "tests/plugins/esper_tamiyo_ppo/test_learner.py",
+)
+GAE_TESTS = ("tests/plugins/esper_tamiyo_ppo/test_gae.py",)
+HEURISTIC_TESTS = ("tests/plugins/esper_tamiyo_heuristic",)
+REWARD_TESTS = ("tests/plugins/esper_rewards",)
+
+
+@frozen
+class Mutation:
+    name: str
+    package: str  # the package directory copied (relative to the repository)
+    module: str  # the file mutated, relative to the package directory
+    original: str  # must occur exactly once in the file
+    mutated: str
+    tests: tuple[str, ...]  # fast tests that must catch it (run with -m "not slow")
+
+    @property
+    def path(self) -> Path:
+        return REPO / self.package / self.module
+
+    @property
+    def dotted(self) -> str:
+        """The mutated module's import name, e.g. ``esper_tamiyo_ppo.loss``."""
+        return f"{Path(self.package).name}.{self.module.removesuffix('.py').replace('/', '.')}"
+
+
+MUTATIONS = (
+    # ---- The PPO loss (the issue's five probes).
+    Mutation(
+        "ppo-ratio-clip-removed",
+        PPO,
+        "loss.py",
+        "neg_adv * ratio.clamp(1.0 - o.clip_coef, 1.0 + o.clip_coef)",
+        "neg_adv * ratio",
+        PPO_TESTS,
+    ),
+    Mutation(
+        "ppo-entropy-bonus-sign",
+        PPO,
+        "loss.py",
+        "loss = pg_loss - ent_coef * entropy",
+        "loss = pg_loss + ent_coef * entropy",
+        PPO_TESTS,
+    ),
+    Mutation(
+        "ppo-value-clip-removed",
+        PPO,
+        "loss.py",
+        "v_loss = torch.max(v_loss, (clipped - mb_returns) ** 2)",
+        "v_loss = v_loss",
+        PPO_TESTS,
+    ),
+    Mutation(
+        "ppo-advantage-normalisation-removed",
+        PPO,
+        "loss.py",
+        "if o.normalize_advantages:",
+        "if False:",
+        PPO_TESTS,
+    ),
+    Mutation(
+        "ppo-policy-gradient-sign",
+        PPO,
+        "loss.py",
+        "neg_adv = -mb_advantages.unsqueeze(1)",
+        "neg_adv = mb_advantages.unsqueeze(1)",
+        PPO_TESTS,
+    ),
+    # ---- GAE: nothing is bootstrapped across a terminal step.
+    Mutation(
+        "gae-terminal-bootstrap",
+        PPO,
+        "gae.py",
+        "gamma * next_value * not_terminal",
+        "gamma * next_value",
+        GAE_TESTS,
+    ),
+    Mutation(
+        "gae-terminal-trace",
+        PPO,
+        "gae.py",
+        "gamma * gae_lambda * not_terminal * running",
+        "gamma * gae_lambda * running",
+        GAE_TESTS,
+    ),
+    # ---- The heuristic's rules.
+    Mutation(
+        "heuristic-min-epoch-ignored",
+        HEURISTIC,
+        "heuristic.py",
+        "if obs.epoch < o.min_epoch or obs.epochs_since_prune < o.prune_cooldown:",
+        "if obs.epochs_since_prune < o.prune_cooldown:",
+        HEURISTIC_TESTS,
+    ),
+    Mutation(
+        "heuristic-prune-cooldown-ignored",
+        HEURISTIC,
+        "heuristic.py",
+        "if obs.epoch < o.min_epoch or obs.epochs_since_prune < o.prune_cooldown:",
+        "if obs.epoch < o.min_epoch:",
+        HEURISTIC_TESTS,
+    ),
+    Mutation(
+        "heuristic-keep-threshold-inverted",
+        HEURISTIC,
+        "heuristic.py",
+        "if gain is None or gain < need:",
+        "if gain is None or gain > need:",
+        HEURISTIC_TESTS,
+    ),
+    Mutation(
+        "heuristic-regression-sign",
+        HEURISTIC,
+        "heuristic.py",
+        "if drop < -o.regression_points:",
+        "if drop < o.regression_points:",
+        HEURISTIC_TESTS,
+    ),
+    Mutation(
+        "heuristic-several-seeds-at-once",
+        HEURISTIC,
+        "heuristic.py",
+        "if any(r.stage in LIVE_STAGES for r in obs.slots):",
+        "if False:",
+        HEURISTIC_TESTS,
+    ),
+    # ---- The reward families' terminal terms.
+    Mutation(
+        "pbrs-terminal-bonus-dropped",
+        REWARDS,
+        "pbrs.py",
+        "terminal=opts.terminal_weight * ctx.val_acc / 100.0 if ctx.is_last_step else 0.0,",
+        "terminal=0.0,",
+        REWARD_TESTS,
+    ),
+    Mutation(
+        "pbrs-terminal-bonus-every-step",
+        REWARDS,
+        "pbrs.py",
+        "terminal=opts.terminal_weight * ctx.val_acc / 100.0 if ctx.is_last_step else 0.0,",
+        "terminal=opts.terminal_weight * ctx.val_acc / 100.0,",
+        REWARD_TESTS,
+    ),
+    Mutation(
+        "simplified-terminal-weight-ignored",
+        REWARDS,
+        "simplified.py",
+        "terminal_accuracy=opts.terminal_accuracy_weight * ctx.val_acc / 100.0 if last else 0.0,",
+        "terminal_accuracy=ctx.val_acc / 100.0 if last else 0.0,",
+        REWARD_TESTS,
+    ),
+    Mutation(
+        "simplified-fossil-bonus-dropped",
+        REWARDS,
+        "simplified.py",
+        "fossils = useful_fossils(ctx.slots_after, opts.useful_gain) if last else 0",
+        "fossils = 0",
+        REWARD_TESTS,
+    ),
+    Mutation(
+        "sparse-terminal-clip-removed",
+        REWARDS,
+        "sparse.py",
+        "terminal=max(-opts.clip, min(opts.clip, raw))",
+        "terminal=raw",
+        REWARD_TESTS,
+    ),
+    Mutation(
+        "shaping-rollback-not-terminal",
+        REWARDS,
+        "common.py",
+        "opts.zero_terminal_potential and (ctx.is_last_step or ctx.rolled_back)",
+        "opts.zero_terminal_potential and ctx.is_last_step",
+        REWARD_TESTS,
+    ),
+)
+BY_NAME = {m.name: m for m in MUTATIONS}
+
+# Imports the copy, proves it is the mutated one, then runs pytest in this interpreter.
+_BOOTSTRAP = """
+import importlib, sys
+root, module, *args = sys.argv[1:]
+sys.path.insert(0, root)
+loaded = importlib.import_module(module)
+if not loaded.__file__.startswith(root):
+    sys.exit(f"MUTATION NOT LOADED: {module} came from {loaded.__file__}")
+import pytest
+sys.exit(pytest.main(args))
+"""
+
+
+@frozen
+class Outcome:
+    mutation: Mutation
+    caught: bool
+    returncode: int
+    seconds: float
+    output: str
+
+    def line(self) -> str:
+        verdict = "caught" if self.caught else "SURVIVED"
+        return f"{self.mutation.name:40} {verdict:8} ({self.seconds:.1f} s)"
+
+
+def applies(mutation: Mutation) -> str | None:
+    """Why the mutation no longer applies to the source (None: it does)."""
+    text = mutation.path.read_text(encoding="utf-8")
+    count = text.count(mutation.original)
+    if count != 1:
+        return (
+            f"{mutation.name}: {mutation.original!r} occurs {count} times in "
+            f"{mutation.path.relative_to(REPO)} (expected once): update tests/mutations.py"
+        )
+    return None
+
+
+def run(mutation: Mutation, timeout: float = 300) -> Outcome:
+    """Apply ``mutation`` to a copy of its package and run its tests against the copy."""
+    problem = applies(mutation)
+    if problem is not None:
+        raise AssertionError(problem)
+    with tempfile.TemporaryDirectory(prefix="esper-mutant-") as tmp:
+        root = Path(tmp)
+        package = REPO / mutation.package
+        copy = root / package.name
+        shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
+        target = copy / mutation.module
+        target.write_text(
+            target.read_text(encoding="utf-8").replace(mutation.original, mutation.mutated),
+            encoding="utf-8",
+        )
+        args = [
+            *mutation.tests,
+            "-q",
+            "-x",
+            "-m",
+            "not slow",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            "-o",
+            "addopts=",
+        ]
+        started = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-c", _BOOTSTRAP, str(root), mutation.dotted, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=REPO,
+            env={**subprocess_env(), "PYTHONDONTWRITEBYTECODE": "1"},
+        )
+        seconds = time.perf_counter() - started
+    output = done.stdout + done.stderr
+    if "MUTATION NOT LOADED" in output:
+        raise AssertionError(output.strip().splitlines()[-1])
+    # pytest exits 1 when tests failed; anything else (2: collection error or interrupt,
+    # 5: no tests) says nothing about the tests' power, so it is not counted as caught.
+    if done.returncode not in (0, 1):
+        raise AssertionError(
+            f"{mutation.name}: pytest exited {done.returncode} on the mutant:\n{output[-3000:]}"
+        )
+    return Outcome(mutation, done.returncode == 1, done.returncode, seconds, output)
+
+
+def main(names: list[str]) -> int:
+    chosen = [BY_NAME[n] for n in names] if names else list(MUTATIONS)
+    outcomes = [run(m) for m in chosen]
+    for outcome in outcomes:
+        print(outcome.line())
+    return 0 if all(o.caught for o in outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
