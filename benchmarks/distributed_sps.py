@@ -35,7 +35,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _spread import paired_ratios, spread
 
-DEFAULT_SETS = ["tasks.digits.base_channels=128", "env.max_batches=4"]
+# The base host widened (digits now defaults to the one-block impaired preset).
+DEFAULT_SETS = [
+    "tasks.digits.preset=base",
+    "tasks.digits.base_channels=128",
+    "env.max_batches=4",
+]
 
 
 def rank_job(config: Any, run_dir: str, out: str) -> dict[str, Any]:

@@ -85,6 +85,8 @@ def main() -> None:
     cfg = load_config(
         overrides=[
             f"run.task={args.task}",
+            # The base host these figures have always used (digits now defaults to impaired).
+            *(["tasks.digits.preset=base"] if args.task == "digits" else []),
             "run.policy=wait",
             "run.telemetry=[]",
             "env.eval_test_every=0",

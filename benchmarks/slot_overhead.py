@@ -68,7 +68,7 @@ class _ConvLight(nn.Module):
 def _host() -> tuple[nn.Module, str, int]:
     """(host, description, number of classes)."""
     try:
-        from esper_tasks.digits import DigitsTask
+        from esper_tasks.digits import DigitsOptions, DigitsTask
     except ImportError:
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
         from tests.fakes import TinyCNNHost
@@ -78,7 +78,7 @@ def _host() -> tuple[nn.Module, str, int]:
             "fake TinyCNNHost width 32",
             10,
         )
-    task = DigitsTask()
+    task = DigitsTask(DigitsOptions(preset="base"))  # digits defaults to impaired now
     return task.build_host(), "digits base (esper-tasks CNNHost)", task.num_classes
 
 

@@ -101,6 +101,8 @@ def _config(components: dict[str, str], telemetry: list[str], args: argparse.Nam
         f"run.seed={args.seed}",
         "run.checkpoint_every=0",
         "lifecycle.min_training_epochs=2",
+        # The base host these figures have always used (digits now defaults to impaired).
+        *(["tasks.digits.preset=base"] if args.task == "digits" else []),
         'telemetry.console.file="console.txt"',
         "telemetry.console.force_terminal=true",
         *args.set,
