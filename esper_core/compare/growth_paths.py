@@ -40,6 +40,8 @@ from typing import TYPE_CHECKING
 from attrs import field, frozen
 
 from esper_core.compare.static_final import FIXED_ARCHITECTURE
+from esper_core.lifecycle.rules import BLENDED_STAGES
+from esper_core.lifecycle.stages import Stage
 from esper_core.run.telemetry import EpisodeFinished, EpochCompleted, event_from_dict
 
 if TYPE_CHECKING:
@@ -47,10 +49,9 @@ if TYPE_CHECKING:
     from esper_core.compare.results import CellResult
 
 EVENTS_FILE = "events.jsonl"  # the jsonl telemetry backend's file in a run directory
-# The stages of a seed in the forward pass (esper_core.lifecycle.rules.BLENDED_STAGES),
-# by name: this module reads files and must not load torch.
-BLENDED = frozenset({"BLENDING", "HOLDING", "FOSSILIZED"})
-FOSSILIZED = "FOSSILIZED"
+# Slot stages as the events spell them.
+BLENDED = frozenset(stage.value for stage in BLENDED_STAGES)
+FOSSILIZED = Stage.FOSSILIZED.value
 # The validation metric that stands for a frontier metric along the path.
 VALIDATION = {"final_test_acc": "val_acc", "final_test_loss": "val_loss"}
 READ_KINDS = frozenset({EpochCompleted.kind, EpisodeFinished.kind})

@@ -60,10 +60,14 @@ def plot_pareto(results: ComparisonResults, path: Path) -> None:
         for ax, axis in zip(row_axes, COST_AXES):
             if frontier is not None:
                 _draw_sweep(ax, frontier, axis)
+            labelled: set[str] = set()
             for grown in results.paths:
                 if grown.task == task and grown.policy in policies:
                     color = palette(policies.index(grown.policy) % palette.N)
-                    _draw_path(ax, grown, axis, color)
+                    # One legend entry per policy, not one per seed.
+                    label = None if grown.policy in labelled else f"{grown.policy}: runs' paths"
+                    if _draw_path(ax, grown, axis, color, label):
+                        labelled.add(grown.policy)
             for policy in policies:
                 row = results.row(task, policy)
                 if policy in sweep or row is None or row.metrics[axis].mean <= 0:
@@ -154,16 +158,16 @@ def _draw_sweep(ax: Any, frontier: TaskFrontier, axis: str) -> None:
     )
 
 
-def _draw_path(ax: Any, path: GrowthPath, axis: str, color: Any) -> None:
+def _draw_path(ax: Any, path: GrowthPath, axis: str, color: Any, label: str | None) -> bool:
     """One run's path on one cost axis: validation links dashed, the link to the final
-    test value dotted, growth events as triangles."""
+    test value dotted, growth events as triangles; whether anything was drawn."""
     points = [p for p in path.points if getattr(p, axis) > 0]
     if len(points) < 2:
-        return
+        return False
     xs = [getattr(p, axis) for p in points]
     ys = [p.value for p in points]
     style = {"color": color, "alpha": 0.35, "linewidth": 0.8, "zorder": 3}
-    ax.plot(xs[:-1], ys[:-1], linestyle="--", **style)
+    ax.plot(xs[:-1], ys[:-1], linestyle="--", label=label, **style)
     ax.plot(xs[-2:], ys[-2:], linestyle=":", **style)
     grown = [p for p in points if set(p.events) & {"grew", "fossilized", "pruned"}]
     ax.scatter(
@@ -177,3 +181,4 @@ def _draw_path(ax: Any, path: GrowthPath, axis: str, color: Any) -> None:
         zorder=3,
     )
     ax.scatter([xs[-1]], [ys[-1]], marker="o", s=8, color=color, alpha=0.5, linewidths=0, zorder=3)
+    return True
