@@ -27,7 +27,8 @@ pruned while still incubating never touched the output and makes no point.
 
 No path (``None``): the run never put a seed in its forward pass (its point is all there
 is to draw), or it did not record what a path needs (no ``events.jsonl``: the ``jsonl``
-backend was off; events from before the epoch events carried ``train_flops``).
+backend was off, or the file is damaged; events from before the epoch events carried
+``train_flops``).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from attrs import field, frozen
 from esper_core.compare.static_final import FIXED_ARCHITECTURE
 from esper_core.lifecycle.rules import BLENDED_STAGES
 from esper_core.lifecycle.stages import Stage
-from esper_core.run.telemetry import EpisodeFinished, EpochCompleted, event_from_dict
+from esper_core.run.telemetry import EpisodeFinished, EpochCompleted, SchemaError, event_from_dict
 
 if TYPE_CHECKING:
     from esper_core.compare.experiment import Experiment
@@ -147,23 +148,29 @@ def growth_path(epochs: Sequence[EpochCompleted], final: FinalPoint) -> list[Pat
 
 
 def read_epochs(run_dir: Path) -> list[EpochCompleted] | None:
-    """The epoch events of the run's (last finished) episode; ``None`` without events.jsonl."""
+    """The epoch events of the run's (last finished) episode; ``None`` without a readable
+    events.jsonl: a path is a figure's detail, so a damaged log draws no path rather than
+    stopping the comparison (its numbers come from summary.json, not from here)."""
     path = run_dir / EVENTS_FILE
     if not path.is_file():
         return None
     epochs: list[EpochCompleted] = []
     last: tuple[int, int] | None = None
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if '"kind"' not in line:
-            continue
-        data = json.loads(line)
-        if data.get("kind") not in READ_KINDS:
-            continue  # structuring only what a path needs keeps long runs quick to read
-        event = event_from_dict(data, f"{path}:{number}")
-        if isinstance(event, EpochCompleted):
-            epochs.append(event)
-        elif isinstance(event, EpisodeFinished):
-            last = (event.env, event.episode)
+    try:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            # Parsing only the lines a path needs keeps long runs (many gate events) quick.
+            if not any(f'"{kind}"' in line for kind in READ_KINDS):
+                continue
+            data = json.loads(line)
+            if data.get("kind") not in READ_KINDS:
+                continue
+            event = event_from_dict(data, f"{path}:{number}")
+            if isinstance(event, EpochCompleted):
+                epochs.append(event)
+            elif isinstance(event, EpisodeFinished):
+                last = (event.env, event.episode)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, SchemaError):
+        return None
     env, episode = last or (0, 0)
     return [e for e in epochs if e.env == env and e.episode == episode]
 

@@ -193,11 +193,14 @@ def test_a_run_that_never_grew_has_no_path(tmp_path: Path) -> None:
     assert read_growth_path(run, "tiny", "heuristic", 0, FINAL) is None
 
 
-@pytest.mark.parametrize("what", ["no events file", "no FLOPs recorded"])
+@pytest.mark.parametrize("what", ["no events file", "no FLOPs recorded", "a damaged file"])
 def test_a_run_that_did_not_record_the_path_has_none(tmp_path: Path, what: str) -> None:
     run = tmp_path / "run"
     if what == "no events file":
         run.mkdir()
+    elif what == "a damaged file":  # cut in the middle of an epoch event
+        text = (grown_run(run) / EVENTS_FILE).read_text()
+        (run / EVENTS_FILE).write_text(text[: text.index('"epoch":5') + 20])
     else:  # written before the epoch events carried the episode's FLOPs: they read as 0
         lines = [
             dumps(epoch_event(k)).replace(f',"train_flops":{flops(k)}', "")
