@@ -12,7 +12,8 @@ directory:
 - ``results.md``: the same as Markdown tables (:mod:`esper_core.compare.tables`);
 - ``intervals.png``: the intervals of the main metrics;
 - ``pareto.png``: final test accuracy against parameters and training FLOPs, with the size
-  sweep's frontier (in the task's frontier metric) where there is one.
+  sweep's frontier (in the task's frontier metric) where there is one, and each grown
+  run's path through its growth events (:mod:`esper_core.compare.growth_paths`).
 """
 
 from __future__ import annotations

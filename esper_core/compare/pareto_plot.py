@@ -11,6 +11,16 @@ model): the sweep's sizes as grey squares, its frontier as a line through the si
 it (straight on the log axis, flat past the best size: the interpolation of
 :mod:`esper_core.compare.frontier`),
 and a policy is hollow when the frontier verdict says it is dominated.
+
+Each grown run of a growing policy is drawn as its path
+(:mod:`esper_core.compare.growth_paths`): one thin, semi-transparent line per seed in the
+policy's colour, from the end of its first epoch through every growth event (small
+triangles) to its final point (a small dot). Along the way the value is the validation
+metric (dashed); the last link, dotted, goes to the run's final test value, so a reader
+does not take the validation numbers for test ones. Every seed is drawn rather than a
+"median path": seeds grow at different epochs and by different amounts, so a path averaged
+over them is one no run took; thin translucent lines keep ten seeds readable behind the
+policy's IQM point, which stays on top.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from esper_core.compare.frontier import TaskFrontier
+from esper_core.compare.growth_paths import GrowthPath
 from esper_core.compare.pareto import COST_AXES
 from esper_core.compare.results import IMPROVEMENT_METRIC, METRIC, ComparisonResults
 from esper_core.run.checkpoint import atomic_writer
@@ -49,6 +60,14 @@ def plot_pareto(results: ComparisonResults, path: Path) -> None:
         for ax, axis in zip(row_axes, COST_AXES):
             if frontier is not None:
                 _draw_sweep(ax, frontier, axis)
+            labelled: set[str] = set()
+            for grown in results.paths:
+                if grown.task == task and grown.policy in policies:
+                    color = palette(policies.index(grown.policy) % palette.N)
+                    # One legend entry per policy, not one per seed.
+                    label = None if grown.policy in labelled else f"{grown.policy}: runs' paths"
+                    if _draw_path(ax, grown, axis, color, label):
+                        labelled.add(grown.policy)
             for policy in policies:
                 row = results.row(task, policy)
                 if policy in sweep or row is None or row.metrics[axis].mean <= 0:
@@ -67,6 +86,7 @@ def plot_pareto(results: ComparisonResults, path: Path) -> None:
                     # Earlier policies drawn larger: equal points show as concentric rings.
                     markersize=6 + 3 * (len(policies) - 1 - policies.index(policy)),
                     capsize=3,
+                    zorder=4,
                     label=policy + (" (dominated)" if hollow else ""),
                 )
             ax.set_xscale("log")
@@ -85,7 +105,13 @@ def plot_pareto(results: ComparisonResults, path: Path) -> None:
     fig.suptitle(
         f"IQM value ({results.confidence:.0%} bootstrap CI) and mean cost over "
         f"{len(results.seeds)} seed(s); hollow: dominated on that axis"
-        + ("; grey: the size sweep and its frontier" if frontiers else ""),
+        + ("; grey: the size sweep and its frontier" if frontiers else "")
+        + (
+            "\nthin lines: each grown run's path, validation value at each growth event "
+            "(dashed, triangles), dotted to its final test value"
+            if results.paths
+            else ""
+        ),
         fontsize=10,
     )
     with atomic_writer(path) as fh:
@@ -130,3 +156,29 @@ def _draw_sweep(ax: Any, frontier: TaskFrontier, axis: str) -> None:
         zorder=1,
         label="size-sweep frontier",
     )
+
+
+def _draw_path(ax: Any, path: GrowthPath, axis: str, color: Any, label: str | None) -> bool:
+    """One run's path on one cost axis: validation links dashed, the link to the final
+    test value dotted, growth events as triangles; whether anything was drawn."""
+    points = [p for p in path.points if getattr(p, axis) > 0]
+    if len(points) < 2:
+        return False
+    xs = [getattr(p, axis) for p in points]
+    ys = [p.value for p in points]
+    style = {"color": color, "alpha": 0.35, "linewidth": 0.8, "zorder": 3}
+    ax.plot(xs[:-1], ys[:-1], linestyle="--", label=label, **style)
+    ax.plot(xs[-2:], ys[-2:], linestyle=":", **style)
+    grown = [p for p in points if set(p.events) & {"grew", "fossilized", "pruned"}]
+    ax.scatter(
+        [getattr(p, axis) for p in grown],
+        [p.value for p in grown],
+        marker="^",
+        s=10,
+        color=color,
+        alpha=0.5,
+        linewidths=0,
+        zorder=3,
+    )
+    ax.scatter([xs[-1]], [ys[-1]], marker="o", s=8, color=color, alpha=0.5, linewidths=0, zorder=3)
+    return True

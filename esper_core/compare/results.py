@@ -11,7 +11,9 @@ forward pass, training FLOPs) another policy of the task dominates it. With the
 ``size-sweep`` baseline, the ``frontier`` section says where every policy stands against
 the sweep's frontier (:mod:`esper_core.compare.frontier_results`).
 
-Schema versions: 3 added ``frontier`` (empty without a size sweep); 2 the cost axes.
+Schema versions: 4 added ``paths``, each grown run's path in cost and metric
+(:mod:`esper_core.compare.growth_paths`); 3 ``frontier`` (empty without a size sweep); 2
+the cost axes. Older results load with what they lack empty.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from esper_core.compare.cell_dirs import CellState, cell_state
 from esper_core.compare.experiment import Cell, Experiment
 from esper_core.compare.frontier import TaskFrontier
 from esper_core.compare.frontier_results import frontier_section
+from esper_core.compare.growth_paths import GrowthPath, growth_paths
 from esper_core.compare.pareto import COST_AXES, dominated
 from esper_core.compare.static_final import static_label
 from esper_core.compare.stats import improvement_interval, iqm_interval
@@ -34,7 +37,7 @@ from esper_core.converter import structure
 from esper_core.errors import RunDirError
 from esper_core.run.run_dir import SUMMARY
 
-RESULTS_SCHEMA_VERSION = 3
+RESULTS_SCHEMA_VERSION = 4
 
 
 @frozen
@@ -156,6 +159,7 @@ class ComparisonResults:
     cells: list[CellResult]
     missing: list[str]  # cell directories without a finished summary
     frontier: list[TaskFrontier] = attrs.field(factory=list)  # tasks with a size sweep
+    paths: list[GrowthPath] = attrs.field(factory=list)  # grown runs, in cells order
 
     def row(self, task: str | None, policy: str) -> ResultRow | None:
         return next((r for r in self.rows if r.task == task and r.policy == policy), None)
@@ -357,6 +361,9 @@ def aggregate(
     rows = _mark_dominated(rows)
     if len(tasks) > 1:
         rows += [row for p in policies if (row := _row(experiment, by_cell, tasks, p, True))]
+    cells_sorted = sorted(
+        results, key=lambda r: (tasks.index(r.task), policies.index(r.policy), r.seed)
+    )
     return ComparisonResults(
         schema_version=RESULTS_SCHEMA_VERSION,
         tasks=tasks,
@@ -367,11 +374,10 @@ def aggregate(
         resamples=experiment.resamples,
         bootstrap_seed=experiment.bootstrap_seed,
         rows=rows,
-        cells=sorted(
-            results, key=lambda r: (tasks.index(r.task), policies.index(r.policy), r.seed)
-        ),
+        cells=cells_sorted,
         missing=missing,
         frontier=frontier_section(experiment, results, policies, frontier_metrics),
+        paths=growth_paths(experiment, cells_sorted, frontier_metrics),
     )
 
 
