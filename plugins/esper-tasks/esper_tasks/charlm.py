@@ -27,7 +27,6 @@ from esper_tasks.common import (
 )
 
 if TYPE_CHECKING:
-    import torch
     from torch import nn
 
 PRESETS: dict[str, TransformerPreset] = {
@@ -199,15 +198,6 @@ class CharLMTask(CrossEntropyTask):
 
         train, val, test = (chunks(*bounds) for bounds in self.split_bounds())
         return TaskData(train=train, val=val, test=test)
-
-    def prepare_batch(
-        self,
-        inputs: torch.Tensor,
-        targets: torch.Tensor,
-        train: bool,
-        generator: torch.Generator | None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        return inputs, targets
 
 
 @hookimpl

@@ -25,15 +25,13 @@ from esper_core.converter import in_range, one_of, options_field
 from esper_core.errors import DataError
 from esper_tasks.common import (
     CNNPreset,
-    CrossEntropyTask,
-    resolve_preset,
+    CNNPresetTask,
     stratified_split,
 )
 
 if TYPE_CHECKING:
     import numpy as np
     import torch
-    from torch import nn
 
 PRESETS: dict[str, CNNPreset] = {
     "base": CNNPreset(base_channels=32, n_blocks=3, convs_per_block=2),
@@ -42,7 +40,6 @@ PRESETS: dict[str, CNNPreset] = {
     # the depth (receptive field) it lacks, as for the digits impaired preset.
     "impaired": CNNPreset(base_channels=16, n_blocks=2, convs_per_block=1),
 }
-_HOST_FIELDS = ("base_channels", "n_blocks", "convs_per_block")
 MEAN = (0.4914, 0.4822, 0.4465)
 STD = (0.2470, 0.2435, 0.2616)
 DEFAULT_DATA_DIR = "~/.cache/esper/cifar10"
@@ -135,7 +132,7 @@ def _read_batches(folder: Path, names: list[str]) -> tuple[np.ndarray, np.ndarra
 
 
 @define
-class Cifar10Task(CrossEntropyTask):
+class Cifar10Task(CNNPresetTask):
     """Classify CIFAR-10 (32x32 colour images, 10 classes) with a CNN host."""
 
     name: ClassVar[str] = "cifar10"
@@ -143,6 +140,8 @@ class Cifar10Task(CrossEntropyTask):
     Options: ClassVar[type] = Cifar10Options
 
     topology: ClassVar[str] = "cnn"
+    in_channels: ClassVar[int] = 3
+    presets: ClassVar[dict[str, CNNPreset]] = PRESETS
     num_classes: ClassVar[int] = 10
     default_max_epochs: ClassVar[int] = 150
     default_batch_size: ClassVar[int] = 128
@@ -155,18 +154,8 @@ class Cifar10Task(CrossEntropyTask):
     _norm: dict[str, Any] = field(factory=dict, init=False, repr=False)
 
     @property
-    def preset(self) -> CNNPreset:
-        return resolve_preset(PRESETS, self.options, _HOST_FIELDS)
-
-    @property
     def root(self) -> Path:
         return Path(os.path.expanduser(self.options.data_dir))
-
-    def build_host(self) -> nn.Module:
-        from esper_tasks.hosts.cnn import CNNHost
-
-        p = self.preset
-        return CNNHost(3, self.num_classes, p.base_channels, p.n_blocks, p.convs_per_block)
 
     # ------------------------------------------------------------ data
 

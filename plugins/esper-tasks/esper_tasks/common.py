@@ -17,6 +17,7 @@ from esper_core.errors import ConfigError
 if TYPE_CHECKING:
     import numpy as np
     import torch
+    from torch import nn
 
 
 @frozen
@@ -26,6 +27,10 @@ class CNNPreset:
     base_channels: int
     n_blocks: int
     convs_per_block: int = 1
+
+
+# The CNNHost fields a task's options may override over its preset.
+CNN_HOST_FIELDS = ("base_channels", "n_blocks", "convs_per_block")
 
 
 @frozen
@@ -142,6 +147,16 @@ class CrossEntropyTask:
 
         return cached_on_device(self._cache, device, self._load_cpu)
 
+    def prepare_batch(
+        self,
+        inputs: torch.Tensor,
+        targets: torch.Tensor,
+        train: bool,
+        generator: torch.Generator | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Batches as the split holds them; a task that converts or augments overrides it."""
+        return inputs, targets
+
     def loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Mean cross-entropy over every prediction (``[B, K]`` or ``[B, T, K]`` outputs)."""
         return cross_entropy(outputs, targets, "mean")
@@ -149,3 +164,24 @@ class CrossEntropyTask:
     def metrics(self, outputs: torch.Tensor, targets: torch.Tensor) -> BatchMetrics:
         """Sums over predictions: loss_sum / count is the mean loss (its exp the perplexity)."""
         return classification_metrics(outputs, targets)
+
+
+class CNNPresetTask(CrossEntropyTask):
+    """A classification task whose host is a :class:`~esper_tasks.hosts.cnn.CNNHost` of a
+    named preset (``presets``), with the options' ``CNN_HOST_FIELDS`` overrides."""
+
+    presets: ClassVar[dict[str, CNNPreset]]
+    in_channels: ClassVar[int]
+
+    @property
+    def preset(self) -> CNNPreset:
+        preset: CNNPreset = resolve_preset(self.presets, self.options, CNN_HOST_FIELDS)
+        return preset
+
+    def build_host(self) -> nn.Module:
+        from esper_tasks.hosts.cnn import CNNHost
+
+        p = self.preset
+        return CNNHost(
+            self.in_channels, self.num_classes, p.base_channels, p.n_blocks, p.convs_per_block
+        )

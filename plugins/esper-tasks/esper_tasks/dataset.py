@@ -231,15 +231,6 @@ class DatasetTask(CrossEntropyTask):
         folders = [datasets.ImageFolder(str(Path(root) / s), transform=tf) for s in SPLITS]
         return folders[0], folders[1], folders[2]
 
-    def prepare_batch(
-        self,
-        inputs: torch.Tensor,
-        targets: torch.Tensor,
-        train: bool,
-        generator: torch.Generator | None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        return inputs, targets
-
 
 @hookimpl
 def esper_register_tasks(register: Any) -> None:

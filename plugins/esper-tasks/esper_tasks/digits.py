@@ -15,14 +15,12 @@ from esper_core import TaskContext, TaskData, hookimpl
 from esper_core.converter import in_range, one_of, options_field
 from esper_tasks.common import (
     CNNPreset,
-    CrossEntropyTask,
-    resolve_preset,
+    CNNPresetTask,
     stratified_split,
 )
 
 if TYPE_CHECKING:
-    import torch
-    from torch import nn
+    pass
 
 # ``impaired`` is ``base`` cut after its first block: 3x3 receptive fields averaged over
 # the image, so it cannot see a digit's layout (~70-80% test accuracy). Seeds at its slot
@@ -33,7 +31,6 @@ PRESETS: dict[str, CNNPreset] = {
     "small": CNNPreset(base_channels=8, n_blocks=3),
     "impaired": CNNPreset(base_channels=32, n_blocks=1),
 }
-_HOST_FIELDS = ("base_channels", "n_blocks", "convs_per_block")
 
 
 @define
@@ -75,7 +72,7 @@ class DigitsOptions:
 
 
 @define
-class DigitsTask(CrossEntropyTask):
+class DigitsTask(CNNPresetTask):
     """Classify scikit-learn's 8x8 digits with a CNN host."""
 
     name: ClassVar[str] = "digits"
@@ -83,6 +80,8 @@ class DigitsTask(CrossEntropyTask):
     Options: ClassVar[type] = DigitsOptions
 
     topology: ClassVar[str] = "cnn"
+    in_channels: ClassVar[int] = 1
+    presets: ClassVar[dict[str, CNNPreset]] = PRESETS
     num_classes: ClassVar[int] = 10
     default_max_epochs: ClassVar[int] = 30
     default_batch_size: ClassVar[int] = 64
@@ -91,16 +90,6 @@ class DigitsTask(CrossEntropyTask):
     options: DigitsOptions = field(factory=DigitsOptions)
     context: TaskContext = field(factory=TaskContext)
     _cache: dict[str, TaskData] = field(factory=dict, init=False, repr=False)
-
-    @property
-    def preset(self) -> CNNPreset:
-        return resolve_preset(PRESETS, self.options, _HOST_FIELDS)
-
-    def build_host(self) -> nn.Module:
-        from esper_tasks.hosts.cnn import CNNHost
-
-        p = self.preset
-        return CNNHost(1, self.num_classes, p.base_channels, p.n_blocks, p.convs_per_block)
 
     def split_indices(self) -> list[Any]:
         """Train, validation and test indices into ``load_digits()`` (numpy arrays)."""
@@ -127,15 +116,6 @@ class DigitsTask(CrossEntropyTask):
             index = torch.as_tensor(idx, dtype=torch.int64)
             splits.append(TensorSplit(images[index].contiguous(), labels[index].contiguous()))
         return TaskData(train=splits[0], val=splits[1], test=splits[2])
-
-    def prepare_batch(
-        self,
-        inputs: torch.Tensor,
-        targets: torch.Tensor,
-        train: bool,
-        generator: torch.Generator | None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        return inputs, targets  # already float in [0, 1]; no augmentation
 
 
 @hookimpl

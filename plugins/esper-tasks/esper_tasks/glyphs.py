@@ -22,12 +22,9 @@ from attrs import define, field
 
 from esper_core import TaskContext, TaskData, hookimpl
 from esper_core.converter import in_range, one_of, options_field
-from esper_tasks.common import CNNPreset, CrossEntropyTask, resolve_preset
+from esper_tasks.common import CNN_HOST_FIELDS, CNNPreset, CNNPresetTask, resolve_preset
 
 if TYPE_CHECKING:
-    import torch
-    from torch import nn
-
     from esper_tasks.glyph_render import GlyphStyle
 
 PRESETS: dict[str, CNNPreset] = {
@@ -36,7 +33,6 @@ PRESETS: dict[str, CNNPreset] = {
     "base": CNNPreset(base_channels=8, n_blocks=3),
     "large": CNNPreset(base_channels=16, n_blocks=3),
 }
-_HOST_FIELDS = ("base_channels", "n_blocks", "convs_per_block")
 # One random stream per split, so the splits are independent of each other's sizes.
 _SPLIT_STREAMS = {"train": 0, "val": 1, "test": 2}
 
@@ -93,7 +89,7 @@ class GlyphsOptions:
         )
 
     def __esper_validate__(self) -> list[str]:
-        p = resolve_preset(PRESETS, self, _HOST_FIELDS)
+        p = resolve_preset(PRESETS, self, CNN_HOST_FIELDS)
         if self.image_size < 2**p.n_blocks:
             return [
                 f"image_size {self.image_size} is too small for {p.n_blocks} blocks "
@@ -103,7 +99,7 @@ class GlyphsOptions:
 
 
 @define
-class GlyphsTask(CrossEntropyTask):
+class GlyphsTask(CNNPresetTask):
     """Classify generated glyph images with a CNN host."""
 
     name: ClassVar[str] = "glyphs"
@@ -113,6 +109,8 @@ class GlyphsTask(CrossEntropyTask):
     Options: ClassVar[type] = GlyphsOptions
 
     topology: ClassVar[str] = "cnn"
+    in_channels: ClassVar[int] = 1
+    presets: ClassVar[dict[str, CNNPreset]] = PRESETS
     num_classes: ClassVar[int] = 10
     default_max_epochs: ClassVar[int] = 20
     default_batch_size: ClassVar[int] = 128
@@ -121,16 +119,6 @@ class GlyphsTask(CrossEntropyTask):
     options: GlyphsOptions = field(factory=GlyphsOptions)
     context: TaskContext = field(factory=TaskContext)
     _cache: dict[str, TaskData] = field(factory=dict, init=False, repr=False)
-
-    @property
-    def preset(self) -> CNNPreset:
-        return resolve_preset(PRESETS, self.options, _HOST_FIELDS)
-
-    def build_host(self) -> nn.Module:
-        from esper_tasks.hosts.cnn import CNNHost
-
-        p = self.preset
-        return CNNHost(1, self.num_classes, p.base_channels, p.n_blocks, p.convs_per_block)
 
     def split_arrays(self, split: str) -> tuple[Any, Any]:
         """One split's images ``[n, 1, size, size]`` and labels, as numpy arrays."""
@@ -153,15 +141,6 @@ class GlyphsTask(CrossEntropyTask):
             images, labels = self.split_arrays(split)
             splits.append(TensorSplit(torch.from_numpy(images), torch.from_numpy(labels)))
         return TaskData(train=splits[0], val=splits[1], test=splits[2])
-
-    def prepare_batch(
-        self,
-        inputs: torch.Tensor,
-        targets: torch.Tensor,
-        train: bool,
-        generator: torch.Generator | None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        return inputs, targets  # generated as float32; the noise is the augmentation
 
 
 @hookimpl
