@@ -21,8 +21,8 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import random
 import statistics
+import sys
 import time
 from pathlib import Path
 from types import ModuleType
@@ -34,6 +34,9 @@ from torch import nn
 from torch.utils.data import DataLoader, Subset
 
 import esper_core
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _spread import paired_ratios, spread
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "own_model_resnet18.py"
 
@@ -54,13 +57,6 @@ def _validate(model: nn.Module, loader: DataLoader[Any]) -> float:
     for x, y in loader:
         correct += int((model(x).argmax(dim=1) == y).sum())
     return correct
-
-
-def _interval(ratios: list[float], seed: int = 0, draws: int = 2000) -> tuple[float, float]:
-    """95% percentile bootstrap interval of the median ratio."""
-    rng = random.Random(seed)
-    medians = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(draws))
-    return medians[int(0.025 * draws)], medians[int(0.975 * draws) - 1]
 
 
 def main() -> None:
@@ -114,11 +110,10 @@ def main() -> None:
             side["train"].append(trained - start)
 
     plain, grown = sides["plain"]["times"], sides["grower"]["times"]
-    ratios = [g / p for g, p in zip(grown, plain)]
-    train_ratios = [g / p for g, p in zip(sides["grower"]["train"], sides["plain"]["train"])]
+    ratios = paired_ratios(grown, plain)
+    train_ratios = paired_ratios(sides["grower"]["train"], sides["plain"]["train"])
     ends = [t - tr for t, tr in zip(grown, sides["grower"]["train"])]
     validations = [t - tr for t, tr in zip(plain, sides["plain"]["train"])]
-    low, high = _interval(ratios)
     print(
         json.dumps(
             {
@@ -129,13 +124,12 @@ def main() -> None:
                 "train_batches": len(train_loader),
                 "plain_epoch_s_median": statistics.median(plain),
                 "grower_epoch_s_median": statistics.median(grown),
-                "ratio_median": statistics.median(ratios),
-                "ratio_ci95": [low, high],
-                "ratios": ratios,
+                # Median, IQR and a bootstrap 95% interval of the median (benchmarks/_spread.py).
+                "ratio": spread(ratios),
                 # Where the difference is: the training epoch (forward hooks on three
                 # slots, the optimizer's step pre-hook) and the end of the epoch
                 # (grower.end_epoch vs the plain loop's validation pass).
-                "train_ratio_median": statistics.median(train_ratios),
+                "train_ratio": spread(train_ratios),
                 "end_epoch_s_median": statistics.median(ends),
                 "plain_validation_s_median": statistics.median(validations),
                 "target": 1.03,

@@ -102,7 +102,7 @@ def _config(components: dict[str, str], telemetry: list[str], args: argparse.Nam
         "run.checkpoint_every=0",
         "lifecycle.min_training_epochs=2",
         # The base host these figures have always used (digits now defaults to impaired).
-        *(["tasks.digits.preset=base"] if args.task == "digits" else []),
+        *(["tasks.digits.preset=base"] if components.get("task") == "digits" else []),
         'telemetry.console.file="console.txt"',
         "telemetry.console.force_terminal=true",
         *args.set,

@@ -54,6 +54,17 @@ EXPECTED: dict[str, list[str]] = {
         "peak_rss_mib_per_rank_2_ranks",
         "runs",
     ],
+    "grower_overhead": [
+        "benchmark",
+        "reps",
+        "plain_epoch_s_median",
+        "grower_epoch_s_median",
+        *(f"ratio.{k}" for k in SPREAD),
+        *(f"train_ratio.{k}" for k in SPREAD),
+        "end_epoch_s_median",
+        "plain_validation_s_median",
+        "target",
+    ],
     "epoch_overhead": [
         "benchmark",
         "reps",
