@@ -39,6 +39,9 @@ def test_300_epochs_of_churn_on_digits_keep_memory_bounded(tmp_path: Path) -> No
             'run.telemetry=["memory_probe"]',
             "--max-epochs",
             "300",
+            # Three slots to churn through (digits defaults to the one-slot impaired host).
+            "--set",
+            "tasks.digits.preset=base",
             "--set",
             "lifecycle.min_training_epochs=1",
             "--set",
