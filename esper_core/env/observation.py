@@ -45,6 +45,9 @@ class Observation:
     # Per blueprint (in ActionSpace order): epochs a new seed of it trains before it
     # touches the output (0: it blends from germination); see lifecycle.isolation.
     epochs_before_blending: tuple[int, ...] = ()
+    # The last epoch's training FLOPs over the bare host's on the same samples (1: no
+    # growth): what a compute-aware policy prices its seeds by.
+    train_flops_ratio: float = 1.0
 
 
 def observe(env: MorphogeneticEnv, rolled_back: bool) -> Observation:
@@ -73,6 +76,7 @@ def observe(env: MorphogeneticEnv, rolled_back: bool) -> Observation:
         gates=gates,
         masks=compute_masks(reports, env.space, env.mask_rules, gates),
         rolled_back=rolled_back,
+        train_flops_ratio=env.cost.epoch_flops_ratio(),
         epochs_before_blending=tuple(
             env.settings.epochs_before_blending(env.blueprints[key].identity_at_birth)
             for key in env.space.blueprints

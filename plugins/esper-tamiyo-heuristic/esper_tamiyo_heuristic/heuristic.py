@@ -7,23 +7,27 @@ Once per epoch and env it takes the first rule that yields a legal action:
    (the trend before the seed touched the output, extrapolated), as a fraction of the
    loss then. It must pay for its parameters: ``min_gain`` plus ``gain_per_doubling``
    for every doubling of the model's parameters. Fossilize when it does and its gate
-   G5 passes; a seed short of its price whose gain is still rising waits (up to
-   ``max_holding_epochs`` in HOLDING), otherwise it is pruned; prune a paying seed
-   whose G5 still fails after ``max_holding_epochs``.
+   G5 passes (``price = flops``: for every doubling of the training FLOPs per epoch
+   instead, the compute-aware price); a seed short of its price whose gain is still
+   rising waits (up to ``max_holding_epochs`` in HOLDING), otherwise it is pruned;
+   prune a paying seed whose G5 still fails after ``max_holding_epochs``.
 2. Regression: prune a BLENDING seed once validation accuracy has been more than
    ``regression_points`` below its value at the start of the stage, after
    ``regression_epochs`` in the stage (a TRAINING seed cannot change the output, so a
    drop then is the host's own noise).
 3. Stall: prune a seed that has spent ``stall_epochs`` in TRAINING or BLENDING.
 4. Advance a seed whose next gate (``Observation.gates``) passes.
-5. Germinate when the host shows a capacity limit (training loss still at least
-   ``underfit_loss_ratio`` x chance and falling less than ``flat_max_drop`` per epoch
-   over ``flat_window`` epochs), no other seed is live (one seed is judged at a time),
-   at least ``min_epoch`` epochs are done, the last prune is ``prune_cooldown`` epochs
-   ago and the seed can finish its lifecycle (blend, reach alpha 1 and be judged)
-   before the episode ends. The blueprint is the next one of
+5. Germinate when the trigger fires: ``trigger = capacity`` (default), the host shows a
+   capacity limit (training loss still at least ``underfit_loss_ratio`` x chance and
+   falling less than ``flat_max_drop`` per epoch over ``flat_window`` epochs);
+   ``trigger = slowdown`` (the compute-aware recipe: train small while that pays, grow
+   when it stops paying), the validation loss fell by less than ``slowdown_drop`` per
+   epoch over ``flat_window`` epochs. Also: no other seed is live (one seed is judged
+   at a time), at least ``min_epoch`` epochs are done, the last prune is
+   ``prune_cooldown`` epochs ago and the seed can finish its lifecycle (blend, reach
+   alpha 1 and be judged) before the episode ends. The blueprint is the next one of
    ``blueprint_order`` (rotating), skipping any whose seed was pruned in the last
-   ``blueprint_penalty_epochs`` epochs.
+   ``blueprint_penalty_epochs`` epochs; the slot is the first one where it is legal.
 6. Otherwise WAIT.
 
 A host that fits its training data never shows a capacity limit, so nothing grows on
@@ -95,6 +99,9 @@ class EnvMemory:
     baselines: dict[str, Baseline | None] = field(factory=dict)
     # Seed id -> its gain when last judged short of its price (a rising gain may wait).
     gains: dict[str, float] = field(factory=dict)
+    # The training-FLOPs ratio of the epoch before the last germination: what the model
+    # cost without the seed now live (price = flops).
+    flops_before_growth: float = 1.0
 
 
 @frozen
@@ -201,6 +208,7 @@ class HeuristicPolicy:
         if decision.rule == "germinate":
             key = self.space.blueprints[decision.action.blueprint]
             memory.rotation = (self.blueprint_order.index(key) + 1) % len(self.blueprint_order)
+            memory.flops_before_growth = obs.train_flops_ratio
         return decision
 
     def _note_removed_seeds(self, memory: EnvMemory, obs: Observation) -> None:
@@ -291,9 +299,13 @@ class HeuristicPolicy:
             return None
         return relative_gain(base, obs.loss_history, obs.epoch, self.options.gain_window)
 
-    def price(self, obs: Observation, report: SlotReport) -> float:
-        """The gain the seed must show to pay for its parameters."""
+    def price(self, memory: EnvMemory, obs: Observation, report: SlotReport) -> float:
+        """The gain the seed must show to pay for its parameters (``price = params``) or
+        for its training FLOPs per epoch (``price = flops``)."""
         o = self.options
+        if o.price == "flops":
+            before, after = memory.flops_before_growth, obs.train_flops_ratio
+            return required_gain(o.min_gain, o.gain_per_doubling, before, after)
         after = obs.host_params + obs.seed_params
         return required_gain(o.min_gain, o.gain_per_doubling, after - report.seed_params, after)
 
@@ -301,7 +313,7 @@ class HeuristicPolicy:
         o = self.options
         if r.stage != Stage.HOLDING or r.epochs_in_stage < o.min_holding_epochs:
             return None
-        gain, need = self.gain(memory, obs, r), self.price(obs, r)
+        gain, need = self.gain(memory, obs, r), self.price(memory, obs, r)
         if gain is None or gain < need:
             shown = "not measurable" if gain is None else f"{gain:+.3f}"
             last = memory.gains.get(r.seed_id or "")
@@ -348,7 +360,19 @@ class HeuristicPolicy:
         return None
 
     def capacity_limited(self, memory: EnvMemory, obs: Observation) -> bool:
+        """Whether the trigger fires: the host underfits on a flat training curve
+        (``trigger = capacity``), or its validation loss falls by less than
+        ``slowdown_drop`` per epoch (``trigger = slowdown``, the compute-aware recipe:
+        more epochs of this model buy little, so grow now rather than at the end)."""
         o = self.options
+        if o.trigger == "slowdown":
+            return capacity_limited(
+                obs.loss_history,
+                obs.chance_loss,
+                loss_ratio=0.0,
+                window=o.flat_window,
+                max_drop=o.slowdown_drop,
+            )
         return capacity_limited(
             memory.train_losses,
             obs.chance_loss,
@@ -390,13 +414,12 @@ class HeuristicPolicy:
             style=self.style_index,
             tempo=self.tempo_index,
         )
-        loss = memory.train_losses[-1]
-        return Decision(
-            action,
-            "germinate",
-            f"{self.space.slot_ids[slot]}: {key}: capacity limit (training loss {loss:.3f}, "
-            f"chance {obs.chance_loss:.3f})",
-        )
+        if self.options.trigger == "slowdown":
+            why = f"validation loss {obs.val_loss:.3f} slowed down"
+        else:
+            loss, chance = memory.train_losses[-1], obs.chance_loss
+            why = f"capacity limit (training loss {loss:.3f}, chance {chance:.3f})"
+        return Decision(action, "germinate", f"{self.space.slot_ids[slot]}: {key}: {why}")
 
     def next_blueprint(self, memory: EnvMemory, epoch: int) -> str | None:
         """The next blueprint of the rotation that is not penalised at ``epoch``."""

@@ -6,7 +6,10 @@ from typing import Any
 
 from attrs import define
 
-from esper_core.converter import each, in_range, non_empty, options_field
+from esper_core.converter import each, in_range, non_empty, one_of, options_field
+
+TRIGGERS = ("capacity", "slowdown")
+PRICES = ("params", "flops")
 
 # CNN: measured on digits with the impaired host (benchmarks/growth_study.py): seeds
 # that add 3x3 spatial mixing help, 1x1 and channel-only ones do not. Transformer: on
@@ -37,6 +40,27 @@ def _non_blank(value: Any) -> str | None:
 
 @define
 class HeuristicOptions:
+    trigger: str = options_field(
+        "capacity",
+        one_of(*TRIGGERS),
+        "When to germinate: capacity (the host underfits and its training loss is flat, see "
+        "underfit_loss_ratio) or slowdown (compute-aware: the host's validation loss falls "
+        "by less than slowdown_drop per epoch, so more epochs of the same host buy little "
+        "and a bigger model is the cheaper way on).",
+    )
+    slowdown_drop: float = options_field(
+        0.02,
+        in_range(0),
+        "trigger = slowdown: germinate once the validation loss fell by less than this "
+        "fraction of itself per epoch over the last flat_window epochs.",
+    )
+    price: str = options_field(
+        "params",
+        one_of(*PRICES),
+        "What a seed's gain must pay for: params (every doubling of the model's parameters "
+        "costs gain_per_doubling) or flops (every doubling of the training FLOPs per epoch, "
+        "measured with the seed against the model before it).",
+    )
     min_epoch: int = options_field(
         2,
         in_range(0, integer=True),

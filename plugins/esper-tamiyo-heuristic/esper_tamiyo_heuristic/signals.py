@@ -77,10 +77,8 @@ def relative_gain(base: Baseline, losses: Sequence[float], epoch: int, window: i
     return (expected - sum(recent) / len(recent)) / base.level
 
 
-def required_gain(
-    min_gain: float, per_doubling: float, params_before: int, params_after: int
-) -> float:
+def required_gain(min_gain: float, per_doubling: float, before: float, after: float) -> float:
     """The gain a seed must show to pay for itself: ``min_gain`` plus ``per_doubling``
-    for every doubling of the model's parameters it causes."""
-    growth = max(params_after, 1) / max(params_before, 1)
+    for every doubling of the model's cost it causes (parameters, or training FLOPs)."""
+    growth = max(after, 1) / max(before, 1)
     return min_gain + per_doubling * math.log2(max(growth, 1.0))

@@ -116,6 +116,7 @@ class Builders:
         loss_history: Sequence[float] = (0.5,),
         host_params: int = 1000,
         epochs_before_blending: Sequence[int] | None = None,
+        train_flops_ratio: float = 1.0,
     ) -> Observation:
         if slots is None:
             slots = [self.report(sid) for sid in space.slot_ids]
@@ -139,6 +140,7 @@ class Builders:
             slots=tuple(slots),
             gates=tuple(self.gate(r, ok) for r, ok in zip(slots, flags)),
             masks=compute_masks(slots, space, rules),
+            train_flops_ratio=train_flops_ratio,
             epochs_before_blending=tuple(
                 [0] * len(space.blueprints)
                 if epochs_before_blending is None

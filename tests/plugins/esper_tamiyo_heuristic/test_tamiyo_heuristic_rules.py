@@ -109,6 +109,40 @@ def test_germinates_on_a_capacity_limit(build) -> None:
     assert build.space.tempos[action.tempo] == 5
 
 
+def test_the_slowdown_trigger_grows_a_host_whose_validation_loss_stalls(build) -> None:
+    # A host that fits its data never shows a capacity limit; the compute-aware trigger
+    # grows it once its validation loss falls by less than slowdown_drop per epoch.
+    fitting = [1.8, 0.6, 0.2, 0.1]
+    p = policy(build, trigger="slowdown", slowdown_drop=0.02)
+    for epoch, val in enumerate([1.5, 1.0, 0.8, 0.7], start=1):
+        history = [1.5, 1.0, 0.8, 0.7][:epoch]
+        obs = build.obs(epoch=epoch, train_loss=fitting[epoch - 1], loss_history=history)
+        assert p.decide(obs).action.op == LifecycleOp.WAIT, val  # still learning fast
+    stalled = build.obs(epoch=5, train_loss=0.05, loss_history=[1.0, 0.8, 0.7, 0.7, 0.69])
+    decision = p.decide(stalled)
+    assert decision.rule == "germinate", decision.reason
+    assert "slowed down" in decision.reason
+    # The same stall under the default trigger: the host fits its data, nothing grows.
+    default = policy(build)
+    assert default.decide(stalled).action.op == LifecycleOp.WAIT
+
+
+def test_the_flops_price_charges_each_doubling_of_the_training_flops(build) -> None:
+    assert required_gain(0.05, 0.02, 1.0, 1.0) == pytest.approx(0.05)
+    assert required_gain(0.05, 0.02, 1.5, 3.0) == pytest.approx(0.07)
+    once = {"max_holding_epochs": 1, "price": "flops"}
+    # A 10% gain: it pays for a seed that doubles the FLOPs (0.07), not for one that
+    # multiplies them by 16 (0.13), however few parameters either seed has.
+    cheap = blend_then_hold(
+        policy(build, **once), build, [2.0] * 4, [1.9, 1.8], host_params=10, flops=2.0
+    )
+    assert cheap.rule == "fossilize", cheap.reason
+    dear = blend_then_hold(
+        policy(build, **once), build, [2.0] * 4, [1.9, 1.8], host_params=100_000, flops=16.0
+    )
+    assert dear.rule == "prune_gain", dear.reason
+
+
 def test_never_grows_a_host_that_fits_its_training_data(build) -> None:
     p = policy(build)
     losses = [1.8, 0.6, 0.2, 0.1, 0.05, *[0.003] * 20]  # the base digits host: flat near 0
@@ -291,7 +325,7 @@ def test_prunes_a_stalled_seed(build) -> None:
 # ---------------------------------------------------------------- judging by gain
 
 
-def blend_then_hold(p, build, pre, during, *, host_params=1000, passed=True):  # type: ignore[no-untyped-def]
+def blend_then_hold(p, build, pre, during, *, host_params=1000, passed=True, flops=1.0):  # type: ignore[no-untyped-def]
     """A 100-parameter seed seen one epoch into BLENDING (validation losses ``pre`` before
     it, then ``during[0]``), then in HOLDING after ``during[1:]``: the last decision."""
     blending = build.report("r0c1", Stage.BLENDING, epochs_in_stage=1, alpha=0.2)
@@ -317,6 +351,7 @@ def blend_then_hold(p, build, pre, during, *, host_params=1000, passed=True):  #
                 loss_history=history[-5:],
                 host_params=host_params,
                 passed=passed,
+                train_flops_ratio=flops,
             )
         )
     return decision
