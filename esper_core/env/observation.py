@@ -71,7 +71,7 @@ def observe(env: MorphogeneticEnv, rolled_back: bool) -> Observation:
         seed_params=env.model.seed_param_count(),
         slots=reports,
         gates=gates,
-        masks=compute_masks(reports, env.space, env.mask_rules, gates),
+        masks=compute_masks(reports, env.space, env.mask_rules, gates, env.fits),
         rolled_back=rolled_back,
         epochs_before_blending=tuple(
             env.settings.epochs_before_blending(env.blueprints[key].identity_at_birth)
