@@ -63,8 +63,11 @@ def random_masks(g: torch.Generator) -> ActionMasks:
     alpha = torch.rand(sizes["slot"], sizes["alpha_target"], generator=g) < 0.5
     slot[LifecycleOp.SET_ALPHA_TARGET] &= alpha.any(dim=1)
     slot[LifecycleOp.WAIT] = True
-    ones = {h: torch.ones(sizes[h], dtype=torch.bool) for h in ("blueprint", "style", "tempo")}
-    return ActionMasks(op=slot.any(dim=1), slot=slot, alpha_target=alpha, **ones)
+    ones = {h: torch.ones(sizes[h], dtype=torch.bool) for h in ("style", "tempo")}
+    blueprint = torch.ones(sizes["slot"], sizes["blueprint"], dtype=torch.bool)
+    return ActionMasks(
+        op=slot.any(dim=1), slot=slot, blueprint=blueprint, alpha_target=alpha, **ones
+    )
 
 
 def make_rollout(

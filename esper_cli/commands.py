@@ -260,7 +260,7 @@ def blueprints(
     """
     if ctx.invoked_subcommand is not None:
         return
-    from esper_core.lifecycle.blueprint_check import blueprint_error
+    from esper_core.lifecycle.blueprint_check import blueprint_error, sample_spec
 
     pm = plugin_manager(ctx)
     pm.extend(list(plugins))
@@ -271,7 +271,7 @@ def blueprints(
             continue
         plugin = registry.plugin_of(key)
         try:
-            params = int(bp.param_estimate(channels))
+            params = bp.estimate_for(sample_spec(bp, channels))
         except Exception as exc:  # the plugin's code: name it, in one line
             raise blueprint_error(
                 bp, plugin, channels, f"its param_estimate raised {type(exc).__name__}: {exc}"

@@ -17,12 +17,20 @@ def slot_id(row: int, col: int) -> str:
 
 @frozen
 class InjectionSpec:
-    """Where a slot sits: after segment ``segment``, on activations with ``channels`` features."""
+    """Where a slot sits: after segment ``segment``, on activations with ``channels`` features.
+
+    ``next_channels`` and ``next_stride``: the output channels and spatial down-sampling of
+    the segment that follows the slot (what a branch seed, a parallel branch of that
+    segment, must produce); ``next_channels`` is None where no segment follows or the host
+    cannot say (the last slot, routed hosts), and no branch seed may grow there.
+    """
 
     slot_id: str
     channels: int
     topology: str
     segment: int
+    next_channels: int | None = None
+    next_stride: int = 1
 
 
 @runtime_checkable

@@ -91,6 +91,15 @@ class MorphogeneticEnv:
             tempos=tuple(lc.tempos),
             alpha_targets=tuple(lc.alpha_targets),
         )
+        # Which blueprint can grow in which slot (a branch only where a segment follows).
+        keys = self.space.blueprints
+        self.fits = torch.tensor(
+            [
+                [self.blueprints[key].fits(self.model.slot(sid).spec) is None for key in keys]
+                for sid in self.space.slot_ids
+            ],
+            dtype=torch.bool,
+        ).reshape(len(self.space.slot_ids), len(self.space.blueprints))
         self._started = False
         self._step: StepStart | None = None
         self.birth_seeds: tuple[BirthSeed, ...] = ()
@@ -197,7 +206,7 @@ class MorphogeneticEnv:
 
     def masks(self) -> ActionMasks:
         gates = [slot.next_gate() for slot in self.model.iter_slots()]
-        return compute_masks(self.model.reports(), self.space, self.mask_rules, gates)
+        return compute_masks(self.model.reports(), self.space, self.mask_rules, gates, self.fits)
 
     def _record_validation(self, ev: EvalResult) -> None:
         env = self.config.env

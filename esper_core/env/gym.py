@@ -117,7 +117,8 @@ def head_masks(masks: ActionMasks) -> tuple[np.ndarray, ...]:
     acting = masks.slot[[op for op in LifecycleOp if op != LifecycleOp.WAIT]]
     slot = acting.any(dim=0)
     alpha = masks.alpha_target.any(dim=0)
-    heads = (masks.op, slot, masks.blueprint, masks.style, masks.tempo, alpha)
+    blueprint = masks.blueprint.any(dim=0)
+    heads = (masks.op, slot, blueprint, masks.style, masks.tempo, alpha)
     out = []
     for mask in heads:
         array = mask.numpy().astype(bool)

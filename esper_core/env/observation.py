@@ -74,7 +74,7 @@ def observe(env: MorphogeneticEnv, rolled_back: bool) -> Observation:
         seed_params=env.model.seed_param_count(),
         slots=reports,
         gates=gates,
-        masks=compute_masks(reports, env.space, env.mask_rules, gates),
+        masks=compute_masks(reports, env.space, env.mask_rules, gates, env.fits),
         rolled_back=rolled_back,
         train_flops_ratio=env.cost.epoch_flops_ratio(),
         epochs_before_blending=tuple(

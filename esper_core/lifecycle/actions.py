@@ -136,11 +136,13 @@ class MaskRules:
 @frozen(eq=False)
 class ActionMasks:
     """Boolean masks (True = legal). ``slot[op]`` is the slots legal for that op;
-    ``alpha_target[slot]`` the targets legal for SET_ALPHA_TARGET on that slot."""
+    ``blueprint[slot]`` the blueprints that can grow in that slot (a branch blueprint
+    only where a segment follows); ``alpha_target[slot]`` the targets legal for
+    SET_ALPHA_TARGET on that slot."""
 
     op: torch.Tensor  # [n_ops]
     slot: torch.Tensor  # [n_ops, n_slots]
-    blueprint: torch.Tensor  # [n_blueprints]
+    blueprint: torch.Tensor  # [n_slots, n_blueprints]
     style: torch.Tensor  # [n_styles]
     tempo: torch.Tensor  # [n_tempos]
     alpha_target: torch.Tensor  # [n_slots, n_targets]
@@ -160,12 +162,17 @@ def compute_masks(
     space: ActionSpace,
     limits: MaskRules,
     gates: Sequence[GateResult | None] | None = None,
+    fits: torch.Tensor | None = None,
 ) -> ActionMasks:
     """The one place that decides which actions are legal; ``gates``: each slot's next
-    gate, evaluated now (used with ``limits.gated_advance``)."""
+    gate, evaluated now (used with ``limits.gated_advance``); ``fits``: ``[n_slots,
+    n_blueprints]``, whether each blueprint can grow in each slot (``Blueprint.fits``;
+    None: everywhere). GERMINATE is legal only in a slot where some blueprint fits."""
     import torch
 
     n_slots = len(space.slot_ids)
+    if fits is None:
+        fits = torch.ones(n_slots, len(space.blueprints), dtype=torch.bool)
     slot = torch.zeros(len(OPS), n_slots, dtype=torch.bool)
     alpha = torch.zeros(n_slots, len(space.alpha_targets), dtype=torch.bool)
     can_germinate = (
@@ -173,7 +180,9 @@ def compute_masks(
         and len(space.blueprints) > 0
     )
     for i, r in enumerate(reports):
-        slot[LifecycleOp.GERMINATE, i] = can_germinate and rules.may_germinate_in(r.stage)
+        slot[LifecycleOp.GERMINATE, i] = (
+            can_germinate and rules.may_germinate_in(r.stage) and bool(fits[i].any())
+        )
         gate_open = not limits.gated_advance or gates is None or _passes(gates[i])
         slot[LifecycleOp.ADVANCE, i] = rules.may_advance(r.stage) and gate_open
         targets = rules.alpha_targets_legal(r.stage, r.alpha_target, space.alpha_targets)
@@ -193,7 +202,7 @@ def compute_masks(
     return ActionMasks(
         op=op,
         slot=slot,
-        blueprint=torch.ones(len(space.blueprints), dtype=torch.bool),
+        blueprint=fits.clone(),
         style=torch.ones(len(space.styles), dtype=torch.bool),
         tempo=torch.ones(len(space.tempos), dtype=torch.bool),
         alpha_target=alpha,
@@ -219,6 +228,10 @@ def refusal_reason(action: Action, masks: ActionMasks, space: ActionSpace) -> st
         return None
     if not bool(masks.slot[action.op, action.slot]):
         return f"{action.op.name} is not legal in slot {space.slot_ids[action.slot]} now"
+    if action.op == LifecycleOp.GERMINATE and not bool(
+        masks.blueprint[action.slot, action.blueprint]
+    ):
+        return f"blueprint {space.blueprints[action.blueprint]} cannot grow in slot {space.slot_ids[action.slot]}"
     if action.op == LifecycleOp.SET_ALPHA_TARGET and not bool(
         masks.alpha_target[action.slot, action.alpha_target]
     ):

@@ -10,7 +10,14 @@ uses it (DOMAIN §3):
   tuple crashes the blend; a shape that merely broadcasts trains silently wrong);
 - its output is finite;
 - its parameter count is within 10% of the blueprint's ``param_estimate``;
-- it returns its input unchanged when the blueprint claims ``identity_at_birth``.
+- it returns its input unchanged when the blueprint claims ``identity_at_birth``;
+- it holds no BatchNorm (a seed must not depend on the other samples of its batch).
+
+A branch blueprint (``Blueprint.branch``) is built with ``(channels, next_channels,
+next_stride)``; its output must have the following segment's shape ``[B, next_channels,
+H // next_stride, W // next_stride]`` and, when it claims ``identity_at_birth``, be zero.
+``esper blueprints check`` and ``esper blueprints`` use :func:`sample_spec`: a following
+segment twice as wide and down-sampled 2x, as in the CNN host.
 
 The check runs on the CPU, in eval mode and without gradients, on inputs drawn from
 its own generator: it changes neither the module nor any random stream of the run.
@@ -25,6 +32,7 @@ import attrs
 from attrs import frozen
 
 from esper_core.components.blueprint import Blueprint
+from esper_core.components.host import InjectionSpec
 from esper_core.errors import PluginError
 
 if TYPE_CHECKING:
@@ -41,6 +49,11 @@ SIZES: dict[str, tuple[tuple[int, ...], ...]] = {
 BATCH = 2
 
 
+def sample_spec(blueprint: Blueprint, channels: int) -> InjectionSpec:
+    """A slot at ``channels`` where ``blueprint`` can grow (for the CLI's checks and list)."""
+    return InjectionSpec("check", channels, blueprint.topology, 0, 2 * channels, 2)
+
+
 def checked_blueprint(blueprint: Blueprint, plugin: str) -> Blueprint:
     """``blueprint`` with a factory that checks every module it builds."""
     return attrs.evolve(blueprint, factory=CheckedFactory(blueprint, plugin))
@@ -53,18 +66,18 @@ class CheckedFactory:
     blueprint: Blueprint
     plugin: str
 
-    def __call__(self, channels: int) -> nn.Module:
+    def __call__(self, *sizes: int) -> nn.Module:
         try:
-            module = self.blueprint.factory(channels)
+            module = self.blueprint.factory(*sizes)
         except Exception as exc:
-            raise self._error(channels, f"its factory raised {type(exc).__name__}: {exc}") from exc
-        problems = module_problems(self.blueprint, module, channels)
+            raise self._error(sizes, f"its factory raised {type(exc).__name__}: {exc}") from exc
+        problems = module_problems(self.blueprint, module, *sizes)
         if problems:
-            raise self._error(channels, "; ".join(problems))
+            raise self._error(sizes, "; ".join(problems))
         return module
 
-    def _error(self, channels: int, what: str) -> PluginError:
-        return blueprint_error(self.blueprint, self.plugin, channels, what)
+    def _error(self, sizes: tuple[int, ...], what: str) -> PluginError:
+        return blueprint_error(self.blueprint, self.plugin, sizes[0], what)
 
 
 def blueprint_error(blueprint: Blueprint, plugin: str, channels: int, what: str) -> PluginError:
@@ -76,28 +89,32 @@ def blueprint_error(blueprint: Blueprint, plugin: str, channels: int, what: str)
 
 def check_blueprint(blueprint: Blueprint, channels: int) -> list[str]:
     """Every problem of ``blueprint`` at ``channels``, building one module (for the CLI)."""
+    sizes = blueprint.sizes_for(sample_spec(blueprint, channels))
     try:
-        module = blueprint.factory(channels)
+        module = blueprint.factory(*sizes)
     except Exception as exc:
         return [f"its factory raised {type(exc).__name__}: {exc}"]
-    return module_problems(blueprint, module, channels)
+    return module_problems(blueprint, module, *sizes)
 
 
-def module_problems(blueprint: Blueprint, module: Any, channels: int) -> list[str]:
-    """What is wrong with ``module``, freshly built from ``blueprint`` at ``channels``."""
+def module_problems(blueprint: Blueprint, module: Any, *sizes: int) -> list[str]:
+    """What is wrong with ``module``, freshly built from ``blueprint`` at ``sizes``
+    (``channels``, or for a branch ``channels, next_channels, next_stride``)."""
     import torch
     from torch import nn
 
     if not isinstance(module, nn.Module):
         return [f"its factory returned {type(module).__name__}, not a torch.nn.Module"]
-    problems = _estimate_problems(blueprint, module, channels)
+    problems = _estimate_problems(blueprint, module, sizes)
+    if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in module.modules()):
+        problems.append("it holds a BatchNorm layer; use GroupNorm or LayerNorm in a seed")
     was_training = module.training
     module.eval()
     try:
         with torch.no_grad():
             for size in SIZES.get(blueprint.topology, ()):
-                x = _input(blueprint.topology, channels, size)
-                problem = _output_problem(blueprint, module, x)
+                x = _input(blueprint.topology, sizes[0], size)
+                problem = _output_problem(blueprint, module, x, sizes)
                 if problem:
                     problems.append(problem)
                     break
@@ -106,10 +123,12 @@ def module_problems(blueprint: Blueprint, module: Any, channels: int) -> list[st
     return problems
 
 
-def _estimate_problems(blueprint: Blueprint, module: nn.Module, channels: int) -> list[str]:
+def _estimate_problems(
+    blueprint: Blueprint, module: nn.Module, sizes: tuple[int, ...]
+) -> list[str]:
     actual = sum(p.numel() for p in module.parameters())
     try:
-        estimate = int(blueprint.param_estimate(channels))
+        estimate = int(blueprint.param_estimate(*sizes))
     except Exception as exc:
         return [f"its param_estimate raised {type(exc).__name__}: {exc}"]
     if abs(actual - estimate) > ESTIMATE_TOLERANCE * max(actual, estimate):
@@ -128,7 +147,16 @@ def _input(topology: str, channels: int, size: tuple[int, ...]) -> torch.Tensor:
     return torch.randn(shape, generator=generator)
 
 
-def _output_problem(blueprint: Blueprint, module: nn.Module, x: torch.Tensor) -> str | None:
+def _expected_shape(blueprint: Blueprint, x: torch.Tensor, sizes: tuple[int, ...]) -> list[int]:
+    if not blueprint.branch:
+        return list(x.shape)
+    _, next_channels, stride = sizes
+    return [x.shape[0], next_channels, *(n // stride for n in x.shape[2:])]
+
+
+def _output_problem(
+    blueprint: Blueprint, module: nn.Module, x: torch.Tensor, sizes: tuple[int, ...]
+) -> str | None:
     import torch
 
     try:
@@ -139,13 +167,27 @@ def _output_problem(blueprint: Blueprint, module: nn.Module, x: torch.Tensor) ->
         )
     if not isinstance(out, torch.Tensor):
         return f"its forward returns {type(out).__name__}, not a tensor of its input's shape"
-    if out.shape != x.shape:
+    expected = _expected_shape(blueprint, x, sizes)
+    if list(out.shape) != expected:
+        what = (
+            f"a branch must return the following segment's shape {expected}"
+            if blueprint.branch
+            else "a seed must keep its input's shape"
+        )
         return (
             f"its forward returns shape {list(out.shape)} for an input of shape {list(x.shape)}; "
-            "a seed must keep its input's shape"
+            + what
         )
     if not bool(torch.isfinite(out).all()):
         return f"its output holds inf or NaN for a finite input of shape {list(x.shape)}"
+    if blueprint.branch:
+        if blueprint.identity_at_birth and bool(out.abs().max() > IDENTITY_ATOL):
+            gap = float(out.abs().max())
+            return (
+                f"it claims identity_at_birth but its branch adds up to {gap:.3g} "
+                "(zero-initialise its last layer, or set identity_at_birth=False)"
+            )
+        return None
     if blueprint.identity_at_birth and not torch.allclose(out, x, rtol=0.0, atol=IDENTITY_ATOL):
         gap = float((out - x).abs().max())
         return (

@@ -20,7 +20,8 @@ __all__ = ["HostProtocol", "InjectionSpec", "MorphogeneticModel"]
 
 
 class MorphogeneticModel(nn.Module):
-    """Runs ``segment -> slot -> segment ... -> head``.
+    """Runs ``segment -> slot -> segment ... -> head``; a branch seed's slot merges its
+    increment after the segment that follows it (:meth:`SeedSlot.merge`).
 
     With every slot empty the computation is the host's own, call for call, so
     outputs and gradients equal the bare host's exactly.
@@ -102,11 +103,21 @@ class MorphogeneticModel(nn.Module):
             out: torch.Tensor = self.host(x)  # the slots run inside, from the host's hooks
             return out
         host = cast(HostProtocol, self.host)
+        # A branch seed in the slot after segment i reads that slot's activation and adds
+        # its increment to segment i + 1's output: carried across one segment, then merged.
+        pending: tuple[SeedSlot, torch.Tensor] | None = None
         for index in range(self._num_segments):
             x = host.forward_segment(index, x)
+            if pending is not None:
+                x = pending[0].merge(pending[1], x)
+                pending = None
             slot_id = self._slot_after.get(index)
             if slot_id is not None:
-                x = self.slots[slot_id](x)
+                slot = self.slot(slot_id)
+                if slot.is_branch:
+                    pending = (slot, slot.branch_input(x))
+                else:
+                    x = slot(x)
         return host.forward_head(x)
 
     # ------------------------------------------------------------ parameters

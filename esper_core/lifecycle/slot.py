@@ -6,7 +6,9 @@ bit-identical to the host alone, whatever the seed outputs); BLENDING, ``blend(h
 alpha)``, exactly ``h`` where alpha is 0, the seed input detached while alpha < 1, the
 host's upstream gradient whole (``blend_host_gradient=full``) or scaled by ``1 - alpha``;
 HOLDING and FOSSILIZED, alpha 1 and no isolation. Non-finite seed outputs:
-:mod:`~esper_core.lifecycle.isolation`.
+:mod:`~esper_core.lifecycle.isolation`. A branch seed (``Blueprint.branch``) runs in two
+steps, :meth:`SeedSlot.branch_input` and :meth:`SeedSlot.merge`, with the same stage
+logic (:mod:`~esper_core.lifecycle.slot_forward`) on ``s = h_next + seed(x)``.
 """
 
 from __future__ import annotations
@@ -21,18 +23,17 @@ from torch import nn
 from esper_core.components.blueprint import Blueprint
 from esper_core.components.host import InjectionSpec
 from esper_core.converter import converter
-from esper_core.lifecycle import rules
-from esper_core.lifecycle.alpha import STYLES, AlphaSchedule, BlendGate, blend, broadcast_alpha
+from esper_core.lifecycle import rules, slot_forward
+from esper_core.lifecycle.alpha import STYLES, AlphaSchedule, BlendGate
 from esper_core.lifecycle.gates import GateInputs, GateResult, evaluate_gate
-from esper_core.lifecycle.isolation import any_nonfinite, finite_or_host, straight_through
 from esper_core.lifecycle.rules import (
     ADVANCE_TARGET,
-    BLENDED_STAGES,
     PRUNABLE_STAGES,
     SEED_STAGES,
     LifecycleError,
     check_transition,
 )
+from esper_core.lifecycle.slot_forward import stage_forward
 from esper_core.lifecycle.slot_state import DEFAULT_SETTINGS, SlotReport, SlotSettings, SlotState
 from esper_core.lifecycle.stages import Stage
 
@@ -57,6 +58,7 @@ class SeedSlot(nn.Module):
         self.state = SlotState()
         self.seed: nn.Module | None = None
         self.gate: BlendGate | None = None
+        self._branch = False  # the seed is a branch of the following segment
         # Bumped whenever the set of seed parameters changes, so optimizers follow it.
         self.param_version = 0
         # Moves with .to() so an empty slot still knows its device and dtype.
@@ -125,25 +127,27 @@ class SeedSlot(nn.Module):
     ) -> None:
         """Build the seed (and gate) of ``blueprint``, seeded by ``init_seed`` when given,
         and copy ``source``'s weights into it (a stacking birth) when given."""
-        if blueprint.topology != self.spec.topology:
-            raise ValueError(
-                f"slot {self.slot_id}: blueprint {blueprint.key} is for {blueprint.topology} "
-                f"hosts, this slot is {self.spec.topology}"
-            )
+        problem = blueprint.fits(self.spec)
+        if problem is not None:
+            raise ValueError(f"slot {self.slot_id}: {problem}")
         if style not in STYLES:
             raise ValueError(f"unknown style {style!r}; expected one of {', '.join(STYLES)}")
         seeded = torch.random.fork_rng(devices=[]) if init_seed is not None else None
         with seeded or contextlib.nullcontext():
             if init_seed is not None:
                 torch.manual_seed(init_seed)
-            seed = blueprint.build(self.spec.channels)
+            seed = blueprint.build_for(self.spec)
             if source is not None:
                 if blueprint.inherit is None:
                     raise ValueError(f"blueprint {blueprint.key} cannot inherit a host block")
                 with torch.no_grad():
                     blueprint.inherit(seed, source)
             gated = STYLES[style].operator == "gate"
-            gate = BlendGate(self.spec.channels, self.spec.topology) if gated else None
+            # The gate reads what the seed's output is a residual over (slot_forward): the
+            # following segment's output for a branch seed.
+            width = self.spec.next_channels if blueprint.branch else self.spec.channels
+            gate = BlendGate(width or self.spec.channels, self.spec.topology) if gated else None
+        self._branch = blueprint.branch
         self.seed = seed.to(device=self._anchor.device, dtype=self._anchor.dtype)
         self.gate = gate.to(device=self._anchor.device, dtype=self._anchor.dtype) if gate else None
         self.param_version += 1
@@ -346,37 +350,33 @@ class SeedSlot(nn.Module):
         finally:
             self._alpha_override = previous
 
-    def _alpha_for(self, h: torch.Tensor) -> torch.Tensor | float:
-        override = self._alpha_override
-        return self._alpha if override is None else broadcast_alpha(override, h, self.slot_id)
-
     # ------------------------------------------------------------ forward
 
+    @property
+    def is_branch(self) -> bool:
+        """Whether the slot holds a branch seed (see :meth:`branch_input`)."""
+        return self.seed is not None and self._branch
+
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        seed = self.seed
-        stage = self.state.stage
-        if seed is None:
+        """A series seed's slot: the output for the host activation ``h``."""
+        if self.seed is None:
             return h
-        if stage == Stage.TRAINING:
-            if not torch.is_grad_enabled():
-                return h  # the output equals h; the seed only needs to run to learn
-            s = seed(h.detach())
-            self._nonfinite.add_(any_nonfinite(s))
-            return straight_through(h, s)
-        if stage not in BLENDED_STAGES:
-            return h
-        isolated = rules.is_isolated(stage, self.state.alpha)
-        x = h.detach() if isolated else h
-        s, bad = finite_or_host(seed(x), h)
-        self._nonfinite.add_(bad)
-        alpha = self._alpha_for(h)
-        alpha_t = (
-            alpha if isinstance(alpha, torch.Tensor) else torch.full((), alpha, device=h.device)
-        )
-        operator = STYLES[self.state.style or "linear_add"].operator
-        gate = self.gate(x) if operator == "gate" and self.gate is not None else None
-        straight = isolated and self.settings.blend_host_gradient == "full"
-        return blend(operator, h, s, alpha_t, x, gate, host_straight_through=straight)
+        if self._branch:
+            raise RuntimeError(f"slot {self.slot_id} holds a branch seed: use merge()")
+        return stage_forward(self, h, slot_forward.series(self.seed, h))
+
+    def branch_input(self, x: torch.Tensor) -> torch.Tensor:
+        """A branch seed's first step: keep the slot's activation ``x``, the input of the
+        following segment, for :meth:`merge` (the host carries ``x`` on untouched)."""
+        return x
+
+    def merge(self, pending: torch.Tensor, h_next: torch.Tensor) -> torch.Tensor:
+        """A branch seed's second step: the following segment's output ``h_next`` with the
+        seed's increment on ``pending`` blended in by the series stage semantics, taking
+        ``s = h_next + seed(pending)``."""
+        if self.seed is None:
+            return h_next
+        return stage_forward(self, h_next, slot_forward.branch(self.seed, pending, h_next))
 
     # ------------------------------------------------------------ checkpointing
 

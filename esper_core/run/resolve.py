@@ -207,9 +207,9 @@ def pinned_blueprints(
 ) -> list[Any]:
     """The blueprints of the action space: those ``env.blueprints`` names (a key such as
     ``cnn/conv_light`` or, within the task's topology, a name such as ``conv_light``), or
-    every installed one when it is unset."""
+    every installed one but the opt-in ones (``Blueprint.opt_in``) when it is unset."""
     if pinned is None:
-        return installed
+        return [bp for bp in installed if not getattr(bp, "opt_in", False)]
     by_key = {bp.key: bp for bp in installed}
     by_name = {bp.name: bp for bp in installed}
     chosen: dict[str, Any] = {}

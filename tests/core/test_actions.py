@@ -90,7 +90,8 @@ def test_shapes_and_dtypes() -> None:
     assert masks.op.shape == (len(OPS),) and masks.op.dtype == torch.bool
     assert masks.slot.shape == (len(OPS), 3)
     assert masks.alpha_target.shape == (3, 3)
-    assert masks.blueprint.shape == (2,) and masks.style.shape == (4,) and masks.tempo.shape == (3,)
+    assert masks.blueprint.shape == (3, 2) and masks.style.shape == (4,)
+    assert masks.tempo.shape == (3,)
     assert SPACE.head_sizes == {
         "op": 6,
         "slot": 3,

@@ -66,6 +66,23 @@ def conv_heavy(channels: int) -> nn.Module:
     return build(channels)
 
 
+def widen(channels: int, next_channels: int, next_stride: int) -> nn.Module:
+    from esper_blueprints.cnn_modules import WidenBranch
+
+    return WidenBranch(channels, next_channels, next_channels, next_stride)
+
+
+def widen4x(channels: int, next_channels: int, next_stride: int) -> nn.Module:
+    from esper_blueprints.cnn_modules import WidenBranch
+
+    return WidenBranch(channels, 3 * next_channels, next_channels, next_stride)
+
+
+def _branch_params(channels: int, width: int, out: int) -> int:
+    """conv3x3 (no bias) + GroupNorm affine + conv1x1 with bias."""
+    return 9 * channels * width + 2 * width + width * out + out
+
+
 BLUEPRINTS = (
     Blueprint(
         name="noop",
@@ -130,6 +147,29 @@ BLUEPRINTS = (
         param_estimate=lambda c: 2 * (9 * c * c + 2 * c),
         description="two conv_light layers in sequence",
         identity_at_birth=False,
+    ),
+    Blueprint(
+        name="widen",
+        topology="cnn",
+        factory=widen,
+        param_estimate=lambda c, n, s: _branch_params(c, n, n),
+        description=(
+            "a parallel branch of the following block, as wide as it (doubles its width): "
+            "conv1x1(pool(relu(GN(conv3x3(x))))) added to its output, 1x1 zero-initialised"
+        ),
+        identity_at_birth=True,
+        branch=True,
+        opt_in=True,
+    ),
+    Blueprint(
+        name="widen4x",
+        topology="cnn",
+        factory=widen4x,
+        param_estimate=lambda c, n, s: _branch_params(c, 3 * n, n),
+        description="widen with a branch 3x the following block's width (the block 4x as wide)",
+        identity_at_birth=True,
+        branch=True,
+        opt_in=True,
     ),
 )
 

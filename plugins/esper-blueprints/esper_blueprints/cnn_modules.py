@@ -1,7 +1,8 @@
 """Seed modules for CNN hosts: ``[B, C, H, W] -> [B, C, H, W]`` at any H, W.
 
 Every module returns the full activation (residual form), because the slot blends
-``lerp(h, seed(h), alpha)``. Normalisation is GroupNorm, never BatchNorm: a seed must
+``lerp(h, seed(h), alpha)``; a branch module (:class:`WidenBranch`) instead returns the
+increment it adds to the following host block's output. Normalisation is GroupNorm, never BatchNorm: a seed must
 not depend on the other samples of its batch (validation repeats each batch with
 per-sample alphas) nor carry running statistics.
 """
@@ -124,6 +125,26 @@ class ConvLightSeed(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + F.relu(self.norm(self.conv(x)))
+
+
+class WidenBranch(nn.Module):
+    """A parallel branch of the following host block, ``width`` channels wide:
+    ``conv1x1_{width -> out}(maxpool_stride(relu(GN(conv3x3_{in -> width}(x)))))``.
+
+    Its output is the increment added to that block's (pooled) output, not a whole
+    activation; the 1x1 projection is zero-initialised, so the increment is 0 at birth.
+    """
+
+    def __init__(self, channels: int, width: int, out_channels: int, stride: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(channels, width, 3, padding=1, bias=False)
+        self.norm = group_norm(width)
+        self.pool = nn.MaxPool2d(stride) if stride > 1 else nn.Identity()
+        self.project = nn.Conv2d(width, out_channels, 1)
+        zero_(self.project.weight, self.project.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.project(self.pool(F.relu(self.norm(self.conv(x)))))
 
 
 def conv_heavy(channels: int) -> nn.Module:

@@ -404,6 +404,12 @@ class HeuristicPolicy:
         if key is None:
             return None
         blueprint = self.space.blueprints.index(key)
+        # The first slot where this blueprint can grow (a branch needs a following segment).
+        legal_slots = [
+            ok and fit for ok, fit in zip(legal_slots, obs.masks.blueprint[:, blueprint].tolist())
+        ]
+        if not any(legal_slots):
+            return None
         if obs.max_epochs - obs.epoch < self.epochs_to_judge(obs, blueprint):
             return None  # it could not be judged, let alone kept, before the episode ends
         slot = legal_slots.index(True)

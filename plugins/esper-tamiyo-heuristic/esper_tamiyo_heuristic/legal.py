@@ -27,11 +27,12 @@ def _indices(row: object) -> list[int]:
 @frozen
 class LegalChoices:
     """Every legal value of every head. ``slots[op]`` lists the slots legal for ``op``;
-    ``alpha_targets[slot]`` the targets legal for SET_ALPHA_TARGET on that slot."""
+    ``blueprints[slot]`` the blueprints that can grow in that slot; ``alpha_targets[slot]``
+    the targets legal for SET_ALPHA_TARGET on that slot."""
 
     ops: tuple[LifecycleOp, ...]
     slots: dict[LifecycleOp, tuple[int, ...]]
-    blueprints: tuple[int, ...]
+    blueprints: dict[int, tuple[int, ...]]
     styles: tuple[int, ...]
     tempos: tuple[int, ...]
     alpha_targets: dict[int, tuple[int, ...]]
@@ -42,7 +43,7 @@ def legal_choices(masks: ActionMasks, space: ActionSpace) -> LegalChoices:
     (e.g. GERMINATE when the run configures no style): an op is listed only if at
     least one complete legal action exists for it."""
     n_slots = len(space.slot_ids)
-    blueprints = tuple(_indices(masks.blueprint))
+    blueprints = {i: tuple(_indices(masks.blueprint[i])) for i in range(n_slots)}
     styles = tuple(_indices(masks.style))
     tempos = tuple(_indices(masks.tempo))
     alpha = {i: tuple(_indices(masks.alpha_target[i])) for i in range(n_slots)}
@@ -57,8 +58,8 @@ def legal_choices(masks: ActionMasks, space: ActionSpace) -> LegalChoices:
             slots[op] = ()
             continue
         legal_slots = tuple(_indices(masks.slot[op]))
-        if op == LifecycleOp.GERMINATE and not (blueprints and styles and tempos):
-            legal_slots = ()
+        if op == LifecycleOp.GERMINATE:
+            legal_slots = tuple(i for i in legal_slots if blueprints[i] and styles and tempos)
         if op == LifecycleOp.SET_ALPHA_TARGET:
             legal_slots = tuple(i for i in legal_slots if alpha[i])
         if legal_slots:
@@ -83,7 +84,7 @@ def sample_legal(rng: random.Random, masks: ActionMasks, space: ActionSpace) -> 
         return Action(
             op,
             slot=slot,
-            blueprint=rng.choice(choices.blueprints),
+            blueprint=rng.choice(choices.blueprints[slot]),
             style=rng.choice(choices.styles),
             tempo=rng.choice(choices.tempos),
         )

@@ -69,7 +69,7 @@ class RolloutBuffer:
             state_c=zeros(state_size),
             mask_op=zeros(s["op"], dtype=torch.bool),
             mask_slot=zeros(s["op"], s["slot"], dtype=torch.bool),
-            mask_blueprint=zeros(s["blueprint"], dtype=torch.bool),
+            mask_blueprint=zeros(s["slot"], s["blueprint"], dtype=torch.bool),
             mask_style=zeros(s["style"], dtype=torch.bool),
             mask_tempo=zeros(s["tempo"], dtype=torch.bool),
             mask_alpha_target=zeros(s["slot"], s["alpha_target"], dtype=torch.bool),

@@ -6,8 +6,8 @@ a uniform distribution instead of NaNs, and fp16 stays finite. Their probability
 exactly 0 in float32 (``exp(-1e4)`` underflows), so they are never sampled; there is no
 probability floor anywhere.
 
-The op is chosen first; the slot head uses ``masks.slot[op]`` and the alpha-target head
-``masks.alpha_target[slot]``. Heads the op does not read (:data:`OP_HEADS`) are set to
+The op is chosen first; the slot head uses ``masks.slot[op]``, the blueprint head
+``masks.blueprint[slot]`` and the alpha-target head ``masks.alpha_target[slot]``. Heads the op does not read (:data:`OP_HEADS`) are set to
 the canonical value 0 and their log-probabilities and entropies are excluded (zeroed),
 so they neither change the ratio nor receive gradient.
 """
@@ -28,6 +28,7 @@ MASK_VALUE = -1e4
 CANONICAL = 0  # the value of a head the chosen op does not read
 HEAD_INDEX = {name: i for i, name in enumerate(HEADS)}
 SLOT_CHILDREN = ("blueprint", "style", "tempo", "alpha_target")
+PER_SLOT = ("blueprint", "alpha_target")  # heads whose mask depends on the slot
 assert ("op", "slot", *SLOT_CHILDREN) == HEADS, "run_heads decides the heads in this order"
 
 
@@ -49,7 +50,7 @@ class BatchMasks(NamedTuple):
 
     op: torch.Tensor  # [B, n_ops]
     slot: torch.Tensor  # [B, n_ops, n_slots]
-    blueprint: torch.Tensor  # [B, n_blueprints]
+    blueprint: torch.Tensor  # [B, n_slots, n_blueprints]
     style: torch.Tensor  # [B, n_styles]
     tempo: torch.Tensor  # [B, n_tempos]
     alpha_target: torch.Tensor  # [B, n_slots, n_targets]
@@ -135,7 +136,9 @@ def run_heads(
         slot = chosen[1] = torch.where(used[:, 1], slot, CANONICAL)
     slot_inputs = net.conditioned(features, "slot", slot)
     for head in SLOT_CHILDREN:
-        mask = masks.alpha_target[rows, slot] if head == "alpha_target" else getattr(masks, head)
+        mask = getattr(masks, head)
+        if head in PER_SLOT:
+            mask = mask[rows, slot]
         decide(head, slot_inputs, mask)
     # Heads the op ignores: canonical value, and no log-prob or entropy (hence no gradient).
     choices = torch.stack(chosen, 1)

@@ -12,6 +12,8 @@ from esper_blueprints.transformer import BLUEPRINTS as TRANSFORMER
 from esper_core.components.blueprint import Blueprint
 
 ALL = CNN + TRANSFORMER
+SERIES = tuple(bp for bp in ALL if not bp.branch)
+BRANCH = tuple(bp for bp in ALL if bp.branch)
 CHANNELS = (2, 4, 8, 32, 128)
 EXPECTED_IDENTITY = {
     "cnn/noop", "cnn/norm", "cnn/bottleneck", "cnn/conv_small",
@@ -34,14 +36,19 @@ def _build(bp: Blueprint, channels: int) -> torch.nn.Module:
 def test_the_domain_blueprints_exist() -> None:
     assert [bp.name for bp in CNN] == [
         "noop", "norm", "attention", "depthwise", "bottleneck", "conv_small", "conv_light", "conv_heavy",
+        "widen", "widen4x",
     ]  # fmt: skip
+    # Branches of the following block, and only by name (not in a run's default action space).
+    assert [bp.name for bp in BRANCH] == ["widen", "widen4x"]
+    assert all(bp.opt_in and bp.topology == "cnn" for bp in BRANCH)
+    assert not any(bp.opt_in for bp in SERIES)
     assert [bp.name for bp in TRANSFORMER] == [
         "noop", "norm", "lora", "lora_large", "attention", "mlp_small", "mlp", "block",
     ]  # fmt: skip
     assert all(bp.description and "\n" not in bp.description for bp in ALL)
 
 
-@pytest.mark.parametrize("bp", ALL, ids=lambda bp: bp.key)
+@pytest.mark.parametrize("bp", SERIES, ids=lambda bp: bp.key)
 @pytest.mark.parametrize("channels", CHANNELS)
 def test_output_shape_equals_input_shape(bp: Blueprint, channels: int) -> None:
     module = _build(bp, channels)
@@ -51,7 +58,7 @@ def test_output_shape_equals_input_shape(bp: Blueprint, channels: int) -> None:
     assert module(_input(bp, channels, 4, batch=1)).shape == _input(bp, channels, 4, batch=1).shape
 
 
-@pytest.mark.parametrize("bp", ALL, ids=lambda bp: bp.key)
+@pytest.mark.parametrize("bp", SERIES, ids=lambda bp: bp.key)
 @pytest.mark.parametrize("channels", CHANNELS)
 def test_parameter_estimate_is_within_ten_percent(bp: Blueprint, channels: int) -> None:
     actual = sum(p.numel() for p in _build(bp, channels).parameters())
@@ -59,7 +66,7 @@ def test_parameter_estimate_is_within_ten_percent(bp: Blueprint, channels: int) 
     assert abs(estimate - actual) <= 0.1 * actual, (actual, estimate)
 
 
-@pytest.mark.parametrize("bp", ALL, ids=lambda bp: bp.key)
+@pytest.mark.parametrize("bp", SERIES, ids=lambda bp: bp.key)
 def test_identity_at_birth_exactly_where_claimed(bp: Blueprint) -> None:
     assert bp.identity_at_birth == (bp.key in EXPECTED_IDENTITY)
     for channels in (4, 32):
@@ -72,7 +79,7 @@ def test_identity_at_birth_exactly_where_claimed(bp: Blueprint) -> None:
             assert not torch.allclose(out, x, atol=1e-3)
 
 
-@pytest.mark.parametrize("bp", ALL, ids=lambda bp: bp.key)
+@pytest.mark.parametrize("bp", SERIES, ids=lambda bp: bp.key)
 def test_gradients_flow(bp: Blueprint) -> None:
     channels = 8
     module = _build(bp, channels)
@@ -89,6 +96,49 @@ def test_gradients_flow(bp: Blueprint) -> None:
     for name, p in module.named_parameters():
         assert p.grad is not None and torch.isfinite(p.grad).all(), name
         assert p.grad.abs().sum() > 0, name
+
+
+# The widths of a branch: D = next_channels (widen) or 3 * next_channels (widen4x).
+BRANCH_WIDTH = {"widen": 1, "widen4x": 3}
+
+
+@pytest.mark.parametrize("bp", BRANCH, ids=lambda bp: bp.key)
+@pytest.mark.parametrize(
+    ("channels", "next_channels", "stride"), [(2, 4, 2), (8, 16, 2), (32, 64, 2), (6, 5, 1)]
+)
+def test_a_branch_maps_to_the_following_blocks_shape_with_the_stated_parameters(
+    bp: Blueprint, channels: int, next_channels: int, stride: int
+) -> None:
+    torch.manual_seed(0)
+    module = bp.build(channels, next_channels, stride)
+    for h, w in ((2, 3), (8, 8), (17, 16)):
+        out = module(torch.randn(3, channels, h, w))
+        assert out.shape == (3, next_channels, h // stride, w // stride)
+    d = BRANCH_WIDTH[bp.name] * next_channels
+    actual = sum(p.numel() for p in module.parameters())
+    assert actual == bp.param_estimate(channels, next_channels, stride)
+    assert actual == 9 * channels * d + 2 * d + d * next_channels + next_channels
+    assert not any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in module.modules())
+
+
+@pytest.mark.parametrize("bp", BRANCH, ids=lambda bp: bp.key)
+def test_a_branch_adds_exactly_zero_at_birth_and_learns(bp: Blueprint) -> None:
+    assert bp.identity_at_birth
+    torch.manual_seed(0)
+    module = bp.build(8, 16, 2)
+    x = torch.randn(3, 8, 6, 6, requires_grad=True)
+    assert torch.equal(module(x), torch.zeros(3, 16, 3, 3))
+    optimizer = torch.optim.SGD(module.parameters(), lr=0.1)
+    weights = torch.randn(3, 16, 3, 3)
+    for step in range(2):  # the zero-initialised projection passes gradient after one step
+        module.zero_grad()
+        x.grad = None
+        (module(x) * weights).sum().backward()
+        if step == 0:
+            optimizer.step()
+    assert x.grad is not None and x.grad.abs().sum() > 0
+    for name, p in module.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
 
 
 @pytest.mark.parametrize("bp", TRANSFORMER, ids=lambda bp: bp.key)

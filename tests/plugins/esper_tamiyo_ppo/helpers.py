@@ -97,7 +97,7 @@ def bandit_masks(space: ActionSpace = SPACE) -> ActionMasks:
     return ActionMasks(
         op=slot.any(dim=1),
         slot=slot,
-        blueprint=torch.ones(len(space.blueprints), dtype=torch.bool),
+        blueprint=torch.ones(n_slots, len(space.blueprints), dtype=torch.bool),
         style=torch.ones(len(space.styles), dtype=torch.bool),
         tempo=torch.ones(len(space.tempos), dtype=torch.bool),
         alpha_target=torch.zeros(n_slots, len(space.alpha_targets), dtype=torch.bool),

@@ -57,21 +57,27 @@ def masks(draw) -> ActionMasks:  # type: ignore[no-untyped-def]
             )
         )
     )
+
     # Consistency the core guarantees: SET_ALPHA_TARGET on a slot needs a legal target there,
     # an op is legal iff some slot is, WAIT always is (with any slot).
-    slot[LifecycleOp.SET_ALPHA_TARGET] &= alpha.any(dim=1)
-    slot[LifecycleOp.WAIT] = True
-    op = slot.any(dim=1)
-
     def head(n: int) -> torch.Tensor:
         m = torch.tensor(draw(st.lists(bits, min_size=n, max_size=n)))
         m[draw(st.integers(0, n - 1))] = True
         return m
 
+    # Per slot, the blueprints that can grow there; a slot may have none (GERMINATE is
+    # then illegal in it).
+    blueprint = torch.stack([head(SIZES["blueprint"]) for _ in range(N_SLOTS)])
+    blueprint[draw(st.integers(0, N_SLOTS - 1))] = False
+    slot[LifecycleOp.SET_ALPHA_TARGET] &= alpha.any(dim=1)
+    slot[LifecycleOp.GERMINATE] &= blueprint.any(dim=1)
+    slot[LifecycleOp.WAIT] = True
+    op = slot.any(dim=1)
+
     return ActionMasks(
         op=op,
         slot=slot,
-        blueprint=head(SIZES["blueprint"]),
+        blueprint=blueprint,
         style=head(SIZES["style"]),
         tempo=head(SIZES["tempo"]),
         alpha_target=alpha,
@@ -98,7 +104,7 @@ def test_masked_actions_are_never_sampled(
         assert refusal_reason(action, mask, SPACE) is None, (action, mask)
         if action.op == LifecycleOp.GERMINATE:
             assert (
-                mask.blueprint[action.blueprint]
+                mask.blueprint[action.slot, action.blueprint]
                 and mask.style[action.style]
                 and mask.tempo[action.tempo]
             )
@@ -123,7 +129,7 @@ def _single_op_masks(op: LifecycleOp) -> ActionMasks:
     return ActionMasks(
         op=slot.any(dim=1) & torch.tensor([o in (LifecycleOp.WAIT, op) for o in OPS]),
         slot=slot,
-        blueprint=torch.ones(SIZES["blueprint"], dtype=torch.bool),
+        blueprint=torch.ones(N_SLOTS, SIZES["blueprint"], dtype=torch.bool),
         style=torch.ones(SIZES["style"], dtype=torch.bool),
         tempo=torch.ones(SIZES["tempo"], dtype=torch.bool),
         alpha_target=torch.ones(N_SLOTS, N_TARGETS, dtype=torch.bool),

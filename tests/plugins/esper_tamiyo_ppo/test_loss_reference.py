@@ -56,7 +56,7 @@ def _masks(batch: int) -> BatchMasks:
     sizes = SPACE.head_sizes
     op = torch.ones(batch, len(OPS), dtype=torch.bool)
     slot = torch.ones(batch, len(OPS), sizes["slot"], dtype=torch.bool)
-    blueprint = torch.ones(batch, sizes["blueprint"], dtype=torch.bool)
+    blueprint = torch.ones(batch, sizes["slot"], sizes["blueprint"], dtype=torch.bool)
     style = torch.ones(batch, sizes["style"], dtype=torch.bool)
     tempo = torch.ones(batch, sizes["tempo"], dtype=torch.bool)
     alpha = torch.ones(batch, sizes["slot"], sizes["alpha_target"], dtype=torch.bool)
@@ -64,7 +64,8 @@ def _masks(batch: int) -> BatchMasks:
         others = [o for o in OPS if o != chosen and o != Op.WAIT]
         op[b, others[b % len(others)]] = False  # an illegal op
         slot[b, int(chosen), 1 - s] = b % 2 == 0  # the other slot illegal in half the rows
-        blueprint[b, (bp + 1) % sizes["blueprint"]] = False
+        blueprint[b, s, (bp + 1) % sizes["blueprint"]] = False
+        blueprint[b, 1 - s, bp] = False  # the chosen blueprint cannot grow in the other slot
         tempo[b, (tp + 1) % sizes["tempo"]] = False
         alpha[b, s, 1 - a] = False
     return BatchMasks(op, slot, blueprint, style, tempo, alpha)
@@ -104,8 +105,8 @@ def _reference_heads(
                 inputs = torch.cat([inputs, onehot])
             if head == "slot":
                 legal = masks.slot[b, op]
-            elif head == "alpha_target":
-                legal = masks.alpha_target[b, int(actions[b, 1])]
+            elif head in ("alpha_target", "blueprint"):
+                legal = getattr(masks, head)[b, int(actions[b, 1])]
             else:
                 legal = getattr(masks, head)[b]
             logits = torch.where(legal, net.heads[head](inputs), torch.tensor(MASK_VALUE))

@@ -26,7 +26,8 @@ class CNNHost(nn.Module):
     """``n_blocks`` blocks of ``convs_per_block`` conv3x3+BN+ReLU, each followed by a 2x max-pool.
 
     Block ``i`` has ``base_channels * 2**i`` channels and is segment ``i``; slot
-    ``r0c{i}`` sits after it. The head is a global average pool and a linear layer.
+    ``r0c{i}`` sits after it and names block ``i + 1`` (if any) as the segment that
+    follows it, for branch seeds. The head is a global average pool and a linear layer.
     Inputs are ``[B, in_channels, H, W]`` with ``H, W >= 2**n_blocks``.
     """
 
@@ -51,9 +52,18 @@ class CNNHost(nn.Module):
             c_in = c
         self.blocks = nn.ModuleList(blocks)
         self.head = nn.Linear(self.channels[-1], num_classes)
+        # Every slot but the last is followed by the next block: its width, then a 2x pool.
+        following = (*self.channels[1:], None)
         self._specs = tuple(
-            InjectionSpec(slot_id=slot_id(0, i), channels=c, topology=self.topology, segment=i)
-            for i, c in enumerate(self.channels)
+            InjectionSpec(
+                slot_id=slot_id(0, i),
+                channels=c,
+                topology=self.topology,
+                segment=i,
+                next_channels=nxt,
+                next_stride=2 if nxt is not None else 1,
+            )
+            for i, (c, nxt) in enumerate(zip(self.channels, following))
         )
 
     def num_segments(self) -> int:
