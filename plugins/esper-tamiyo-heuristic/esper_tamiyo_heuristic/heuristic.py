@@ -310,7 +310,7 @@ class HeuristicPolicy:
             )
         return None
 
-    def capacity_limited(self, memory: EnvMemory, obs: Observation) -> bool:
+    def growth_triggered(self, memory: EnvMemory, obs: Observation) -> bool:
         """Whether the trigger fires: the host underfits on a flat training curve
         (``trigger = capacity``), or its validation loss falls by less than
         ``slowdown_drop`` per epoch (``trigger = slowdown``, the compute-aware recipe:
@@ -346,7 +346,7 @@ class HeuristicPolicy:
             return None
         if any(r.stage in LIVE_STAGES for r in obs.slots):
             return None  # one seed at a time: each gain is measured against the host alone
-        if not self.capacity_limited(memory, obs):
+        if not self.growth_triggered(memory, obs):
             return None
         legal_slots = obs.masks.slot[LifecycleOp.GERMINATE].tolist()
         if not bool(obs.masks.op[LifecycleOp.GERMINATE]) or not any(legal_slots):
