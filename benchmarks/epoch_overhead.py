@@ -32,9 +32,11 @@ from esper_core.config import load_config
 from esper_core.env.data import make_loader
 from esper_core.env.env import MorphogeneticEnv
 from esper_core.env.evaluation import validate_pending
+from esper_core.env.optimizers import embedding_parameters, make_optimizer, param_groups
 from esper_core.env.pending import fetch
 from esper_core.lifecycle.actions import WAIT
 from esper_core.plugins import PluginManager
+from esper_core.recipe import resolve_recipe, task_recipe
 from esper_core.run.resolve import resolve
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -104,13 +106,10 @@ def main() -> None:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         host = task.build_host()
-    c = cfg.training
-    plain_epoch.opt = torch.optim.SGD(
-        host.parameters(),
-        lr=c.host_lr,
-        momentum=c.host_momentum,  # type: ignore[attr-defined]
-        weight_decay=c.host_weight_decay,
-    )
+    # The same recipe as esper's epoch, so only the bookkeeping differs.
+    recipe = resolve_recipe(cfg.training, task_recipe(task))
+    groups = param_groups(host.parameters(), recipe, embedding_parameters(host.modules()))
+    plain_epoch.opt = make_optimizer(groups, recipe)
     data = task.load_data(torch.device("cpu"))
     batch_size = env.batch_size
     gen = torch.Generator().manual_seed(0)

@@ -38,6 +38,18 @@ from esper_core.converter import (
     unstructure,
 )
 
+OPTIMIZERS = ("sgd", "adamw")
+SCHEDULES = ("constant", "cosine")
+
+
+def betas_check(value: Any) -> str | None:
+    if value is None:
+        return None
+    if len(value) != 2 or not all(0 <= b < 1 for b in value):
+        return f"expected two numbers in [0, 1), got {value!r}"
+    return None
+
+
 COMPONENT_KINDS = ("tasks", "rewards", "policies", "telemetry", "executors")
 CONFIG_SCHEMA_VERSION = 1
 
@@ -163,18 +175,57 @@ class EnvSection:
 class TrainingSection:
     """Optimizers, clipping, precision and compilation of the host training."""
 
-    host_lr: float = options_field(
-        0.01, in_range(0, MAX_LR, lo_open=True), "Host SGD learning rate."
+    # The recipe: each field left unset takes the task's default (Task.default_recipe,
+    # or its model family's), and the run records the values it resolved.
+    optimizer: str | None = options_field(
+        None, one_of(*OPTIMIZERS), "Optimizer of host and seeds: sgd or adamw (task default)."
     )
-    host_momentum: float = options_field(0.9, in_range(0, 1, hi_open=True), "Host SGD momentum.")
-    host_weight_decay: float = options_field(5e-4, in_range(0, 1), "Host SGD weight decay.")
-    seed_lr: float = options_field(
-        0.01, in_range(0, MAX_LR, lo_open=True), "Seed SGD learning rate."
+    lr: float | None = options_field(
+        None, in_range(0, MAX_LR, lo_open=True), "Peak learning rate of host and seeds."
     )
-    seed_momentum: float = options_field(0.9, in_range(0, 1, hi_open=True), "Seed SGD momentum.")
-    seed_weight_decay: float = options_field(0.0, in_range(0, 1), "Seed SGD weight decay.")
+    momentum: float | None = options_field(
+        None, in_range(0, 1, hi_open=True), "SGD momentum (sgd only)."
+    )
+    nesterov: bool | None = options_field(None, doc="Nesterov momentum (sgd only).")
+    betas: list[float] | None = options_field(
+        None, betas_check, "AdamW's two betas, e.g. [0.9, 0.95] (adamw only)."
+    )
+    weight_decay: float | None = options_field(
+        None, in_range(0, 1), "Weight decay of matrices and conv kernels."
+    )
+    decay_embeddings: bool | None = options_field(
+        None, doc="Decay embedding tables too (a tied head's weight is one)."
+    )
+    decay_norms_and_biases: bool | None = options_field(
+        None, doc="Decay norm scales and biases too."
+    )
+    schedule: str | None = options_field(
+        None,
+        one_of(*SCHEDULES),
+        "Learning-rate schedule after warm-up: constant, or cosine to min_lr at the run's "
+        "last step.",
+    )
+    warmup: float | None = options_field(
+        None, in_range(0, 1), "Linear warm-up, as a fraction of the run's optimizer steps."
+    )
+    min_lr: float | None = options_field(
+        None, in_range(0, 1), "The cosine's final rate, as a fraction of lr."
+    )
+    seed_warmup: float | None = options_field(
+        None,
+        in_range(0, 1),
+        "A seed born mid-run joins the schedule at its current rate, ramped up linearly over "
+        "this fraction of the run's steps (0: at once).",
+    )
     grad_clip: float = options_field(
-        1.0, in_range(0, 1e9, lo_open=True), "Max grad norm, per parameter group."
+        1.0,
+        in_range(0, 1e9, lo_open=True),
+        "Max gradient norm, over host and seeds together (see clip_per_group).",
+    )
+    clip_per_group: bool = options_field(
+        False,
+        doc="Clip the host and each seed to grad_clip separately (the original system's "
+        "rule, which gives every seed a budget of its own) instead of one global norm.",
     )
     vanishing_grad: float = options_field(
         1e-7, in_range(0, 1), "A seed grad norm below this counts as vanishing."

@@ -129,9 +129,6 @@ class MorphogeneticEnv:
             host, self._resolve_blueprint, self.settings, self.config.env.slots
         ).to(self.device)
         self.host_params = self.model.host_param_count()
-        self.trainer: Trainer = EpochTrainer(
-            self.model, self.task, self.config.training, self.device
-        )
         self.governor = Governor(self.config.governor, self.task.chance_loss)
         self.cost = CostMeter()
         self.data: TaskData = self.task.load_data(self.device)
@@ -146,6 +143,13 @@ class MorphogeneticEnv:
             shuffle=True,
             max_batches=self.config.env.max_batches,
             num_workers=self.config.env.num_workers,
+        )
+        self.trainer: Trainer = EpochTrainer(
+            self.model,
+            self.task,
+            self.config.training,
+            self.device,
+            total_steps=self.max_epochs * len(self._train_loader),
         )
 
     def _eval_batches(self, split: Any) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:

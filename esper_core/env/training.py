@@ -14,15 +14,22 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 import torch
-from attrs import frozen
+from attrs import define, frozen
 from torch import nn
 
 from esper_core.components.task import Task
 from esper_core.config import TrainingSection
 from esper_core.env.amp import amp_dtype, autocast
+from esper_core.env.optimizers import (
+    embedding_parameters,
+    make_optimizer,
+    param_groups,
+    set_lr,
+)
 from esper_core.env.pending import Pending
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.rules import GRADIENT_STAGES
+from esper_core.recipe import lr_factor, resolve_recipe, task_recipe
 
 log = logging.getLogger("esper.training")
 
@@ -124,22 +131,45 @@ class Trainer(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
+@define
+class SeedOptimizer:
+    """A seed's optimizer, for the slot's parameter set of ``version``; ``born``: the run's
+    optimizer step when the seed's parameters first joined (where its own warm-up starts)."""
+
+    version: int
+    born: int
+    optimizer: torch.optim.Optimizer
+
+
 class EpochTrainer:
-    """Trains one env's model: host optimizer, one optimizer per seed, clipping, AMP."""
+    """Trains one env's model under one recipe (:mod:`esper_core.recipe`): a host
+    optimizer and one per seed with the same hyper-parameters, the schedule applied to all
+    of them each step, one gradient-norm budget over host and seeds, AMP.
+
+    ``total_steps``: the optimizer steps of the whole run, the schedule's horizon.
+    """
 
     def __init__(
-        self, model: MorphogeneticModel, task: Task, cfg: TrainingSection, device: torch.device
+        self,
+        model: MorphogeneticModel,
+        task: Task,
+        cfg: TrainingSection,
+        device: torch.device,
+        total_steps: int = 1,
     ) -> None:
         self.model = model
         self.task = task
         self.cfg = cfg
+        self.recipe = resolve_recipe(cfg, task_recipe(task))
+        self.total_steps = total_steps
         self.device = device
         self.amp_dtype = amp_dtype(cfg.amp, device)
         self.forward = CompiledForward(model, cfg.compile)
         self._host_params = model.host_parameters()
         self._n_host = sum(p.numel() for p in self._host_params)
+        self.step = 0  # optimizer steps taken in this run: the schedule's position
         self.host_optimizer = self._make_host_optimizer()
-        self.seed_optimizers: dict[str, tuple[int, torch.optim.Optimizer]] = {}
+        self.seed_optimizers: dict[str, SeedOptimizer] = {}
         self.scaler = self._make_scaler()
         self._acc: dict[str, torch.Tensor] = {}
         self._seed_acc: dict[str, torch.Tensor] = {}
@@ -147,26 +177,13 @@ class EpochTrainer:
 
     # ------------------------------------------------------------ optimizers
 
-    def _sgd(
-        self, params: list[nn.Parameter], lr: float, momentum: float, weight_decay: float
-    ) -> torch.optim.Optimizer:
-        """SGD; with fp16 the fused kind, whose step takes the scaler's inf check as a
-        device tensor, so ``GradScaler.step`` needs no ``.item()`` (no host sync per batch)."""
-        fused = self.cfg.amp == "fp16"
-        opt = torch.optim.SGD(
-            params, lr=lr, momentum=momentum, weight_decay=weight_decay, fused=fused
-        )
-        if fused and momentum:
-            # The fused first step allocates its momentum buffers uninitialised and, when
-            # the scaler found an inf, skips the update, leaving them so. Zero buffers make
-            # every step a regular one: buf = momentum * 0 + grad is the first step's buf.
-            for p in params:
-                opt.state[p]["momentum_buffer"] = torch.zeros_like(p)
-        return opt
+    def _optimizer(self, params: list[nn.Parameter]) -> torch.optim.Optimizer:
+        embeddings = embedding_parameters(self.model.modules())
+        groups = param_groups(params, self.recipe, embeddings)
+        return make_optimizer(groups, self.recipe, fused=self.cfg.amp == "fp16")
 
     def _make_host_optimizer(self) -> torch.optim.Optimizer:
-        c = self.cfg
-        return self._sgd(self._host_params, c.host_lr, c.host_momentum, c.host_weight_decay)
+        return self._optimizer(self._host_params)
 
     def _make_scaler(self) -> torch.amp.GradScaler:
         # One scaler per env: its scale and inf checks must not mix envs or devices.
@@ -174,38 +191,53 @@ class EpochTrainer:
 
     def sync_optimizers(self) -> None:
         """Keep one optimizer per seed whose parameter set is exactly the slot's (gate included)."""
-        c = self.cfg
         for slot in self.model.iter_slots():
             current = self.seed_optimizers.get(slot.slot_id)
-            if current is not None and current[0] == slot.param_version:
+            if current is not None and current.version == slot.param_version:
                 continue
             params = slot.seed_parameters()
             if params:
-                opt = self._sgd(params, c.seed_lr, c.seed_momentum, c.seed_weight_decay)
-                self.seed_optimizers[slot.slot_id] = (slot.param_version, opt)
+                # A gate added later joins the seed's schedule, not a fresh warm-up.
+                born = current.born if current is not None else self.step
+                self.seed_optimizers[slot.slot_id] = SeedOptimizer(
+                    slot.param_version, born, self._optimizer(params)
+                )
             else:
                 self.seed_optimizers.pop(slot.slot_id, None)
 
     def reset_optimizers(self) -> None:
-        """Fresh optimizer and scaler state (after a governor rollback)."""
+        """Fresh optimizer and scaler state (after a governor rollback); the schedule goes
+        on from where the run is."""
         self.host_optimizer = self._make_host_optimizer()
         self.seed_optimizers.clear()
         self.scaler = self._make_scaler()
         self.sync_optimizers()
 
+    def _apply_schedule(self) -> None:
+        r, step, total = self.recipe, self.step, self.total_steps
+        set_lr(self.host_optimizer, r.lr * lr_factor(r, step, total))
+        for seed in self.seed_optimizers.values():
+            set_lr(seed.optimizer, r.lr * lr_factor(r, step, total, seed.born))
+
     def state_dict(self) -> dict[str, Any]:
         return {
             "host": self.host_optimizer.state_dict(),
-            "seeds": {sid: opt.state_dict() for sid, (_, opt) in self.seed_optimizers.items()},
+            "seeds": {sid: s.optimizer.state_dict() for sid, s in self.seed_optimizers.items()},
+            "born": {sid: s.born for sid, s in self.seed_optimizers.items()},
+            "step": self.step,
             "scaler": self.scaler.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.step = int(state.get("step", 0))
         self.host_optimizer.load_state_dict(state["host"])
         self.sync_optimizers()
+        born = state.get("born", {})
         for slot_id, opt_state in state["seeds"].items():
-            if slot_id in self.seed_optimizers:
-                self.seed_optimizers[slot_id][1].load_state_dict(opt_state)
+            seed = self.seed_optimizers.get(slot_id)
+            if seed is not None:
+                seed.optimizer.load_state_dict(opt_state)
+                seed.born = int(born.get(slot_id, 0))
         if state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])
 
@@ -225,9 +257,10 @@ class EpochTrainer:
     def train_batch(self, inputs: torch.Tensor, targets: torch.Tensor) -> None:
         """One optimisation step on one batch; no host synchronisation."""
         cfg = self.cfg
+        self._apply_schedule()
         self.host_optimizer.zero_grad(set_to_none=True)
-        seed_opts = [(sid, opt) for sid, (_, opt) in self.seed_optimizers.items()]
-        for _, opt in seed_opts:
+        seed_opts = [seed.optimizer for seed in self.seed_optimizers.values()]
+        for opt in seed_opts:
             opt.zero_grad(set_to_none=True)
         with autocast(self.amp_dtype, self.device):
             outputs = self.forward(inputs)
@@ -236,18 +269,22 @@ class EpochTrainer:
         # A seed that took no part in the forward pass (GERMINATED, or a gate before
         # BLENDING) has no gradient: the scaler has no inf check for it, so it is not
         # stepped at all. Whether a .grad exists is known on the host (no sync).
-        seed_opts = [(sid, opt) for sid, opt in seed_opts if has_gradients(opt)]
+        seed_opts = [opt for opt in seed_opts if has_gradients(opt)]
         if self.scaler.is_enabled():
             self.scaler.unscale_(self.host_optimizer)
-            for _, opt in seed_opts:
+            for opt in seed_opts:
                 self.scaler.unscale_(opt)
-        host_norm = torch.nn.utils.clip_grad_norm_(self._host_params, cfg.grad_clip)
+        host_norm = total_grad_norm(self._host_params)
+        if host_norm is None:
+            host_norm = torch.zeros((), device=self.device)
         host_scaled = host_norm / math.sqrt(max(self._n_host, 1))
-        measure_seed_gradients(self.model, self._seed_acc, host_scaled, cfg, clip=True)
+        seed_norms = measure_seed_gradients(self.model, self._seed_acc, host_scaled, cfg)
+        clip_gradients(self._host_params, host_norm, seed_norms, cfg)
         self.scaler.step(self.host_optimizer)
-        for _, opt in seed_opts:
+        for opt in seed_opts:
             self.scaler.step(opt)
         self.scaler.update()
+        self.step += 1
         with torch.no_grad():
             m = self.task.metrics(outputs.detach().float(), targets)
             self._acc["main"] += torch.stack(
@@ -279,24 +316,25 @@ def seed_accumulators(model: MorphogeneticModel, device: torch.device) -> dict[s
     }
 
 
+SeedNorms = dict[str, tuple[list[nn.Parameter], torch.Tensor]]
+
+
 def measure_seed_gradients(
     model: MorphogeneticModel,
     seed_acc: dict[str, torch.Tensor],
     host_scaled: torch.Tensor,
     cfg: TrainingSection,
-    *,
-    clip: bool,
-) -> None:
-    """Add one batch's gradient statistics of each seed in ``seed_acc`` (on the device);
-    with ``clip``, clip each seed's gradients to ``cfg.grad_clip`` too. ``host_scaled``:
-    the host's gradient norm over the square root of its parameter count."""
+) -> SeedNorms:
+    """Add one batch's gradient statistics of each seed in ``seed_acc`` (on the device),
+    measured before clipping; return each measured seed's parameters and gradient norm.
+    ``host_scaled``: the host's gradient norm over the square root of its parameter count."""
+    norms: SeedNorms = {}
     for slot_id, acc in seed_acc.items():
         params = model.slot(slot_id).seed_parameters()
         norm = total_grad_norm(params)
         if norm is None:
             continue
-        if clip:
-            torch.nn.utils.clip_grads_with_norm_(params, cfg.grad_clip, norm)
+        norms[slot_id] = (params, norm)
         n_seed = sum(p.numel() for p in params)
         finite = torch.isfinite(norm)
         healthy = finite & (norm >= cfg.vanishing_grad) & (norm <= cfg.exploding_grad)
@@ -311,6 +349,29 @@ def measure_seed_gradients(
                 torch.ones((), device=acc.device),
             ]
         )
+    return norms
+
+
+def clip_gradients(
+    host_params: list[nn.Parameter],
+    host_norm: torch.Tensor,
+    seed_norms: SeedNorms,
+    cfg: TrainingSection,
+) -> None:
+    """Clip to ``cfg.grad_clip``: one global norm over host and seeds (the norms already
+    measured, combined without another pass), or with ``clip_per_group`` each on its own."""
+    if cfg.clip_per_group:
+        torch.nn.utils.clip_grads_with_norm_(host_params, cfg.grad_clip, host_norm)
+        for params, norm in seed_norms.values():
+            torch.nn.utils.clip_grads_with_norm_(params, cfg.grad_clip, norm)
+        return
+    params = list(host_params)
+    norms = [host_norm]
+    for seed_params, norm in seed_norms.values():
+        params.extend(seed_params)
+        norms.append(norm)
+    total = torch.linalg.vector_norm(torch.stack(norms).float()) if len(norms) > 1 else host_norm
+    torch.nn.utils.clip_grads_with_norm_(params, cfg.grad_clip, total)
 
 
 def train_stats(values: list[float], slot_ids: list[str], n_batches: int) -> TrainStats:

@@ -124,7 +124,7 @@ class LoopTrainer:
         if norm is None:
             norm = torch.zeros((), device=next(iter(self._seed_acc.values())).device)
         host_scaled = norm / math.sqrt(max(self._n_host, 1))
-        measure_seed_gradients(self.model, self._seed_acc, host_scaled, self.cfg, clip=False)
+        measure_seed_gradients(self.model, self._seed_acc, host_scaled, self.cfg)
         self._steps += 1
 
     def begin_epoch(self) -> None:

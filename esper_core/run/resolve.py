@@ -23,6 +23,7 @@ from esper_core.converter import structure, unstructure
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.blueprint_check import checked_blueprint
 from esper_core.plugins import PluginManager
+from esper_core.recipe import recipe_fields, resolve_recipe, task_recipe
 from esper_core.run.policy_ref import PolicyRef
 
 if TYPE_CHECKING:
@@ -166,8 +167,12 @@ def resolve(config: RunConfig, pm: PluginManager) -> Resolved:
         },
     )
     blueprints = resolve_blueprints(pm, config, task_topology(task))
+    # The run records the recipe it trains with, not "the task's default".
+    recipe = resolve_recipe(config.training, task_recipe(task.cls, task_topology(task)))
     filled = attrs.evolve(
-        filled, env=attrs.evolve(filled.env, blueprints=sorted(bp.key for bp in blueprints))
+        filled,
+        env=attrs.evolve(filled.env, blueprints=sorted(bp.key for bp in blueprints)),
+        training=attrs.evolve(filled.training, **recipe_fields(recipe)),
     )
     return Resolved(
         config=filled,

@@ -26,12 +26,9 @@ def problems(**kwargs: object) -> list[str]:
 
 def test_defaults_match_domain() -> None:
     c = RunConfig()
-    assert (c.training.host_lr, c.training.host_momentum, c.training.host_weight_decay) == (
-        0.01,
-        0.9,
-        5e-4,
-    )
-    assert c.training.grad_clip == 1.0
+    # The recipe is the task's (esper_core.recipe); the config leaves it unset.
+    assert (c.training.optimizer, c.training.lr, c.training.schedule) == (None, None, None)
+    assert c.training.grad_clip == 1.0 and not c.training.clip_per_group
     assert c.lifecycle.min_training_epochs == 10 and c.lifecycle.min_gradient_health == 0.7
     assert c.lifecycle.embargo_epochs == 5 and c.lifecycle.tempos == [3, 5, 8]
     assert c.governor.snapshot_every == 5 and c.governor.penalty == -10.0
@@ -128,7 +125,7 @@ def test_cross_field_validation() -> None:
 @pytest.mark.parametrize(
     ("override", "expected"),
     [
-        ("training.host_lr=inf", "training.host_lr: expected a number in (0, 100], got inf"),
+        ("training.lr=inf", "training.lr: expected a number in (0, 100], got inf"),
         ("governor.penalty=nan", "governor.penalty: expected a number in [-1000, 0], got nan"),
         ("env.plateau_delta=-inf", "env.plateau_delta: expected a number in [0, 100], got -inf"),
         ("env.max_epochs=1e20", "env.max_epochs: expected an integer in [1, 100000], got "),

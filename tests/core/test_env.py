@@ -162,7 +162,7 @@ def test_upstream_host_layers_learn_through_a_fossil() -> None:
 def test_seed_optimizer_follows_the_slot_including_the_gate() -> None:
     env = make_env()
     env.step(env.space.germinate("r0c0", "res", "gated"))
-    _, opt = env.trainer.seed_optimizers["r0c0"]
+    opt = env.trainer.seed_optimizers["r0c0"].optimizer
     in_opt = {id(p) for group in opt.param_groups for p in group["params"]}
     slot = env.model.slot("r0c0")
     assert slot.gate is not None

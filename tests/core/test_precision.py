@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import torch
 
+from esper_core.env.optimizers import make_optimizer
 from esper_core.env.training import EpochTrainer
 from esper_core.lifecycle.actions import WAIT, LifecycleOp
 from esper_core.lifecycle.rules import COOLDOWN_STAGES
@@ -57,11 +58,12 @@ def test_fp16_runs_a_whole_lifecycle_with_an_enabled_scaler(fp16_env: Any) -> No
 def test_fp16_optimizers_take_the_inf_check_on_the_device(fp16_env: Any) -> None:
     trainer: EpochTrainer = fp16_env.trainer
     drive_to(fp16_env, "r0c0", "TRAINING")
-    opts = [trainer.host_optimizer, *(opt for _, opt in trainer.seed_optimizers.values())]
+    opts = [trainer.host_optimizer, *(s.optimizer for s in trainer.seed_optimizers.values())]
     assert all(opt.defaults["fused"] for opt in opts)
     # Zero momentum buffers from the start: a first step skipped for an inf must not
     # leave the fused kernel's uninitialised buffers behind.
-    fresh = trainer._sgd([torch.nn.Parameter(torch.ones(3))], 0.1, 0.9, 0.0)
+    groups = [{"params": [torch.nn.Parameter(torch.ones(3))], "weight_decay": 0.0}]
+    fresh = make_optimizer(groups, trainer.recipe, fused=True)
     (buffer,) = [s["momentum_buffer"] for s in fresh.state.values()]
     assert torch.equal(buffer, torch.zeros(3))
 

@@ -180,7 +180,7 @@ def one_line_exit_2(result) -> str:  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize(
     ("sets", "expected"),
     [
-        (["training.host_lr=inf"], "training.host_lr: expected a number in (0, 100], got inf"),
+        (["training.lr=inf"], "training.lr: expected a number in (0, 100], got inf"),
         (["governor.penalty=nan"], "governor.penalty: expected a number in [-1000, 0], got nan"),
         (["rewards.pbrs.shaping_weight=inf"], "rewards.pbrs.shaping_weight: expected a finite"),
         (["env.max_epochs=1e20"], "env.max_epochs: expected an integer in [1, 100000]"),
@@ -227,7 +227,7 @@ def test_cli_refuses_a_fifo_config(invoke, tmp_path: Path) -> None:  # type: ign
         ("date.toml", "[run]\nname = 1979-05-27T07:32:00Z\n", "dates and times are not config"),
         ("deep.toml", "x = " + "[" * 3000 + "]" * 3000, "nested more than 32 levels deep"),
         ("deep.json", '{"a":' * 3000 + "1" + "}" * 3000, "nested more than 32 levels deep"),
-        ("nan.json", '{"training": {"host_lr": NaN}}', "training.host_lr: expected a number"),
+        ("nan.json", '{"training": {"lr": NaN}}', "training.lr: expected a number"),
         ("inf.toml", "[rewards.pbrs]\nshaping_weight = inf\n", "expected a finite number"),
     ],
 )

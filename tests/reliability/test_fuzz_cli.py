@@ -35,7 +35,7 @@ KEYS = [
     "name",
     "threads",
     "history_length",
-    "host_lr",
+    "lr",
 ]
 SCALARS = st.one_of(
     st.integers(-(10**6), 10**6),

@@ -20,6 +20,16 @@ def num_heads(channels: int, max_heads: int = 4, min_head_dim: int = 8) -> int:
     return 1
 
 
+def gpt2_init(*linears: nn.Linear) -> None:
+    """The transformer hosts' initialisation (GPT-2's: weights N(0, 0.02), zero biases), so a
+    seed's layers start like the host layers of the same kind and a seed block differs from
+    a host block only where identity at birth requires it (zero output projections)."""
+    for linear in linears:
+        nn.init.normal_(linear.weight, std=0.02)
+        if linear.bias is not None:
+            nn.init.zeros_(linear.bias)
+
+
 class NormSeed(nn.Module):
     """``x + LayerNorm(x)`` with the norm's affine scale and shift initialised to zero."""
 
@@ -39,6 +49,7 @@ class LoRASeed(nn.Module):
         super().__init__()
         self.down = nn.Linear(channels, rank, bias=False)
         self.up = nn.Linear(rank, channels, bias=False)
+        gpt2_init(self.down)
         nn.init.zeros_(self.up.weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -54,6 +65,7 @@ class AttentionSeed(nn.Module):
         self.norm = nn.LayerNorm(channels)
         self.qkv = nn.Linear(channels, 3 * channels)
         self.proj = nn.Linear(channels, channels)
+        gpt2_init(self.qkv)
         nn.init.zeros_(self.proj.weight)
         nn.init.zeros_(self.proj.bias)
 
@@ -74,6 +86,7 @@ class MLPSeed(nn.Module):
         self.norm = nn.LayerNorm(channels)
         self.fc1 = nn.Linear(channels, expansion * channels)
         self.fc2 = nn.Linear(expansion * channels, channels)
+        gpt2_init(self.fc1, self.fc2)
         if zero_init:
             nn.init.zeros_(self.fc2.weight)
             nn.init.zeros_(self.fc2.bias)

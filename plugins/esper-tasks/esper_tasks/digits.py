@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import attrs
 from attrs import define, field
 
 from esper_core import TaskContext, TaskData, hookimpl
 from esper_core.converter import in_range, one_of, options_field
+from esper_core.recipe import CNN_RECIPE, Recipe
 from esper_tasks.common import (
     CNNPreset,
     CNNPresetTask,
@@ -86,6 +88,9 @@ class DigitsTask(CNNPresetTask):
     default_max_epochs: ClassVar[int] = 30
     default_batch_size: ClassVar[int] = 64
     default_eval_batch_size: ClassVar[int] = 512
+    # The CNN recipe at the rate the default controller does best with on tuning seeds
+    # 100-102 by validation accuracy (see the plugin's README for what was tried).
+    default_recipe: ClassVar[Recipe] = attrs.evolve(CNN_RECIPE, lr=0.02)
 
     options: DigitsOptions = field(factory=DigitsOptions)
     context: TaskContext = field(factory=TaskContext)

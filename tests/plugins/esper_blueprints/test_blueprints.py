@@ -158,3 +158,18 @@ def test_transformer_seeds_are_causal(bp: Blueprint) -> None:
 )
 def test_group_counts_divide_small_channel_counts(channels: int, groups: int) -> None:
     assert num_groups(channels) == groups
+
+
+@pytest.mark.parametrize("bp", TRANSFORMER, ids=lambda b: b.name)
+def test_transformer_seed_layers_start_like_the_hosts_gpt2_layers(bp: Blueprint) -> None:
+    """Every linear layer of a seed is initialised as the transformer hosts' are (weights
+    N(0, 0.02), zero biases), or is zero where identity at birth needs it: a seed block
+    then differs from a host block only there, not by a faster-moving default init."""
+    torch.manual_seed(0)
+    module = bp.build(256)
+    for name, layer in module.named_modules():
+        if not isinstance(layer, torch.nn.Linear):
+            continue
+        w = layer.weight
+        assert bool((w == 0).all()) or abs(float(w.std()) - 0.02) < 0.002, name
+        assert layer.bias is None or bool((layer.bias == 0).all()), name

@@ -225,7 +225,7 @@ def run_started(n_envs: int = 2, episodes: int = 2, max_epochs: int = 4, mode: s
         host_params=100,
         config={
             "run": {"seed": 3, "telemetry": ["jsonl"], "name": None},
-            "training": {"host_lr": 0.01, "amp": "off"},
+            "training": {"lr": 0.01, "amp": "off"},
             "lifecycle": {"auto_advance": False},
         },
         esper_version="0.1.0",

@@ -76,7 +76,7 @@ def test_scalars_text_hparams_and_ppo_with_their_steps(tmp_path: Path) -> None:
 
     start = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"])
     hparams = start.session_start_info.hparams
-    assert hparams["training.host_lr"].number_value == pytest.approx(0.01)
+    assert hparams["training.lr"].number_value == pytest.approx(0.01)
     assert hparams["task"].string_value == "tiny"
     assert hparams["run.telemetry"].string_value == '["jsonl"]'
 
