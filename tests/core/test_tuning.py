@@ -66,7 +66,7 @@ def test_a_point_sets_dotted_keys_like_set_and_copies_the_data() -> None:
     out = apply_point(data, {"training.grad_clip": 0.5, "env.batch_size": 8})
     assert out == {"training": {"grad_clip": 0.5}, "env": {"batch_size": 8}}
     assert data == {"training": {"grad_clip": 1.0}, "env": {}}
-    with pytest.raises(ConfigError, match="training.grad_clip is a value, not a section"):
+    with pytest.raises(ConfigError, match=r"training\.grad_clip is a value, not a section"):
         apply_point(data, {"training.grad_clip.x": 1})
 
 
@@ -171,7 +171,7 @@ def test_a_bad_section_is_one_line_naming_what_is_wrong(
 
 
 def test_a_bad_metric_or_an_unknown_key_of_the_section_is_refused() -> None:
-    with pytest.raises(ConfigError, match="tuning.metric: expected one of auto, accuracy, loss"):
+    with pytest.raises(ConfigError, match=r"tuning\.metric: expected one of auto, accuracy, loss"):
         experiment_of(tuning={**TUNING, "metric": "val"})
     with pytest.raises(ConfigError, match=r"tuning: unknown key\(s\) grids"):
         experiment_of(tuning={**TUNING, "grids": {}})
