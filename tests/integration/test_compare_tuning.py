@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +18,7 @@ from esper_core.config import load_config
 from esper_core.plugins import PluginManager
 from esper_core.run.run_dir import CONFIG, SUMMARY
 from tests.inline_runner import INLINE_RUNNER
-from tests.plugin_set import FAKE_PLUGIN
+from tests.plugin_set import FAKE_PLUGIN, write_broken_plugin
 
 PLUGINS = (FAKE_PLUGIN, "policies.wait", "policies.static")
 TUNING_SEEDS = [100, 101]
@@ -133,3 +134,31 @@ def test_a_rerun_reuses_the_search_and_the_evaluation(
     assert plan.tuning == len(ARMS) * len(BATCH_SIZES) * len(TUNING_SEEDS)
     assert plan.total == plan.tuning + len(ARMS) * 2 + 2
     assert plan.completed == plan.total and plan.stale == 0
+
+
+def test_a_failed_search_stops_before_the_evaluation(tmp_path: Path) -> None:
+    plugin = write_broken_plugin(
+        tmp_path / "broken_policy.py", "policies", "scripted", "act", "broken policy"
+    )
+    plugins = (*PLUGINS, str(plugin))
+    data = {
+        **DATA,
+        "policies": ["broken", "wait"],
+        "seeds": 1,
+        "baselines": [],
+        "sweep": {},
+        "tuning": {"seeds": [100], "grid": {"env.batch_size": [8]}},
+    }
+    spec = parse_experiment(data)
+    failing = build_experiment(spec, shared_config(spec), plugins=plugins)
+    pm = PluginManager(extra=[*plugins, INLINE_RUNNER], autoload=False)
+    messages: list[str] = []
+    report = compare(failing, pm, tmp_path / "out", notify=messages.append, runner="inline")
+    assert [Path(o.directory).parts[-3] for o in report.failed] == ["broken"]
+    assert report.results.cells == [] and not (tmp_path / "out" / "cells").exists()
+    tuning = report.results.tuning
+    assert tuning is not None and not tuning.finished
+    assert tuning.arm("tiny", "broken").chosen is None  # type: ignore[union-attr]
+    assert tuning.arm("tiny", "wait").chosen == {"env.batch_size": 8}  # type: ignore[union-attr]
+    assert any(m.startswith("tuning unfinished") for m in messages)
+    assert "The search is unfinished" in (tmp_path / "out" / RESULTS_MD).read_text()
