@@ -31,7 +31,7 @@ from esper_core.run.session import open_session
 Chosen = Mapping[tuple[str, str], Mapping[str, Any]]
 
 
-def cell_data(base: RunConfig, task: Arm, policy: Arm, seed: int, threads: int) -> dict[str, Any]:
+def _cell_data(base: RunConfig, task: Arm, policy: Arm, seed: int, threads: int) -> dict[str, Any]:
     data = config_to_dict(base)
     data.pop("schema_version", None)
     run = data.setdefault("run", {})
@@ -70,7 +70,7 @@ def resolve_configs(
     resolved: list[RunConfig] = []
     for task, policy, point, where in wanted:
         try:
-            data = cell_data(experiment.base, task, policy, experiment.seeds[0], threads)
+            data = _cell_data(experiment.base, task, policy, experiment.seeds[0], threads)
             data = apply_point(data, dict(point))
             resolved.append(resolve(structure(data, RunConfig), pm).config)
         except ConfigError as exc:
