@@ -45,6 +45,7 @@ from esper_core.compare.size_sweep import frontier_metrics
 from esper_core.compare.static_final import growing, static_cells
 from esper_core.compare.tables import to_markdown
 from esper_core.compare.tuning import TuningCell, tuning_cells
+from esper_core.compare.tuning_grid import describe_point
 from esper_core.compare.tuning_results import TuningResults, chosen_values, tuning_results
 from esper_core.components.runner import RunnerContext
 from esper_core.converter import structure, unstructure
@@ -164,6 +165,14 @@ def _search(
     return tuned, tuned is not None and tuned.finished
 
 
+def _choices(tuned: TuningResults) -> str:
+    return "; ".join(
+        f"{a.arm} on {a.task}: {describe_point(a.chosen)}"
+        for a in tuned.arms
+        if a.chosen is not None and a.same_as is None
+    )
+
+
 def _prepare(
     experiment: Experiment, pm: PluginManager, out: Path, jobs: int
 ) -> tuple[list[TuningCell], list[Cell], list[CellState], Plan, dict[Path, list[str]]]:
@@ -261,6 +270,7 @@ def compare(
             write_results(done, out)
             return CompareReport(done, outcomes, out)
         if tuned is not None:  # the cells with each arm's chosen values
+            notify(f"tuning chosen: {_choices(tuned)}")
             cells = plan_cells(experiment, pm, _threads(experiment, jobs), tuned.chosen())
             _forget_stale(stale_cells(cells, out), out, notify)
         evaluated = cells

@@ -61,8 +61,11 @@ def pm() -> PluginManager:
 def tuned(pm: PluginManager, tmp_path_factory: pytest.TempPathFactory) -> CompareReport:
     out = tmp_path_factory.mktemp("tuned")
     # In this process: the local runner's spawned pools would add seconds per phase.
-    report = compare(experiment(), pm, out, notify=lambda _m: None, runner="inline")
+    messages: list[str] = []
+    report = compare(experiment(), pm, out, notify=messages.append, runner="inline")
     assert not report.failed and not report.results.missing
+    (chosen,) = [m for m in messages if m.startswith("tuning chosen: ")]
+    assert "scripted on tiny: env.batch_size=" in chosen and "sweep.w2 on tiny" in chosen
     return report
 
 
