@@ -77,11 +77,23 @@ def print_tables(results: Any, console: Any) -> None:
         show(heading, *table_rows(results, task, short=True))
     for line in describe(results):
         console.print(f"[dim]{line}[/dim]")
+    print_tuning(results, console, show)
     for frontier in results.frontier:
         header, rows, sweep_header, sweep_rows = frontier_rows(frontier, short=True)
         show(f"frontier: {frontier.task}", header, rows)
         show(f"size sweep: {frontier.task}", sweep_header, sweep_rows)
         console.print(f"[dim]{describe_frontier(frontier)}[/dim]")
+
+
+def print_tuning(results: Any, console: Any, show: Any) -> None:
+    """What each arm's search chose, or that nothing was tuned (never left unsaid)."""
+    from esper_core.compare.tuning_tables import chosen_rows, summary_line
+
+    if results.tuning is None:
+        console.print(f"[yellow]{summary_line(None)}[/yellow]")
+        return
+    show("tuning: chosen", *chosen_rows(results.tuning))
+    console.print(f"[dim]{summary_line(results.tuning)}[/dim]")
 
 
 @click.command()
@@ -163,7 +175,9 @@ def compare(ctx: click.Context, **params: Any) -> None:
     resumed when the command runs again. The whole experiment is checked before any
     run starts. Writes OUT/results.json, OUT/results.md, OUT/intervals.png and
     OUT/pareto.png (accuracy against parameters and training FLOPs). With the size-sweep
-    baseline, also the sweep's frontier and each policy's verdict against it.
+    baseline, also the sweep's frontier and each policy's verdict against it. With a
+    [tuning] table in the experiment file, every arm's recipe is first searched on the
+    tuning seeds (runs under OUT/tuning/) and the evaluation runs use each arm's choice.
     """
     from rich.console import Console
     from rich.progress import (
@@ -215,7 +229,8 @@ def compare(ctx: click.Context, **params: Any) -> None:
     counts = {"done": 0, "total": 0}
 
     def describe_plan(plan: Plan) -> str:
-        notes = [f"{plan.total} runs in {plan.directory}"]
+        searched = f" ({plan.tuning} of them tuning runs)" if plan.tuning else ""
+        notes = [f"{plan.total} runs{searched} in {plan.directory}"]
         if plan.completed:
             notes.append(f"{plan.completed} already finished")
         if plan.resumable:

@@ -1,6 +1,8 @@
 """``esper compare``: policies x tasks x seeds, run as cells, summarised robustly.
 
-:func:`compare` validates the experiment (:mod:`esper_core.compare.plan`), runs the
+:func:`compare` validates the experiment (:mod:`esper_core.compare.plan`); with
+``[tuning]`` it first runs the search's cells (:mod:`esper_core.compare.tuning`) and plans
+the evaluation cells with each arm's chosen values; it runs the
 unfinished cells (:mod:`esper_core.compare.cells`), then, with the ``static-final``
 baseline, one more cell per finished cell of a growing policy
 (:mod:`esper_core.compare.static_final`); the ``size-sweep`` baseline's cells
@@ -23,6 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 from attrs import frozen
 
 from esper_core.compare.cell_dirs import CellState, cell_state
@@ -36,11 +39,14 @@ from esper_core.compare.cells import (
 from esper_core.compare.experiment import Cell, Experiment
 from esper_core.compare.interval_plot import plot_intervals
 from esper_core.compare.pareto_plot import plot_pareto
-from esper_core.compare.plan import stale_cells, validate
+from esper_core.compare.plan import plan_cells, stale_cells, validate
 from esper_core.compare.results import ComparisonResults, aggregate
 from esper_core.compare.size_sweep import frontier_metrics
 from esper_core.compare.static_final import growing, static_cells
 from esper_core.compare.tables import to_markdown
+from esper_core.compare.tuning import TuningCell, tuning_cells
+from esper_core.compare.tuning_grid import describe_point
+from esper_core.compare.tuning_results import TuningResults, chosen_values, tuning_results
 from esper_core.components.runner import RunnerContext
 from esper_core.converter import structure, unstructure
 from esper_core.plugins import PluginManager
@@ -63,6 +69,7 @@ class Plan:
     broken: int  # unfinished without a usable checkpoint: removed and run again
     directory: Path
     stale: int = 0  # made with another config or blueprint set: removed and run again
+    tuning: int = 0  # of ``total``, the cells of the search run before the evaluation
 
 
 @frozen
@@ -84,7 +91,10 @@ def write_results(results: ComparisonResults, root: Path) -> None:
         plot_pareto(results, root / PARETO_PLOT)
 
 
-def _record(experiment: Experiment, cells: Sequence[Cell], root: Path) -> dict[str, Any]:
+def _record(
+    experiment: Experiment, cells: Sequence[Cell], root: Path, searched: Sequence[TuningCell] = ()
+) -> dict[str, Any]:
+    tuning = experiment.tuning
     return {
         "policies": unstructure(list(experiment.policies)),
         "tasks": unstructure(list(experiment.tasks)),
@@ -102,6 +112,23 @@ def _record(experiment: Experiment, cells: Sequence[Cell], root: Path) -> dict[s
             }
             for c in cells
         ],
+        "tuning": None
+        if tuning is None
+        else {
+            "seeds": list(tuning.seeds),
+            "metric": tuning.metric,
+            "grid": tuning.grid,
+            "cells": [
+                {
+                    "task": c.task,
+                    "policy": c.policy,
+                    "point": c.point,
+                    "seed": c.seed,
+                    "run_dir": str(c.directory(root).relative_to(root)),
+                }
+                for c in searched
+            ],
+        },
     }
 
 
@@ -115,20 +142,50 @@ def make_runner(pm: PluginManager, name: str, options: dict[str, Any], jobs: int
 def prepare(
     experiment: Experiment, pm: PluginManager, out: Path, jobs: int = 1
 ) -> tuple[list[Cell], list[CellState], Plan]:
-    """Validate the experiment and look at what ``out`` already holds; start nothing."""
-    cells, states, plan, _ = _prepare(experiment, pm, out, jobs)
+    """Validate the experiment and look at what ``out`` already holds; start nothing. The
+    cells and states are the evaluation's; the plan counts the search's cells too."""
+    _, cells, states, plan, _ = _prepare(experiment, pm, out, jobs)
     return cells, states, plan
+
+
+def _threads(experiment: Experiment, jobs: int) -> int:
+    return experiment.base.run.threads or threads_per_job(jobs)
+
+
+def _search(
+    experiment: Experiment, pm: PluginManager, out: Path, searched: Sequence[TuningCell]
+) -> tuple[TuningResults | None, bool]:
+    """The search's results so far, and whether the evaluation's configs are known: no
+    ``[tuning]``, or every arm chosen from cells made with this experiment's config."""
+    if experiment.tuning is None:
+        return None, True
+    if stale_cells(searched, out):  # to be run again: what they hold chose nothing
+        return None, False
+    tuned = tuning_results(experiment, searched, out, pm)
+    return tuned, tuned is not None and tuned.finished
+
+
+def _choices(tuned: TuningResults) -> str:
+    return "; ".join(
+        f"{a.arm} on {a.task}: {describe_point(a.chosen)}"
+        for a in tuned.arms
+        if a.chosen is not None and a.same_as is None
+    )
 
 
 def _prepare(
     experiment: Experiment, pm: PluginManager, out: Path, jobs: int
-) -> tuple[list[Cell], list[CellState], Plan, dict[Path, list[str]]]:
-    threads = experiment.base.run.threads or threads_per_job(jobs)
-    cells = validate(experiment, pm, out, threads)
-    stale = stale_cells(cells, out)
+) -> tuple[list[TuningCell], list[Cell], list[CellState], Plan, dict[Path, list[str]]]:
+    threads = _threads(experiment, jobs)
+    searched = tuning_cells(experiment, pm, threads)
+    tuned, known = _search(experiment, pm, out, searched)
+    # Until every arm is chosen, the evaluation cells are checked with the shared recipe;
+    # what they will run is planned once the search has finished.
+    cells = validate(experiment, pm, out, threads, chosen_values(tuned) if known else None)
+    stale = stale_cells([*searched, *cells] if known else searched, out)
     states = [
         CellState.MISSING if c.directory(out) in stale else cell_state(c.directory(out))
-        for c in cells
+        for c in [*searched, *cells]
     ]
     # One static-final cell per cell of a growing policy, planned once that cell finished.
     grown = set(growing(experiment))
@@ -138,14 +195,15 @@ def _prepare(
         for c in static_cells(experiment, cells, out, pm)
     )
     plan = Plan(
-        len(cells) + expected,
+        len(states) + expected,
         states.count(CellState.COMPLETED) + done,
         states.count(CellState.RESUMABLE),
         states.count(CellState.BROKEN),
         out,
         len(stale),
+        len(searched),
     )
-    return cells, states, plan, stale
+    return searched, cells, states[len(searched) :], plan, stale
 
 
 def _jobs(experiment: Experiment, cells: Sequence[Cell], out: Path) -> list[CellJob]:
@@ -179,28 +237,52 @@ def compare(
     runner_options: dict[str, Any] | None = None,
 ) -> CompareReport:
     """Validate, run the unfinished cells with ``runner`` (``jobs`` at a time), aggregate and
-    write results."""
+    write results. With ``[tuning]``, the search's cells run first; the evaluation's wait
+    until every arm is chosen (a failed search cell stops there: run again to retry)."""
     cell_runner = make_runner(pm, runner, runner_options or {}, jobs)
-    cells, _states, plan, stale = _prepare(experiment, pm, out, jobs)
+    searched, cells, _states, plan, stale = _prepare(experiment, pm, out, jobs)
     _forget_stale(stale, out, notify)
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / EXPERIMENT_JSON, _record(experiment, cells, out))
+    write_json(out / EXPERIMENT_JSON, _record(experiment, cells, out, searched))
     if on_plan is not None:
         on_plan(plan)
     report = on_outcome or (lambda _o: None)
     statics: list[Cell] = []
+    evaluated: list[Cell] = []  # the evaluation's cells, once their configs are known
     metrics = frontier_metrics(experiment, pm)
+    outcomes: list[CellOutcome] = []
+
+    def results() -> ComparisonResults:
+        tuned, _ = _search(experiment, pm, out, searched)
+        found = aggregate(experiment, [*evaluated, *statics], out, metrics)
+        return attrs.evolve(found, tuning=tuned)
+
     try:
-        outcomes = cell_runner.run(_jobs(experiment, cells, out), report, notify)
+        if searched:
+            outcomes += cell_runner.run(_jobs(experiment, searched, out), report, notify)
+        tuned, known = _search(experiment, pm, out, searched)
+        if not known:
+            notify(
+                "tuning unfinished: the evaluation runs once every arm's search has "
+                "finished; run the same command again"
+            )
+            done = results()
+            write_results(done, out)
+            return CompareReport(done, outcomes, out)
+        if tuned is not None:  # the cells with each arm's chosen values
+            notify(f"tuning chosen: {_choices(tuned)}")
+            cells = plan_cells(experiment, pm, _threads(experiment, jobs), tuned.chosen())
+            _forget_stale(stale_cells(cells, out), out, notify)
+        evaluated = cells
+        write_json(out / EXPERIMENT_JSON, _record(experiment, cells, out, searched))
+        outcomes += cell_runner.run(_jobs(experiment, cells, out), report, notify)
         statics = static_cells(experiment, cells, out, pm)
         _forget_stale(stale_cells(statics, out), out, notify)
-        write_json(out / EXPERIMENT_JSON, _record(experiment, [*cells, *statics], out))
+        write_json(out / EXPERIMENT_JSON, _record(experiment, [*cells, *statics], out, searched))
         outcomes += cell_runner.run(_jobs(experiment, statics, out), report, notify)
     except CellsInterrupted:
-        write_results(
-            aggregate(experiment, [*cells, *statics], out, metrics), out
-        )  # finished so far
+        write_results(results(), out)  # finished so far
         raise
-    results = aggregate(experiment, [*cells, *statics], out, metrics)
-    write_results(results, out)
-    return CompareReport(results, outcomes, out)
+    done = results()
+    write_results(done, out)
+    return CompareReport(done, outcomes, out)

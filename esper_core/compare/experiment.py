@@ -30,7 +30,8 @@ one env. A policy's ``options`` are merged over ``[config.policies.NAME]`` (a ta
 options under different labels. Each ``[[sweep.sizes]]`` entry is, per task and seed, a
 cell of policy ``wait`` labelled ``sweep.LABEL`` (:mod:`esper_core.compare.size_sweep`);
 ``[sweep] metric`` ("auto", "accuracy" or "loss") is what its frontier is measured in.
-The whole experiment is validated before any cell runs.
+``[tuning]`` searches every arm's recipe on tuning seeds first
+(:mod:`esper_core.compare.tuning_grid`). The whole experiment is validated before any cell runs.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from typing import Any
 import attrs
 from attrs import define, frozen
 
+from esper_core.compare.tuning_grid import Tuning, TuningFile, check_tuning
 from esper_core.config import RunConfig
 from esper_core.config_io import apply_overrides, merge, read_file
 from esper_core.converter import each, in_range, one_of, options_field, structure
@@ -156,6 +158,7 @@ class ExperimentFile:
         "trains static hosts of the [[sweep.sizes]] (policy wait) on the same seeds.",
     )
     sweep: SweepFile = attrs.field(factory=SweepFile, metadata={"doc": "The size sweep."})
+    tuning: TuningFile | None = options_field(None, doc="The search run before the evaluation.")
     jobs: int | None = options_field(None, in_range(1, integer=True), "Cells run in parallel.")
     runner: str = options_field(
         "local", doc="Where the cells run: a runners.* component (local, ray, ...)."
@@ -255,6 +258,7 @@ class Experiment:
     # The size sweep: one arm per size, spec "wait", options = the task-option overrides.
     sweep: tuple[SweepArm, ...] = ()
     frontier_metric: str = "auto"
+    tuning: Tuning | None = None  # None: every arm runs the shared config's recipe
 
     def default_out(self) -> Path:
         """A deterministic directory, so re-running the same command continues it."""
@@ -333,9 +337,10 @@ def build_experiment(
         )
     sweep, sweep_problems = _sweep(spec, [t.label for t in task_arms])
     problems += sweep_problems
-    if problems:
-        raise ExperimentError(problems)
     seeds = tuple(base.run.seed + k for k in range(spec.seeds))
+    tuning, tuning_problems = check_tuning(spec.tuning, base, seeds)
+    if problems + tuning_problems:
+        raise ExperimentError(problems + tuning_problems)
     return Experiment(
         policies=tuple(policy_arms),
         tasks=tuple(task_arms),
@@ -345,6 +350,7 @@ def build_experiment(
         baselines=tuple(dict.fromkeys(spec.baselines)),
         sweep=sweep,
         frontier_metric=spec.sweep.metric,
+        tuning=tuning,
         confidence=spec.confidence,
         resamples=spec.resamples,
         bootstrap_seed=spec.bootstrap_seed,

@@ -2,13 +2,14 @@
 
 :func:`validate` resolves every (task, policy) configuration and builds each (task, policy) once the way
 a cell would, so a missing dataset or a PPO checkpoint that does not fit fails at once. :func:`stale_cells` finds the finished
-cells that were made with another config, which the experiment runs again.
+cells that were made with another config, which the experiment runs again. With ``[tuning]``,
+each (task, policy)'s chosen values (dotted config keys) are set over its cells' config.
 """
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import attrs
 from esper_core.compare.cell_dirs import CellState, cell_state, config_differences, stored_config
 from esper_core.compare.experiment import Arm, Cell, Experiment, ExperimentError
 from esper_core.compare.size_sweep import sweep_arms
+from esper_core.compare.tuning_grid import apply_point
 from esper_core.config import RunConfig, config_to_dict
 from esper_core.config_io import merge
 from esper_core.converter import structure
@@ -24,6 +26,9 @@ from esper_core.errors import ConfigError, EsperError
 from esper_core.plugins import PluginManager
 from esper_core.run.resolve import resolve
 from esper_core.run.session import open_session
+
+# Per (task label, policy label): dotted config keys and values set over its cells' config.
+Chosen = Mapping[tuple[str, str], Mapping[str, Any]]
 
 
 def _cell_data(base: RunConfig, task: Arm, policy: Arm, seed: int, threads: int) -> dict[str, Any]:
@@ -47,30 +52,62 @@ def _cell_data(base: RunConfig, task: Arm, policy: Arm, seed: int, threads: int)
     return data
 
 
-def plan_cells(experiment: Experiment, pm: PluginManager, threads: int = 0) -> list[Cell]:
-    """Every cell, seed-major (all policies of a seed finish close together), the size
-    sweep's after the policies', with its config resolved: unknown names and bad options of
-    any (task, policy or size) are all reported at once."""
-    problems: list[str] = []
-    resolved: dict[tuple[str, str], RunConfig] = {}
+def arm_pairs(experiment: Experiment) -> list[tuple[Arm, Arm]]:
+    """Every (task, policy) of the experiment, then the size sweep's (task, size)."""
     pairs = [(t, p) for t in experiment.tasks for p in experiment.policies]
-    pairs += sweep_arms(experiment)
-    for task, policy in pairs:
-        where = f"{policy.label} on {task.label}"
+    return pairs + sweep_arms(experiment)
+
+
+def resolve_configs(
+    experiment: Experiment,
+    pm: PluginManager,
+    threads: int,
+    wanted: Sequence[tuple[Arm, Arm, Mapping[str, Any], str]],
+) -> list[RunConfig]:
+    """The resolved config of each (task, policy, values set over it, where to say a problem
+    is), seeded with the first seed; every problem of every one reported at once."""
+    problems: list[str] = []
+    resolved: list[RunConfig] = []
+    for task, policy, point, where in wanted:
         try:
             data = _cell_data(experiment.base, task, policy, experiment.seeds[0], threads)
-            resolved[task.label, policy.label] = resolve(structure(data, RunConfig), pm).config
+            data = apply_point(data, dict(point))
+            resolved.append(resolve(structure(data, RunConfig), pm).config)
         except ConfigError as exc:
             problems.extend(f"{where}: {p}" for p in exc.problems)
         except EsperError as exc:
             problems.append(f"{where}: {exc}")
     if problems:
         raise ConfigError(list(dict.fromkeys(problems)))
+    return resolved
+
+
+def with_seed(config: RunConfig, seed: int) -> RunConfig:
+    return attrs.evolve(config, run=attrs.evolve(config.run, seed=seed))
+
+
+def plan_cells(
+    experiment: Experiment, pm: PluginManager, threads: int = 0, chosen: Chosen | None = None
+) -> list[Cell]:
+    """Every cell, seed-major (all policies of a seed finish close together), the size
+    sweep's after the policies', with its config resolved (``chosen``: the values tuning
+    chose per (task, policy)): unknown names and bad options of any (task, policy or size)
+    are all reported at once."""
+    pairs = arm_pairs(experiment)
+    configs = resolve_configs(
+        experiment,
+        pm,
+        threads,
+        [
+            (t, p, (chosen or {}).get((t.label, p.label), {}), f"{p.label} on {t.label}")
+            for t, p in pairs
+        ],
+    )
+    resolved = {(t.label, p.label): c for (t, p), c in zip(pairs, configs)}
     cells = []
     for seed in experiment.seeds:
         for task, policy in pairs:
-            config = resolved[task.label, policy.label]
-            config = attrs.evolve(config, run=attrs.evolve(config.run, seed=seed))
+            config = with_seed(resolved[task.label, policy.label], seed)
             cells.append(Cell(task.label, policy.label, seed, config))
     return cells
 
@@ -121,8 +158,14 @@ def check_constructible(experiment: Experiment, cells: Sequence[Cell], pm: Plugi
         raise ExperimentError(problems)
 
 
-def validate(experiment: Experiment, pm: PluginManager, root: Path, threads: int = 0) -> list[Cell]:
+def validate(
+    experiment: Experiment,
+    pm: PluginManager,
+    root: Path,
+    threads: int = 0,
+    chosen: Chosen | None = None,
+) -> list[Cell]:
     """Plan the cells and check everything that can be checked before one starts."""
-    cells = plan_cells(experiment, pm, threads)
+    cells = plan_cells(experiment, pm, threads, chosen)
     check_constructible(experiment, cells, pm)
     return cells

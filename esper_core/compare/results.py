@@ -11,7 +11,9 @@ forward pass, training FLOPs) another policy of the task dominates it. With the
 ``size-sweep`` baseline, the ``frontier`` section says where every policy stands against
 the sweep's frontier (:mod:`esper_core.compare.frontier_results`).
 
-Schema versions: 4 added ``paths``, each grown run's path in cost and metric
+Schema versions: 5 added ``tuning``, the search of each arm's recipe on the tuning seeds
+and what it chose (:mod:`esper_core.compare.tuning_results`; null: the arms were not
+tuned); 4 added ``paths``, each grown run's path in cost and metric
 (:mod:`esper_core.compare.growth_paths`); 3 ``frontier`` (empty without a size sweep); 2
 the cost axes. Older results load with what they lack empty.
 """
@@ -33,11 +35,12 @@ from esper_core.compare.growth_paths import GrowthPath, growth_paths
 from esper_core.compare.pareto import COST_AXES, dominated
 from esper_core.compare.static_final import static_label
 from esper_core.compare.stats import improvement_interval, iqm_interval
+from esper_core.compare.tuning_results import TuningResults
 from esper_core.converter import structure
 from esper_core.errors import RunDirError
 from esper_core.run.run_dir import SUMMARY
 
-RESULTS_SCHEMA_VERSION = 4
+RESULTS_SCHEMA_VERSION = 5
 
 
 @frozen
@@ -160,6 +163,7 @@ class ComparisonResults:
     missing: list[str]  # cell directories without a finished summary
     frontier: list[TaskFrontier] = attrs.field(factory=list)  # tasks with a size sweep
     paths: list[GrowthPath] = attrs.field(factory=list)  # grown runs, in cells order
+    tuning: TuningResults | None = None  # None: every arm ran the shared config's recipe
 
     def row(self, task: str | None, policy: str) -> ResultRow | None:
         return next((r for r in self.rows if r.task == task and r.policy == policy), None)

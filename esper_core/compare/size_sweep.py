@@ -35,16 +35,21 @@ def sweep_labels(experiment: Experiment) -> list[str]:
     return [size.label for size in experiment.sweep]
 
 
+def metric_kinds(experiment: Experiment, pm: PluginManager, setting: str) -> dict[str, str]:
+    """Per task label, "loss" or "accuracy": ``setting`` itself, or with "auto" loss for a
+    language model (the task class says ``language_model = True``) and accuracy otherwise.
+    Shared by the frontier (test values) and the tuning search (validation values)."""
+    if setting != "auto":
+        return {t.label: setting for t in experiment.tasks}
+    return {
+        t.label: "loss" if is_language_model(pm.get("tasks", t.name)) else "accuracy"
+        for t in experiment.tasks
+    }
+
+
 def frontier_metrics(experiment: Experiment, pm: PluginManager) -> dict[str, str]:
     """Per task label, the CellResult field the frontier is measured in: the experiment's
     ``sweep.metric``, or with "auto" the test loss of a language model (the task class says
     ``language_model = True``) and the test accuracy of anything else."""
-    if experiment.frontier_metric != "auto":
-        return {
-            t.label: LOSS if experiment.frontier_metric == "loss" else ACCURACY
-            for t in experiment.tasks
-        }
-    return {
-        t.label: LOSS if is_language_model(pm.get("tasks", t.name)) else ACCURACY
-        for t in experiment.tasks
-    }
+    kinds = metric_kinds(experiment, pm, experiment.frontier_metric)
+    return {task: LOSS if kind == "loss" else ACCURACY for task, kind in kinds.items()}

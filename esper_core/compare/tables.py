@@ -13,6 +13,7 @@ from esper_core.compare.results import (
     PairedDifference,
 )
 from esper_core.compare.static_final import STATIC_FINAL
+from esper_core.compare.tuning_tables import tuning_markdown
 
 
 def fmt(value: float | None, digits: int) -> str:
@@ -222,6 +223,7 @@ def describe_frontier(frontier: TaskFrontier) -> str:
 def to_markdown(results: ComparisonResults) -> str:
     title = f"# esper compare: {', '.join(results.policies)} on {', '.join(results.tasks)}"
     out = [title, "", *describe(results), ""]
+    out += tuning_markdown(results)
     for task, heading in sections(results):
         header, rows = table_rows(results, task)
         out += [f"## {heading}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

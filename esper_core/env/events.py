@@ -137,6 +137,7 @@ class StepEvents:
                 episode=self.episode,
                 epochs=env.epoch,
                 final_val_acc=env.last_eval.accuracy,
+                final_val_loss=env.last_eval.loss,
                 final_test_acc=test.accuracy if test else None,
                 final_test_loss=test.loss if test else None,
                 total_reward=stats.reward_total,

@@ -205,6 +205,9 @@ class EpisodeFinished(Event):
     train_flops: int = 0  # forward + backward FLOPs of every training batch
     # What the bare host would have cost on the same batches (0: no batch was trained).
     host_train_flops: int = 0
+    # Cross-entropy on the validation split at the end: what a language model's recipe is
+    # tuned on (esper compare's [tuning]); None in events written before it was recorded.
+    final_val_loss: float | None = None
 
 
 @frozen

@@ -51,6 +51,7 @@ WRITTEN_KEYS = {
         *("host_params", "params_added", "seeds_germinated", "seeds_fossilized"),
         *("seeds_pruned", "rollbacks", "refused_actions", "seed", "update", "params_unblended"),
         *("params_forward", "params_held", "train_flops", "host_train_flops"),
+        "final_val_loss",
     ],
     "policy_update": ["schema", "kind", "time", "update", "diagnostics"],
     "policy_evaluation": [

@@ -142,3 +142,22 @@ def test_dry_run_counts_the_sweep(invoke, tmp_path: Path) -> None:  # type: igno
     result = invoke("compare", str(path), *PLUGINS, "--out", str(tmp_path / "o"), "--dry-run")
     assert result.exit_code == 0, result.output
     assert f"{SEEDS * (2 + len(WIDTHS))} runs" in result.output
+
+
+def test_dry_run_counts_the_tuning_runs(invoke, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "x.toml"
+    path.write_text(
+        EXPERIMENT + '\n[tuning]\nseeds = [100]\n[tuning.grid]\n"env.batch_size" = [8, 16]\n'
+    )
+    result = invoke("compare", str(path), *PLUGINS, "--out", str(tmp_path / "o"), "--dry-run")
+    assert result.exit_code == 0, result.output
+    arms = 2 + len(WIDTHS)  # scripted, wait and every size, each on 2 points x 1 seed
+    assert f"{SEEDS * arms + 2 * arms} runs ({2 * arms} of them tuning runs)" in result.output
+
+
+def test_an_untuned_comparison_says_so(swept) -> None:  # type: ignore[no-untyped-def]
+    out, output = swept
+    assert json.loads((out / RESULTS_JSON).read_text())["tuning"] is None
+    untuned = "Untuned: every arm used the shared config's training recipe"
+    assert untuned in (out / RESULTS_MD).read_text()
+    assert untuned in " ".join(output.split())  # the terminal wraps it
