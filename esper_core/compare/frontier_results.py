@@ -1,7 +1,8 @@
 """The ``frontier`` section of a comparison's results, from its finished cells.
 
 Per task with size-sweep cells, on each cost axis: the sweep's points (mean cost, IQM of
-the task's frontier metric over seeds) marked on or off the frontier, and for every other
+the task's frontier metric over seeds) marked on or off the frontier (the monotone hull
+passes through it or not), and for every other
 policy of the task (static-final baselines included) a :class:`FrontierVerdict`. The
 numbers come from :mod:`esper_core.compare.frontier`.
 """

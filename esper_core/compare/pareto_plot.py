@@ -6,11 +6,12 @@ bootstrap interval of the accuracy as error bar; a policy another one dominates 
 axis (:mod:`esper_core.compare.pareto`) is drawn hollow and marked "dominated". Equal
 points are drawn as concentric rings, the first policy the largest.
 
-A task with a size sweep is drawn in its frontier metric (test loss for a language
-model): the sweep's sizes as grey squares, its frontier as a line through the sizes on
-it (straight on the log axis, flat past the best size: the interpolation of
-:mod:`esper_core.compare.frontier`),
-and a policy is hollow when the frontier verdict says it is dominated.
+Every task is drawn in its comparison metric (test loss for a language model,
+:mod:`esper_core.compare.metric`). A task with a size sweep also shows the sweep's
+points as grey squares and its frontier, the monotone hull of
+:mod:`esper_core.compare.frontier`, as a line through the hull's vertices (straight on
+the log axis, flat past the best point up to the costliest), and a policy is hollow when
+the frontier verdict says it is dominated.
 
 Each grown run of a growing policy is drawn as its path
 (:mod:`esper_core.compare.growth_paths`): one thin, semi-transparent line per seed in the
@@ -28,7 +29,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from esper_core.compare.frontier import TaskFrontier
+from esper_core.compare.frontier import TaskFrontier, frontier_curve
 from esper_core.compare.growth_paths import GrowthPath
 from esper_core.compare.pareto import COST_AXES
 from esper_core.compare.results import IMPROVEMENT_METRIC, METRIC, ComparisonResults
@@ -125,7 +126,8 @@ def _err(center: float, low: float | None, high: float | None) -> list[list[floa
 
 
 def _draw_sweep(ax: Any, frontier: TaskFrontier, axis: str) -> None:
-    """The sweep's sizes (squares, labelled) and its frontier (a line through those on it)."""
+    """The sweep's points (squares, labelled) and its frontier: the hull of those mean
+    points, the same hull the on-frontier marks come from."""
     points = next(a.points for a in frontier.axes if a.axis == axis)
     points = [p for p in points if p.cost > 0]
     if not points:
@@ -147,10 +149,10 @@ def _draw_sweep(ax: Any, frontier: TaskFrontier, axis: str) -> None:
             xytext=(3, -8),
             textcoords="offset points",
         )
-    on = [p for p in points if p.on_frontier]
+    curve = frontier_curve({p.label: (p.cost, p.value) for p in points}, frontier.higher_is_better)
     ax.plot(
-        [p.cost for p in on],
-        [p.value for p in on],
+        [c for c, _ in curve],
+        [v for _, v in curve],
         color="0.55",
         linewidth=1.5,
         zorder=1,

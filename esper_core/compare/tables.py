@@ -209,13 +209,15 @@ def describe_frontier(frontier: TaskFrontier) -> str:
     direction = "higher" if frontier.higher_is_better else "lower"
     return (
         f"Size-sweep frontier of {frontier.task} in {metric.title} ({direction} is better): "
-        "the sweep sizes no other size matches or beats for at most their cost (mean over "
-        f"seeds; value: IQM). Dominated: a sweep size or another policy has at most the "
-        "policy's cost and at least its value, better on one. Δ: the policy's run minus the "
-        "frontier of the same seed's sweep runs at the run's own cost (linear in log cost "
-        "between frontier sizes, flat at the best value up to the largest size; none outside "
-        "the sweep's cost range): IQM over seeds [CI] "
-        "(seeds better/tied/worse than the frontier)."
+        "the monotone hull of the sweep's points in log cost (cost: mean over seeds; value: "
+        f"IQM), {'concave' if frontier.higher_is_better else 'convex'} and never worse at a "
+        "higher cost, so a point below the chord of its neighbours or a bigger one that did "
+        "worse lowers nothing; on frontier: the hull passes through it. Dominated: a sweep "
+        "point or another policy has at most the policy's cost and at least its value, "
+        "better on one. Δ: the policy's run minus the hull of the same seed's sweep runs at "
+        "the run's own cost (linear in log cost between hull vertices, flat at the best "
+        "value up to the costliest point; none outside the sweep's cost range): IQM over "
+        "seeds [CI] (seeds better/tied/worse than the frontier)."
     )
 
 
