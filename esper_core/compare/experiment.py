@@ -24,12 +24,20 @@ flags (``esper compare --policy heuristic --policy wait --task digits --seeds 5`
     label = "c4"                   # cells and tables say sweep.c4
     options = { base_channels = 4 }  # merged over each task's options
 
+    [[sweep.sizes]]                # the same size trained longer: another sweep point
+    label = "c4-60ep"
+    options = { base_channels = 4 }
+    config = { env = { max_epochs = 60 } }  # merged over [config] for this point's cells
+
 Each (task, policy, seed) is one *cell*: an ordinary run directory with one episode of
 one env. A policy's ``options`` are merged over ``[config.policies.NAME]`` (a task's over
 ``[config.tasks.NAME]``), so two entries may run the same component with different
 options under different labels. Each ``[[sweep.sizes]]`` entry is, per task and seed, a
-cell of policy ``wait`` labelled ``sweep.LABEL`` (:mod:`esper_core.compare.size_sweep`);
-``[sweep] metric`` ("auto", "accuracy" or "loss") is what its frontier is measured in.
+cell of policy ``wait`` labelled ``sweep.LABEL`` (:mod:`esper_core.compare.size_sweep`),
+its ``config`` a partial run config merged over the shared one (a training length), so
+the sweep spans sizes and training lengths; ``[sweep] metric`` ("auto", "accuracy" or
+"loss") is what the comparison and its frontier are measured in
+(:mod:`esper_core.compare.metric`).
 The whole experiment is validated before any cell runs.
 """
 
@@ -44,7 +52,7 @@ from typing import Any
 import attrs
 from attrs import define, frozen
 
-from esper_core.config import RunConfig
+from esper_core.config import RunConfig, config_to_dict
 from esper_core.config_io import apply_overrides, merge, read_file
 from esper_core.converter import each, in_range, one_of, options_field, structure
 from esper_core.errors import ConfigError
@@ -54,6 +62,10 @@ LOCKS_DIR = ".locks"
 # Matched whole (fullmatch): "$" would also accept a name ending in a newline.
 LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
+
+# The run settings every cell's own (plan._cell_data sets them): a sweep point's config
+# may not set them, or it would be silently overridden.
+CELL_RUN_KEYS = ("task", "policy", "seed", "episodes", "n_envs", "quiet", "threads")
 
 # Derived baselines an experiment can ask for (esper_core.compare.static_final, .size_sweep).
 BASELINE_KINDS = ("static-final", "size-sweep")
@@ -120,6 +132,12 @@ class SweepSize:
     tasks: list[str] = options_field(
         [], doc="Labels of the tasks this size is trained on (default: every task)."
     )
+    config: dict[str, Any] = options_field(
+        {},
+        doc="A partial run config merged over the shared [config] for this size's cells, e.g. "
+        "{ env = { max_epochs = 30 } }: the same size at another training length is "
+        "another sweep point.",
+    )
 
 
 @define
@@ -131,8 +149,9 @@ class SweepFile:
     metric: str = options_field(
         "auto",
         one_of(*FRONTIER_METRICS),
-        'The frontier\'s value: "accuracy" (higher is better), "loss" (test loss, lower is '
-        'better) or "auto" (loss for a language-model task, accuracy otherwise).',
+        'What the comparison and its frontier are judged in: "accuracy" (higher is better), '
+        '"loss" (test loss, lower is better) or "auto" (loss for a language-model task, '
+        "accuracy otherwise).",
     )
 
 
@@ -210,15 +229,20 @@ class Arm:
     spec: str  # what run.policy / run.task is set to ("ppo:runs/x/checkpoint.pt")
     name: str  # the component name ("ppo")
     options: dict[str, Any] = attrs.field(factory=dict)
+    # A partial run config merged over the shared one for this arm's cells (a sweep
+    # point's training length); empty for the policies.
+    config: dict[str, Any] = attrs.field(factory=dict)
 
 
 @frozen
 class SweepArm:
-    """One size of the sweep: label ``sweep.LABEL``, task options merged over the task's."""
+    """One point of the sweep: label ``sweep.LABEL``, task options merged over the task's,
+    ``config`` merged over the shared run config."""
 
     label: str
     options: dict[str, Any] = attrs.field(factory=dict)
     tasks: tuple[str, ...] = ()  # task labels; empty: every task
+    config: dict[str, Any] = attrs.field(factory=dict)
 
     def applies_to(self, task: str) -> bool:
         return not self.tasks or task in self.tasks
@@ -331,7 +355,7 @@ def build_experiment(
         problems.append(
             f"baseline {spec.baseline!r} is not one of the policies: {', '.join(labels) or '(none)'}"
         )
-    sweep, sweep_problems = _sweep(spec, [t.label for t in task_arms])
+    sweep, sweep_problems = _sweep(spec, [t.label for t in task_arms], base)
     problems += sweep_problems
     if problems:
         raise ExperimentError(problems)
@@ -352,9 +376,12 @@ def build_experiment(
     )
 
 
-def _sweep(spec: ExperimentFile, tasks: Sequence[str]) -> tuple[tuple[SweepArm, ...], list[str]]:
+def _sweep(
+    spec: ExperimentFile, tasks: Sequence[str], base: RunConfig
+) -> tuple[tuple[SweepArm, ...], list[str]]:
     """The sweep's arms, or what is wrong with them: sizes without the baseline (or the
-    baseline without sizes), labels missing or repeated, tasks that are not the experiment's."""
+    baseline without sizes), labels missing, repeated or not a directory name, tasks that
+    are not the experiment's, a config that is not a valid run config."""
     sizes = spec.sweep.sizes
     wanted = SIZE_SWEEP in spec.baselines
     if wanted and not sizes:
@@ -371,16 +398,46 @@ def _sweep(spec: ExperimentFile, tasks: Sequence[str]) -> tuple[tuple[SweepArm, 
             problems.append(
                 f"sweep.sizes.{i}.label: expected a label (it names the size: sweep.LABEL)"
             )
+        elif problem := _problem(size.label):
+            problems.append(f"sweep.sizes.{i}.label: {problem}")
+        problems += _size_config_problems(size.config, base, f"sweep.sizes.{i}.config")
         unknown = [t for t in size.tasks if t not in tasks]
         if unknown:
             problems.append(
                 f"sweep.sizes.{i}.tasks: {', '.join(map(repr, unknown))} is not a task label "
                 f"of the experiment: {', '.join(tasks)}"
             )
-        arms.append(SweepArm(SWEEP_PREFIX + size.label, dict(size.options), tuple(size.tasks)))
+        arms.append(
+            SweepArm(
+                SWEEP_PREFIX + size.label,
+                dict(size.options),
+                tuple(size.tasks),
+                dict(size.config),
+            )
+        )
     labels = [a.label for a in arms]
     problems += [
         f"two sweep sizes have the label {lab!r}"
         for lab in sorted({x for x in labels if labels.count(x) > 1})
     ]
     return tuple(arms), problems
+
+
+def _size_config_problems(config: dict[str, Any], base: RunConfig, where: str) -> list[str]:
+    """A sweep point's config, checked as the run config its cells will have (merged over
+    the shared one), so a typo fails before any cell runs."""
+    if not config:
+        return []
+    owned = [k for k in CELL_RUN_KEYS if k in (config.get("run") or {})]
+    if owned:
+        return [
+            f"{where}.run: {', '.join(owned)} is set by each cell of the experiment, "
+            "not by a sweep size"
+        ]
+    data = config_to_dict(base)
+    data.pop("schema_version", None)
+    try:
+        structure(merge(data, config, where), RunConfig, path=where)
+    except ConfigError as exc:
+        return list(exc.problems)
+    return []

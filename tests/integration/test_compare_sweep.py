@@ -142,3 +142,46 @@ def test_dry_run_counts_the_sweep(invoke, tmp_path: Path) -> None:  # type: igno
     result = invoke("compare", str(path), *PLUGINS, "--out", str(tmp_path / "o"), "--dry-run")
     assert result.exit_code == 0, result.output
     assert f"{SEEDS * (2 + len(WIDTHS))} runs" in result.output
+
+
+def test_a_longer_sweep_point_costs_more_training_flops(tmp_path: Path) -> None:
+    """One size at two training lengths is two sweep points: the same parameters, and the
+    training FLOPs each cell measured, twice as many for twice the epochs, with no cost
+    declared anywhere. A policy trained in between lies inside the sweep on the FLOPs axis."""
+    from esper_core.compare.comparison import compare
+    from esper_core.compare.experiment import build_experiment, parse_experiment, shared_config
+    from esper_core.plugins import PluginManager
+
+    sizes = [
+        {"label": f"w4-{n}ep", "options": {"width": 4}, "config": {"env": {"max_epochs": n}}}
+        for n in (2, 4)
+    ]
+    spec = parse_experiment(
+        {
+            "policies": ["wait"],
+            "tasks": ["tiny"],
+            "seeds": 1,
+            "baselines": ["size-sweep"],
+            "resamples": 100,
+            "sweep": {"sizes": sizes},
+            "config": {
+                "run": {"reward": "acc_delta", "telemetry": []},
+                "env": {"max_epochs": 3},
+            },
+        }
+    )
+    plugins = (FAKE_PLUGIN, "policies.wait")
+    experiment = build_experiment(spec, shared_config(spec), plugins=plugins)
+    pm = PluginManager(extra=list(plugins), autoload=False)
+    report = compare(experiment, pm, tmp_path / "out", notify=lambda _m: None)
+    assert not report.failed and not report.results.missing
+    cells = {c.policy: c for c in report.results.cells}
+    short, long, wait = cells["sweep.w4-2ep"], cells["sweep.w4-4ep"], cells["wait"]
+    assert short.params_forward == long.params_forward == wait.params_forward
+    assert long.train_flops == 2 * short.train_flops > 0
+    assert wait.train_flops == pytest.approx(1.5 * short.train_flops)
+    (frontier,) = report.results.frontier
+    flops = next(a for a in frontier.axes if a.axis == "train_flops")
+    assert [p.cost for p in flops.points] == [short.train_flops, long.train_flops]
+    verdict = frontier.verdict("wait", "train_flops")
+    assert verdict is not None and (verdict.gap.n, verdict.gap.outside) == (1, 0)
