@@ -11,9 +11,12 @@ directory:
 - ``results.json``: the rows and every cell, through the one cattrs converter;
 - ``results.md``: the same as Markdown tables (:mod:`esper_core.compare.tables`);
 - ``intervals.png``: the intervals of the main metrics;
-- ``pareto.png``: final test accuracy against parameters and training FLOPs, with the size
-  sweep's frontier (in the task's frontier metric) where there is one, and each grown
-  run's path through its growth events (:mod:`esper_core.compare.growth_paths`).
+- ``pareto.png``: each task's metric against parameters and training FLOPs, with the size
+  sweep's frontier where there is one, and each grown run's path through its growth
+  events (:mod:`esper_core.compare.growth_paths`).
+
+Every table, verdict and plot ranks runs in the task's metric, decided once by
+:func:`esper_core.compare.metric.task_metrics` (test loss for a language model).
 """
 
 from __future__ import annotations
@@ -35,10 +38,10 @@ from esper_core.compare.cells import (
 )
 from esper_core.compare.experiment import Cell, Experiment
 from esper_core.compare.interval_plot import plot_intervals
+from esper_core.compare.metric import task_metrics
 from esper_core.compare.pareto_plot import plot_pareto
 from esper_core.compare.plan import stale_cells, validate
 from esper_core.compare.results import ComparisonResults, aggregate
-from esper_core.compare.size_sweep import frontier_metrics
 from esper_core.compare.static_final import growing, static_cells
 from esper_core.compare.tables import to_markdown
 from esper_core.components.runner import RunnerContext
@@ -189,7 +192,7 @@ def compare(
         on_plan(plan)
     report = on_outcome or (lambda _o: None)
     statics: list[Cell] = []
-    metrics = frontier_metrics(experiment, pm)
+    metrics = task_metrics(experiment, pm)
     try:
         outcomes = cell_runner.run(_jobs(experiment, cells, out), report, notify)
         statics = static_cells(experiment, cells, out, pm)

@@ -43,7 +43,6 @@ The whole experiment is validated before any cell runs.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -52,28 +51,18 @@ from typing import Any
 import attrs
 from attrs import define, frozen
 
-from esper_core.config import RunConfig, config_to_dict
+from esper_core.compare.labels import label_check, label_problem
+from esper_core.compare.sweep_spec import SIZE_SWEEP, SweepArm, SweepFile, resolve_sweep
+from esper_core.config import RunConfig
 from esper_core.config_io import apply_overrides, merge, read_file
 from esper_core.converter import each, in_range, one_of, options_field, structure
 from esper_core.errors import ConfigError
 
 CELLS_DIR = "cells"
 LOCKS_DIR = ".locks"
-# Matched whole (fullmatch): "$" would also accept a name ending in a newline.
-LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
-# The run settings every cell's own (plan._cell_data sets them): a sweep point's config
-# may not set them, or it would be silently overridden.
-CELL_RUN_KEYS = ("task", "policy", "seed", "episodes", "n_envs", "quiet", "threads")
 
 # Derived baselines an experiment can ask for (esper_core.compare.static_final, .size_sweep).
-BASELINE_KINDS = ("static-final", "size-sweep")
-SIZE_SWEEP = "size-sweep"
-SWEEP_PREFIX = "sweep."  # a size's label in tables and cell directories: sweep.LABEL
-# What the frontier is measured in: "auto" is test loss for a task that says it is a
-# language model (Task.language_model), test accuracy otherwise.
-FRONTIER_METRICS = ("auto", "accuracy", "loss")
+BASELINE_KINDS = ("static-final", SIZE_SWEEP)
 
 
 class ExperimentError(ConfigError):
@@ -81,20 +70,6 @@ class ExperimentError(ConfigError):
 
 
 # ---------------------------------------------------------------- the file
-
-
-def _problem(what: str) -> str | None:
-    return (
-        None
-        if LABEL.fullmatch(what)
-        else (
-            f'expected letters, digits, ".", "_" or "-" (it names a directory), got {json.dumps(what)}'
-        )
-    )
-
-
-def _label(value: Any) -> str | None:
-    return None if value is None else _problem(value)
 
 
 @define
@@ -105,7 +80,7 @@ class PolicyEntry:
         "heuristic", doc="Policy component, or NAME:ARGUMENT (ppo:DIR/checkpoint.pt)."
     )
     label: str | None = options_field(
-        None, _label, "Name in tables and cell directories (default: from name)."
+        None, label_check, "Name in tables and cell directories (default: from name)."
     )
     options: dict[str, Any] = options_field({}, doc="Options merged over [config.policies.NAME].")
 
@@ -116,43 +91,9 @@ class TaskEntry:
 
     name: str = options_field("digits", doc="Task component.")
     label: str | None = options_field(
-        None, _label, "Name in tables and cell directories (default: name)."
+        None, label_check, "Name in tables and cell directories (default: name)."
     )
     options: dict[str, Any] = options_field({}, doc="Options merged over [config.tasks.NAME].")
-
-
-@define
-class SweepSize:
-    """One static host size of the size-sweep baseline."""
-
-    label: str = options_field("", _label, "Its name: cells and tables say sweep.LABEL.")
-    options: dict[str, Any] = options_field(
-        {}, doc="Task options merged over each task's options, e.g. { base_channels = 8 }."
-    )
-    tasks: list[str] = options_field(
-        [], doc="Labels of the tasks this size is trained on (default: every task)."
-    )
-    config: dict[str, Any] = options_field(
-        {},
-        doc="A partial run config merged over the shared [config] for this size's cells, e.g. "
-        "{ env = { max_epochs = 30 } }: the same size at another training length is "
-        "another sweep point.",
-    )
-
-
-@define
-class SweepFile:
-    """The size-sweep baseline: for every size, task and seed, a cell of policy ``wait`` with
-    the size's task options; the same seeds as the policies."""
-
-    sizes: list[SweepSize] = options_field([], doc="The static host sizes.")
-    metric: str = options_field(
-        "auto",
-        one_of(*FRONTIER_METRICS),
-        'What the comparison and its frontier are judged in: "accuracy" (higher is better), '
-        '"loss" (test loss, lower is better) or "auto" (loss for a language-model task, '
-        "accuracy otherwise).",
-    )
 
 
 @define
@@ -235,20 +176,6 @@ class Arm:
 
 
 @frozen
-class SweepArm:
-    """One point of the sweep: label ``sweep.LABEL``, task options merged over the task's,
-    ``config`` merged over the shared run config."""
-
-    label: str
-    options: dict[str, Any] = attrs.field(factory=dict)
-    tasks: tuple[str, ...] = ()  # task labels; empty: every task
-    config: dict[str, Any] = attrs.field(factory=dict)
-
-    def applies_to(self, task: str) -> bool:
-        return not self.tasks or task in self.tasks
-
-
-@frozen
 class Cell:
     """One run: a policy on a task with one seed; ``config`` is fully resolved."""
 
@@ -305,7 +232,7 @@ def _arms(entries: Sequence[PolicyEntry | TaskEntry], kind: str) -> tuple[list[A
         if kind == "task" and ":" in entry.name:
             problems.append(f"tasks[{i}].name: a task takes no argument, got {entry.name!r}")
         label = entry.label or (policy_label(entry.name) if kind == "policy" else entry.name)
-        problem = _problem(label) if label else "expected a name"
+        problem = label_problem(label) if label else "expected a name"
         if problem:
             problems.append(f"{kind} {entry.name!r}: label: {problem}; give it a `label`")
         arms.append(Arm(label, entry.name.strip(), name, dict(entry.options)))
@@ -355,7 +282,9 @@ def build_experiment(
         problems.append(
             f"baseline {spec.baseline!r} is not one of the policies: {', '.join(labels) or '(none)'}"
         )
-    sweep, sweep_problems = _sweep(spec, [t.label for t in task_arms], base)
+    sweep, sweep_problems = resolve_sweep(
+        spec.sweep, spec.baselines, [t.label for t in task_arms], base
+    )
     problems += sweep_problems
     if problems:
         raise ExperimentError(problems)
@@ -374,70 +303,3 @@ def build_experiment(
         bootstrap_seed=spec.bootstrap_seed,
         plugins=tuple(plugins),
     )
-
-
-def _sweep(
-    spec: ExperimentFile, tasks: Sequence[str], base: RunConfig
-) -> tuple[tuple[SweepArm, ...], list[str]]:
-    """The sweep's arms, or what is wrong with them: sizes without the baseline (or the
-    baseline without sizes), labels missing, repeated or not a directory name, tasks that
-    are not the experiment's, a config that is not a valid run config."""
-    sizes = spec.sweep.sizes
-    wanted = SIZE_SWEEP in spec.baselines
-    if wanted and not sizes:
-        return (), [
-            'baselines: "size-sweep" needs sizes: add [[sweep.sizes]] tables '
-            "(label = ..., options = { TASK_OPTION = ... })"
-        ]
-    if sizes and not wanted:
-        return (), ['sweep.sizes is given but baselines lacks "size-sweep": add it']
-    problems = []
-    arms: list[SweepArm] = []
-    for i, size in enumerate(sizes):
-        if not size.label:
-            problems.append(
-                f"sweep.sizes.{i}.label: expected a label (it names the size: sweep.LABEL)"
-            )
-        elif problem := _problem(size.label):
-            problems.append(f"sweep.sizes.{i}.label: {problem}")
-        problems += _size_config_problems(size.config, base, f"sweep.sizes.{i}.config")
-        unknown = [t for t in size.tasks if t not in tasks]
-        if unknown:
-            problems.append(
-                f"sweep.sizes.{i}.tasks: {', '.join(map(repr, unknown))} is not a task label "
-                f"of the experiment: {', '.join(tasks)}"
-            )
-        arms.append(
-            SweepArm(
-                SWEEP_PREFIX + size.label,
-                dict(size.options),
-                tuple(size.tasks),
-                dict(size.config),
-            )
-        )
-    labels = [a.label for a in arms]
-    problems += [
-        f"two sweep sizes have the label {lab!r}"
-        for lab in sorted({x for x in labels if labels.count(x) > 1})
-    ]
-    return tuple(arms), problems
-
-
-def _size_config_problems(config: dict[str, Any], base: RunConfig, where: str) -> list[str]:
-    """A sweep point's config, checked as the run config its cells will have (merged over
-    the shared one), so a typo fails before any cell runs."""
-    if not config:
-        return []
-    owned = [k for k in CELL_RUN_KEYS if k in (config.get("run") or {})]
-    if owned:
-        return [
-            f"{where}.run: {', '.join(owned)} is set by each cell of the experiment, "
-            "not by a sweep size"
-        ]
-    data = config_to_dict(base)
-    data.pop("schema_version", None)
-    try:
-        structure(merge(data, config, where), RunConfig, path=where)
-    except ConfigError as exc:
-        return list(exc.problems)
-    return []

@@ -1,8 +1,8 @@
-"""The Pareto figure of ``esper compare``: final test accuracy against what it cost.
+"""The Pareto figure of ``esper compare``: each task's metric against what it cost.
 
 One row per task, two panels: parameters in the forward pass at the end, and training
-FLOPs (both log scale). Each policy is a point at (mean cost, IQM accuracy) with the
-bootstrap interval of the accuracy as error bar; a policy another one dominates on that
+FLOPs (both log scale). Each policy is a point at (mean cost, IQM of the task's metric)
+with its bootstrap interval as error bar; a policy another one dominates on that
 axis (:mod:`esper_core.compare.pareto`) is drawn hollow and marked "dominated". Equal
 points are drawn as concentric rings, the first policy the largest.
 
@@ -31,8 +31,9 @@ from typing import Any
 
 from esper_core.compare.frontier import TaskFrontier, frontier_curve
 from esper_core.compare.growth_paths import GrowthPath
+from esper_core.compare.metric import higher_is_better
 from esper_core.compare.pareto import COST_AXES
-from esper_core.compare.results import IMPROVEMENT_METRIC, METRIC, ComparisonResults
+from esper_core.compare.results import METRIC, ComparisonResults
 from esper_core.run.checkpoint import atomic_writer
 
 DPI = 150
@@ -56,7 +57,7 @@ def plot_pareto(results: ComparisonResults, path: Path) -> None:
     frontiers = {f.task: f for f in results.frontier}
     for row_axes, task in zip(axes, tasks):
         frontier = frontiers.get(task)
-        metric = METRIC[frontier.metric if frontier else IMPROVEMENT_METRIC]
+        metric = METRIC[results.metric(task)]
         sweep = {p.label for a in frontier.axes for p in a.points} if frontier else set()
         for ax, axis in zip(row_axes, COST_AXES):
             if frontier is not None:
@@ -94,7 +95,7 @@ def plot_pareto(results: ComparisonResults, path: Path) -> None:
             ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels collide
             ax.set_xlabel(METRIC[axis].title, fontsize=9)
             unit = f" ({metric.unit})" if metric.unit else ""
-            lower = frontier is not None and not frontier.higher_is_better
+            lower = not higher_is_better(metric.key)
             ax.set_ylabel(
                 f"{metric.title}{unit}" + (", lower is better" if lower else ""), fontsize=9
             )

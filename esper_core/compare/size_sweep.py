@@ -8,18 +8,16 @@ policy ``wait`` (the host alone, never grown), on the same seeds as the policies
 ``sweep.LABEL``. The options are checked by the task itself when the cells are planned,
 before any cell runs. The frontier's FLOPs axis is each cell's measured training FLOPs,
 so a longer run is a costlier point without anything said about its length. :mod:`esper_core.compare.frontier` turns the finished cells into the
-frontier and the verdict on every policy.
+frontier and the verdict on every policy, in the task's metric
+(:mod:`esper_core.compare.metric`).
 """
 
 from __future__ import annotations
 
 from esper_core.compare.experiment import Arm, Experiment
 from esper_core.config_io import merge
-from esper_core.plugins import PluginManager
-from esper_core.run.summary import is_language_model
 
 SWEEP_POLICY = "wait"  # the host alone: what a researcher picking a static size trains
-ACCURACY, LOSS = "final_test_acc", "final_test_loss"  # CellResult fields
 
 
 def sweep_arms(experiment: Experiment) -> list[tuple[Arm, Arm]]:
@@ -38,18 +36,3 @@ def sweep_arms(experiment: Experiment) -> list[tuple[Arm, Arm]]:
 
 def sweep_labels(experiment: Experiment) -> list[str]:
     return [size.label for size in experiment.sweep]
-
-
-def frontier_metrics(experiment: Experiment, pm: PluginManager) -> dict[str, str]:
-    """Per task label, the CellResult field the frontier is measured in: the experiment's
-    ``sweep.metric``, or with "auto" the test loss of a language model (the task class says
-    ``language_model = True``) and the test accuracy of anything else."""
-    if experiment.frontier_metric != "auto":
-        return {
-            t.label: LOSS if experiment.frontier_metric == "loss" else ACCURACY
-            for t in experiment.tasks
-        }
-    return {
-        t.label: LOSS if is_language_model(pm.get("tasks", t.name)) else ACCURACY
-        for t in experiment.tasks
-    }

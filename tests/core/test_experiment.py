@@ -475,14 +475,14 @@ def test_every_example_experiment_plans(path: Path, pm: PluginManager) -> None:
         ("loss", {"charlm": "final_test_loss", "tiny": "final_test_loss"}),
     ],
 )
-def test_a_language_models_frontier_is_in_loss(
+def test_a_language_model_is_ranked_in_loss(
     metric: str, expected: dict[str, str], pm: PluginManager
 ) -> None:
-    from esper_core.compare.size_sweep import frontier_metrics
+    from esper_core.compare.metric import task_metrics
 
     data = {
         **SWEEP,
         "tasks": ["charlm", "tiny"],
         "sweep": {"sizes": [{"label": "a"}], "metric": metric},
     }
-    assert frontier_metrics(experiment_of(data), pm) == expected
+    assert task_metrics(experiment_of(data), pm) == expected

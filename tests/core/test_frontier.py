@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from esper_core.compare.experiment import Arm, Experiment, SweepArm
+from esper_core.compare.experiment import Arm, Experiment
 from esper_core.compare.frontier import (
     dominators,
     frontier,
@@ -23,6 +23,7 @@ from esper_core.compare.frontier import (
 )
 from esper_core.compare.frontier_results import frontier_section
 from esper_core.compare.results import CellResult
+from esper_core.compare.sweep_spec import SweepArm
 from esper_core.config import RunConfig
 
 SEEDS = range(8)

@@ -50,7 +50,7 @@ def test_compare_writes_each_grown_runs_path(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     results = load_results(out / RESULTS_JSON)
-    assert results.schema_version == RESULTS_SCHEMA_VERSION == 4
+    assert results.schema_version == RESULTS_SCHEMA_VERSION == 5
     assert {p.policy for p in results.paths} == {"scripted"}
     cells = {(c.policy, c.seed): c for c in results.cells}
     for path in results.paths:

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from esper_core.compare.comparison import PARETO_PLOT, RESULTS_JSON, RESULTS_MD
+from esper_core.compare.frontier import frontier as frontier_of
+from esper_core.compare.frontier import frontier_curve, frontier_value
 from esper_core.compare.results import RESULTS_SCHEMA_VERSION, load_results
 from tests.plugin_set import FAKE_PLUGIN, REPO, subprocess_env
 
@@ -104,7 +106,26 @@ def test_results_carry_the_frontier_and_the_verdicts(swept) -> None:  # type: ig
     assert any(p.on_frontier for p in frontier.axes[0].points)
     wait = frontier.verdict("wait", "params_forward")
     assert wait is not None and not wait.dominated  # it is sweep.w4: nothing beats its twin
-    assert wait.gap.n == SEEDS and wait.gap.iqm == 0.0 and wait.gap.ties == SEEDS
+    # The frontier at its own cost is at least its own value: equal on a seed where w4 is
+    # on the hull, above it where w4 fell below the chord from w2 to w8.
+    cells = {(c.policy, c.seed): c for c in results.cells}
+    diffs = []
+    for seed in results.seeds:
+        sweep = {
+            f"sweep.w{w}": (
+                cells[f"sweep.w{w}", seed].params_forward,
+                cells[f"sweep.w{w}", seed].final_test_acc,
+            )
+            for w in WIDTHS
+        }
+        on_hull = "sweep.w4" in frontier_of(sweep)
+        reached = frontier_value(frontier_curve(sweep), cells["wait", seed].params_forward)
+        assert reached is not None
+        diffs.append(cells["wait", seed].final_test_acc - reached)
+        assert (diffs[-1] == 0.0) is on_hull and diffs[-1] <= 0.0
+    assert wait.gap.n == SEEDS and wait.gap.better == 0
+    assert wait.gap.ties == sum(d == 0.0 for d in diffs)
+    assert wait.gap.mean == pytest.approx(sum(diffs) / SEEDS)
     assert frontier.verdict("scripted", "train_flops") is not None
     raw = json.loads((out / RESULTS_JSON).read_text())
     assert raw["frontier"][0]["verdicts"][0]["gap"].keys() >= {"iqm", "low", "high", "outside"}
