@@ -104,7 +104,7 @@ def print_tables(results: Any, console: Any) -> None:
     "--runner",
     help="Where cells run: local (default: --jobs processes here) or a runners.* plugin, e.g. ray.",
 )
-@click.option("--baseline", help="Policy label for P(policy > baseline), e.g. wait.")
+@click.option("--baseline", help="Policy label for P(policy better than baseline), e.g. wait.")
 @click.option(
     "--baselines",
     "baselines",
@@ -162,8 +162,10 @@ def compare(ctx: click.Context, **params: Any) -> None:
     with one episode of one env; finished ones are reused and interrupted ones
     resumed when the command runs again. The whole experiment is checked before any
     run starts. Writes OUT/results.json, OUT/results.md, OUT/intervals.png and
-    OUT/pareto.png (accuracy against parameters and training FLOPs). With the size-sweep
-    baseline, also the sweep's frontier and each policy's verdict against it.
+    OUT/pareto.png (the task's metric against parameters and training FLOPs). Runs are
+    ranked in the task's metric: test loss for a language model, test accuracy
+    otherwise (sweep.metric). With the size-sweep baseline, also the sweep's frontier
+    and each policy's verdict against it.
     """
     from rich.console import Console
     from rich.progress import (

@@ -156,3 +156,24 @@ def test_tasks_of_different_metrics_are_each_ranked_in_their_own(tmp_path: Path)
     write_results(results, tmp_path)
     markdown = (tmp_path / RESULTS_MD).read_text()
     assert "a lower final test loss (charlm); a higher final test accuracy (glyphs)" in markdown
+
+
+def test_results_of_schema_4_load_as_ranked_by_accuracy(tmp_path: Path) -> None:
+    """Before schema 5 every comparison was in accuracy and every paired win a higher
+    value: that is what an older results.json says when it loads."""
+    from esper_core.converter import unstructure
+
+    raw = unstructure(results_of(tmp_path, None))
+    raw["schema_version"] = 4
+    del raw["metrics"]
+    for row in raw["rows"]:
+        del row["metric"]
+        for difference in row["paired"]:
+            del difference["higher_is_better"]
+    (tmp_path / RESULTS_JSON).write_text(json.dumps(raw))
+    old = load_results(tmp_path / RESULTS_JSON)
+    assert old.metric("charlm") == ACCURACY
+    row = old.row("charlm", "heuristic")
+    assert row is not None and row.metric == ACCURACY
+    assert all(d.higher_is_better for d in row.paired)
+    assert table_rows(old, "charlm")[0][2] == "final test accuracy (%)"
