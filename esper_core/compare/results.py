@@ -115,7 +115,7 @@ class Improvement:
     """P(a run of the policy beats a run of the baseline) on ``metric``, ties counting 1/2,
     and the paired view: on how many (task, seed) pairs the policy's run did better, the
     same or worse than the baseline's run from the identical start. "Beats" is in the
-    metric's direction (a lower test loss); ``metric`` is :data:`MIXED` for a row pooled
+    metric's direction (a lower test loss); ``metric`` is ``"mixed"`` for a row pooled
     over tasks of different metrics, each task then ranked in its own."""
 
     baseline: str
