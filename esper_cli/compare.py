@@ -116,7 +116,7 @@ def print_tuning(results: Any, console: Any, show: Any) -> None:
     "--runner",
     help="Where cells run: local (default: --jobs processes here) or a runners.* plugin, e.g. ray.",
 )
-@click.option("--baseline", help="Policy label for P(policy > baseline), e.g. wait.")
+@click.option("--baseline", help="Policy label for P(policy better than baseline), e.g. wait.")
 @click.option(
     "--baselines",
     "baselines",
@@ -174,10 +174,12 @@ def compare(ctx: click.Context, **params: Any) -> None:
     with one episode of one env; finished ones are reused and interrupted ones
     resumed when the command runs again. The whole experiment is checked before any
     run starts. Writes OUT/results.json, OUT/results.md, OUT/intervals.png and
-    OUT/pareto.png (accuracy against parameters and training FLOPs). With the size-sweep
-    baseline, also the sweep's frontier and each policy's verdict against it. With a
-    [tuning] table in the experiment file, every arm's recipe is first searched on the
-    tuning seeds (runs under OUT/tuning/) and the evaluation runs use each arm's choice.
+    OUT/pareto.png (the task's metric against parameters and training FLOPs). Runs are
+    ranked in the task's metric: test loss for a language model, test accuracy
+    otherwise (sweep.metric). With the size-sweep baseline, also the sweep's frontier
+    and each policy's verdict against it. With a [tuning] table in the experiment file,
+    every arm's recipe is first searched on the tuning seeds (runs under OUT/tuning/)
+    and the evaluation runs use each arm's choice.
     """
     from rich.console import Console
     from rich.progress import (

@@ -13,9 +13,12 @@ directory:
 - ``results.json``: the rows and every cell, through the one cattrs converter;
 - ``results.md``: the same as Markdown tables (:mod:`esper_core.compare.tables`);
 - ``intervals.png``: the intervals of the main metrics;
-- ``pareto.png``: final test accuracy against parameters and training FLOPs, with the size
-  sweep's frontier (in the task's frontier metric) where there is one, and each grown
-  run's path through its growth events (:mod:`esper_core.compare.growth_paths`).
+- ``pareto.png``: each task's metric against parameters and training FLOPs, with the size
+  sweep's frontier where there is one, and each grown run's path through its growth
+  events (:mod:`esper_core.compare.growth_paths`).
+
+Every table, verdict and plot ranks runs in the task's metric, decided once by
+:func:`esper_core.compare.metric.task_metrics` (test loss for a language model).
 """
 
 from __future__ import annotations
@@ -38,10 +41,10 @@ from esper_core.compare.cells import (
 )
 from esper_core.compare.experiment import Cell, Experiment
 from esper_core.compare.interval_plot import plot_intervals
+from esper_core.compare.metric import task_metrics
 from esper_core.compare.pareto_plot import plot_pareto
 from esper_core.compare.plan import plan_cells, stale_cells, validate
 from esper_core.compare.results import ComparisonResults, aggregate
-from esper_core.compare.size_sweep import frontier_metrics
 from esper_core.compare.static_final import growing, static_cells
 from esper_core.compare.tables import to_markdown
 from esper_core.compare.tuning import TuningCell, tuning_cells
@@ -249,7 +252,7 @@ def compare(
     report = on_outcome or (lambda _o: None)
     statics: list[Cell] = []
     evaluated: list[Cell] = []  # the evaluation's cells, once their configs are known
-    metrics = frontier_metrics(experiment, pm)
+    metrics = task_metrics(experiment, pm)
     outcomes: list[CellOutcome] = []
 
     def results() -> ComparisonResults:

@@ -24,19 +24,26 @@ flags (``esper compare --policy heuristic --policy wait --task digits --seeds 5`
     label = "c4"                   # cells and tables say sweep.c4
     options = { base_channels = 4 }  # merged over each task's options
 
+    [[sweep.sizes]]                # the same size trained longer: another sweep point
+    label = "c4-60ep"
+    options = { base_channels = 4 }
+    config = { env = { max_epochs = 60 } }  # merged over [config] for this point's cells
+
 Each (task, policy, seed) is one *cell*: an ordinary run directory with one episode of
 one env. A policy's ``options`` are merged over ``[config.policies.NAME]`` (a task's over
 ``[config.tasks.NAME]``), so two entries may run the same component with different
 options under different labels. Each ``[[sweep.sizes]]`` entry is, per task and seed, a
-cell of policy ``wait`` labelled ``sweep.LABEL`` (:mod:`esper_core.compare.size_sweep`);
-``[sweep] metric`` ("auto", "accuracy" or "loss") is what its frontier is measured in.
-``[tuning]`` searches every arm's recipe on tuning seeds first
-(:mod:`esper_core.compare.tuning_grid`). The whole experiment is validated before any cell runs.
+cell of policy ``wait`` labelled ``sweep.LABEL`` (:mod:`esper_core.compare.size_sweep`),
+its ``config`` a partial run config merged over the shared one (a training length), so
+the sweep spans sizes and training lengths; ``[sweep] metric`` ("auto", "accuracy" or
+"loss") is what the comparison and its frontier are measured in
+(:mod:`esper_core.compare.metric`). ``[tuning]`` searches every arm's recipe on tuning
+seeds first (:mod:`esper_core.compare.tuning_grid`).
+The whole experiment is validated before any cell runs.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -45,6 +52,8 @@ from typing import Any
 import attrs
 from attrs import define, frozen
 
+from esper_core.compare.labels import label_check, label_problem
+from esper_core.compare.sweep_spec import SIZE_SWEEP, SweepArm, SweepFile, resolve_sweep
 from esper_core.compare.tuning_grid import Tuning, TuningFile, check_tuning
 from esper_core.config import RunConfig
 from esper_core.config_io import apply_overrides, merge, read_file
@@ -53,17 +62,9 @@ from esper_core.errors import ConfigError
 
 CELLS_DIR = "cells"
 LOCKS_DIR = ".locks"
-# Matched whole (fullmatch): "$" would also accept a name ending in a newline.
-LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
 
 # Derived baselines an experiment can ask for (esper_core.compare.static_final, .size_sweep).
-BASELINE_KINDS = ("static-final", "size-sweep")
-SIZE_SWEEP = "size-sweep"
-SWEEP_PREFIX = "sweep."  # a size's label in tables and cell directories: sweep.LABEL
-# What the frontier is measured in: "auto" is test loss for a task that says it is a
-# language model (Task.language_model), test accuracy otherwise.
-FRONTIER_METRICS = ("auto", "accuracy", "loss")
+BASELINE_KINDS = ("static-final", SIZE_SWEEP)
 
 
 class ExperimentError(ConfigError):
@@ -71,20 +72,6 @@ class ExperimentError(ConfigError):
 
 
 # ---------------------------------------------------------------- the file
-
-
-def _problem(what: str) -> str | None:
-    return (
-        None
-        if LABEL.fullmatch(what)
-        else (
-            f'expected letters, digits, ".", "_" or "-" (it names a directory), got {json.dumps(what)}'
-        )
-    )
-
-
-def _label(value: Any) -> str | None:
-    return None if value is None else _problem(value)
 
 
 @define
@@ -95,7 +82,7 @@ class PolicyEntry:
         "heuristic", doc="Policy component, or NAME:ARGUMENT (ppo:DIR/checkpoint.pt)."
     )
     label: str | None = options_field(
-        None, _label, "Name in tables and cell directories (default: from name)."
+        None, label_check, "Name in tables and cell directories (default: from name)."
     )
     options: dict[str, Any] = options_field({}, doc="Options merged over [config.policies.NAME].")
 
@@ -106,36 +93,9 @@ class TaskEntry:
 
     name: str = options_field("digits", doc="Task component.")
     label: str | None = options_field(
-        None, _label, "Name in tables and cell directories (default: name)."
+        None, label_check, "Name in tables and cell directories (default: name)."
     )
     options: dict[str, Any] = options_field({}, doc="Options merged over [config.tasks.NAME].")
-
-
-@define
-class SweepSize:
-    """One static host size of the size-sweep baseline."""
-
-    label: str = options_field("", _label, "Its name: cells and tables say sweep.LABEL.")
-    options: dict[str, Any] = options_field(
-        {}, doc="Task options merged over each task's options, e.g. { base_channels = 8 }."
-    )
-    tasks: list[str] = options_field(
-        [], doc="Labels of the tasks this size is trained on (default: every task)."
-    )
-
-
-@define
-class SweepFile:
-    """The size-sweep baseline: for every size, task and seed, a cell of policy ``wait`` with
-    the size's task options; the same seeds as the policies."""
-
-    sizes: list[SweepSize] = options_field([], doc="The static host sizes.")
-    metric: str = options_field(
-        "auto",
-        one_of(*FRONTIER_METRICS),
-        'The frontier\'s value: "accuracy" (higher is better), "loss" (test loss, lower is '
-        'better) or "auto" (loss for a language-model task, accuracy otherwise).',
-    )
 
 
 @define
@@ -213,18 +173,9 @@ class Arm:
     spec: str  # what run.policy / run.task is set to ("ppo:runs/x/checkpoint.pt")
     name: str  # the component name ("ppo")
     options: dict[str, Any] = attrs.field(factory=dict)
-
-
-@frozen
-class SweepArm:
-    """One size of the sweep: label ``sweep.LABEL``, task options merged over the task's."""
-
-    label: str
-    options: dict[str, Any] = attrs.field(factory=dict)
-    tasks: tuple[str, ...] = ()  # task labels; empty: every task
-
-    def applies_to(self, task: str) -> bool:
-        return not self.tasks or task in self.tasks
+    # A partial run config merged over the shared one for this arm's cells (a sweep
+    # point's training length); empty for the policies.
+    config: dict[str, Any] = attrs.field(factory=dict)
 
 
 @frozen
@@ -285,7 +236,7 @@ def _arms(entries: Sequence[PolicyEntry | TaskEntry], kind: str) -> tuple[list[A
         if kind == "task" and ":" in entry.name:
             problems.append(f"tasks[{i}].name: a task takes no argument, got {entry.name!r}")
         label = entry.label or (policy_label(entry.name) if kind == "policy" else entry.name)
-        problem = _problem(label) if label else "expected a name"
+        problem = label_problem(label) if label else "expected a name"
         if problem:
             problems.append(f"{kind} {entry.name!r}: label: {problem}; give it a `label`")
         arms.append(Arm(label, entry.name.strip(), name, dict(entry.options)))
@@ -335,7 +286,9 @@ def build_experiment(
         problems.append(
             f"baseline {spec.baseline!r} is not one of the policies: {', '.join(labels) or '(none)'}"
         )
-    sweep, sweep_problems = _sweep(spec, [t.label for t in task_arms])
+    sweep, sweep_problems = resolve_sweep(
+        spec.sweep, spec.baselines, [t.label for t in task_arms], base
+    )
     problems += sweep_problems
     seeds = tuple(base.run.seed + k for k in range(spec.seeds))
     tuning, tuning_problems = check_tuning(spec.tuning, base, seeds)
@@ -356,37 +309,3 @@ def build_experiment(
         bootstrap_seed=spec.bootstrap_seed,
         plugins=tuple(plugins),
     )
-
-
-def _sweep(spec: ExperimentFile, tasks: Sequence[str]) -> tuple[tuple[SweepArm, ...], list[str]]:
-    """The sweep's arms, or what is wrong with them: sizes without the baseline (or the
-    baseline without sizes), labels missing or repeated, tasks that are not the experiment's."""
-    sizes = spec.sweep.sizes
-    wanted = SIZE_SWEEP in spec.baselines
-    if wanted and not sizes:
-        return (), [
-            'baselines: "size-sweep" needs sizes: add [[sweep.sizes]] tables '
-            "(label = ..., options = { TASK_OPTION = ... })"
-        ]
-    if sizes and not wanted:
-        return (), ['sweep.sizes is given but baselines lacks "size-sweep": add it']
-    problems = []
-    arms: list[SweepArm] = []
-    for i, size in enumerate(sizes):
-        if not size.label:
-            problems.append(
-                f"sweep.sizes.{i}.label: expected a label (it names the size: sweep.LABEL)"
-            )
-        unknown = [t for t in size.tasks if t not in tasks]
-        if unknown:
-            problems.append(
-                f"sweep.sizes.{i}.tasks: {', '.join(map(repr, unknown))} is not a task label "
-                f"of the experiment: {', '.join(tasks)}"
-            )
-        arms.append(SweepArm(SWEEP_PREFIX + size.label, dict(size.options), tuple(size.tasks)))
-    labels = [a.label for a in arms]
-    problems += [
-        f"two sweep sizes have the label {lab!r}"
-        for lab in sorted({x for x in labels if labels.count(x) > 1})
-    ]
-    return tuple(arms), problems

@@ -1,17 +1,25 @@
-"""The empirical frontier of a size sweep, and where each policy stands against it.
+"""The empirical frontier of a sweep, and where each policy stands against it.
 
 Pure functions over numbers (no cells, no files), so the verdicts are tested, not read off
 a plot. A point is ``(cost, value)``; ``higher_is_better`` says the metric's direction
-(test accuracy: higher; test loss: lower).
+(test accuracy: higher; test loss: lower). A sweep point is one static model: a host size
+trained for one length, so on the FLOPs axis a longer run is simply a costlier point.
 
-- :func:`frontier`: the non-dominated points, sorted by cost; along it the value strictly
-  improves with the cost (a point another one matches or beats for at most its cost is
-  off it; of identical points the first is kept).
-- :func:`frontier_curve` and :func:`frontier_value`: the frontier at a cost, interpolated
-  linearly in log(cost) between neighbouring frontier points (sizes span orders of
-  magnitude of parameters and FLOPs, and accuracy grows roughly with the log of size).
-  Past the last frontier point it stays at the best value up to the sweep's largest cost
-  (a larger size that did worse lowers nothing). Outside the sweep's cost range it is
+The frontier is the **monotone hull** of the sweep in log(cost): the least concave (for
+accuracy; convex for loss) function of log(cost), never worse at a higher cost, that is at
+least as good as every sweep point, from the sweep's cheapest point to its costliest. It
+is what a researcher gets at a budget by picking the best static model for it, allowing
+for sizes between the ones swept: a size below the chord of its neighbours, or a bigger
+size that did worse, lowers nothing. So adding a point to a sweep can only raise (improve)
+the frontier, never lower it; joining every non-dominated point instead let a size just
+below the chord drag the frontier down around it and turn a policy's verdict.
+
+- :func:`frontier`: the hull's vertices, sorted by cost (a point exactly on a hull edge
+  counts: the frontier passes through it; of identical points the first is kept).
+- :func:`frontier_curve` and :func:`frontier_value`: the frontier at a cost, linear in
+  log(cost) between hull vertices (sizes span orders of magnitude of parameters and FLOPs,
+  and accuracy grows roughly with the log of size). Past the last vertex it stays at the
+  best value up to the sweep's largest cost. Outside the sweep's cost range it is
   ``None``, "outside the sweep": no extrapolation.
 - :func:`dominators`: which points have at most a point's cost and at least its value,
   better on one of the two.
@@ -35,6 +43,9 @@ from esper_core.compare.stats import iqm_interval
 Point = tuple[float, float]  # (cost, value)
 # Costs equal up to float noise count as equal (a policy's host and a sweep size alike).
 COST_TOLERANCE = 1e-9
+# A point this close to a hull edge (relative to the values' scale) is on it: float noise
+# in a mean must not decide whether a size is drawn as on the frontier.
+ON_EDGE_TOLERANCE = 1e-12
 
 
 def _better(a: float, b: float, higher_is_better: bool) -> bool:
@@ -63,23 +74,63 @@ def dominators(
     ]
 
 
-def frontier(points: Mapping[str, Point], higher_is_better: bool = True) -> list[str]:
-    """The names of the non-dominated points with a positive, finite cost, by cost."""
-    usable = {
+def _usable(points: Mapping[str, Point]) -> dict[str, Point]:
+    return {
         n: p for n, p in points.items() if p[0] > 0 and math.isfinite(p[0]) and math.isfinite(p[1])
     }
+
+
+def _non_dominated(usable: Mapping[str, Point], higher_is_better: bool) -> list[str]:
+    """The Pareto staircase by cost: along it the value strictly improves with the cost."""
     kept: dict[Point, str] = {}
     for name, point in usable.items():
         if not dominators(point, usable, higher_is_better):
             kept.setdefault(point, name)  # identical points: the first
-    return [kept[p] for p in sorted(kept)]
+    staircase: list[Point] = []
+    for point in sorted(kept):
+        # Costs equal up to float noise are one cost: the better point (the later) stands.
+        if staircase and point[0] <= staircase[-1][0] * (1 + COST_TOLERANCE):
+            staircase.pop()
+        staircase.append(point)
+    return [kept[p] for p in staircase]
+
+
+def _below_chord(a: Point, b: Point, c: Point, scale: float) -> bool:
+    """Whether ``b`` lies strictly below the chord from ``a`` to ``c`` in (log cost, value),
+    values oriented so that higher is better."""
+    xa, xb, xc = (math.log(p[0]) for p in (a, b, c))
+    chord = a[1] + (c[1] - a[1]) * (xb - xa) / (xc - xa)
+    return chord - b[1] > ON_EDGE_TOLERANCE * scale
+
+
+def frontier(points: Mapping[str, Point], higher_is_better: bool = True) -> list[str]:
+    """The names of the points the monotone hull passes through (positive, finite cost),
+    by cost.
+
+    The upper hull (in log cost, values oriented so that higher is better) of the
+    non-dominated points: their last point is the best value, so the hull rises all along
+    and no dominated point can reach it."""
+    usable = _usable(points)
+    staircase = _non_dominated(usable, higher_is_better)
+    sign = 1.0 if higher_is_better else -1.0
+    oriented = {n: (usable[n][0], sign * usable[n][1]) for n in staircase}
+    scale = max((abs(v) for _, v in oriented.values()), default=0.0) or 1.0
+    hull: list[str] = []
+    for name in staircase:  # Andrew's monotone chain, upper half, on increasing cost
+        while len(hull) >= 2 and _below_chord(
+            oriented[hull[-2]], oriented[hull[-1]], oriented[name], scale
+        ):
+            hull.pop()
+        hull.append(name)
+    return hull
 
 
 def frontier_curve(points: Mapping[str, Point], higher_is_better: bool = True) -> list[Point]:
-    """The frontier's points by cost, held flat up to the sweep's largest cost: a larger size
+    """The hull's vertices by cost, held flat up to the sweep's largest cost: a larger point
     that does worse (off the frontier) does not lower what the sweep reaches at that cost,
     it only makes the range of costs the sweep covers."""
     curve = [points[name] for name in frontier(points, higher_is_better)]
+    # A point without a finite value (a run that diverged) was still trained at its cost.
     largest = max((c for c, _ in points.values() if c > 0 and math.isfinite(c)), default=0.0)
     if curve and largest > curve[-1][0]:
         curve.append((largest, curve[-1][1]))
@@ -157,7 +208,8 @@ def frontier_gap(
 
 @frozen
 class FrontierPoint:
-    """A sweep size on one cost axis: mean cost and IQM value over seeds."""
+    """A sweep point on one cost axis: mean cost and IQM value over seeds; ``on_frontier``:
+    the monotone hull of the sweep passes through it."""
 
     label: str
     cost: float

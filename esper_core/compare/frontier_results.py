@@ -1,7 +1,8 @@
 """The ``frontier`` section of a comparison's results, from its finished cells.
 
 Per task with size-sweep cells, on each cost axis: the sweep's points (mean cost, IQM of
-the task's frontier metric over seeds) marked on or off the frontier, and for every other
+the task's frontier metric over seeds) marked on or off the frontier (the monotone hull
+passes through it or not), and for every other
 policy of the task (static-final baselines included) a :class:`FrontierVerdict`. The
 numbers come from :mod:`esper_core.compare.frontier`.
 """
@@ -23,15 +24,13 @@ from esper_core.compare.frontier import (
     frontier,
     frontier_gap,
 )
+from esper_core.compare.metric import ACCURACY, higher_is_better
 from esper_core.compare.pareto import COST_AXES
 from esper_core.compare.stats import iqm
 
 if TYPE_CHECKING:
     from esper_core.compare.experiment import Experiment
     from esper_core.compare.results import CellResult
-
-ACCURACY = "final_test_acc"
-HIGHER_IS_BETTER = {"final_test_acc": True, "final_test_loss": False}
 
 
 def _summary_point(runs: Sequence[CellResult], axis: str, metric: str) -> Point:
@@ -49,7 +48,7 @@ def _task_frontier(
     by_policy: Mapping[str, Sequence[CellResult]],
     sweep: Sequence[str],
 ) -> TaskFrontier:
-    higher = HIGHER_IS_BETTER[metric]
+    higher = higher_is_better(metric)
     sizes = [s for s in sweep if by_policy.get(s)]
     policies = [p for p in by_policy if p not in sweep and by_policy[p]]
     axes, verdicts = [], []
@@ -99,7 +98,7 @@ def frontier_section(
     metrics: Mapping[str, str] | None = None,
 ) -> list[TaskFrontier]:
     """One :class:`TaskFrontier` per task that has finished sweep cells, policies in
-    ``policies`` order; ``metrics``: task label -> frontier metric (default: accuracy)."""
+    ``policies`` order; ``metrics``: task label -> its metric (default: accuracy)."""
     sweep = [size.label for size in experiment.sweep]
     if not sweep:
         return []

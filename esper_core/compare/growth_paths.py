@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 
 from attrs import field, frozen
 
+from esper_core.compare.metric import ACCURACY
 from esper_core.compare.static_final import FIXED_ARCHITECTURE
 from esper_core.lifecycle.rules import BLENDED_STAGES
 from esper_core.lifecycle.stages import Stage
@@ -56,7 +57,6 @@ FOSSILIZED = Stage.FOSSILIZED.value
 # The validation metric that stands for a frontier metric along the path.
 VALIDATION = {"final_test_acc": "val_acc", "final_test_loss": "val_loss"}
 READ_KINDS = frozenset({EpochCompleted.kind, EpisodeFinished.kind})
-ACCURACY = "final_test_acc"
 
 
 @frozen

@@ -1,5 +1,8 @@
 """The interval figure of ``esper compare``: one panel per metric, one line per policy.
 
+The main panels are in each task's metric (test loss for a language model) and the
+probability panel is P(better than the baseline) in it.
+
 Each line is a confidence interval with its IQM marked; panels of a single task also
 show every run as a faint dot, so a reader sees the spread the interval summarises.
 Rendered with matplotlib's Agg backend (no display needed).
@@ -10,7 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from esper_core.compare.results import IMPROVEMENT_METRIC, METRIC, ComparisonResults
+from esper_core.compare.metric import MIXED, higher_is_better
+from esper_core.compare.results import METRIC, ComparisonResults
 from esper_core.run.checkpoint import atomic_writer
 
 DPI = 150
@@ -24,29 +28,42 @@ def _label(value: float, kind: str) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
 
 
+def _improvement_title(metric: str, baseline: str) -> str:
+    if metric == MIXED:
+        return f"P(better than {baseline}, each task in its metric)"
+    sign = ">" if higher_is_better(metric) else "<"
+    return f"P({METRIC[metric].title} {sign} {baseline})"
+
+
 def _panels(results: ComparisonResults) -> list[dict[str, Any]]:
-    acc = METRIC[IMPROVEMENT_METRIC]
+    """The main metric of each task (and of all tasks, if they share it), P(better than
+    the baseline), and the parameters added."""
     pooled = len(results.tasks) > 1
-    panels: list[dict[str, Any]] = [
-        {"kind": "metric", "metric": acc.key, "task": t, "title": f"{acc.title} ({acc.unit})\n{t}"}
-        for t in results.tasks
-    ]
-    if pooled:
+    panels: list[dict[str, Any]] = []
+    for task in [*results.tasks, *([None] if pooled else [])]:
+        metric = results.metric(task)
+        if metric == MIXED:
+            continue  # pooling accuracy with loss means nothing: the tasks' panels say it
+        m = METRIC[metric]
+        unit = f" ({m.unit})" if m.unit else ""
+        lower = "" if higher_is_better(metric) else ", lower is better"
+        where = task if task is not None else "all tasks"
         panels.append(
             {
                 "kind": "metric",
-                "metric": acc.key,
-                "task": None,
-                "title": f"{acc.title} ({acc.unit})\nall tasks",
+                "metric": metric,
+                "task": task,
+                "title": f"{m.title}{unit}{lower}\n{where}",
             }
         )
     if results.baseline:
         where = "all tasks" if pooled else results.tasks[0]
+        title = _improvement_title(results.metric(None), results.baseline)
         panels.append(
             {
                 "kind": "improvement",
                 "task": None if pooled else results.tasks[0],
-                "title": f"P(final test acc > {results.baseline})\n{where}",
+                "title": f"{title}\n{where}",
             }
         )
     params = METRIC["params_added"]

@@ -1,9 +1,10 @@
-"""Which policies are dominated on the accuracy-vs-cost plane.
+"""Which policies are dominated on the metric-vs-cost plane.
 
 A policy is dominated on a cost axis (parameters in the forward pass, or training FLOPs)
-when another policy of the same task has a final test accuracy at least as high (IQM)
-for a cost at most as high (mean), and is strictly better on one of the two. Point
-estimates decide; the intervals are drawn in ``pareto.png`` for the reader to judge.
+when another policy of the same task has an IQM of the task's metric at least as good
+(test accuracy: at least as high; test loss: at most as high) for a mean cost at most as
+high, and is strictly better on one of the two. Point estimates decide; the intervals are
+drawn in ``pareto.png`` for the reader to judge.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from collections.abc import Mapping
 COST_AXES = ("params_forward", "train_flops")
 
 
-def dominated(points: Mapping[str, tuple[float, float]]) -> set[str]:
-    """``points``: policy -> (cost, value), higher value better; the dominated policies."""
+def dominated(points: Mapping[str, tuple[float, float]], higher_is_better: bool = True) -> set[str]:
+    """``points``: policy -> (cost, value); the dominated policies."""
+    sign = 1.0 if higher_is_better else -1.0
     out = set()
     for name, (cost, value) in points.items():
         for other, (c, v) in points.items():
-            if other != name and c <= cost and v >= value and (c < cost or v > value):
+            better, as_good = sign * v > sign * value, sign * v >= sign * value
+            if other != name and c <= cost and as_good and (c < cost or better):
                 out.add(name)
                 break
     return out

@@ -1,16 +1,17 @@
-"""The Pareto figure of ``esper compare``: final test accuracy against what it cost.
+"""The Pareto figure of ``esper compare``: each task's metric against what it cost.
 
 One row per task, two panels: parameters in the forward pass at the end, and training
-FLOPs (both log scale). Each policy is a point at (mean cost, IQM accuracy) with the
-bootstrap interval of the accuracy as error bar; a policy another one dominates on that
+FLOPs (both log scale). Each policy is a point at (mean cost, IQM of the task's metric)
+with its bootstrap interval as error bar; a policy another one dominates on that
 axis (:mod:`esper_core.compare.pareto`) is drawn hollow and marked "dominated". Equal
 points are drawn as concentric rings, the first policy the largest.
 
-A task with a size sweep is drawn in its frontier metric (test loss for a language
-model): the sweep's sizes as grey squares, its frontier as a line through the sizes on
-it (straight on the log axis, flat past the best size: the interpolation of
-:mod:`esper_core.compare.frontier`),
-and a policy is hollow when the frontier verdict says it is dominated.
+Every task is drawn in its comparison metric (test loss for a language model,
+:mod:`esper_core.compare.metric`). A task with a size sweep also shows the sweep's
+points as grey squares and its frontier, the monotone hull of
+:mod:`esper_core.compare.frontier`, as a line through the hull's vertices (straight on
+the log axis, flat past the best point up to the costliest), and a policy is hollow when
+the frontier verdict says it is dominated.
 
 Each grown run of a growing policy is drawn as its path
 (:mod:`esper_core.compare.growth_paths`): one thin, semi-transparent line per seed in the
@@ -28,10 +29,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from esper_core.compare.frontier import TaskFrontier
+from esper_core.compare.frontier import TaskFrontier, frontier_curve
 from esper_core.compare.growth_paths import GrowthPath
+from esper_core.compare.metric import higher_is_better
 from esper_core.compare.pareto import COST_AXES
-from esper_core.compare.results import IMPROVEMENT_METRIC, METRIC, ComparisonResults
+from esper_core.compare.results import METRIC, ComparisonResults
 from esper_core.run.checkpoint import atomic_writer
 
 DPI = 150
@@ -55,7 +57,7 @@ def plot_pareto(results: ComparisonResults, path: Path) -> None:
     frontiers = {f.task: f for f in results.frontier}
     for row_axes, task in zip(axes, tasks):
         frontier = frontiers.get(task)
-        metric = METRIC[frontier.metric if frontier else IMPROVEMENT_METRIC]
+        metric = METRIC[results.metric(task)]
         sweep = {p.label for a in frontier.axes for p in a.points} if frontier else set()
         for ax, axis in zip(row_axes, COST_AXES):
             if frontier is not None:
@@ -93,7 +95,7 @@ def plot_pareto(results: ComparisonResults, path: Path) -> None:
             ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels collide
             ax.set_xlabel(METRIC[axis].title, fontsize=9)
             unit = f" ({metric.unit})" if metric.unit else ""
-            lower = frontier is not None and not frontier.higher_is_better
+            lower = not higher_is_better(metric.key)
             ax.set_ylabel(
                 f"{metric.title}{unit}" + (", lower is better" if lower else ""), fontsize=9
             )
@@ -125,7 +127,8 @@ def _err(center: float, low: float | None, high: float | None) -> list[list[floa
 
 
 def _draw_sweep(ax: Any, frontier: TaskFrontier, axis: str) -> None:
-    """The sweep's sizes (squares, labelled) and its frontier (a line through those on it)."""
+    """The sweep's points (squares, labelled) and its frontier: the hull of those mean
+    points, the same hull the on-frontier marks come from."""
     points = next(a.points for a in frontier.axes if a.axis == axis)
     points = [p for p in points if p.cost > 0]
     if not points:
@@ -147,10 +150,10 @@ def _draw_sweep(ax: Any, frontier: TaskFrontier, axis: str) -> None:
             xytext=(3, -8),
             textcoords="offset points",
         )
-    on = [p for p in points if p.on_frontier]
+    curve = frontier_curve({p.label: (p.cost, p.value) for p in points}, frontier.higher_is_better)
     ax.plot(
-        [p.cost for p in on],
-        [p.value for p in on],
+        [c for c, _ in curve],
+        [v for _, v in curve],
         color="0.55",
         linewidth=1.5,
         zorder=1,

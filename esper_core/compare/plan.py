@@ -32,7 +32,8 @@ Chosen = Mapping[tuple[str, str], Mapping[str, Any]]
 
 
 def _cell_data(base: RunConfig, task: Arm, policy: Arm, seed: int, threads: int) -> dict[str, Any]:
-    data = config_to_dict(base)
+    # A sweep point's own run config (its training length) over the shared one.
+    data = merge(config_to_dict(base), policy.config)
     data.pop("schema_version", None)
     run = data.setdefault("run", {})
     run.pop("name", None)

@@ -2,26 +2,32 @@
 
 Per task and policy, each metric gets its interquartile mean over seeds with a
 percentile-bootstrap confidence interval; with several tasks also a row over all tasks
-whose bootstrap is stratified by task. Against a baseline policy, the probability of
-improvement P(X > Y) of the final test accuracy is reported with its own interval and
-the paired wins, ties and losses of runs from the same start. Paired differences (same
-task and seed) are reported against the baseline and against the policy's own
-static-final architecture, and each row says on which cost axis (parameters in the
-forward pass, training FLOPs) another policy of the task dominates it. With the
+whose bootstrap is stratified by task. Runs are ranked in each task's metric
+(:mod:`esper_core.compare.metric`: test loss for a language model, test accuracy
+otherwise): against a baseline policy, the probability P(X better than Y) is reported with
+its own interval and the paired wins, ties and losses of runs from the same start. Paired
+differences (same task and seed, the policy's run minus the other's, in the metric's own
+units, wins counted in its direction) are reported against the baseline and against the
+policy's own static-final architecture, and each row says on which cost axis (parameters
+in the forward pass, training FLOPs) another policy of the task dominates it. With the
 ``size-sweep`` baseline, the ``frontier`` section says where every policy stands against
 the sweep's frontier (:mod:`esper_core.compare.frontier_results`).
 
-Schema versions: 5 added ``tuning``, the search of each arm's recipe on the tuning seeds
-and what it chose (:mod:`esper_core.compare.tuning_results`; null: the arms were not
-tuned); 4 added ``paths``, each grown run's path in cost and metric
+Schema versions: 6 ranks runs in the task's metric: ``metrics`` (task -> metric), each
+row's ``metric``, and ``higher_is_better`` on each paired difference; a language model's
+``improvement`` (P, wins, ties, losses) and paired wins were in accuracy before (and a
+paired difference of the loss or the FLOPs counted a higher value as a win); 5 added
+``tuning``, the search of each arm's recipe on the tuning seeds and what it chose
+(:mod:`esper_core.compare.tuning_results`; null: the arms were not tuned); 4 added
+``paths``, each grown run's path in cost and metric
 (:mod:`esper_core.compare.growth_paths`); 3 ``frontier`` (empty without a size sweep); 2
-the cost axes. Older results load with what they lack empty.
+the cost axes. Older results load with what they lack empty (or accuracy).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import attrs
@@ -32,6 +38,14 @@ from esper_core.compare.experiment import Cell, Experiment
 from esper_core.compare.frontier import TaskFrontier
 from esper_core.compare.frontier_results import frontier_section
 from esper_core.compare.growth_paths import GrowthPath, growth_paths
+from esper_core.compare.metric import (
+    ACCURACY,
+    LOSS,
+    common,
+    higher_is_better,
+    oriented,
+)
+from esper_core.compare.paired import PairedDifference, paired_difference, same_seed
 from esper_core.compare.pareto import COST_AXES, dominated
 from esper_core.compare.static_final import static_label
 from esper_core.compare.stats import improvement_interval, iqm_interval
@@ -40,7 +54,7 @@ from esper_core.converter import structure
 from esper_core.errors import RunDirError
 from esper_core.run.run_dir import SUMMARY
 
-RESULTS_SCHEMA_VERSION = 5
+RESULTS_SCHEMA_VERSION = 6
 
 
 @frozen
@@ -64,9 +78,8 @@ METRICS = (
     Metric("wall_time", "wall time", "s", 1, "wall s"),
 )
 METRIC = {m.key: m for m in METRICS}
-IMPROVEMENT_METRIC = "final_test_acc"  # higher is better
 # Metrics of the paired differences against the baseline and the static final architecture.
-PAIRED_METRICS = (IMPROVEMENT_METRIC, "final_test_loss", "train_flops")
+PAIRED_METRICS = (ACCURACY, LOSS, "train_flops")
 
 
 @frozen
@@ -104,7 +117,9 @@ class MetricResult:
 class Improvement:
     """P(a run of the policy beats a run of the baseline) on ``metric``, ties counting 1/2,
     and the paired view: on how many (task, seed) pairs the policy's run did better, the
-    same or worse than the baseline's run from the identical start."""
+    same or worse than the baseline's run from the identical start. "Beats" is in the
+    metric's direction (a lower test loss); ``metric`` is ``"mixed"`` for a row pooled
+    over tasks of different metrics, each task then ranked in its own."""
 
     baseline: str
     metric: str
@@ -117,24 +132,6 @@ class Improvement:
 
 
 @frozen
-class PairedDifference:
-    """The policy's run minus ``against``'s run from the same task and seed, on
-    ``metric``: IQM of the differences with a bootstrap CI, their mean, and how many
-    pairs the policy won, tied and lost."""
-
-    against: str
-    metric: str
-    n: int
-    iqm: float
-    low: float | None
-    high: float | None
-    mean: float
-    wins: int
-    ties: int
-    losses: int
-
-
-@frozen
 class ResultRow:
     task: str | None  # None: all tasks, bootstrap stratified over tasks
     policy: str
@@ -143,9 +140,13 @@ class ResultRow:
     improvement: Improvement | None = None
     paired: list[PairedDifference] = attrs.field(factory=list)
     dominated: list[str] = attrs.field(factory=list)  # cost axes where another policy wins
+    # What the row is ranked by: its task's metric (MIXED: pooled over tasks of several).
+    metric: str = ACCURACY
 
-    def versus(self, against: str, metric: str = IMPROVEMENT_METRIC) -> PairedDifference | None:
-        return next((d for d in self.paired if d.against == against and d.metric == metric), None)
+    def versus(self, against: str, metric: str | None = None) -> PairedDifference | None:
+        """The paired difference against ``against`` in ``metric`` (default: the row's)."""
+        wanted = metric or self.metric
+        return next((d for d in self.paired if d.against == against and d.metric == wanted), None)
 
 
 @frozen
@@ -164,9 +165,16 @@ class ComparisonResults:
     frontier: list[TaskFrontier] = attrs.field(factory=list)  # tasks with a size sweep
     paths: list[GrowthPath] = attrs.field(factory=list)  # grown runs, in cells order
     tuning: TuningResults | None = None  # None: every arm ran the shared config's recipe
+    metrics: dict[str, str] = attrs.field(factory=dict)  # task -> metric its runs are ranked by
 
     def row(self, task: str | None, policy: str) -> ResultRow | None:
         return next((r for r in self.rows if r.task == task and r.policy == policy), None)
+
+    def metric(self, task: str | None) -> str:
+        """The metric of a task (None: of all tasks, :data:`MIXED` if they differ)."""
+        if task is not None:
+            return self.metrics.get(task, ACCURACY)
+        return common(self.metric(t) for t in self.tasks)
 
 
 # ---------------------------------------------------------------- reading cells
@@ -225,36 +233,41 @@ def _row(
     by_cell: dict[tuple[str, str], list[CellResult]],
     tasks: Sequence[str],
     policy: str,
+    metrics: Mapping[str, str],
     pooled: bool,
 ) -> ResultRow | None:
     groups = [by_cell.get((t, policy), []) for t in tasks]
     if any(not g for g in groups):
         return None
-    metrics = {
+    summaries = {
         m.key: _metric([[c.value(m.key) for c in g] for g in groups], experiment) for m in METRICS
     }
+    ranked_by = [metrics[t] for t in tasks]
+    row_metric = common(ranked_by)
     improvement = None
     baseline = experiment.baseline
     if baseline is not None:
         base = [by_cell.get((t, baseline), []) for t in tasks]
         if all(base):
+            # Each task in its own metric, turned so that higher is better: P(X > Y) of
+            # the turned values is P(the policy's run is the better one).
             pairs = [
-                ([c.value(IMPROVEMENT_METRIC) for c in g], [c.value(IMPROVEMENT_METRIC) for c in b])
-                for g, b in zip(groups, base)
+                ([oriented(c.value(m), m) for c in g], [oriented(c.value(m), m) for c in b])
+                for g, b, m in zip(groups, base, ranked_by)
             ]
             interval = improvement_interval(
                 pairs, experiment.confidence, experiment.resamples, experiment.bootstrap_seed
             )
-            same_seed = _paired(groups, base, baseline, IMPROVEMENT_METRIC, experiment)
+            wins, ties, losses = same_seed(groups, base, ranked_by)
             improvement = Improvement(
                 baseline,
-                IMPROVEMENT_METRIC,
+                row_metric,
                 interval.estimate,
                 interval.low,
                 interval.high,
-                wins=same_seed.wins if same_seed else 0,
-                ties=same_seed.ties if same_seed else 0,
-                losses=same_seed.losses if same_seed else 0,
+                wins=wins,
+                ties=ties,
+                losses=losses,
             )
     paired = []
     for against in [a for a in (baseline, static_label(policy)) if a and a != policy]:
@@ -262,55 +275,31 @@ def _row(
         if not all(others):
             continue
         for metric in PAIRED_METRICS:
-            difference = _paired(groups, others, against, metric, experiment)
+            difference = paired_difference(
+                groups,
+                others,
+                against,
+                metric,
+                experiment.confidence,
+                experiment.resamples,
+                experiment.bootstrap_seed,
+            )
             if difference is not None:
                 paired.append(difference)
     return ResultRow(
         None if pooled else tasks[0],
         policy,
         sum(len(g) for g in groups),
-        metrics,
+        summaries,
         improvement,
         paired=paired,
-    )
-
-
-def _paired(
-    groups: Sequence[Sequence[CellResult]],
-    others: Sequence[Sequence[CellResult]],
-    against: str,
-    metric: str,
-    experiment: Experiment,
-) -> PairedDifference | None:
-    """Run minus run of the same (task, seed), stratified by task for the interval."""
-    other = {(c.task, c.seed): c.value(metric) for o in others for c in o}
-    diffs = [
-        [c.value(metric) - other[c.task, c.seed] for c in g if (c.task, c.seed) in other]
-        for g in groups
-    ]
-    diffs = [d for d in diffs if d]
-    if not diffs:
-        return None
-    interval = iqm_interval(
-        diffs, experiment.confidence, experiment.resamples, experiment.bootstrap_seed
-    )
-    flat = [d for g in diffs for d in g]
-    return PairedDifference(
-        against,
-        metric,
-        len(flat),
-        interval.estimate,
-        interval.low,
-        interval.high,
-        sum(flat) / len(flat),
-        wins=sum(d > 0 for d in flat),
-        ties=sum(d == 0 for d in flat),
-        losses=sum(d < 0 for d in flat),
+        metric=row_metric,
     )
 
 
 def _mark_dominated(rows: list[ResultRow]) -> list[ResultRow]:
-    """Each task's rows with the cost axes on which another policy dominates them."""
+    """Each task's rows with the cost axes on which another policy dominates them, in the
+    task's metric."""
     out = []
     for row in rows:
         same = [r for r in rows if r.task == row.task and r.task is not None]
@@ -319,7 +308,8 @@ def _mark_dominated(rows: list[ResultRow]) -> list[ResultRow]:
             for axis in COST_AXES
             if row.policy
             in dominated(
-                {r.policy: (r.metrics[axis].mean, r.metrics[IMPROVEMENT_METRIC].iqm) for r in same}
+                {r.policy: (r.metrics[axis].mean, r.metrics[r.metric].iqm) for r in same},
+                higher_is_better(row.metric),
             )
         ]
         out.append(attrs.evolve(row, dominated=axes))
@@ -342,10 +332,11 @@ def aggregate(
     experiment: Experiment,
     cells: Sequence[Cell],
     root: Path,
-    frontier_metrics: dict[str, str] | None = None,
+    metrics: Mapping[str, str] | None = None,
 ) -> ComparisonResults:
-    """Every finished cell read back and summarised; ``frontier_metrics``: task label ->
-    the metric of its size-sweep frontier (default: test accuracy)."""
+    """Every finished cell read back and summarised; ``metrics``: task label -> the metric
+    its runs are ranked by, everywhere (:func:`esper_core.compare.metric.task_metrics`;
+    default: test accuracy)."""
     results: list[CellResult] = []
     missing: list[str] = []
     for cell in cells:
@@ -358,13 +349,19 @@ def aggregate(
     for r in sorted(results, key=lambda r: r.seed):
         by_cell.setdefault((r.task, r.policy), []).append(r)
     tasks = [t.label for t in experiment.tasks]
+    ranked_by = {t: (metrics or {}).get(t, ACCURACY) for t in tasks}
     policies = policy_order(experiment, cells)
     rows = [
-        row for t in tasks for p in policies if (row := _row(experiment, by_cell, [t], p, False))
+        row
+        for t in tasks
+        for p in policies
+        if (row := _row(experiment, by_cell, [t], p, ranked_by, False))
     ]
     rows = _mark_dominated(rows)
     if len(tasks) > 1:
-        rows += [row for p in policies if (row := _row(experiment, by_cell, tasks, p, True))]
+        rows += [
+            row for p in policies if (row := _row(experiment, by_cell, tasks, p, ranked_by, True))
+        ]
     cells_sorted = sorted(
         results, key=lambda r: (tasks.index(r.task), policies.index(r.policy), r.seed)
     )
@@ -380,8 +377,9 @@ def aggregate(
         rows=rows,
         cells=cells_sorted,
         missing=missing,
-        frontier=frontier_section(experiment, results, policies, frontier_metrics),
-        paths=growth_paths(experiment, cells_sorted, frontier_metrics),
+        frontier=frontier_section(experiment, results, policies, ranked_by),
+        paths=growth_paths(experiment, cells_sorted, ranked_by),
+        metrics=ranked_by,
     )
 
 

@@ -1,55 +1,38 @@
 """The ``size-sweep`` baseline: static hosts of several sizes, the frontier growth must beat.
 
 Each ``[[sweep.sizes]]`` entry of the experiment is a set of task options (``base_channels
-= 8``) merged over each task's options. Every (size, task, seed) is one ordinary cell of
+= 8``) merged over each task's options, and optionally a partial run config merged over
+the shared one (``{ env = { max_epochs = 30 } }``): the sweep spans sizes and training
+lengths, one static model per entry. Every (entry, task, seed) is one ordinary cell of
 policy ``wait`` (the host alone, never grown), on the same seeds as the policies, labelled
 ``sweep.LABEL``. The options are checked by the task itself when the cells are planned,
-before any cell runs. :mod:`esper_core.compare.frontier` turns the finished cells into the
-frontier and the verdict on every policy.
+before any cell runs. The frontier's FLOPs axis is each cell's measured training FLOPs,
+so a longer run is a costlier point without anything said about its length. :mod:`esper_core.compare.frontier` turns the finished cells into the
+frontier and the verdict on every policy, in the task's metric
+(:mod:`esper_core.compare.metric`).
 """
 
 from __future__ import annotations
 
 from esper_core.compare.experiment import Arm, Experiment
 from esper_core.config_io import merge
-from esper_core.plugins import PluginManager
-from esper_core.run.summary import is_language_model
 
 SWEEP_POLICY = "wait"  # the host alone: what a researcher picking a static size trains
-ACCURACY, LOSS = "final_test_acc", "final_test_loss"  # CellResult fields
 
 
 def sweep_arms(experiment: Experiment) -> list[tuple[Arm, Arm]]:
-    """(task with the size's options, policy ``wait`` labelled ``sweep.LABEL``) per size and
-    task, tasks first: the cells of one seed run in this order after the policies'."""
+    """(task with the size's options, policy ``wait`` labelled ``sweep.LABEL`` carrying the
+    size's run config) per size and task, tasks first: the cells of one seed run in this
+    order after the policies'."""
     out = []
     for task in experiment.tasks:
         for size in experiment.sweep:
             if size.applies_to(task.label):
                 sized = Arm(task.label, task.spec, task.name, merge(task.options, size.options))
-                out.append((sized, Arm(size.label, SWEEP_POLICY, SWEEP_POLICY)))
+                point = Arm(size.label, SWEEP_POLICY, SWEEP_POLICY, config=dict(size.config))
+                out.append((sized, point))
     return out
 
 
 def sweep_labels(experiment: Experiment) -> list[str]:
     return [size.label for size in experiment.sweep]
-
-
-def metric_kinds(experiment: Experiment, pm: PluginManager, setting: str) -> dict[str, str]:
-    """Per task label, "loss" or "accuracy": ``setting`` itself, or with "auto" loss for a
-    language model (the task class says ``language_model = True``) and accuracy otherwise.
-    Shared by the frontier (test values) and the tuning search (validation values)."""
-    if setting != "auto":
-        return {t.label: setting for t in experiment.tasks}
-    return {
-        t.label: "loss" if is_language_model(pm.get("tasks", t.name)) else "accuracy"
-        for t in experiment.tasks
-    }
-
-
-def frontier_metrics(experiment: Experiment, pm: PluginManager) -> dict[str, str]:
-    """Per task label, the CellResult field the frontier is measured in: the experiment's
-    ``sweep.metric``, or with "auto" the test loss of a language model (the task class says
-    ``language_model = True``) and the test accuracy of anything else."""
-    kinds = metric_kinds(experiment, pm, experiment.frontier_metric)
-    return {task: LOSS if kind == "loss" else ACCURACY for task, kind in kinds.items()}

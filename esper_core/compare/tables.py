@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 from esper_core.compare.frontier import FrontierGap, FrontierVerdict, TaskFrontier
+from esper_core.compare.metric import MIXED, higher_is_better
+from esper_core.compare.paired import PairedDifference
 from esper_core.compare.pareto import COST_AXES
-from esper_core.compare.results import (
-    IMPROVEMENT_METRIC,
-    METRIC,
-    METRICS,
-    ComparisonResults,
-    Metric,
-    PairedDifference,
-)
+from esper_core.compare.results import METRIC, METRICS, ComparisonResults, Metric
 from esper_core.compare.static_final import STATIC_FINAL
 from esper_core.compare.tuning_tables import tuning_markdown
 
@@ -44,34 +39,58 @@ def _static_final(results: ComparisonResults) -> bool:
     return any(p.endswith(f".{STATIC_FINAL}") for p in results.policies)
 
 
+def _better_than(metric: str, baseline: str, short: bool) -> str:
+    """The P(...) header: the comparison says its direction."""
+    if metric == MIXED:
+        return f"P(better than {baseline})"
+    if short:
+        return f"P({'>' if higher_is_better(metric) else '<'} {baseline})"
+    if higher_is_better(metric):
+        return f"P(> {baseline})"
+    return f"P({METRIC[metric].short} < {baseline})"
+
+
+def _win(metric: str) -> str:
+    """What a win is, for the W/T/L headers of a metric where lower is better."""
+    if metric == MIXED:
+        return ", win: better in the task's metric"
+    return "" if higher_is_better(metric) else f", win: lower {METRIC[metric].short}"
+
+
 def table_rows(
     results: ComparisonResults, task: str | None, short: bool = False
 ) -> tuple[list[str], list[list[str]]]:
-    """Header and cells of the table of one task (None: all tasks); shared by text outputs."""
-    header = ["policy", "runs", metric_header(METRIC[IMPROVEMENT_METRIC], short)]
+    """Header and cells of the table of one task (None: all tasks); shared by text outputs.
+    The main column and every comparison are in the section's metric (all tasks of
+    different metrics: no main column, each task compared in its own)."""
+    metric = results.metric(task)
+    main = METRIC.get(metric)  # None: MIXED
+    header = ["policy", "runs"]
+    if main is not None:
+        header.append(metric_header(main, short))
     if results.baseline:
-        same_seed = "W/T/L" if short else f"vs {results.baseline}, same seed: W/T/L"
-        header += [f"P(> {results.baseline})", same_seed]
-    static = _static_final(results)
-    if static:
+        same_seed = "W/T/L" if short else f"vs {results.baseline}, same seed: W/T/L{_win(metric)}"
+        header += [_better_than(metric, results.baseline, short), same_seed]
+    static = _static_final(results) and main is not None
+    if main is not None and static:
+        direction = "higher" if higher_is_better(metric) else "lower"
         header.append(
             "- static-final (W/T/L)"
             if short
-            else "test acc − own static final architecture, same seed: IQM [CI] (W/T/L)"
+            else f"{main.short} − own static final architecture, same seed ({direction} is "
+            "better): IQM [CI] (W/T/L)"
         )
-    header += [metric_header(m, short) for m in METRICS if m.key != IMPROVEMENT_METRIC]
+    header += [metric_header(m, short) for m in METRICS if m.key != metric]
     header.append("dominated on" if short else "dominated on (Pareto)")
     lines = []
     for policy in results.policies:
         row = results.row(task, policy)
         if row is None:
             continue
-        main = row.metrics[IMPROVEMENT_METRIC]
-        cells = [
-            policy,
-            str(row.n),
-            fmt_interval(main.iqm, main.low, main.high, METRIC[IMPROVEMENT_METRIC].digits),
-        ]
+        cells = [policy, str(row.n)]
+        if main is not None:
+            r = row.metrics[metric]
+            cells.append(fmt_interval(r.iqm, r.low, r.high, main.digits))
         if results.baseline:
             imp = row.improvement
             if policy == results.baseline:
@@ -83,10 +102,10 @@ def table_rows(
                     fmt_interval(imp.probability, imp.low, imp.high, 2),
                     f"{imp.wins}/{imp.ties}/{imp.losses}",
                 ]
-        if static:
-            cells.append(fmt_paired(row.versus(f"{policy}.{STATIC_FINAL}"), 2))
+        if main is not None and static:
+            cells.append(fmt_paired(row.versus(f"{policy}.{STATIC_FINAL}", metric), main.digits))
         for m in METRICS:
-            if m.key != IMPROVEMENT_METRIC:
+            if m.key != metric:
                 r = row.metrics[m.key]
                 if m.key == "train_flops":  # billions: the IQM of a count is no integer
                     cells.append(fmt_interval(r.iqm / 1e9, _g(r.low), _g(r.high), 2) + " G")
@@ -111,36 +130,58 @@ def sections(results: ComparisonResults) -> list[tuple[str | None, str]]:
     return out
 
 
+def _ranking(results: ComparisonResults) -> str:
+    """Which metric ranks the runs of which task, and which way is better."""
+    by_metric: dict[str, list[str]] = {}
+    for task in results.tasks:
+        by_metric.setdefault(results.metric(task), []).append(task)
+    parts = [
+        f"{'a higher' if higher_is_better(m) else 'a lower'} {METRIC[m].title}"
+        + (f" ({', '.join(tasks)})" if len(by_metric) > 1 else "")
+        for m, tasks in by_metric.items()
+    ]
+    return "; ".join(parts)
+
+
 def describe(results: ComparisonResults) -> list[str]:
     seeds = results.seeds
     span = f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}–{seeds[-1]}"
+    better = _ranking(results)
     lines = [
         f"{len(seeds)} seed(s) per policy and task (seeds {span}), one episode of one env per run; "
         "the same seed gives every policy the same host initialisation and data order.",
         f"Each value: interquartile mean (IQM) over runs [{results.confidence:.0%} confidence interval, "
         f"percentile bootstrap with {results.resamples} resamples, generator seed {results.bootstrap_seed}].",
+        f"Runs are ranked by the task's metric: better is {better}.",
     ]
     if results.baseline:
+        named = " / ".join(
+            dict.fromkeys(
+                _better_than(results.metric(task), results.baseline, False)
+                for task, _ in sections(results)
+            )
+        )
         lines.append(
-            f"P(> {results.baseline}): probability that a run of the policy ends with a higher final test "
-            f"accuracy than a run of {results.baseline} (Mann–Whitney U / (n·m), ties count 1/2); "
-            "0.5 means no difference, an interval excluding 0.5 a real one. "
-            f"W/T/L: runs that ended better / equal / worse than {results.baseline}'s run with the "
-            "same task and seed."
+            f"{named}: probability that a run of the policy ends better than "
+            f"a run of {results.baseline}, with {better} (Mann–Whitney U / (n·m), ties count "
+            "1/2); 0.5 means no difference, an interval excluding 0.5 a real one. "
+            f"W/T/L: runs that ended better / equal / worse than {results.baseline}'s run "
+            "with the same task and seed."
         )
     if _static_final(results):
         lines.append(
             f"POLICY.{STATIC_FINAL}: for each seed, the architecture POLICY's run ended with "
             "(its seeds in the forward pass at the end) trained from scratch on the same seed "
             "(policies.static: same host init, data order and seed init). The difference "
-            "column is POLICY's run minus that run: IQM of the paired differences [CI] "
+            "column is POLICY's run minus that run in the task's metric (a negative test "
+            "loss difference is a win): IQM of the paired differences [CI] "
             "(wins/ties/losses)."
         )
     lines.append(
         "Costs: parameters in the forward pass and held at the end, training FLOPs "
         "(forward + backward, counted by torch's FlopCounterMode). Dominated on params / "
-        "FLOPs: another policy of the task (or a size of the sweep) has at least the IQM "
-        "test accuracy for at most the mean cost, and is better on one of the two."
+        "FLOPs: another policy of the task (or a size of the sweep) has at least as good an "
+        "IQM in the task's metric for at most the mean cost, and is better on one of the two."
     )
     return lines
 
@@ -210,13 +251,15 @@ def describe_frontier(frontier: TaskFrontier) -> str:
     direction = "higher" if frontier.higher_is_better else "lower"
     return (
         f"Size-sweep frontier of {frontier.task} in {metric.title} ({direction} is better): "
-        "the sweep sizes no other size matches or beats for at most their cost (mean over "
-        f"seeds; value: IQM). Dominated: a sweep size or another policy has at most the "
-        "policy's cost and at least its value, better on one. Δ: the policy's run minus the "
-        "frontier of the same seed's sweep runs at the run's own cost (linear in log cost "
-        "between frontier sizes, flat at the best value up to the largest size; none outside "
-        "the sweep's cost range): IQM over seeds [CI] "
-        "(seeds better/tied/worse than the frontier)."
+        "the monotone hull of the sweep's points in log cost (cost: mean over seeds; value: "
+        f"IQM), {'concave' if frontier.higher_is_better else 'convex'} and never worse at a "
+        "higher cost, so a point below the chord of its neighbours or a bigger one that did "
+        "worse lowers nothing; on frontier: the hull passes through it. Dominated: a sweep "
+        "point or another policy has at most the policy's cost and at least its value, "
+        "better on one. Δ: the policy's run minus the hull of the same seed's sweep runs at "
+        "the run's own cost (linear in log cost between hull vertices, flat at the best "
+        "value up to the costliest point; none outside the sweep's cost range): IQM over "
+        "seeds [CI] (seeds better/tied/worse than the frontier)."
     )
 
 

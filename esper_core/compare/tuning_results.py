@@ -20,7 +20,7 @@ from attrs import frozen
 
 from esper_core.compare.cell_dirs import CellState, cell_state
 from esper_core.compare.experiment import Experiment
-from esper_core.compare.size_sweep import metric_kinds
+from esper_core.compare.metric import metric_kinds
 from esper_core.compare.static_final import growing, static_label
 from esper_core.compare.tuning import TuningCell
 from esper_core.compare.tuning_choice import RULE, choose, score

@@ -392,12 +392,60 @@ def test_the_size_sweep_plans_wait_cells_on_the_policies_seeds(pm: PluginManager
         ({"sweep": {"sizes": [{"options": {}}]}}, "sweep.sizes.0.label: expected a label"),
         ({"sweep": {"sizes": [{"label": "a", "tasks": ["big"]}]}}, "'big' is not a task label"),
         ({"sweep": {"sizes": [{"label": "a"}], "metric": "f1"}}, "sweep.metric: expected one of"),
+        # A label names a directory: nothing that climbs out of the experiment's.
+        ({"sweep": {"sizes": [{"label": "../../x"}]}}, "sweep.sizes.0.label: expected letters"),
+        ({"sweep": {"sizes": [{"label": "a/b"}]}}, "sweep.sizes.0.label: expected letters"),
+        ({"sweep": {"sizes": [{"label": "a\nb"}]}}, "sweep.sizes.0.label: expected letters"),
+        (
+            {"sweep": {"sizes": [{"label": "a", "config": {"env": {"max_epochs": 0}}}]}},
+            "sweep.sizes.0.config.env.max_epochs: expected an integer",
+        ),
+        (
+            {"sweep": {"sizes": [{"label": "a", "config": {"env": {"max_epoch": 9}}}]}},
+            "sweep.sizes.0.config.env: unknown key(s) max_epoch",
+        ),
+        (
+            {"sweep": {"sizes": [{"label": "a", "config": {"run": {"seed": 9}}}]}},
+            "sweep.sizes.0.config.run: seed is set by each cell of the experiment",
+        ),
     ],
 )
 def test_an_inconsistent_sweep_fails_before_any_cell(changes: dict, expected: str) -> None:
     with pytest.raises(ConfigError) as info:
         experiment_of({**SWEEP, **changes})
     assert expected in str(info.value)
+
+
+def test_a_sweep_error_is_one_line_per_problem() -> None:
+    with pytest.raises(ConfigError) as info:
+        experiment_of({**SWEEP, "sweep": {"sizes": [{"label": "a/b"}]}})
+    assert info.value.problems == [
+        'sweep.sizes.0.label: expected letters, digits, ".", "_" or "-" (it names a '
+        'directory), got "a/b"'
+    ]
+
+
+def test_one_size_at_two_training_lengths_is_two_sweep_points(pm: PluginManager) -> None:
+    data = {
+        **SWEEP,
+        "tasks": ["tiny"],
+        "sweep": {
+            "sizes": [
+                {"label": "w2-3ep", "options": {"width": 2}},
+                {"label": "w2-6ep", "options": {"width": 2}, "config": {"env": {"max_epochs": 6}}},
+            ]
+        },
+    }
+    cells = plan_cells(experiment_of(data), pm, threads=1)
+    epochs = {(c.policy, c.seed): c.config.env.max_epochs for c in cells}
+    assert epochs == {
+        (policy, seed): n
+        for seed in (0, 1)
+        for policy, n in (("scripted", 3), ("sweep.w2-3ep", 3), ("sweep.w2-6ep", 6))
+    }
+    for c in cells:
+        if c.policy.startswith("sweep."):
+            assert c.config.tasks["tiny"]["width"] == 2 and c.config.run.seed == c.seed
 
 
 def test_a_size_option_the_task_does_not_know_is_the_tasks_error(pm: PluginManager) -> None:
@@ -427,14 +475,14 @@ def test_every_example_experiment_plans(path: Path, pm: PluginManager) -> None:
         ("loss", {"charlm": "final_test_loss", "tiny": "final_test_loss"}),
     ],
 )
-def test_a_language_models_frontier_is_in_loss(
+def test_a_language_model_is_ranked_in_loss(
     metric: str, expected: dict[str, str], pm: PluginManager
 ) -> None:
-    from esper_core.compare.size_sweep import frontier_metrics
+    from esper_core.compare.metric import task_metrics
 
     data = {
         **SWEEP,
         "tasks": ["charlm", "tiny"],
         "sweep": {"sizes": [{"label": "a"}], "metric": metric},
     }
-    assert frontier_metrics(experiment_of(data), pm) == expected
+    assert task_metrics(experiment_of(data), pm) == expected

@@ -1,14 +1,19 @@
 """The size-sweep frontier on numbers whose answer is known: which sizes are on it, the
 interpolation between them, and the verdict on a dominated policy, a policy on the
-frontier and a policy better at equal FLOPs (issue 24)."""
+frontier and a policy better at equal FLOPs (issue 24); the frontier is the monotone hull,
+which a size below the chord or a dominated size cannot lower."""
 
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 
+import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from esper_core.compare.experiment import Arm, Experiment, SweepArm
+from esper_core.compare.experiment import Arm, Experiment
 from esper_core.compare.frontier import (
     dominators,
     frontier,
@@ -18,6 +23,7 @@ from esper_core.compare.frontier import (
 )
 from esper_core.compare.frontier_results import frontier_section
 from esper_core.compare.results import CellResult
+from esper_core.compare.sweep_spec import SweepArm
 from esper_core.config import RunConfig
 
 SEEDS = range(8)
@@ -65,6 +71,102 @@ def test_the_frontier_is_interpolated_in_log_cost_and_not_extrapolated() -> None
     noisy = frontier_curve({"a": (10.0, 80.0), "b": (100.0, 90.0), "c": (1000.0, 85.0)})
     assert noisy == [(10.0, 80.0), (100.0, 90.0), (1000.0, 90.0)]
     assert frontier_value(noisy, 500.0) == 90.0 and frontier_value(noisy, 2000.0) is None
+
+
+def test_a_size_below_the_chord_of_its_neighbours_lowers_nothing() -> None:
+    # b is non-dominated (more cost, more value than a) but below the chord from a to c:
+    # the frontier passes over it, so at b's cost it is 85, not b's 82.
+    sweep = {"a": (10.0, 80.0), "b": (100.0, 82.0), "c": (1000.0, 90.0)}
+    assert frontier(sweep) == ["a", "c"]
+    curve = frontier_curve(sweep)
+    assert curve == [(10.0, 80.0), (1000.0, 90.0)]
+    assert frontier_value(curve, 100.0) == pytest.approx(85.0)
+    # Above the chord it is a vertex and raises the frontier around it.
+    above = {**sweep, "b": (100.0, 88.0)}
+    assert frontier(above) == ["a", "b", "c"]
+    assert frontier_value(frontier_curve(above), 10**1.5) == pytest.approx(84.0)
+    # Exactly on the chord the frontier passes through it: it is on it, changing nothing.
+    on = {**sweep, "b": (100.0, 85.0)}
+    assert frontier(on) == ["a", "b", "c"]
+    assert frontier_value(frontier_curve(on), 10**1.5) == pytest.approx(82.5)
+
+
+def test_the_loss_hull_is_convex_and_falls_with_the_cost() -> None:
+    # Test loss, lower is better: e would lower the frontier were it joined to d and f
+    # (above their chord), g is bigger and worse than f.
+    sweep = {
+        "d": (1e3, 3.0),
+        "e": (1e4, 2.8),  # the chord from d to f is at 2.5 here
+        "f": (1e5, 2.0),
+        "g": (1e6, 2.4),
+    }
+    assert frontier(sweep, higher_is_better=False) == ["d", "f"]
+    curve = frontier_curve(sweep, higher_is_better=False)
+    assert curve == [(1e3, 3.0), (1e5, 2.0), (1e6, 2.0)]
+    assert frontier_value(curve, 1e4) == pytest.approx(2.5)
+    assert frontier_value(curve, 10**5.5) == 2.0  # g lowers nothing: flat at f's loss
+    assert frontier_value(curve, 2e6) is None  # past the sweep: no extrapolation
+    # Convex in log cost: the slopes between vertices rise (towards 0).
+    bent = {"p": (1e2, 4.0), "q": (1e3, 3.0), "r": (1e4, 2.6), "s": (1e5, 2.5)}
+    assert frontier(bent, higher_is_better=False) == ["p", "q", "r", "s"]
+    slopes = [b[1] - a[1] for a, b in pairwise(frontier_curve(bent, False))]
+    assert slopes == sorted(slopes) and all(d < 0 for d in slopes)
+
+
+def test_the_readme_charlm_means_keep_their_gap_when_a_size_below_the_chord_is_added() -> None:
+    """The README's charlm means (test loss at parameters): small-deep is non-dominated but
+    above the chord from small to base. Joining the non-dominated sizes turned the
+    heuristic's gap at equal parameters from +0.0118 (worse) to -0.0187 (better) when
+    small-deep was added; on the hull it is +0.0118 with or without it."""
+    sweep = {"small": (114_304.0, 2.8930), "base": (821_760.0, 2.7058)}
+    deep = {**sweep, "small-deep": (214_272.0, 2.8863)}
+    heuristic = {0: (164_288.0, 2.8704)}
+    gaps = [frontier_gap(heuristic, {0: s}, higher_is_better=False) for s in (sweep, deep)]
+    assert gaps[0].iqm == pytest.approx(0.0118, abs=5e-5) and gaps[0].worse == 1
+    assert gaps[1] == gaps[0]
+    assert frontier(deep, higher_is_better=False) == ["small", "base"]
+
+
+POINT = st.tuples(
+    st.floats(1.0, 1e9, allow_nan=False),  # cost
+    st.floats(-1e3, 1e3, allow_nan=False),  # value
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    points=st.lists(POINT, min_size=1, max_size=8),
+    extra=POINT,
+    higher=st.booleans(),
+    probes=st.lists(st.floats(1.0, 1e9, allow_nan=False), min_size=1, max_size=8),
+)
+def test_adding_any_point_never_worsens_the_frontier(
+    points: list[tuple[float, float]],
+    extra: tuple[float, float],
+    higher: bool,
+    probes: list[float],
+) -> None:
+    sweep = {f"p{i}": p for i, p in enumerate(points)}
+    before = frontier_curve(sweep, higher)
+    after = frontier_curve({**sweep, "extra": extra}, higher)
+    sign = 1.0 if higher else -1.0
+    tolerance = 1e-9 * max(1.0, *(abs(v) for _, v in [*points, extra]))
+    for cost in [*probes, *(c for c, _ in points), extra[0]]:
+        old, new = frontier_value(before, cost), frontier_value(after, cost)
+        if old is not None:
+            assert new is not None and sign * (new - old) >= -tolerance
+    # Every point is at or under the frontier (over it for loss) wherever it is defined,
+    # and the frontier never gets worse with the cost.
+    for cost, value in [*points, extra]:
+        reached = frontier_value(after, cost)
+        assert reached is not None and sign * (reached - value) >= -tolerance
+    values = [sign * v for _, v in after]
+    assert all(b >= a - tolerance for a, b in pairwise(values))
+    # Concave (convex for loss) in log cost: no vertex below the chord of its neighbours.
+    logs = [math.log(c) for c, _ in after]
+    for i in range(1, len(after) - 1):
+        t = (logs[i] - logs[i - 1]) / (logs[i + 1] - logs[i - 1])
+        assert values[i] >= values[i - 1] + t * (values[i + 1] - values[i - 1]) - tolerance
 
 
 def test_the_gap_is_paired_by_seed_and_bootstrapped_over_seeds() -> None:
@@ -164,6 +266,28 @@ def test_verdicts_on_a_synthetic_result_set(metric: str) -> None:
     low, high = by_flops.gap.low, by_flops.gap.high
     assert low is not None and high is not None and min(low / scale, high / scale) > 7.5
     assert by_flops.gap.better == 8
+
+
+def test_a_size_below_the_chord_or_dominated_changes_no_verdict() -> None:
+    """Two more sizes on every seed: one below the chord from sweep.s to sweep.m, one that
+    sweep.m dominates. Neither is on the frontier, and every policy's gap is unchanged."""
+    policies = ["bloated", "onfront", "grown", *SIZES]
+    (plain,) = frontier_section(experiment(), synthetic_results(), policies)
+    extra = {"sweep.mid": (10**3.5, 10**9.5, 84.0), "sweep.fat": (2e4, 2e10, 88.0)}
+    cells = synthetic_results() + [
+        cell(label, s, p, f, acc + noise(s)) for label, (p, f, acc) in extra.items() for s in SEEDS
+    ]
+    swept = attrs.evolve(experiment(), sweep=tuple(SweepArm(label) for label in [*SIZES, *extra]))
+    (more,) = frontier_section(swept, cells, [*policies, *extra])
+    for axis in more.axes:
+        assert {p.label for p in axis.points if p.on_frontier} == set(SIZES)
+    assert [(v.policy, v.axis, v.gap) for v in more.verdicts] == [
+        (v.policy, v.axis, v.gap) for v in plain.verdicts
+    ]
+    # The joined non-dominated sizes would have put sweep.mid on the frontier and made the
+    # policy between sweep.s and sweep.m look better than it is.
+    mid = {"s": (1e3, 80.0), "mid": (10**3.5, 84.0), "m": (1e4, 90.0)}
+    assert frontier(mid) == ["s", "m"]
 
 
 def test_no_sweep_no_frontier() -> None:

@@ -3,6 +3,7 @@ and seeds, one gradient-norm budget, and the recipe a run records."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import attrs
@@ -45,7 +46,7 @@ def test_cosine_decays_from_the_peak_to_min_lr_at_the_last_step() -> None:
     # Halfway through the decay: halfway between the peak and the floor.
     assert lr_factor(COSINE, 10 + 89 // 2, 100) == pytest.approx(0.55, abs=0.02)
     decay = [lr_factor(COSINE, s, 100) for s in range(10, 100)]
-    assert all(a >= b for a, b in zip(decay, decay[1:]))
+    assert all(a >= b for a, b in itertools.pairwise(decay))
 
 
 def test_constant_schedule_holds_the_peak_after_warm_up() -> None:

@@ -9,8 +9,8 @@ import pytest
 
 from esper_core.compare.comparison import PARETO_PLOT, compare, prepare
 from esper_core.compare.experiment import build_experiment, parse_experiment, shared_config
+from esper_core.compare.metric import ACCURACY
 from esper_core.compare.pareto import COST_AXES, dominated
-from esper_core.compare.results import IMPROVEMENT_METRIC
 from esper_core.env.birth import seed_spec
 from esper_core.errors import ConfigError
 from esper_core.plugins import PluginManager
@@ -106,7 +106,7 @@ def test_costs_and_the_pareto_marks(report) -> None:  # type: ignore[no-untyped-
         assert c.params_forward > 0 and c.train_flops > 0 and c.params_held >= c.params_forward
     rows = [r for r in results.rows if r.task == "tiny"]
     points = {
-        axis: {r.policy: (r.metrics[axis].mean, r.metrics[IMPROVEMENT_METRIC].iqm) for r in rows}
+        axis: {r.policy: (r.metrics[axis].mean, r.metrics[ACCURACY].iqm) for r in rows}
         for axis in COST_AXES
     }
     for r in rows:

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from esper_core.compare.comparison import PARETO_PLOT, RESULTS_JSON, RESULTS_MD
+from esper_core.compare.frontier import frontier as frontier_of
+from esper_core.compare.frontier import frontier_curve, frontier_value
 from esper_core.compare.results import RESULTS_SCHEMA_VERSION, load_results
 from tests.plugin_set import FAKE_PLUGIN, REPO, subprocess_env
 
@@ -104,7 +106,26 @@ def test_results_carry_the_frontier_and_the_verdicts(swept) -> None:  # type: ig
     assert any(p.on_frontier for p in frontier.axes[0].points)
     wait = frontier.verdict("wait", "params_forward")
     assert wait is not None and not wait.dominated  # it is sweep.w4: nothing beats its twin
-    assert wait.gap.n == SEEDS and wait.gap.iqm == 0.0 and wait.gap.ties == SEEDS
+    # The frontier at its own cost is at least its own value: equal on a seed where w4 is
+    # on the hull, above it where w4 fell below the chord from w2 to w8.
+    cells = {(c.policy, c.seed): c for c in results.cells}
+    diffs = []
+    for seed in results.seeds:
+        sweep = {
+            f"sweep.w{w}": (
+                cells[f"sweep.w{w}", seed].params_forward,
+                cells[f"sweep.w{w}", seed].final_test_acc,
+            )
+            for w in WIDTHS
+        }
+        on_hull = "sweep.w4" in frontier_of(sweep)
+        reached = frontier_value(frontier_curve(sweep), cells["wait", seed].params_forward)
+        assert reached is not None
+        diffs.append(cells["wait", seed].final_test_acc - reached)
+        assert (diffs[-1] == 0.0) is on_hull and diffs[-1] <= 0.0
+    assert wait.gap.n == SEEDS and wait.gap.better == 0
+    assert wait.gap.ties == sum(d == 0.0 for d in diffs)
+    assert wait.gap.mean == pytest.approx(sum(diffs) / SEEDS)
     assert frontier.verdict("scripted", "train_flops") is not None
     raw = json.loads((out / RESULTS_JSON).read_text())
     assert raw["frontier"][0]["verdicts"][0]["gap"].keys() >= {"iqm", "low", "high", "outside"}
@@ -161,3 +182,46 @@ def test_an_untuned_comparison_says_so(swept) -> None:  # type: ignore[no-untype
     untuned = "Untuned: every arm used the shared config's training recipe"
     assert untuned in (out / RESULTS_MD).read_text()
     assert untuned in " ".join(output.split())  # the terminal wraps it
+
+
+def test_a_longer_sweep_point_costs_more_training_flops(tmp_path: Path) -> None:
+    """One size at two training lengths is two sweep points: the same parameters, and the
+    training FLOPs each cell measured, twice as many for twice the epochs, with no cost
+    declared anywhere. A policy trained in between lies inside the sweep on the FLOPs axis."""
+    from esper_core.compare.comparison import compare
+    from esper_core.compare.experiment import build_experiment, parse_experiment, shared_config
+    from esper_core.plugins import PluginManager
+
+    sizes = [
+        {"label": f"w4-{n}ep", "options": {"width": 4}, "config": {"env": {"max_epochs": n}}}
+        for n in (2, 4)
+    ]
+    spec = parse_experiment(
+        {
+            "policies": ["wait"],
+            "tasks": ["tiny"],
+            "seeds": 1,
+            "baselines": ["size-sweep"],
+            "resamples": 100,
+            "sweep": {"sizes": sizes},
+            "config": {
+                "run": {"reward": "acc_delta", "telemetry": []},
+                "env": {"max_epochs": 3},
+            },
+        }
+    )
+    plugins = (FAKE_PLUGIN, "policies.wait")
+    experiment = build_experiment(spec, shared_config(spec), plugins=plugins)
+    pm = PluginManager(extra=list(plugins), autoload=False)
+    report = compare(experiment, pm, tmp_path / "out", notify=lambda _m: None)
+    assert not report.failed and not report.results.missing
+    cells = {c.policy: c for c in report.results.cells}
+    short, long, wait = cells["sweep.w4-2ep"], cells["sweep.w4-4ep"], cells["wait"]
+    assert short.params_forward == long.params_forward == wait.params_forward
+    assert long.train_flops == 2 * short.train_flops > 0
+    assert wait.train_flops == pytest.approx(1.5 * short.train_flops)
+    (frontier,) = report.results.frontier
+    flops = next(a for a in frontier.axes if a.axis == "train_flops")
+    assert [p.cost for p in flops.points] == [short.train_flops, long.train_flops]
+    verdict = frontier.verdict("wait", "train_flops")
+    assert verdict is not None and (verdict.gap.n, verdict.gap.outside) == (1, 0)
