@@ -42,14 +42,6 @@ OPTIMIZERS = ("sgd", "adamw")
 SCHEDULES = ("constant", "cosine")
 
 
-def betas_check(value: Any) -> str | None:
-    if value is None:
-        return None
-    if len(value) != 2 or not all(0 <= b < 1 for b in value):
-        return f"expected two numbers in [0, 1), got {value!r}"
-    return None
-
-
 COMPONENT_KINDS = ("tasks", "rewards", "policies", "telemetry", "executors")
 CONFIG_SCHEMA_VERSION = 1
 
@@ -188,7 +180,9 @@ class TrainingSection:
     )
     nesterov: bool | None = options_field(None, doc="Nesterov momentum (sgd only).")
     betas: list[float] | None = options_field(
-        None, betas_check, "AdamW's two betas, e.g. [0.9, 0.95] (adamw only)."
+        None,
+        each(in_range(0, 1, hi_open=True), length=2),
+        "AdamW's two betas, e.g. [0.9, 0.95] (adamw only).",
     )
     weight_decay: float | None = options_field(
         None, in_range(0, 1), "Weight decay of matrices and conv kernels."

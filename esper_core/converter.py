@@ -183,10 +183,13 @@ class Each:
     """Apply ``inner`` to every element of a sequence; build it with :func:`each`."""
 
     inner: Check
+    length: int | None = None  # the sequence must have exactly this many items
 
     def __call__(self, value: Any) -> str | None:
         if value is None:
             return None
+        if self.length is not None and len(value) != self.length:
+            return f"expected {self.length} items, got {len(value)}"
         for i, item in enumerate(value):
             problem = self.inner(item)
             if problem:
@@ -194,9 +197,9 @@ class Each:
         return None
 
 
-def each(inner: Check) -> Each:
-    """Apply ``inner`` to every element of a sequence."""
-    return Each(inner)
+def each(inner: Check, length: int | None = None) -> Each:
+    """Apply ``inner`` to every element of a sequence (of exactly ``length`` items, if set)."""
+    return Each(inner, length)
 
 
 def non_empty(value: Any) -> str | None:

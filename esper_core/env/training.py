@@ -28,7 +28,7 @@ from esper_core.env.optimizers import (
 )
 from esper_core.env.pending import Pending
 from esper_core.lifecycle.model import MorphogeneticModel
-from esper_core.lifecycle.rules import GRADIENT_STAGES
+from esper_core.lifecycle.rules import BLENDED_STAGES, GRADIENT_STAGES
 from esper_core.recipe import lr_factor, resolve_recipe, task_recipe
 
 log = logging.getLogger("esper.training")
@@ -279,7 +279,8 @@ class EpochTrainer:
             host_norm = torch.zeros((), device=self.device)
         host_scaled = host_norm / math.sqrt(max(self._n_host, 1))
         seed_norms = measure_seed_gradients(self.model, self._seed_acc, host_scaled, cfg)
-        clip_gradients(self._host_params, host_norm, seed_norms, cfg)
+        blended = {sid for sid in seed_norms if self.model.slot(sid).stage in BLENDED_STAGES}
+        clip_gradients(self._host_params, host_norm, seed_norms, cfg, blended)
         self.scaler.step(self.host_optimizer)
         for opt in seed_opts:
             self.scaler.step(opt)
@@ -357,19 +358,21 @@ def clip_gradients(
     host_norm: torch.Tensor,
     seed_norms: SeedNorms,
     cfg: TrainingSection,
+    shared: frozenset[str] | set[str],
 ) -> None:
-    """Clip to ``cfg.grad_clip``: one global norm over host and seeds (the norms already
-    measured, combined without another pass), or with ``clip_per_group`` each on its own."""
-    if cfg.clip_per_group:
-        torch.nn.utils.clip_grads_with_norm_(host_params, cfg.grad_clip, host_norm)
-        for params, norm in seed_norms.values():
-            torch.nn.utils.clip_grads_with_norm_(params, cfg.grad_clip, norm)
-        return
+    """Clip to ``cfg.grad_clip``: one global norm over the host and the seeds in ``shared``
+    (those blended into the output: BLENDING, HOLDING, FOSSILIZED), combined from the norms
+    already measured. A seed outside it (TRAINING) learns in isolation, its output not in
+    the model's: it is clipped on its own, so the host's update stays bit-identical to the
+    host alone's (DOMAIN §2). With ``clip_per_group`` every group is clipped on its own."""
     params = list(host_params)
     norms = [host_norm]
-    for seed_params, norm in seed_norms.values():
-        params.extend(seed_params)
-        norms.append(norm)
+    for slot_id, (seed_params, norm) in seed_norms.items():
+        if slot_id in shared and not cfg.clip_per_group:
+            params.extend(seed_params)
+            norms.append(norm)
+        else:
+            torch.nn.utils.clip_grads_with_norm_(seed_params, cfg.grad_clip, norm)
     total = torch.linalg.vector_norm(torch.stack(norms).float()) if len(norms) > 1 else host_norm
     torch.nn.utils.clip_grads_with_norm_(params, cfg.grad_clip, total)
 

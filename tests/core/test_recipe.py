@@ -134,7 +134,7 @@ def test_a_task_without_a_recipe_gets_its_family_recipe() -> None:
     [
         ('training.optimizer="adam"', "training.optimizer: expected one of sgd, adamw"),
         ('training.schedule="step"', "training.schedule: expected one of constant, cosine"),
-        ("training.betas=[0.9]", "training.betas: expected two numbers in [0, 1)"),
+        ("training.betas=[0.9]", "training.betas: expected 2 items, got 1"),
         ("training.warmup=2", "training.warmup: expected a number in [0, 1]"),
     ],
 )
@@ -197,15 +197,25 @@ def _norm(params: list[nn.Parameter]) -> float:
 def test_one_gradient_budget_covers_host_and_seeds() -> None:
     cfg = load_config(overrides=["training.grad_clip=1.0"]).training
     host, seed = _grads((4,), value=1.0), _grads((4,), value=1.0)  # norms 2 and 2
-    clip_gradients(host, torch.tensor(2.0), {"r0c0": (seed, torch.tensor(2.0))}, cfg)
+    clip_gradients(host, torch.tensor(2.0), {"r0c0": (seed, torch.tensor(2.0))}, cfg, {"r0c0"})
     assert _norm(host + seed) == pytest.approx(1.0, rel=1e-4)
     assert _norm(host) == pytest.approx(_norm(seed))
+
+
+def test_a_seed_learning_in_isolation_leaves_the_host_budget_alone() -> None:
+    """A TRAINING seed's output is not the model's: sharing its budget would change the
+    host's update, which must equal the host alone's until the seed blends in."""
+    cfg = load_config(overrides=["training.grad_clip=1.0"]).training
+    host, seed = _grads((4,), value=1.0), _grads((4,), value=1.0)
+    clip_gradients(host, torch.tensor(2.0), {"r0c0": (seed, torch.tensor(2.0))}, cfg, set())
+    assert _norm(host) == pytest.approx(1.0, rel=1e-4)
+    assert _norm(seed) == pytest.approx(1.0, rel=1e-4)
 
 
 def test_clip_per_group_gives_each_group_a_budget_of_its_own() -> None:
     cfg = load_config(overrides=["training.clip_per_group=true"]).training
     host, seed = _grads((4,), value=1.0), _grads((4,), value=1.0)
-    clip_gradients(host, torch.tensor(2.0), {"r0c0": (seed, torch.tensor(2.0))}, cfg)
+    clip_gradients(host, torch.tensor(2.0), {"r0c0": (seed, torch.tensor(2.0))}, cfg, {"r0c0"})
     assert _norm(host) == pytest.approx(1.0, rel=1e-4)
     assert _norm(seed) == pytest.approx(1.0, rel=1e-4)
 

@@ -222,7 +222,7 @@ def test_a_cell_is_resumed_redone_or_skipped(cells_pm: PluginManager, tmp_path: 
 
     # A checkpoint of another config is not continued: the cell is run again.
     other = cell.directory(tmp_path / "other")
-    changed = attrs.evolve(interrupted, training=attrs.evolve(cell.config.training, lr=0.05))
+    changed = attrs.evolve(interrupted, training=attrs.evolve(cell.config.training, lr=0.07))
     with pytest.raises(Interrupted):
         run(changed, pm, run_dir=other, quiet=True)
     again = run_cell(job(tmp_path / "other"))

