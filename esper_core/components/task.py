@@ -9,6 +9,11 @@ on the env's device); larger datasets may return any ``torch.utils.data.Dataset`
 A language model may say so with an optional class attribute ``language_model = True``
 (absent means a classifier): its run summary then shows the perplexity, and the
 ``size-sweep`` frontier of ``esper compare`` is measured in test loss, not accuracy.
+
+A task may name its training recipe with an optional class attribute ``default_recipe``
+(an :class:`esper_core.recipe.Recipe`); without one it is trained with its topology's
+family recipe (:func:`esper_core.recipe.family_recipe`). Every ``[training]`` key a run
+sets overrides it.
 """
 
 from __future__ import annotations
