@@ -37,10 +37,22 @@ from esper_core.converter import (
     structure,
     unstructure,
 )
+from esper_core.errors import ConfigError
 
 OPTIMIZERS = ("sgd", "adamw")
 SCHEDULES = ("constant", "cosine")
 
+
+# Keys of the per-group SGD settings that one recipe replaced: a config that still sets
+# them is told what to write instead.
+RENAMED_TRAINING_KEYS = {
+    "host_lr": "lr",
+    "seed_lr": "lr",
+    "host_momentum": "momentum",
+    "seed_momentum": "momentum",
+    "host_weight_decay": "weight_decay",
+    "seed_weight_decay": "weight_decay",
+}
 
 COMPONENT_KINDS = ("tasks", "rewards", "policies", "telemetry", "executors")
 CONFIG_SCHEMA_VERSION = 1
@@ -339,6 +351,14 @@ def load_config(
         data = merge(data, extra)
     if overrides:
         data = apply_overrides(data, overrides)
+    renamed = [
+        f"training.{old}: replaced by training.{new} (one recipe trains host and seeds; "
+        "see docs/recipes.md)"
+        for old, new in RENAMED_TRAINING_KEYS.items()
+        if isinstance(data.get("training"), dict) and old in data["training"]
+    ]
+    if renamed:
+        raise ConfigError(renamed)
     return structure(data, RunConfig)
 
 

@@ -144,6 +144,15 @@ def test_bad_recipe_settings_are_named(override: str, needle: str) -> None:
     assert needle in str(info.value)
 
 
+def test_the_replaced_per_group_keys_say_what_to_write_instead() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(overrides=["training.host_lr=0.1"])
+    assert info.value.problems == [
+        "training.host_lr: replaced by training.lr (one recipe trains host and seeds; "
+        "see docs/recipes.md)"
+    ]
+
+
 def test_a_run_records_the_recipe_it_resolved() -> None:
     pm = PluginManager(autoload=True)
     resolved = resolve(load_config(overrides=['run.task="charlm"', "training.lr=0.002"]), pm)
