@@ -18,9 +18,9 @@ from esper_core.compare.experiment import (
     parse_experiment,
     shared_config,
 )
+from esper_core.compare.metric import metric_kinds
 from esper_core.compare.plan import plan_cells
 from esper_core.compare.results import aggregate, load_results
-from esper_core.compare.size_sweep import metric_kinds
 from esper_core.compare.tuning import TuningCell, tuning_cells
 from esper_core.compare.tuning_choice import choose, score
 from esper_core.compare.tuning_grid import apply_point, grid_points
