@@ -5,7 +5,8 @@ Modules by job, in the order a step uses them:
 * ``env``: :class:`MorphogeneticEnv` (construction, the step's order) and ``run_epoch``;
 * ``apply``: applying the controller's action to the model;
 * ``data``, ``training``, ``amp``, ``device``: batches, THE epoch trainer, its
-  precision and its device;
+  precision and its device; ``optimizers`` and ``gradients``: the recipe's optimizers
+  (:mod:`esper_core.recipe`) and the one gradient budget;
 * ``evaluation``, ``pending``: fused counterfactual validation, read in one sync;
 * ``epoch_end``: governor rollback, stage ticks, auto-advance and the reward;
 * ``episode``, ``events``, ``observation``, ``step``: what the step counts, emits,

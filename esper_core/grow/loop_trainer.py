@@ -20,13 +20,9 @@ import torch
 from torch import nn
 
 from esper_core.config import TrainingSection
+from esper_core.env.gradients import measure_seed_gradients, seed_accumulators, total_grad_norm
 from esper_core.env.pending import Pending
-from esper_core.env.training import (
-    measure_seed_gradients,
-    seed_accumulators,
-    total_grad_norm,
-    train_stats,
-)
+from esper_core.env.training import train_stats
 from esper_core.errors import GrowerError
 from esper_core.lifecycle.model import MorphogeneticModel
 

@@ -12,8 +12,8 @@ import torch
 from torch import nn
 
 from esper_core.config import load_config
+from esper_core.env.gradients import clip_gradients
 from esper_core.env.optimizers import decays, embedding_parameters, make_optimizer, param_groups
-from esper_core.env.training import clip_gradients
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.actions import WAIT
 from esper_core.plugins import PluginManager

@@ -8,7 +8,8 @@ import math
 import pytest
 import torch
 
-from esper_core.env.training import CompiledForward, total_grad_norm
+from esper_core.env.gradients import total_grad_norm
+from esper_core.env.training import CompiledForward
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.actions import WAIT
 from tests.fakes import drive_to, make_env
