@@ -58,8 +58,11 @@ TRANSFORMER_RECIPE = Recipe(
     schedule="cosine",
     warmup=0.05,
 )
-# The original system's recipe: an option (``--set training.optimizer=sgd ...``), not a default.
-LEGACY_SGD = Recipe(optimizer="sgd", lr=0.01, momentum=0.9, weight_decay=5e-4)
+# The original system's recipe: constant-rate SGD, weight decay on every parameter. An
+# option (``recipe_overrides(LEGACY_SGD)``), not a default.
+LEGACY_SGD = Recipe(
+    optimizer="sgd", lr=0.01, momentum=0.9, weight_decay=5e-4, decay_norms_and_biases=True
+)
 
 
 def family_recipe(topology: str | None) -> Recipe:
@@ -90,6 +93,17 @@ def recipe_fields(recipe: Recipe) -> dict[str, Any]:
     values = attrs.asdict(recipe)
     values["betas"] = list(recipe.betas)
     return values
+
+
+def recipe_overrides(recipe: Recipe) -> list[str]:
+    """The ``--set training.KEY=VALUE`` overrides (TOML values) that select ``recipe``."""
+    import tomli_w
+
+    overrides = []
+    for key, value in recipe_fields(recipe).items():
+        text = tomli_w.dumps({"v": value}).removeprefix("v = ")
+        overrides.append(f"training.{key}={' '.join(text.split())}")
+    return overrides
 
 
 # ---------------------------------------------------------------- the schedule

@@ -19,10 +19,12 @@ from esper_core.lifecycle.actions import WAIT
 from esper_core.plugins import PluginManager
 from esper_core.recipe import (
     CNN_RECIPE,
+    LEGACY_SGD,
     TRANSFORMER_RECIPE,
     Recipe,
     family_recipe,
     lr_factor,
+    recipe_overrides,
     resolve_recipe,
     task_recipe,
 )
@@ -119,6 +121,13 @@ def test_config_fields_override_the_task_recipe_and_unset_ones_keep_it() -> None
     recipe = resolve_recipe(cfg.training, TRANSFORMER_RECIPE)
     assert recipe.lr == 0.5 and recipe.betas == (0.8, 0.9)
     assert recipe.optimizer == "adamw" and recipe.warmup == TRANSFORMER_RECIPE.warmup
+
+
+@pytest.mark.parametrize("recipe", [LEGACY_SGD, TRANSFORMER_RECIPE], ids=["legacy", "adamw"])
+def test_recipe_overrides_select_exactly_that_recipe(recipe: Recipe) -> None:
+    cfg = load_config(overrides=recipe_overrides(recipe))
+    other = CNN_RECIPE if recipe.optimizer == "adamw" else TRANSFORMER_RECIPE
+    assert resolve_recipe(cfg.training, other) == recipe
 
 
 def test_a_task_without_a_recipe_gets_its_family_recipe() -> None:

@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import attrs
+
 from esper_core.config import load_config
 from esper_core.plugins import PluginManager
+from esper_core.recipe import LEGACY_SGD, recipe_overrides
 from esper_core.run import api
 from tests.plugin_set import plugin_manager
 from tests.reliability.cli_runs import FAKE
@@ -61,11 +64,7 @@ def test_a_too_high_host_learning_rate_is_rolled_back(tmp_path: Path) -> None:
         pm,
         tmp_path / "r",
         "run.policy=wait",
-        "training.lr=5",
-        'training.optimizer="sgd"',
-        "training.nesterov=false",
-        'training.schedule="constant"',
-        "training.decay_norms_and_biases=true",
+        *recipe_overrides(attrs.evolve(LEGACY_SGD, lr=5.0)),
         "env.max_epochs=6",
         'run.telemetry=["jsonl"]',
         "run.threads=1",

@@ -36,6 +36,7 @@ from esper_core.env.env import MorphogeneticEnv
 from esper_core.lifecycle.actions import WAIT, Action, LifecycleOp
 from esper_core.lifecycle.stages import Stage
 from esper_core.plugins import PluginManager
+from esper_core.recipe import LEGACY_SGD, recipe_overrides
 from esper_core.run.resolve import resolve
 from tests.plugins.esper_rewards.builders import FAMILIES
 
@@ -89,13 +90,7 @@ class Script:
 # gradient scaled by 1 - alpha, a lower effective rate) ended above wait on one of the
 # three seeds and paid pbrs +0.03-0.05 over it: an accuracy reward cannot tell a host that
 # trained better by chance from one that grew. The property is checked where it was set.
-LEGACY_RECIPE = [
-    'training.optimizer="sgd"',
-    "training.lr=0.01",
-    "training.nesterov=false",
-    'training.schedule="constant"',
-    "training.decay_norms_and_biases=true",
-]
+LEGACY_RECIPE = recipe_overrides(LEGACY_SGD)
 
 SCRIPTS = {
     "wait": Script(None),
