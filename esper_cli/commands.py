@@ -178,7 +178,10 @@ def run(ctx: click.Context, **params: Any) -> None:
 @click.command()
 @config_options
 @click.option(
-    "--updates", type=int, help="Policy updates (one rollout = one episode of every env)."
+    "--updates",
+    type=int,
+    help="Policy updates (train.updates); each learns from one rollout of "
+    "policies.ppo.rollout_episodes episodes of every env (4 by default).",
 )
 @run_options("train")
 @click.pass_context
@@ -218,19 +221,24 @@ def plugins(ctx: click.Context, plugins: tuple[str, ...], as_json: bool) -> None
     if as_json:
         click.echo(json.dumps([asdict(i) for i in infos], indent=2))
         return
-    from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="Esper plugins")
+    from esper_cli.terminal import output_console, print_table
+
+    table = Table(title="Esper plugins", title_justify="left")
+    # Names never wrap; the distribution's version and the list of components wrap between
+    # words, so the table fits 80 columns with every name whole.
     table.add_column("plugin", no_wrap=True)
     table.add_column("distribution")
-    table.add_column("version", no_wrap=True)
     table.add_column("components")
     for info in infos:
         # The plugin name already says the kind; list the component names only.
         names = ", ".join(c.split(".", 1)[1] for c in info.components)
-        table.add_row(info.name, info.distribution or "(local)", info.version or "-", names)
-    Console().print(table)
+        source = (
+            f"{info.distribution} {info.version or ''}".strip() if info.distribution else "(local)"
+        )
+        table.add_row(info.name, source, names)
+    print_table(output_console(), table)
 
 
 CHANNELS_OPTION = click.option(
@@ -290,12 +298,14 @@ def blueprints(
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"Blueprints (parameters at {channels} channels)")
+    from esper_cli.terminal import output_console, print_table
+
+    table = Table(title=f"Blueprints (parameters at {channels} channels)", title_justify="left")
     for column in ("name", "topology", "params", "identity at birth", "description", "plugin"):
-        table.add_column(column)
+        # Only the description wraps (between words); names and numbers stay whole.
+        table.add_column(column, no_wrap=column != "description")
     for r in rows:
         table.add_row(
             r["name"],
@@ -305,7 +315,7 @@ def blueprints(
             r["description"],
             r["plugin"],
         )
-    Console().print(table)
+    print_table(output_console(), table)
 
 
 @blueprints.command("check")

@@ -54,8 +54,7 @@ def _extra(params: dict[str, Any], selections: dict[str, list[str]]) -> dict[str
 
 
 def print_tables(results: Any, console: Any) -> None:
-    from rich.table import Table
-
+    from esper_cli.terminal import print_records
     from esper_core.compare.tables import (
         describe,
         describe_frontier,
@@ -65,24 +64,18 @@ def print_tables(results: Any, console: Any) -> None:
     )
 
     def show(title: str, header: list[str], rows: list[list[str]]) -> None:
-        table = Table(title=title, title_justify="left")
-        for i, column in enumerate(header):
-            # Fold rather than cut: at 80 columns an interval wraps onto a second line.
-            table.add_column(column, justify="left" if i == 0 else "right", overflow="fold")
-        for row in rows:
-            table.add_row(*row)
-        console.print(table)
+        print_records(console, title, header, rows)
 
     for task, heading in sections(results):
         show(heading, *table_rows(results, task, short=True))
     for line in describe(results):
-        console.print(f"[dim]{line}[/dim]")
+        note(console, line)
     print_tuning(results, console, show)
     for frontier in results.frontier:
         header, rows, sweep_header, sweep_rows = frontier_rows(frontier, short=True)
         show(f"frontier: {frontier.task}", header, rows)
         show(f"size sweep: {frontier.task}", sweep_header, sweep_rows)
-        console.print(f"[dim]{describe_frontier(frontier)}[/dim]")
+        note(console, describe_frontier(frontier))
 
 
 def print_tuning(results: Any, console: Any, show: Any) -> None:
@@ -90,10 +83,15 @@ def print_tuning(results: Any, console: Any, show: Any) -> None:
     from esper_core.compare.tuning_tables import chosen_rows, summary_line
 
     if results.tuning is None:
-        console.print(f"[yellow]{summary_line(None)}[/yellow]")
+        note(console, summary_line(None), "yellow")
         return
     show("tuning: chosen", *chosen_rows(results.tuning))
-    console.print(f"[dim]{summary_line(results.tuning)}[/dim]")
+    note(console, summary_line(results.tuning))
+
+
+def note(console: Any, text: str, style: str = "dim") -> None:
+    """A line of prose as written: "[tuning]" or "[95% ...]" is text, not rich markup."""
+    console.print(text, style=style, markup=False, highlight=False)
 
 
 @click.command()
@@ -191,6 +189,7 @@ def compare(ctx: click.Context, **params: Any) -> None:
         TimeRemainingColumn,
     )
 
+    from esper_cli.terminal import output_console
     from esper_core.compare.comparison import Plan, make_runner, prepare
     from esper_core.compare.comparison import compare as run_compare
     from esper_core.compare.experiment import build_experiment, parse_experiment, shared_config
@@ -288,7 +287,7 @@ def compare(ctx: click.Context, **params: Any) -> None:
     if params.get("as_json"):
         click.echo(dumps(unstructure(report.results)))
     else:
-        console = Console()
+        console = output_console()
         print_tables(report.results, console)
         console.print(
             f"results: {out / 'results.md'}, {out / 'results.json'}, {out / 'intervals.png'}, "

@@ -3,7 +3,8 @@
 A cell is an ordinary run directory. A ``summary.json`` saying ``completed`` makes it
 finished; a checkpoint next to its ``config.toml`` makes it resumable; anything else is
 broken (removed and run again). A finished or checkpointed cell is reused only when its
-config matches the experiment's on every setting that decides a result.
+config matches the experiment's on every setting that decides a result
+(:mod:`esper_core.compare.result_key`).
 """
 
 from __future__ import annotations
@@ -11,17 +12,11 @@ from __future__ import annotations
 import enum
 import json
 from pathlib import Path
-from typing import Any
 
-from esper_core.config import RunConfig, config_to_dict, load_config
+from esper_core.compare.result_key import config_differences
+from esper_core.config import RunConfig, load_config
 from esper_core.errors import ConfigError
 from esper_core.run.run_dir import CHECKPOINT, CONFIG, SUMMARY
-
-# Settings that do not change a cell's result (display, telemetry backends): a finished or
-# checkpointed cell is reused whatever they are. The thread count is not one of them: it
-# changes the order of float sums, hence the last digits of every result.
-NEUTRAL_KEYS = ("run.quiet", "run.telemetry")
-NEUTRAL_SECTIONS = ("telemetry",)
 
 
 class CellState(enum.Enum):
@@ -54,37 +49,6 @@ def stored_config(directory: Path) -> RunConfig | None:
         return load_config(directory / CONFIG)
     except ConfigError:
         return None
-
-
-def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(data, dict):
-        return {prefix: data}
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        out.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
-    return out
-
-
-def comparable(config: RunConfig) -> dict[str, Any]:
-    """The settings that decide a cell's result, flattened to dotted keys."""
-    data = config_to_dict(config)
-    for section in NEUTRAL_SECTIONS:
-        data.pop(section, None)
-    return {k: v for k, v in _flatten(data).items() if k not in NEUTRAL_KEYS}
-
-
-def _short(value: Any, limit: int = 48) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def config_differences(stored: RunConfig, planned: RunConfig) -> list[str]:
-    a, b = comparable(stored), comparable(planned)
-    return [
-        f"{k}: {_short(a.get(k, '(unset)'))} there, {_short(b.get(k, '(unset)'))} now"
-        for k in sorted(set(a) | set(b))
-        if a.get(k) != b.get(k)
-    ]
 
 
 def can_resume(directory: Path, config: RunConfig) -> bool:

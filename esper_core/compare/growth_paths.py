@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 from attrs import field, frozen
 
 from esper_core.compare.metric import ACCURACY
-from esper_core.compare.static_final import FIXED_ARCHITECTURE
+from esper_core.compare.result_key import FIXED_ARCHITECTURE
 from esper_core.lifecycle.rules import BLENDED_STAGES
 from esper_core.lifecycle.stages import Stage
 from esper_core.run.telemetry import EpisodeFinished, EpochCompleted, SchemaError, event_from_dict

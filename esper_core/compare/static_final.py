@@ -18,6 +18,7 @@ import attrs
 
 from esper_core.compare.cell_dirs import CellState, cell_state
 from esper_core.compare.experiment import Cell, Experiment
+from esper_core.compare.result_key import FIXED_ARCHITECTURE
 from esper_core.config import RunConfig, config_to_dict
 from esper_core.converter import structure
 from esper_core.plugins import PluginManager
@@ -27,8 +28,6 @@ from esper_core.run.summary import final_architecture
 
 STATIC_FINAL = "static-final"
 STATIC_POLICY = "static"
-# Policies that never change the architecture: their static final one is themselves.
-FIXED_ARCHITECTURE = ("static", "wait")
 
 
 def static_label(policy: str) -> str:

@@ -111,7 +111,8 @@ def table_rows(
                     cells.append(fmt_interval(r.iqm / 1e9, _g(r.low), _g(r.high), 2) + " G")
                 else:
                     cells.append(fmt_interval(r.iqm, r.low, r.high, m.digits))
-        cells.append(", ".join(AXIS_NAMES[a] for a in row.dominated) or "-")
+        # The verdict word of every table and plot (NOT_DOMINATED), never "-" or "on it".
+        cells.append(", ".join(AXIS_NAMES[a] for a in row.dominated) or NOT_DOMINATED)
         lines.append(cells)
     return header, lines
 
@@ -121,6 +122,9 @@ def _g(value: float | None) -> float | None:
 
 
 AXIS_NAMES = {"params_forward": "params", "train_flops": "FLOPs"}
+# A row that nothing dominates, in the main table and in the frontier's (one word for one
+# verdict: the main table said "-" and the frontier's "no").
+NOT_DOMINATED = "no"
 
 
 def sections(results: ComparisonResults) -> list[tuple[str | None, str]]:
@@ -198,7 +202,7 @@ def _gap(gap: FrontierGap, digits: int) -> str:
 def _dominated(verdict: FrontierVerdict | None) -> str:
     if verdict is None:
         return "-"
-    return f"yes: {', '.join(verdict.dominated_by)}" if verdict.dominated else "no"
+    return f"yes: {', '.join(verdict.dominated_by)}" if verdict.dominated else NOT_DOMINATED
 
 
 def frontier_rows(

@@ -4,6 +4,7 @@ identical starting points across policies, and aggregation of finished cells."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import attrs
@@ -309,9 +310,11 @@ def test_a_damaged_summary_of_a_finished_cell_is_named(pm: PluginManager, tmp_pa
         aggregate(experiment, [cell], tmp_path)
 
 
-def test_the_terminal_tables_wrap_at_80_columns_and_cut_nothing(
+def test_the_terminal_tables_never_split_a_value_at_80_columns(
     pm: PluginManager, tmp_path: Path
 ) -> None:
+    """Off a terminal (or where the table does not fit) each row is a record, one value per
+    line: an interval such as ``62.63 [58.90, 66.36]`` used to fold over several lines."""
     import io
 
     from rich.console import Console
@@ -330,13 +333,22 @@ def test_the_terminal_tables_wrap_at_80_columns_and_cut_nothing(
     cells = plan_cells(experiment, pm)
     for cell in cells:
         _finished(cell.directory(tmp_path), 90.0 + cell.seed + len(cell.policy), params=18560)
-    out = io.StringIO()
-    print_tables(aggregate(experiment, cells, tmp_path), Console(file=out, width=80))
-    text = out.getvalue()
-    assert "…" not in text
-    assert max(len(line) for line in text.splitlines()) <= 80
-    labels = "".join(line.split("│")[1].strip() for line in text.splitlines() if "│" in line)
-    assert "a-rather-long-policy-label" in labels
+    results = aggregate(experiment, cells, tmp_path)
+    for console in (
+        Console(file=io.StringIO(), width=80),  # a pipe
+        Console(file=io.StringIO(), width=80, force_terminal=True, color_system=None),
+    ):
+        print_tables(results, console)
+        text = console.file.getvalue()  # type: ignore[attr-defined]
+        assert "…" not in text
+        lines = text.splitlines()
+        assert "  a-rather-long-policy-label" in lines
+        # Every interval whole on one line, next to its column's name.
+        intervals = [line for line in lines if line.startswith("    test acc %")]
+        assert len(intervals) == 2 and all(
+            re.search(r"\d \[[\d.]+, [\d.]+\]$", x) for x in intervals
+        )
+        assert not [line for line in lines if "│" in line]  # 10 columns do not fit 80
 
 
 SWEEP = {

@@ -121,7 +121,9 @@ def test_results_md_and_the_terminal_say_what_was_chosen(tuned: CompareReport) -
     assert "| tiny | scripted.static-final |" in markdown and "scripted's choice" in markdown
     assert "Untuned" not in markdown
     text = io.StringIO()
-    print_tables(tuned.results, Console(file=text, width=200))
+    print_tables(
+        tuned.results, Console(file=text, width=200, force_terminal=True, color_system=None)
+    )
     shown = text.getvalue()
     assert "tuning: chosen" in shown and "Tuning: searched on seeds 100, 101" in shown
     scripted = tuned.results.tuning.arm("tiny", "scripted")  # type: ignore[union-attr]
