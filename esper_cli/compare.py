@@ -156,7 +156,9 @@ def note(console: Any, text: str, style: str = "dim") -> None:
 @click.option(
     "--dry-run",
     is_flag=True,
-    help="Check the whole experiment and show what would run; run nothing.",
+    help="Show the cells that would run (grouped by task and arm, copies of another "
+    "cell's settings named) and an estimate measured from finished runs; every config "
+    "and option is checked; run and build nothing.",
 )
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option(
@@ -190,7 +192,7 @@ def compare(ctx: click.Context, **params: Any) -> None:
     )
 
     from esper_cli.terminal import output_console
-    from esper_core.compare.comparison import Plan, make_runner, prepare
+    from esper_core.compare.comparison import Plan, make_runner
     from esper_core.compare.comparison import compare as run_compare
     from esper_core.compare.experiment import build_experiment, parse_experiment, shared_config
     from esper_core.converter import unstructure
@@ -240,12 +242,25 @@ def compare(ctx: click.Context, **params: Any) -> None:
             notes.append(f"{plan.broken} unfinished to run again")
         if plan.stale:
             notes.append(f"{plan.stale} made with another config to run again")
+        if plan.duplicates:
+            notes.append(
+                f"{plan.duplicates} more repeat another run's settings: copied from it, not run "
+                "again"
+            )
         return "; ".join(notes)
 
     if params.get("dry_run"):
+        from esper_core.compare.cells import threads_per_job
+        from esper_core.compare.preview import preview, preview_lines
+
         make_runner(pm, spec.runner, spec.runner_options, jobs)  # an unknown runner fails here
-        _, _, plan = prepare(experiment, pm, out, jobs)
-        click.echo(f"experiment OK: {describe_plan(plan)}")
+        threads = experiment.base.run.threads or threads_per_job(jobs)
+        shown = preview(experiment, pm, out, threads, jobs)
+        # Every config and option is checked; tasks, data and policies are built (and so
+        # checked) when the experiment runs, before any cell starts: a preview in a second.
+        click.echo(f"experiment OK: {shown.runs} runs in {out}")
+        for line in preview_lines(shown):
+            click.echo(line)
         return
 
     def on_plan(plan: Plan) -> None:

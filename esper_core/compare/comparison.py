@@ -39,6 +39,7 @@ from esper_core.compare.cells import (
     run_cells,
     threads_per_job,
 )
+from esper_core.compare.duplicates import copy_finished, originals
 from esper_core.compare.experiment import Cell, Experiment
 from esper_core.compare.interval_plot import plot_intervals
 from esper_core.compare.metric import task_metrics
@@ -73,6 +74,8 @@ class Plan:
     directory: Path
     stale: int = 0  # made with another config or blueprint set: removed and run again
     tuning: int = 0  # of ``total``, the cells of the search run before the evaluation
+    # Cells that repeat another cell's settings: copied from it, not run (not in ``total``).
+    duplicates: int = 0
 
 
 @frozen
@@ -197,23 +200,30 @@ def _prepare(
         cell_state(c.directory(out)) is CellState.COMPLETED
         for c in static_cells(experiment, cells, out, pm)
     )
+    # A cell repeating another's settings is copied from it: not counted as a run.
+    repeats = originals(cells)
+    copies = sum(1 for c in repeats if cell_state(c.directory(out)) is CellState.COMPLETED)
     plan = Plan(
-        len(states) + expected,
-        states.count(CellState.COMPLETED) + done,
+        len(states) + expected - len(repeats),
+        states.count(CellState.COMPLETED) + done - copies,
         states.count(CellState.RESUMABLE),
         states.count(CellState.BROKEN),
         out,
         len(stale),
         len(searched),
+        len(repeats),
     )
     return searched, cells, states[len(searched) :], plan, stale
 
 
-def _jobs(experiment: Experiment, cells: Sequence[Cell], out: Path) -> list[CellJob]:
+def _jobs(
+    experiment: Experiment, cells: Sequence[Cell], out: Path, skip: Sequence[Cell] = ()
+) -> list[CellJob]:
+    """The unfinished cells to run, but those in ``skip`` (copies of another cell)."""
     return [
         CellJob(str(c.directory(out)), str(c.lock(out)), unstructure(c.config), experiment.plugins)
         for c in cells
-        if cell_state(c.directory(out)) is not CellState.COMPLETED
+        if c not in skip and cell_state(c.directory(out)) is not CellState.COMPLETED
     ]
 
 
@@ -278,11 +288,17 @@ def compare(
             _forget_stale(stale_cells(cells, out), out, notify)
         evaluated = cells
         write_json(out / EXPERIMENT_JSON, _record(experiment, cells, out, searched))
-        outcomes += cell_runner.run(_jobs(experiment, cells, out), report, notify)
+        repeats = originals(cells)
+        outcomes += cell_runner.run(_jobs(experiment, cells, out, list(repeats)), report, notify)
+        copy_finished(repeats, out)
         statics = static_cells(experiment, cells, out, pm)
         _forget_stale(stale_cells(statics, out), out, notify)
         write_json(out / EXPERIMENT_JSON, _record(experiment, [*cells, *statics], out, searched))
-        outcomes += cell_runner.run(_jobs(experiment, statics, out), report, notify)
+        # A run that did not grow has its wait twin as static final: copied, not trained.
+        twins = originals(statics, before=cells)
+        for twin in copy_finished(twins, out):  # counted in the plan's static-final runs
+            report(CellOutcome(str(twin.directory(out)), "skipped"))
+        outcomes += cell_runner.run(_jobs(experiment, statics, out, list(twins)), report, notify)
     except CellsInterrupted:
         write_results(results(), out)  # finished so far
         raise

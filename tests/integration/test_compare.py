@@ -4,6 +4,7 @@ of cells, SIGKILL and Ctrl-C in the middle, and --jobs 2 equal to --jobs 1."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -144,6 +145,9 @@ def test_dry_run_checks_and_starts_nothing(invoke, tmp_path: Path) -> None:  # t
     result = invoke(*CLI_ARGS, "--out", str(out), "--dry-run")
     assert result.exit_code == 0, result.output
     assert f"experiment OK: {SEEDS * len(POLICIES)} runs in {out}" in result.output
+    # Grouped by task and arm, with the seeds and the count.
+    assert re.search(r"^  evaluation   tiny / wait / seeds \d+-\d+: to run$", result.output, re.M)
+    assert "no estimate yet" in result.output
     assert not out.exists()
 
 
