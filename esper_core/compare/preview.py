@@ -100,7 +100,8 @@ def preview(
             finished = [c for c in members if cell_state(c.directory(root)) is CellState.COMPLETED]
             times = [t for c in finished if (t := _wall_time(c.directory(root))) is not None]
             for c, t in zip(finished, times):
-                per_epoch.setdefault(task, []).append(t / c.config.env.max_epochs)
+                if c.config.env.max_epochs:  # unset: the task's default, unknown here
+                    per_epoch.setdefault(task, []).append(t / c.config.env.max_epochs)
             twins = {(copies[c].task, copies[c].policy) for c in members if c in copies}
             whole = len(twins) == 1 and all(c in copies for c in members)
             copy_of = "/".join(next(iter(twins))) if whole else None
@@ -116,19 +117,20 @@ def preview(
                 )
             )
     # Each group without a measurement of its own: the task's seconds per epoch.
-    epochs = {(c.task, c.policy): c.config.env.max_epochs for c in cells}
+    epochs = {(c.task, c.policy): c.config.env.max_epochs or 0 for c in cells}
     for i, g in enumerate(groups):
         if g.seconds is None and per_epoch.get(g.task):
             length = epochs.get((g.task, g.arm.split(" ")[0]), 0)
             if length:
                 groups[i] = _with_seconds(g, statistics.fmean(per_epoch[g.task]) * length)
     for policy in growing(experiment):
-        for task in experiment.tasks:
-            grown = next((g for g in groups if g.task == task.label and g.arm == policy), None)
+        for task_arm in experiment.tasks:
+            label = task_arm.label
+            grown = next((g for g in groups if g.task == label and g.arm == policy), None)
             groups.append(
                 Group(
                     "static-final",
-                    task.label,
+                    label,
                     static_label(policy),
                     experiment.seeds,
                     0,
