@@ -4,13 +4,13 @@ Two cells with the same settings that decide a result (:func:`result_key`) give 
 result: the size sweep's point at the policies' own host size is ``wait`` (``sweep.small``
 of examples/growth-glyphs.toml), and the ``static-final`` twin of a run that did not grow
 is ``wait`` too. The first such cell runs; each other one becomes a copy of its finished
-directory (hard links: nothing is written twice), so every table, plot and later run of
-the experiment reads it as an ordinary finished cell.
+directory, so every table, plot and later run of the experiment reads it as an ordinary
+finished cell. A plain copy, not hard links: a later write into one directory (a report,
+an appended log) must not change the other.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,13 +34,6 @@ def originals(cells: Sequence[Cell], before: Sequence[Cell] = ()) -> dict[Cell, 
     return out
 
 
-def _link(source: str, target: str) -> None:
-    try:
-        os.link(source, target)
-    except OSError:  # another file system, or links not allowed: a plain copy
-        shutil.copy2(source, target)
-
-
 def copy_finished(duplicates: dict[Cell, Cell], root: Path) -> list[Cell]:
     """Copy each finished original over its duplicate's directory; the duplicates copied."""
     copied = []
@@ -53,6 +46,6 @@ def copy_finished(duplicates: dict[Cell, Cell], root: Path) -> list[Cell]:
         if target.exists():
             shutil.rmtree(target)
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(source, target, copy_function=_link)
+        shutil.copytree(source, target)
         copied.append(cell)
     return copied
