@@ -24,6 +24,7 @@ from attrs import define
 
 from esper_core.errors import CheckpointError, RunDirError
 from esper_core.run.checkpoint import load_checkpoint
+from esper_core.run.checkpoint_fields import check_fields
 
 # What Session.checkpoint() writes; a checkpoint without all of it was not written by a run.
 PAYLOAD_KEYS = (
@@ -50,7 +51,8 @@ def verify_resume(data: dict[str, Any], current: dict[str, Any], mode: str, path
     """Refuse a checkpoint this run cannot continue (see :func:`check_payload` and
     :func:`check_config`). True when the run's length changed."""
     check_payload(data, path, mode)
-    return check_config(data["config"], current, mode, int(data["outer"]), path)
+    check_fields(data, path, mode)
+    return check_config(data["config"], current, mode, data["outer"], path)
 
 
 @define

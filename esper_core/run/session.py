@@ -20,6 +20,7 @@ from esper_core.converter import unstructure
 from esper_core.errors import CheckpointError, RunDirError
 from esper_core.plugins import PluginManager
 from esper_core.run.checkpoint import save_checkpoint, write_text
+from esper_core.run.checkpoint_fields import check_progress
 from esper_core.run.devices import check_devices
 from esper_core.run.hub import Hub
 from esper_core.run.interrupts import Interrupted, StopFlag
@@ -179,6 +180,7 @@ class Session:
         """Continue from a checkpoint of this run; refuse one this run cannot continue."""
         path = self.run_dir / CHECKPOINT
         changed = verify_resume(data, config_to_dict(self.config), self.mode, path)
+        check_progress(data, path, self.envs[0].max_epochs, self.episodes_per_update)
         done = int(data["outer"])
         if changed and self.writer:
             # The run was lengthened (or shortened): its config.toml records the new length.
