@@ -278,7 +278,9 @@ def blueprints(
         try:
             params = bp.estimate_for(sample_spec(bp, channels))
         except PLUGIN_FAULTS as exc:  # the plugin's code: name it, in one line
-            raise blueprint_error(bp, plugin, channels, f"its param_estimate {raised(exc)}") from None
+            raise blueprint_error(
+                bp, plugin, channels, f"its param_estimate {raised(exc)}"
+            ) from None
         rows.append(
             {
                 "name": bp.name,

@@ -107,7 +107,9 @@ def check_blueprint(blueprint: Blueprint, channels: int) -> list[str]:
 def raised(exc: BaseException) -> str:
     """What plugin code did, for a message: ``raised ValueError: ...`` or ``called sys.exit(0)``."""
     if isinstance(exc, SystemExit):
-        return f"called sys.exit({exc.code!r}) (a plugin must raise an exception, not end the process)"
+        return (
+            f"called sys.exit({exc.code!r}) (a plugin must raise an exception, not end the process)"
+        )
     return f"raised {type(exc).__name__}: {exc}"
 
 

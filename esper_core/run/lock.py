@@ -69,7 +69,7 @@ def _open_lock_file(path: Path, run_dir: Path) -> int:
     flags = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0), 0o666)
-    except OSError as exc:
+    except OSError:
         if path.is_symlink():  # ELOOP (Linux) or EMLINK (some BSDs): the link is not opened
             raise _not_a_lock_file(run_dir, "a symbolic link") from None
         if path.is_dir():

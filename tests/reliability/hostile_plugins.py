@@ -122,8 +122,6 @@ def hostile_blueprint(
     """A plugin file registering the blueprint ``cnn/aaa_hostile`` (first in the action
     space) and ``policies.germinate_first``, which germinates it at the first chance."""
     path.write_text(
-        BLUEPRINT.format(
-            forward=_indent(forward, 8), build=_indent(build, 4), identity=identity
-        )
+        BLUEPRINT.format(forward=_indent(forward, 8), build=_indent(build, 4), identity=identity)
     )
     return str(path)

@@ -108,7 +108,10 @@ def test_a_float64_blueprint_stops_the_run_naming_the_blueprint(tmp_path: Path) 
 @pytest.mark.parametrize(
     ("options", "expected"),
     [
-        ({"forward": "sys.exit(0)"}, "its forward, on an input of shape [2, 64, 5, 5], called sys.exit(0)"),
+        (
+            {"forward": "sys.exit(0)"},
+            "its forward, on an input of shape [2, 64, 5, 5], called sys.exit(0)",
+        ),
         ({"build": "sys.exit(0)"}, "its factory called sys.exit(0)"),
         ({"build": "return Seed(channels).double()"}, "is float64"),
         ({"build": "return Seed(channels).double()", "identity": False}, "is float64"),
@@ -116,7 +119,10 @@ def test_a_float64_blueprint_stops_the_run_naming_the_blueprint(tmp_path: Path) 
     ],
 )
 def test_blueprints_check_fails_hostile_blueprints(
-    invoke: Invoke, tmp_path: Path, options: dict, expected: str  # type: ignore[type-arg]
+    invoke: Invoke,
+    tmp_path: Path,
+    options: dict,
+    expected: str,  # type: ignore[type-arg]
 ) -> None:
     path = hostile_blueprint(tmp_path / "hostile.py", **options)
     result = invoke("blueprints", "check", "aaa_hostile", "--plugin", path)

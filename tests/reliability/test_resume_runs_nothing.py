@@ -44,6 +44,8 @@ def test_a_config_edited_to_name_other_code_is_refused_before_it_runs(
     config_file.write_text(text.replace(f'"{OWN}:{original}"', f'"{HOSTILE}:{function}"'))
     named_code.CALLED.clear()
     edited = load_config(config_file, ["run.episodes=2"])
-    with pytest.raises(RunDirError, match=rf"config changed since the checkpoint \(tasks\.dataset\.{option}"):
+    with pytest.raises(
+        RunDirError, match=rf"config changed since the checkpoint \(tasks\.dataset\.{option}"
+    ):
         run(edited, pm, run_dir=run_dir, resume=True, quiet=True)
     assert named_code.CALLED == []
