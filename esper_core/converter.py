@@ -229,8 +229,7 @@ MAX_PATH = 4096  # PATH_MAX on Linux: a longer path fails in every system call
 
 
 def os_path(value: Any) -> str | None:
-    """A path the operating system can take: not empty, no NUL byte (every system call
-    refuses one, as a ``ValueError`` deep in the run), at most 4096 characters."""
+    """A path the OS can take: 1 to 4096 characters, no NUL (a ValueError in every call)."""
     if value is None or (
         isinstance(value, str) and 0 < len(value) <= MAX_PATH and "\0" not in value
     ):

@@ -19,7 +19,7 @@ from esper_core.config import RunConfig, config_to_dict, dump_toml
 from esper_core.converter import unstructure
 from esper_core.errors import CheckpointError, RunDirError
 from esper_core.plugins import PluginManager
-from esper_core.run.checkpoint import save_checkpoint, write_text
+from esper_core.run.checkpoint import DiskFullError, save_checkpoint, write_text
 from esper_core.run.checkpoint_fields import check_progress
 from esper_core.run.devices import check_devices
 from esper_core.run.hub import Hub
@@ -174,7 +174,17 @@ class Session:
             "blueprints": list(self.envs[0].space.blueprints),
             "written": dt.datetime.now().isoformat(timespec="seconds"),
         }
-        save_checkpoint(run_file(self.run_dir, CHECKPOINT), payload, metadata)
+        target = run_file(self.run_dir, CHECKPOINT)
+        try:
+            save_checkpoint(target, payload, metadata)
+        except DiskFullError as exc:
+            then = (
+                f"and resume the run: esper {self.mode} --resume {self.run_dir}"
+                if self.hub.resumable
+                else "and start the run again: no checkpoint was written before this one"
+            )
+            raise DiskFullError(f"{exc} {then}") from exc
+        self.hub.resumable = True
 
     def restore(self, data: dict[str, Any]) -> None:
         """Continue from a checkpoint of this run; refuse one this run cannot continue."""
@@ -201,6 +211,7 @@ class Session:
                 f"({type(exc).__name__}: {first}); were the plugins upgraded since it was written?"
             ) from None
         self.hub.load_state_dict(data["telemetry"])
+        self.hub.resumable = True
         self.ledger.load_state_dict(data["ledger"])
         self.episodes = list(data["episodes"])
         self.updates = list(data["updates"])
