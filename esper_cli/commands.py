@@ -268,7 +268,12 @@ def blueprints(
     """
     if ctx.invoked_subcommand is not None:
         return
-    from esper_core.lifecycle.blueprint_check import blueprint_error, sample_spec
+    from esper_core.lifecycle.blueprint_check import (
+        PLUGIN_FAULTS,
+        blueprint_error,
+        raised,
+        sample_spec,
+    )
 
     pm = plugin_manager(ctx)
     pm.extend(list(plugins))
@@ -280,10 +285,10 @@ def blueprints(
         plugin = registry.plugin_of(key)
         try:
             params = bp.estimate_for(sample_spec(bp, channels))
-        except Exception as exc:  # the plugin's code: name it, in one line
+        except PLUGIN_FAULTS as exc:  # the plugin's code: name it, in one line
             raise blueprint_error(
-                bp, plugin, channels, f"its param_estimate raised {type(exc).__name__}: {exc}"
-            ) from exc
+                bp, plugin, channels, f"its param_estimate {raised(exc)}"
+            ) from None
         rows.append(
             {
                 "name": bp.name,

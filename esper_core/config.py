@@ -33,6 +33,7 @@ from esper_core.converter import (
     non_empty,
     one_of,
     options_field,
+    os_path,
     path_component,
     structure,
     unstructure,
@@ -77,7 +78,7 @@ class RunSection:
     n_envs: int = options_field(1, in_range(1, MAX_ENVS, integer=True), "Parallel environments.")
     device: str = options_field("cpu", check_device, "Device of every env (one-device executors).")
     devices: list[str] = options_field([], each(check_device), "Devices of envs, round-robin.")
-    out_dir: str = options_field("runs", doc="Parent directory of run directories.")
+    out_dir: str = options_field("runs", os_path, "Parent directory of run directories.")
     task: str = options_field("digits", doc="Task component (tasks.*).")
     policy: str = options_field(
         "heuristic", doc="Policy component (policies.*), e.g. ppo:path/ckpt.pt."
@@ -128,8 +129,9 @@ class EnvSection:
     )
     blueprints: list[str] | None = options_field(
         None,
-        None,
+        non_empty,
         "Blueprints the controller may germinate, by key (cnn/conv_light) or name (conv_light); "
+        "at least one (with none nothing could ever grow); "
         "default: every installed one of the task's topology. A run stores the list it resolved, "
         "so installing a blueprint package changes neither its action space nor its checkpoints.",
     )

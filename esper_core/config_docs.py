@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from esper_core.config import COMPONENT_KINDS, MAX_THREADS, RunConfig
+from esper_core.config_limits import BOUNDS
 from esper_core.converter import Each, Range, unstructure
 
 TITLE = "# Configuration reference"
@@ -97,6 +98,19 @@ def reference_markdown() -> str:
                 f"{_allowed(field)} | {doc} |"
             )
         lines.append("")
+    lines += [
+        "## Bounds",
+        "",
+        "Every number that scales work or memory has an upper bound, far beyond any sensible "
+        "setting and low enough that no value runs for years or allocates without end; a value "
+        "outside is refused in one line naming the key (exit code 2). Lists a run chooses from "
+        "(`env.blueprints`, `lifecycle.styles`, `env.slots`) must not be empty.",
+        "",
+        "| bound | what it limits | why |",
+        "|---|---|---|",
+        *(f"| {bound} | {what} | {why} |" for bound, what, why in BOUNDS),
+        "",
+    ]
     return "\n".join(lines)
 
 

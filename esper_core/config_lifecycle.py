@@ -58,8 +58,11 @@ class LifecycleSection:
     )
     styles: list[str] = options_field(
         ["linear_add", "sigmoid_add", "linear_multiply", "gated"],
-        each(one_of("linear_add", "cosine_add", "sigmoid_add", "linear_multiply", "gated")),
-        "Germination styles the controller may choose (the style head).",
+        each(
+            one_of("linear_add", "cosine_add", "sigmoid_add", "linear_multiply", "gated"),
+            non_empty=True,
+        ),
+        "Germination styles the controller may choose (the style head); at least one.",
     )
     sigmoid_steepness: float = options_field(
         10.0, in_range(0, MAX_FACTOR, lo_open=True), "Steepness of the sigmoid_add alpha ramp."

@@ -184,12 +184,15 @@ class Each:
 
     inner: Check
     length: int | None = None  # the sequence must have exactly this many items
+    non_empty: bool = False  # an empty list would leave the run nothing to choose from
 
     def __call__(self, value: Any) -> str | None:
         if value is None:
             return None
         if self.length is not None and len(value) != self.length:
             return f"expected {self.length} items, got {len(value)}"
+        if self.non_empty and len(value) == 0:
+            return "expected at least one item, got none"
         for i, item in enumerate(value):
             problem = self.inner(item)
             if problem:
@@ -197,9 +200,10 @@ class Each:
         return None
 
 
-def each(inner: Check, length: int | None = None) -> Each:
-    """Apply ``inner`` to every element of a sequence (of exactly ``length`` items, if set)."""
-    return Each(inner, length)
+def each(inner: Check, length: int | None = None, non_empty: bool = False) -> Each:
+    """Apply ``inner`` to every element of a sequence (of exactly ``length`` items, if set;
+    of at least one with ``non_empty``)."""
+    return Each(inner, length, non_empty)
 
 
 def non_empty(value: Any) -> str | None:
@@ -218,6 +222,20 @@ def path_component(value: Any) -> str | None:
     return (
         "expected a single file name of at most 128 letters, digits and . _ + = - "
         f"(not starting with . + = -), got {_describe(value)}"
+    )
+
+
+MAX_PATH = 4096  # PATH_MAX on Linux: a longer path fails in every system call
+
+
+def os_path(value: Any) -> str | None:
+    """A path the OS can take: 1 to 4096 characters, no NUL (a ValueError in every call)."""
+    if value is None or (
+        isinstance(value, str) and 0 < len(value) <= MAX_PATH and "\0" not in value
+    ):
+        return None
+    return (
+        f"expected a path of 1 to {MAX_PATH} characters without NUL bytes, got {_describe(value)}"
     )
 
 

@@ -57,7 +57,8 @@ from esper_core.compare.sweep_spec import SIZE_SWEEP, SweepArm, SweepFile, resol
 from esper_core.compare.tuning_grid import Tuning, TuningFile, check_tuning
 from esper_core.config import RunConfig
 from esper_core.config_io import apply_overrides, merge, read_file
-from esper_core.converter import each, in_range, one_of, options_field, structure
+from esper_core.config_limits import MAX_COMPARE_SEEDS, MAX_JOBS, MAX_RESAMPLES, MAX_SEED
+from esper_core.converter import each, in_range, one_of, options_field, os_path, structure
 from esper_core.errors import ConfigError
 
 CELLS_DIR = "cells"
@@ -78,8 +79,9 @@ class ExperimentError(ConfigError):
 class PolicyEntry:
     """One policy of the experiment."""
 
-    name: str = options_field(
-        "heuristic", doc="Policy component, or NAME:ARGUMENT (ppo:DIR/checkpoint.pt)."
+    # No default: an entry with only a label would otherwise compare some default policy.
+    name: str | None = options_field(
+        None, doc="Policy component, or NAME:ARGUMENT (ppo:DIR/checkpoint.pt); required."
     )
     label: str | None = options_field(
         None, label_check, "Name in tables and cell directories (default: from name)."
@@ -91,7 +93,7 @@ class PolicyEntry:
 class TaskEntry:
     """One task of the experiment."""
 
-    name: str = options_field("digits", doc="Task component.")
+    name: str | None = options_field(None, doc="Task component; required.")
     label: str | None = options_field(
         None, label_check, "Name in tables and cell directories (default: name)."
     )
@@ -105,7 +107,9 @@ class ExperimentFile:
     policies: list[PolicyEntry] = options_field([], doc="The policies to compare.")
     tasks: list[TaskEntry] = options_field([], doc="The tasks (default: the config's run.task).")
     seeds: int = options_field(
-        5, in_range(1, integer=True), "Seeds per (task, policy): run.seed + 0..seeds-1."
+        5,
+        in_range(1, MAX_COMPARE_SEEDS, integer=True),
+        "Seeds per (task, policy): run.seed + 0..seeds-1.",
     )
     baseline: str | None = options_field(
         None, doc="Policy label for the probability of improvement."
@@ -119,18 +123,22 @@ class ExperimentFile:
     )
     sweep: SweepFile = attrs.field(factory=SweepFile, metadata={"doc": "The size sweep."})
     tuning: TuningFile | None = options_field(None, doc="The search run before the evaluation.")
-    jobs: int | None = options_field(None, in_range(1, integer=True), "Cells run in parallel.")
+    jobs: int | None = options_field(
+        None, in_range(1, MAX_JOBS, integer=True), "Cells run in parallel."
+    )
     runner: str = options_field(
         "local", doc="Where the cells run: a runners.* component (local, ray, ...)."
     )
     runner_options: dict[str, Any] = options_field({}, doc="Options of the runner component.")
-    out: str | None = options_field(None, doc="Experiment directory.")
+    out: str | None = options_field(None, os_path, "Experiment directory.")
     confidence: float = options_field(
         0.95, in_range(0, 1, lo_open=True, hi_open=True), "Confidence level."
     )
-    resamples: int = options_field(2000, in_range(100, integer=True), "Bootstrap resamples.")
+    resamples: int = options_field(
+        2000, in_range(100, MAX_RESAMPLES, integer=True), "Bootstrap resamples."
+    )
     bootstrap_seed: int = options_field(
-        0, in_range(0, integer=True), "Seed of the bootstrap generator."
+        0, in_range(0, MAX_SEED, integer=True), "Seed of the bootstrap generator."
     )
     config: dict[str, Any] = options_field(
         {}, doc="The shared run config (as an `esper run --config` file)."
@@ -232,6 +240,9 @@ def _arms(entries: Sequence[PolicyEntry | TaskEntry], kind: str) -> tuple[list[A
     arms: list[Arm] = []
     problems: list[str] = []
     for i, entry in enumerate(entries):
+        if not entry.name or not entry.name.strip():
+            problems.append(f"{kind} entry {i}: name: expected a {kind} component, got none")
+            continue
         name = entry.name.partition(":")[0].strip() if kind == "policy" else entry.name
         if kind == "task" and ":" in entry.name:
             problems.append(f"tasks[{i}].name: a task takes no argument, got {entry.name!r}")

@@ -8,10 +8,13 @@ components are summed into the total and reported to telemetry.
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import ClassVar, Protocol, runtime_checkable
 
 from attrs import field, frozen
 
+from esper_core.errors import PluginError
 from esper_core.lifecycle.actions import Action, LifecycleOp
 from esper_core.lifecycle.stages import Stage
 
@@ -101,3 +104,28 @@ class RewardFamily(Protocol):
     Options: ClassVar[type]
 
     def compute(self, ctx: RewardContext) -> RewardBreakdown: ...
+
+
+def checked_breakdown(result: object, family: object, epoch: int) -> RewardBreakdown:
+    """``result`` of ``family.compute`` at ``epoch``, refused in one line naming the family
+    unless it is a :class:`RewardBreakdown` of finite numbers. A wrong type would fail later
+    in the env's own code, blaming nobody; a NaN would be summed into every total, and
+    into summary.json (where it is not even valid JSON)."""
+    who = f"reward {getattr(family, 'name', type(family).__name__)!r} ({type(family).__module__})"
+    if not isinstance(result, RewardBreakdown):
+        raise PluginError(
+            f"{who} returned a {type(result).__name__} from compute at epoch {epoch}; it must "
+            "return a RewardBreakdown (e.g. RewardBreakdown.of(name=value))"
+        )
+    for key, value in {"total": result.total, **result.components}.items():
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise PluginError(
+                f"{who} returned a RewardBreakdown whose {key} is a {type(value).__name__} "
+                f"at epoch {epoch}; every value must be a float"
+            )
+        if not math.isfinite(value):
+            raise PluginError(
+                f"{who} returned a non-finite reward ({key} = {value}) at epoch {epoch}; "
+                "a reward must be a finite number"
+            )
+    return result

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from esper_core.components.blueprint import Blueprint
-from esper_core.components.reward import RewardBreakdown, RewardFamily
+from esper_core.components.reward import RewardBreakdown, RewardFamily, checked_breakdown
 from esper_core.components.task import Task, TaskData
 from esper_core.config import RunConfig
 from esper_core.env import birth, epoch_end
@@ -300,7 +300,11 @@ class MorphogeneticEnv:
         if test is not None:
             self.last_test = test
         self._record_validation(ev)
-        breakdown = self.reward.compute(epoch_end.reward_context(self, step, ev, rolled_back))
+        breakdown = checked_breakdown(
+            self.reward.compute(epoch_end.reward_context(self, step, ev, rolled_back)),
+            self.reward,
+            epoch,
+        )
         if rolled_back:
             breakdown = breakdown.plus(governor_penalty=self.config.governor.penalty)
         self.stats.add_reward(breakdown)

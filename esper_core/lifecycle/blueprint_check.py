@@ -11,7 +11,11 @@ uses it (DOMAIN §3):
 - its output is finite;
 - its parameter count is within 10% of the blueprint's ``param_estimate``;
 - it returns its input unchanged when the blueprint claims ``identity_at_birth``;
-- it holds no BatchNorm (a seed must not depend on the other samples of its batch).
+- it holds no BatchNorm (a seed must not depend on the other samples of its batch);
+- its floating-point parameters and buffers, and its output, have the input's dtype (a
+  float64 seed fails inside the host's first matrix product, blaming the task);
+- its code raises exceptions rather than calling ``sys.exit()``, which would end the run
+  (or this check) with the exit code it chose.
 
 A branch blueprint (``Blueprint.branch``) is built with ``(channels, next_channels,
 next_stride)``; its output must have the following segment's shape ``[B, next_channels,
@@ -47,6 +51,9 @@ SIZES: dict[str, tuple[tuple[int, ...], ...]] = {
     "transformer": ((3,), (6,)),
 }
 BATCH = 2
+# What plugin code may raise and still be reported as a broken blueprint: every exception,
+# and SystemExit, which is not one; KeyboardInterrupt stays the user's Ctrl-C.
+PLUGIN_FAULTS = (Exception, SystemExit)
 
 
 def sample_spec(blueprint: Blueprint, channels: int) -> InjectionSpec:
@@ -69,8 +76,8 @@ class CheckedFactory:
     def __call__(self, *sizes: int) -> nn.Module:
         try:
             module = self.blueprint.factory(*sizes)
-        except Exception as exc:
-            raise self._error(sizes, f"its factory raised {type(exc).__name__}: {exc}") from exc
+        except PLUGIN_FAULTS as exc:
+            raise self._error(sizes, f"its factory {raised(exc)}") from None
         problems = module_problems(self.blueprint, module, *sizes)
         if problems:
             raise self._error(sizes, "; ".join(problems))
@@ -92,9 +99,18 @@ def check_blueprint(blueprint: Blueprint, channels: int) -> list[str]:
     sizes = blueprint.sizes_for(sample_spec(blueprint, channels))
     try:
         module = blueprint.factory(*sizes)
-    except Exception as exc:
-        return [f"its factory raised {type(exc).__name__}: {exc}"]
+    except PLUGIN_FAULTS as exc:
+        return [f"its factory {raised(exc)}"]
     return module_problems(blueprint, module, *sizes)
+
+
+def raised(exc: BaseException) -> str:
+    """What plugin code did, for a message: ``raised ValueError: ...`` or ``called sys.exit(0)``."""
+    if isinstance(exc, SystemExit):
+        return (
+            f"called sys.exit({exc.code!r}) (a plugin must raise an exception, not end the process)"
+        )
+    return f"raised {type(exc).__name__}: {exc}"
 
 
 def module_problems(blueprint: Blueprint, module: Any, *sizes: int) -> list[str]:
@@ -108,6 +124,9 @@ def module_problems(blueprint: Blueprint, module: Any, *sizes: int) -> list[str]
     problems = _estimate_problems(blueprint, module, sizes)
     if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in module.modules()):
         problems.append("it holds a BatchNorm layer; use GroupNorm or LayerNorm in a seed")
+    dtype_problem = _dtype_problem(module, torch.get_default_dtype())
+    if dtype_problem:
+        return [*problems, dtype_problem]  # its forward would only fail on the mismatch
     was_training = module.training
     module.eval()
     try:
@@ -129,14 +148,27 @@ def _estimate_problems(
     actual = sum(p.numel() for p in module.parameters())
     try:
         estimate = int(blueprint.param_estimate(*sizes))
-    except Exception as exc:
-        return [f"its param_estimate raised {type(exc).__name__}: {exc}"]
+    except PLUGIN_FAULTS as exc:
+        return [f"its param_estimate {raised(exc)}"]
     if abs(actual - estimate) > ESTIMATE_TOLERANCE * max(actual, estimate):
         return [
             f"it has {actual:,} parameters but param_estimate says {estimate:,} "
             f"(more than {ESTIMATE_TOLERANCE:.0%} apart)"
         ]
     return []
+
+
+def _dtype_problem(module: nn.Module, dtype: torch.dtype) -> str | None:
+    """Floating-point parameters or buffers of another dtype than the host's ``dtype``."""
+    tensors = [*module.named_parameters(), *module.named_buffers()]
+    other = [(name, t.dtype) for name, t in tensors if t.is_floating_point() and t.dtype != dtype]
+    if not other:
+        return None
+    name, found = other[0]
+    return (
+        f"its tensor {name} is {str(found).removeprefix('torch.')}, but the host computes in "
+        f"{str(dtype).removeprefix('torch.')} (build the seed without .double() or dtype=)"
+    )
 
 
 def _input(topology: str, channels: int, size: tuple[int, ...]) -> torch.Tensor:
@@ -161,12 +193,13 @@ def _output_problem(
 
     try:
         out = module(x)
-    except Exception as exc:
-        return (
-            f"its forward raised {type(exc).__name__} on an input of shape {list(x.shape)}: {exc}"
-        )
+    except PLUGIN_FAULTS as exc:
+        return f"its forward, on an input of shape {list(x.shape)}, {raised(exc)}"
     if not isinstance(out, torch.Tensor):
         return f"its forward returns {type(out).__name__}, not a tensor of its input's shape"
+    if out.dtype != x.dtype:
+        what = str(out.dtype).removeprefix("torch.")
+        return f"its forward returns {what} for a {str(x.dtype).removeprefix('torch.')} input"
     expected = _expected_shape(blueprint, x, sizes)
     if list(out.shape) != expected:
         what = (

@@ -17,6 +17,7 @@ from typing import Any, TypedDict, Unpack
 
 from esper_core.config import RunConfig
 from esper_core.plugins import PluginManager
+from esper_core.run.failures import ended_by_plugin, plugin_modules
 from esper_core.run.interrupts import Interrupted, StopFlag
 from esper_core.run.loops import EpisodeLoop, TrainLoop
 from esper_core.run.session import open_session
@@ -54,7 +55,11 @@ def drive(
 ) -> dict[str, Any]:
     """Open the session, run ``loop_class`` over it until done or interrupted, and write
     the summary: :func:`run` and :func:`train` in one, for callers that pick the loop."""
-    session = open_session(config, pm, loop_class.mode, run_dir, resume, quiet)
+    mode = loop_class.mode
+    try:
+        session = open_session(config, pm, mode, run_dir, resume, quiet)
+    except SystemExit as exc:  # a plugin's task, policy or executor, while being built
+        raise ended_by_plugin(exc, plugin_modules(pm), None, mode) from None
     try:
         loop = loop_class(session)
     except BaseException:
@@ -70,6 +75,10 @@ def drive(
     except Interrupted:
         status = "interrupted"
         raise
+    except SystemExit as exc:
+        # Deliberately caught: plugin code (a reward's compute, a blueprint's forward) may
+        # call sys.exit(), which is not an Exception and would end the process "successfully".
+        raise ended_by_plugin(exc, plugin_modules(pm), session.run_dir, mode) from None
     finally:
         if status != "completed":
             session.hub.emit([RunFinished(status=status, wall_time=time.time() - session.started)])

@@ -84,7 +84,8 @@ def atomic_writer(path: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
             raise disk_full_error(
                 exc,
                 target,
-                "the previous version (if any) is intact. Free some disk space and resume the run",
+                # Whether a run can resume is its caller's to say (Session.checkpoint).
+                "the previous version (if any) is intact. Free some disk space",
             ) from exc
         raise
     except BaseException:

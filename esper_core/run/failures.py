@@ -92,6 +92,29 @@ def explain(
     return None
 
 
+def ended_by_plugin(
+    exc: SystemExit, plugin_modules: dict[str, str], run_dir: Path | None, mode: str
+) -> PluginError:
+    """The error for code that called ``sys.exit()`` inside a run. Left alone it would end
+    the process with its code (0 reads as success) and no word, the run half-recorded."""
+    culprit = blame(exc, plugin_modules)
+    who = f"plugin {culprit}" if culprit is not None else "code outside Esper"
+    return PluginError(
+        f"{who} called sys.exit({exc.code!r}) in {_innermost_function(exc)}; a plugin must "
+        f"raise an exception, not end the process.{_resume_hint(run_dir, mode)}"
+    )
+
+
+def _innermost_function(exc: BaseException) -> str:
+    """The function that raised ``exc`` outside Esper's own packages (e.g. a reward's compute)."""
+    names = [
+        frame.f_code.co_name
+        for frame, _ in traceback.walk_tb(exc.__traceback__)
+        if frame.f_globals.get("__name__", "").split(".")[0] not in CORE_PACKAGES
+    ]
+    return f"its {names[-1]}" if names else "Esper's own code"
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__

@@ -42,6 +42,9 @@ class Hub:
     def __init__(self, backends: Iterable[Any] = ()) -> None:
         self.backends: list[Any] = list(backends)
         self.disabled: dict[str, str] = {}
+        # Whether the run has a checkpoint to resume from: the advice of a failed write
+        # depends on it (before the first checkpoint there is nothing to resume).
+        self.resumable = False
 
     def _call(self, backend: Any, method: str, *args: Any) -> Any:
         """``backend.method(*args)``; ``_MISSING`` if it has no such method or it raised."""
@@ -52,7 +55,7 @@ class Hub:
             return fn(*args)
         except (OSError, EsperError) as exc:
             self.backends.remove(backend)  # no more calls: they could only write more damage
-            raise _failure(_name(backend), method, exc) from exc
+            raise _failure(_name(backend), method, exc, self.resumable) from exc
         except Exception as exc:  # a broken backend must not end a training run
             self._disable(backend, f"{type(exc).__name__}: {exc}", method != "close")
             return self._MISSING
@@ -123,7 +126,7 @@ def _name(backend: Any) -> str:
     return str(getattr(backend, "name", type(backend).__name__))
 
 
-def _failure(name: str, method: str, exc: Exception) -> EsperError:
+def _failure(name: str, method: str, exc: Exception, resumable: bool) -> EsperError:
     """The run-ending error for backend ``name`` whose ``method`` raised ``exc``."""
     if isinstance(exc, EsperError):
         return exc
@@ -131,6 +134,9 @@ def _failure(name: str, method: str, exc: Exception) -> EsperError:
     where = exc.filename or f"the files of telemetry backend {name!r}"
     advice = (
         "its records up to the last checkpoint are intact. Free some disk space and resume the run"
+        if resumable
+        else "no checkpoint was written yet, so there is nothing to resume. Free some disk "
+        "space and start the run again"
     )
     if is_disk_full(exc):
         return disk_full_error(exc, where, advice)

@@ -16,10 +16,15 @@ the checkpoint holds (see :class:`~esper_core.run.hub.Hub`).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
+from attrs import define
+
 from esper_core.errors import CheckpointError, RunDirError
+from esper_core.run.checkpoint import load_checkpoint
+from esper_core.run.checkpoint_fields import check_fields
 
 # What Session.checkpoint() writes; a checkpoint without all of it was not written by a run.
 PAYLOAD_KEYS = (
@@ -40,6 +45,44 @@ LENGTH_FIELD: dict[str, str | None] = {"run": "run.episodes", "train": None}
 SHOWN = 3  # differences named in the message
 # Config entries that record the run without changing it.
 RECORDING = ("run.telemetry", "telemetry")
+
+
+def verify_resume(data: dict[str, Any], current: dict[str, Any], mode: str, path: Path) -> bool:
+    """Refuse a checkpoint this run cannot continue (see :func:`check_payload` and
+    :func:`check_config`). True when the run's length changed."""
+    check_payload(data, path, mode)
+    check_fields(data, path, mode)
+    return check_config(data["config"], current, mode, data["outer"], path)
+
+
+@define
+class SavedCheckpoint:
+    """A checkpoint read (and verified) before the run directory is locked, and the
+    identity of its file then: a run that ended in between may have replaced it."""
+
+    path: Path
+    data: dict[str, Any]
+    identity: tuple[int, int, int]
+
+    @classmethod
+    def load(cls, path: Path) -> SavedCheckpoint:
+        identity = _identity(path)
+        return cls(path, load_checkpoint(path), identity)
+
+    def current(self) -> dict[str, Any]:
+        """The checkpoint as the file holds it now (read again only if it was replaced)."""
+        if _identity(self.path) != self.identity:
+            self.identity = _identity(self.path)
+            self.data = load_checkpoint(self.path)
+        return self.data
+
+
+def _identity(path: Path) -> tuple[int, int, int]:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return (0, 0, 0)  # gone: load_checkpoint says so in its words
+    return (info.st_ino, info.st_mtime_ns, info.st_size)
 
 
 def check_payload(data: dict[str, Any], path: Path, mode: str) -> None:

@@ -19,14 +19,15 @@ from esper_core.config import RunConfig, config_to_dict, dump_toml
 from esper_core.converter import unstructure
 from esper_core.errors import CheckpointError, RunDirError
 from esper_core.plugins import PluginManager
-from esper_core.run.checkpoint import load_checkpoint, save_checkpoint, write_text
+from esper_core.run.checkpoint import DiskFullError, save_checkpoint, write_text
+from esper_core.run.checkpoint_fields import check_progress
 from esper_core.run.devices import check_devices
 from esper_core.run.hub import Hub
 from esper_core.run.interrupts import Interrupted, StopFlag
 from esper_core.run.ledger import SeedLedger
 from esper_core.run.lock import RunDirLock
 from esper_core.run.resolve import Resolved, resolve
-from esper_core.run.resume_check import check_config, check_payload
+from esper_core.run.resume_check import SavedCheckpoint, verify_resume
 from esper_core.run.run_dir import CHECKPOINT, CONFIG, default_run_dir, prepare_run_dir, run_file
 from esper_core.run.telemetry import EpisodeFinished, Event, RunStarted
 
@@ -173,14 +174,24 @@ class Session:
             "blueprints": list(self.envs[0].space.blueprints),
             "written": dt.datetime.now().isoformat(timespec="seconds"),
         }
-        save_checkpoint(run_file(self.run_dir, CHECKPOINT), payload, metadata)
+        target = run_file(self.run_dir, CHECKPOINT)
+        try:
+            save_checkpoint(target, payload, metadata)
+        except DiskFullError as exc:
+            then = (
+                f"and resume the run: esper {self.mode} --resume {self.run_dir}"
+                if self.hub.resumable
+                else "and start the run again: no checkpoint was written before this one"
+            )
+            raise DiskFullError(f"{exc} {then}") from exc
+        self.hub.resumable = True
 
     def restore(self, data: dict[str, Any]) -> None:
         """Continue from a checkpoint of this run; refuse one this run cannot continue."""
         path = self.run_dir / CHECKPOINT
-        check_payload(data, path, self.mode)
+        changed = verify_resume(data, config_to_dict(self.config), self.mode, path)
+        check_progress(data, path, self.envs[0].max_epochs, self.episodes_per_update)
         done = int(data["outer"])
-        changed = check_config(data["config"], config_to_dict(self.config), self.mode, done, path)
         if changed and self.writer:
             # The run was lengthened (or shortened): its config.toml records the new length.
             write_text(run_file(self.run_dir, CONFIG), dump_toml(self.config))
@@ -200,6 +211,7 @@ class Session:
                 f"({type(exc).__name__}: {first}); were the plugins upgraded since it was written?"
             ) from None
         self.hub.load_state_dict(data["telemetry"])
+        self.hub.resumable = True
         self.ledger.load_state_dict(data["ledger"])
         self.episodes = list(data["episodes"])
         self.updates = list(data["updates"])
@@ -235,12 +247,13 @@ def open_session(
     if config.run.threads:
         torch.set_num_threads(config.run.threads)
     path = run_dir or default_run_dir(config, mode)
+    # A resumed run's config names code (a task's data and model functions, plugin
+    # components): it is held against the checkpoint before anything it names is built,
+    # so an edited config.toml is refused instead of run.
+    saved = _verified_checkpoint(path, config, mode) if resume else None
     executor = resolved.make_executor()
     ranks = executor if isinstance(executor, MultiProcessExecutor) else None
     writer = ranks is None or bool(ranks.is_writer)
-    if resume and not (path / CHECKPOINT).is_file():
-        where = "" if writer else " (every rank must see the run directory)"
-        raise RunDirError(f"cannot resume {path}: it has no {CHECKPOINT}{where}")
     # The envs and the policy are built before the run directory is: a setting only they
     # can check (an unknown slot id, a missing checkpoint) fails without leaving a stub.
     task = resolved.make_task(quiet)
@@ -273,8 +286,8 @@ def open_session(
         resolved, mode, path, envs, policy, executor, Hub(backends), lock=lock, plugins=pm
     )
     try:
-        if resume:
-            session.restore(load_checkpoint(path / CHECKPOINT))
+        if saved is not None:
+            session.restore(saved.current())
         else:
             session.hub.emit([_run_started(session, total_updates if training else None)])
         if ranks is not None:  # after a restore, so every rank continues from the same policy
@@ -283,6 +296,14 @@ def open_session(
         session.close()
         raise
     return session
+
+
+def _verified_checkpoint(path: Path, config: RunConfig, mode: str) -> SavedCheckpoint:
+    if not (path / CHECKPOINT).is_file():
+        raise RunDirError(f"cannot resume {path}: it has no {CHECKPOINT}")
+    saved = SavedCheckpoint.load(path / CHECKPOINT)
+    verify_resume(saved.data, config_to_dict(config), mode, path / CHECKPOINT)
+    return saved
 
 
 def _run_started(session: Session, total_updates: int | None) -> RunStarted:

@@ -110,7 +110,7 @@ def test_policy_labels() -> None:
         ({"policies": [{"name": "scripted", "label": "a/b"}]}, "label: expected letters"),
         ({"policies": ["scripted"], "tasks": ["tiny:x"]}, "a task takes no argument"),
         ({}, "no policies"),
-        ({"policies": ["scripted"], "seeds": 0}, "seeds: expected an integer >= 1, got 0"),
+        ({"policies": ["scripted"], "seeds": 0}, "seeds: expected an integer in [1, 1000], got 0"),
         ({"policies": [{"name": "scripted", "colour": 1}]}, "policies.0: unknown key(s) colour"),
     ],
 )

@@ -182,7 +182,10 @@ def one_line_exit_2(result) -> str:  # type: ignore[no-untyped-def]
     [
         (["training.lr=inf"], "training.lr: expected a number in (0, 100], got inf"),
         (["governor.penalty=nan"], "governor.penalty: expected a number in [-1000, 0], got nan"),
-        (["rewards.pbrs.shaping_weight=inf"], "rewards.pbrs.shaping_weight: expected a finite"),
+        (
+            ["rewards.pbrs.shaping_weight=inf"],
+            "rewards.pbrs.shaping_weight: expected a number in [0, 1000], got inf",
+        ),
         (["env.max_epochs=1e20"], "env.max_epochs: expected an integer in [1, 100000]"),
         (["env.history_length=1e8"], "env.history_length: expected an integer in [1, 1000]"),
         (["run.seed=1e20"], "run.seed: expected an integer in [0, 4294967295]"),
@@ -228,7 +231,11 @@ def test_cli_refuses_a_fifo_config(invoke, tmp_path: Path) -> None:  # type: ign
         ("deep.toml", "x = " + "[" * 3000 + "]" * 3000, "nested more than 32 levels deep"),
         ("deep.json", '{"a":' * 3000 + "1" + "}" * 3000, "nested more than 32 levels deep"),
         ("nan.json", '{"training": {"lr": NaN}}', "training.lr: expected a number"),
-        ("inf.toml", "[rewards.pbrs]\nshaping_weight = inf\n", "expected a finite number"),
+        (
+            "inf.toml",
+            "[rewards.pbrs]\nshaping_weight = inf\n",
+            "expected a number in [0, 1000], got inf",
+        ),
     ],
 )
 def test_cli_refuses_config_files_in_one_line(

@@ -15,6 +15,7 @@ import math
 from attrs import define
 
 from esper_core.components.reward import RewardContext, SlotSnapshot
+from esper_core.config_limits import MAX_FACTOR, MAX_PARAMS
 from esper_core.converter import in_range, options_field
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.rules import BLENDED_STAGES, SEED_STAGES
@@ -31,11 +32,9 @@ from esper_core.lifecycle.stages import Stage
 # learner the opposite of the lifecycle.
 
 
-def _finite(value: object) -> str | None:
-    """Potentials may be any number, but not NaN or infinite (Φ would poison every step)."""
-    if value is None or (isinstance(value, int | float) and math.isfinite(value)):
-        return None
-    return f"expected a finite number, got {value!r}"
+# Potentials may be negative; NaN or infinite would poison every step, and beyond
+# ±MAX_FACTOR one stage's Φ would drown every other term of the reward.
+_finite = in_range(-MAX_FACTOR, MAX_FACTOR)
 
 
 def check_gamma(gamma: float) -> float:
@@ -49,7 +48,9 @@ def check_gamma(gamma: float) -> float:
 class ShapingOptions:
     """Potential-based shaping ``w·(γ·Φ(s′) − Φ(s))``; Φ sums over every slot."""
 
-    shaping_weight: float = options_field(0.3, in_range(0), "w: weight of the PBRS term.")
+    shaping_weight: float = options_field(
+        0.3, in_range(0, MAX_FACTOR), "w: weight of the PBRS term."
+    )
     potential_dormant: float = options_field(0.0, _finite, "Φ of an empty slot.")
     potential_germinated: float = options_field(1.0, _finite, "Φ of a GERMINATED seed.")
     potential_training: float = options_field(2.0, _finite, "Φ of a TRAINING seed.")
@@ -61,12 +62,12 @@ class ShapingOptions:
     potential_resetting: float = options_field(0.0, _finite, "Φ of a slot in RESETTING.")
     epoch_bonus: float = options_field(
         0.3,
-        in_range(0),
+        in_range(0, MAX_FACTOR),
         "Φ bonus per epoch in stage, seed-holding stages only (GERMINATED..FOSSILIZED).",
     )
     epoch_bonus_cap: float = options_field(
         1.0,
-        in_range(0),
+        in_range(0, MAX_FACTOR),
         "Largest epochs-in-stage bonus per slot (below every step to the next stage, so "
         "no advance lowers Φ).",
     )
@@ -83,20 +84,24 @@ class ShapingRentOptions(ShapingOptions):
     """Shaping plus the parameter rent ``min(scale·ln(1 + seed/max(host, floor)), cap)·weight``."""
 
     rent_weight: float = options_field(
-        0.01, in_range(0), "Weight of the parameter rent (per step, on output parameters)."
+        0.01,
+        in_range(0, MAX_FACTOR),
+        "Weight of the parameter rent (per step, on output parameters).",
     )
     rent_log_scale: float = options_field(
-        0.5, in_range(0), "Scale of ln(1 + seed/host) in the rent."
+        0.5, in_range(0, MAX_FACTOR), "Scale of ln(1 + seed/host) in the rent."
     )
-    rent_cap: float = options_field(1.5, in_range(0), "Largest rent before rent_weight.")
+    rent_cap: float = options_field(
+        1.5, in_range(0, MAX_FACTOR), "Largest rent before rent_weight."
+    )
     rent_host_floor: int = options_field(
         200,
-        in_range(1, integer=True),
+        in_range(1, MAX_PARAMS, integer=True),
         "Host parameters below this count as this many (tiny hosts).",
     )
     flops_rent_weight: float = options_field(
         0.0,
-        in_range(0),
+        in_range(0, MAX_FACTOR),
         "Weight of the training-FLOPs rent (per step): min(rent_log_scale·ln(epoch FLOPs / "
         "the bare host's FLOPs), rent_cap)·weight; 0 leaves compute unpriced.",
     )

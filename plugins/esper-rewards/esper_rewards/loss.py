@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 from attrs import define
 
 from esper_core import RewardBreakdown, RewardContext, RewardSetup, hookimpl
+from esper_core.config_limits import MAX_FACTOR
 from esper_core.converter import in_range, options_field
 from esper_rewards.common import (
     ShapingRentOptions,
@@ -36,16 +37,18 @@ from esper_rewards.common import (
 class LossOptions(ShapingRentOptions):
     typical_delta_fraction: float = options_field(
         0.05,
-        in_range(0, lo_open=True),
+        in_range(0, MAX_FACTOR, lo_open=True),
         "Typical per-epoch loss improvement, as a fraction of the chance loss ln(classes).",
     )
     loss_cap: float = options_field(
         3.0,
-        in_range(0, lo_open=True),
+        in_range(0, MAX_FACTOR, lo_open=True),
         "Losses above loss_cap × chance loss (and non-finite ones) count as that much.",
     )
     refused_penalty: float = options_field(
-        0.05, in_range(0), "Subtracted when the env refuses the action (illegal or failed gate)."
+        0.05,
+        in_range(0, MAX_FACTOR),
+        "Subtracted when the env refuses the action (illegal or failed gate).",
     )
 
 

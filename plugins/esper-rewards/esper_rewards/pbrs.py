@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 from attrs import define
 
 from esper_core import RewardBreakdown, RewardContext, RewardSetup, hookimpl
+from esper_core.config_limits import MAX_FACTOR
 from esper_core.converter import in_range, options_field
 from esper_rewards.common import (
     ShapingRentOptions,
@@ -22,13 +23,17 @@ from esper_rewards.common import (
 @define
 class PBRSOptions(ShapingRentOptions):
     accuracy_weight: float = options_field(
-        0.1, in_range(0), "Reward per point of (discounted) validation-accuracy improvement."
+        0.1,
+        in_range(0, MAX_FACTOR),
+        "Reward per point of (discounted) validation-accuracy improvement.",
     )
     terminal_weight: float = options_field(
-        1.0, in_range(0), "Last-step bonus: terminal_weight·val_acc/100."
+        1.0, in_range(0, MAX_FACTOR), "Last-step bonus: terminal_weight·val_acc/100."
     )
     refused_penalty: float = options_field(
-        0.05, in_range(0), "Subtracted when the env refuses the action (illegal or failed gate)."
+        0.05,
+        in_range(0, MAX_FACTOR),
+        "Subtracted when the env refuses the action (illegal or failed gate).",
     )
 
 

@@ -32,6 +32,7 @@ from attrs import define
 
 from esper_core import RewardBreakdown, RewardContext, hookimpl
 from esper_core.components.reward import SlotSnapshot
+from esper_core.config_limits import MAX_FACTOR
 from esper_core.converter import in_range, options_field
 from esper_core.lifecycle.actions import LifecycleOp
 from esper_core.lifecycle.rules import BLENDED_STAGES, FOSSIL_STAGES
@@ -42,16 +43,18 @@ from esper_rewards.pbrs import PBRSOptions, PBRSReward
 @define
 class ShapedOptions(PBRSOptions):
     live_gain_weight: float = options_field(
-        0.02, in_range(0), "Ψ per point of gain of a BLENDING or HOLDING seed."
+        0.02, in_range(0, MAX_FACTOR), "Ψ per point of gain of a BLENDING or HOLDING seed."
     )
     fossil_gain_weight: float = options_field(
-        0.05, in_range(0), "Ψ per point of gain of a fossil (> live: fossilizing a gain earns)."
+        0.05,
+        in_range(0, MAX_FACTOR),
+        "Ψ per point of gain of a fossil (> live: fossilizing a gain earns).",
     )
     gain_cap: float = options_field(
-        20.0, in_range(0), "A seed's gain is clipped to ±gain_cap points inside Ψ."
+        20.0, in_range(0, MAX_FACTOR), "A seed's gain is clipped to ±gain_cap points inside Ψ."
     )
     intervention_cost: float = options_field(
-        0.01, in_range(0), "Cost of every non-WAIT action (applied or refused)."
+        0.01, in_range(0, MAX_FACTOR), "Cost of every non-WAIT action (applied or refused)."
     )
 
 

@@ -10,6 +10,7 @@ from attrs import define
 
 from esper_core import RewardBreakdown, RewardContext, RewardSetup, hookimpl
 from esper_core.components.reward import SlotSnapshot
+from esper_core.config_limits import MAX_FACTOR
 from esper_core.converter import in_range, options_field
 from esper_core.lifecycle.actions import LifecycleOp
 from esper_core.lifecycle.rules import FOSSIL_STAGES
@@ -19,17 +20,19 @@ from esper_rewards.common import ShapingOptions, check_gamma, shaping
 @define
 class SimplifiedOptions(ShapingOptions):
     intervention_cost: float = options_field(
-        0.01, in_range(0), "Cost of every non-WAIT action (applied or refused)."
+        0.01, in_range(0, MAX_FACTOR), "Cost of every non-WAIT action (applied or refused)."
     )
     terminal_accuracy_weight: float = options_field(
-        3.0, in_range(0), "Last step: terminal_accuracy_weight·val_acc/100."
+        3.0, in_range(0, MAX_FACTOR), "Last step: terminal_accuracy_weight·val_acc/100."
     )
     # Off by default: measured on digits `impaired`, fossils of the useless `norm` seed
     # showed gains of +5 to +22 points (the host's own progress since the seed joined)
     # while ending below `wait`, so any bonus per fossil paid for useless growth. The
     # terminal accuracy already pays a useful fossil for what it brings.
     terminal_fossil_bonus: float = options_field(
-        0.0, in_range(0), "Last step: this much per fossil whose gain is >= useful_gain."
+        0.0,
+        in_range(0, MAX_FACTOR),
+        "Last step: this much per fossil whose gain is >= useful_gain.",
     )
     useful_gain: float = options_field(
         1.0,

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 from attrs import define
 
 from esper_core import RewardBreakdown, RewardContext, RewardSetup, hookimpl
+from esper_core.config_limits import MAX_FACTOR, MAX_PARAMS
 from esper_core.converter import in_range, options_field
 from esper_rewards.common import check_gamma, output_params
 
@@ -27,18 +28,20 @@ from esper_rewards.common import check_gamma, output_params
 @define
 class SparseOptions:
     param_weight: float = options_field(
-        0.01, in_range(0), "Cost per e-fold of output seed parameters over the budget."
+        0.01, in_range(0, MAX_FACTOR), "Cost per e-fold of output seed parameters over the budget."
     )
     budget_host_fraction: float = options_field(
-        1.0, in_range(0, lo_open=True), "Budget relative to the host: budget = this × host params."
+        1.0,
+        in_range(0, MAX_FACTOR, lo_open=True),
+        "Budget relative to the host: budget = this × host params.",
     )
     budget_params: int | None = options_field(
         None,
-        in_range(1, integer=True),
+        in_range(1, MAX_PARAMS, integer=True),
         "Absolute budget in parameters; overrides budget_host_fraction.",
     )
     clip: float = options_field(
-        1.0, in_range(0, lo_open=True), "The terminal reward is clipped to ±clip."
+        1.0, in_range(0, MAX_FACTOR, lo_open=True), "The terminal reward is clipped to ±clip."
     )
 
 

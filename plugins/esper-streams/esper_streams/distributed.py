@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from attrs import define
 
 from esper_core import ExecutorContext, hookimpl
+from esper_core.config_limits import MAX_SECONDS
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.errors import ConfigError
 
@@ -59,7 +60,7 @@ class DistributedOptions:
     )
     timeout: float = options_field(
         60.0,
-        in_range(0, lo_open=True),
+        in_range(0, MAX_SECONDS, lo_open=True),
         "Seconds a rank waits for the others in a collective before the job fails (bounds a dead or hung rank).",
     )
     streams: bool = options_field(

@@ -6,6 +6,7 @@ from typing import Any
 
 from attrs import define
 
+from esper_core.config_limits import MAX_EPOCHS, MAX_FACTOR
 from esper_core.converter import each, in_range, non_empty, one_of, options_field
 
 TRIGGERS = ("capacity", "slowdown")
@@ -50,7 +51,7 @@ class HeuristicOptions:
     )
     slowdown_drop: float = options_field(
         0.02,
-        in_range(0),
+        in_range(0, MAX_FACTOR),
         "trigger = slowdown: germinate once the validation loss fell by less than this "
         "fraction of itself per epoch over the last flat_window epochs.",
     )
@@ -63,27 +64,27 @@ class HeuristicOptions:
     )
     min_epoch: int = options_field(
         2,
-        in_range(0, integer=True),
+        in_range(0, MAX_EPOCHS, integer=True),
         "Never germinate before this many epochs are done (the capacity signal needs a "
         "few epochs of training).",
     )
     underfit_loss_ratio: float = options_field(
         0.8,
-        in_range(0),
+        in_range(0, MAX_FACTOR),
         "Capacity limit: the training loss is still at least this fraction of the "
         "chance-level loss...",
     )
     flat_window: int = options_field(
-        2, in_range(1, integer=True), "...and over this many epochs..."
+        2, in_range(1, MAX_EPOCHS, integer=True), "...and over this many epochs..."
     )
     flat_max_drop: float = options_field(
         0.05,
-        in_range(0),
+        in_range(0, MAX_FACTOR),
         "...it fell by less than this fraction of itself per epoch.",
     )
     prune_cooldown: int = options_field(
         5,
-        in_range(0, integer=True),
+        in_range(0, MAX_EPOCHS, integer=True),
         "Germinate only when the last prune (by this policy or a governor rollback) is at "
         "least this many epochs ago (Observation.epochs_since_prune).",
     )
@@ -96,7 +97,7 @@ class HeuristicOptions:
     )
     blueprint_penalty_epochs: int = options_field(
         10,
-        in_range(0, integer=True),
+        in_range(0, MAX_EPOCHS, integer=True),
         "After a seed of a blueprint is pruned, skip that blueprint for this many epochs.",
     )
     style: str = options_field(
@@ -105,46 +106,51 @@ class HeuristicOptions:
         "Germination style: alpha curve + blend operator (one of lifecycle.styles).",
     )
     tempo: int = options_field(
-        5, in_range(1, integer=True), "Alpha ramp length in epochs (one of lifecycle.tempos)."
+        5,
+        in_range(1, MAX_EPOCHS, integer=True),
+        "Alpha ramp length in epochs (one of lifecycle.tempos).",
     )
     gain_window: int = options_field(
         2,
-        in_range(1, integer=True),
+        in_range(1, MAX_EPOCHS, integer=True),
         "Validation losses averaged for the level before a seed blends and when it is judged.",
     )
     min_gain: float = options_field(
         0.05,
-        doc="A seed must lower the validation loss by at least this fraction below where the "
+        in_range(-MAX_FACTOR, MAX_FACTOR),
+        "A seed must lower the validation loss by at least this fraction below where the "
         "host alone was heading...",
     )
     gain_per_doubling: float = options_field(
         0.02,
-        in_range(0),
+        in_range(0, MAX_FACTOR),
         "...plus this much for every doubling of the model's parameters it causes.",
     )
     min_holding_epochs: int = options_field(
         1,
-        in_range(1, integer=True),
+        in_range(1, MAX_EPOCHS, integer=True),
         "Epochs in HOLDING (alpha 1) before the seed is judged.",
     )
     max_holding_epochs: int = options_field(
         3,
-        in_range(1, integer=True),
+        in_range(1, MAX_EPOCHS, integer=True),
         "Prune a paying seed whose fossilize gate (G5) still fails after this many epochs in "
         "HOLDING.",
     )
     regression_points: float = options_field(
         2.0,
-        in_range(0),
+        in_range(0, MAX_FACTOR),
         "Prune a BLENDING seed when validation accuracy is more than this many points below "
         "its value at the start of the stage...",
     )
     regression_epochs: int = options_field(
-        5, in_range(0, integer=True), "...once the seed has spent this many epochs in the stage."
+        5,
+        in_range(0, MAX_EPOCHS, integer=True),
+        "...once the seed has spent this many epochs in the stage.",
     )
     stall_epochs: int = options_field(
         20,
-        in_range(1, integer=True),
+        in_range(1, MAX_EPOCHS, integer=True),
         "Prune a seed whose gate has not passed after this many epochs in TRAINING or BLENDING.",
     )
 

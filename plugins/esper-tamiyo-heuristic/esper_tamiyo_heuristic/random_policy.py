@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from attrs import define
 
 from esper_core import hookimpl
+from esper_core.config_limits import MAX_SEED
 from esper_core.converter import in_range, options_field
 from esper_core.errors import CheckpointError
 
@@ -31,7 +32,7 @@ STATE_VERSION = 1
 class RandomOptions:
     seed: int | None = options_field(
         None,
-        in_range(0, integer=True),
+        in_range(0, MAX_SEED, integer=True),
         "Seed of the policy's random generator (default: the run seed).",
     )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from attrs import define
 
+from esper_core.config_limits import MAX_BATCH, MAX_DEPTH, MAX_EPOCHS, MAX_FACTOR, MAX_LR, MAX_WIDTH
 from esper_core.converter import in_range, one_of, options_field
 
 # Fields that define how the network reads its input: a trained checkpoint loaded with
@@ -38,10 +39,10 @@ class PPOOptions:
         "mlp", one_of("mlp", "lstm"), "Shared trunk: an MLP, or an MLP encoder + LSTM."
     )
     hidden_size: int = options_field(
-        128, in_range(1, integer=True), "Width of the trunk (and LSTM state)."
+        128, in_range(1, MAX_WIDTH, integer=True), "Width of the trunk (and LSTM state)."
     )
     mlp_layers: int = options_field(
-        2, in_range(1, integer=True), "Linear+tanh layers of the encoder."
+        2, in_range(1, MAX_DEPTH, integer=True), "Linear+tanh layers of the encoder."
     )
     init_op_bias: dict[str, float] = options_field(
         {"SET_ALPHA_TARGET": -2.0, "PRUNE": -1.0},
@@ -57,55 +58,67 @@ class PPOOptions:
         "max_epochs steps per env.",
     )
     # ---------------------------------------------------------------- optimisation
-    learning_rate: float = options_field(3e-3, in_range(0, lo_open=True), "Adam learning rate.")
-    adam_eps: float = options_field(1e-5, in_range(0, lo_open=True), "Adam epsilon.")
+    learning_rate: float = options_field(
+        3e-3, in_range(0, MAX_LR, lo_open=True), "Adam learning rate."
+    )
+    adam_eps: float = options_field(1e-5, in_range(0, MAX_FACTOR, lo_open=True), "Adam epsilon.")
     anneal_lr: bool = options_field(
         True, doc="Decay the learning rate linearly to 0 over train.updates."
     )
-    update_epochs: int = options_field(4, in_range(1, integer=True), "K: passes over each rollout.")
+    update_epochs: int = options_field(
+        4, in_range(1, MAX_EPOCHS, integer=True), "K: passes over each rollout."
+    )
     num_minibatches: int = options_field(
         4,
-        in_range(1, integer=True),
+        in_range(1, MAX_BATCH, integer=True),
         "Minibatches per pass (of samples, or of sequence chunks for the LSTM).",
     )
     lstm_chunk_length: int = options_field(
         0,
-        in_range(0, integer=True),
+        in_range(0, MAX_EPOCHS, integer=True),
         "LSTM training sequence length (0: the whole rollout of an env).",
     )
     max_grad_norm: float = options_field(
-        0.5, in_range(0, lo_open=True), "Global gradient-norm clip."
+        0.5, in_range(0, MAX_FACTOR, lo_open=True), "Global gradient-norm clip."
     )
     # ---------------------------------------------------------------- PPO objective
     gae_lambda: float = options_field(0.95, in_range(0, 1), "GAE lambda (gamma is run.gamma).")
     clip_coef: float = options_field(
-        0.2, in_range(0, lo_open=True), "Surrogate (and value) clip range."
+        0.2, in_range(0, MAX_FACTOR, lo_open=True), "Surrogate (and value) clip range."
     )
     clip_value_loss: bool = options_field(
         True, doc="Clip the value loss around the rollout's values."
     )
-    vf_coef: float = options_field(0.5, in_range(0), "Value-loss weight.")
-    ent_coef: float = options_field(0.01, in_range(0), "Entropy bonus at the first update.")
+    vf_coef: float = options_field(0.5, in_range(0, MAX_FACTOR), "Value-loss weight.")
+    ent_coef: float = options_field(
+        0.01, in_range(0, MAX_FACTOR), "Entropy bonus at the first update."
+    )
     ent_coef_final: float = options_field(
-        0.0, in_range(0), "Entropy bonus at the last update (linear annealing over train.updates)."
+        0.0,
+        in_range(0, MAX_FACTOR),
+        "Entropy bonus at the last update (linear annealing over train.updates).",
     )
     normalize_advantages: bool = options_field(True, doc="Normalise advantages per minibatch.")
     target_kl: float = options_field(
-        0.015, in_range(0), "Approx-KL target of the early stop (0 disables it)."
+        0.015, in_range(0, MAX_FACTOR), "Approx-KL target of the early stop (0 disables it)."
     )
     kl_stop_factor: float = options_field(
-        1.5, in_range(0, lo_open=True), "Stop the update once approx KL > factor x target_kl."
+        1.5,
+        in_range(0, MAX_FACTOR, lo_open=True),
+        "Stop the update once approx KL > factor x target_kl.",
     )
     # ---------------------------------------------------------------- normalisers
     normalize_observations: bool = options_field(
         True, doc="Running mean/std of features, frozen during a rollout, updated between rollouts."
     )
-    obs_clip: float = options_field(10.0, in_range(0, lo_open=True), "Clip of normalised features.")
+    obs_clip: float = options_field(
+        10.0, in_range(0, MAX_FACTOR, lo_open=True), "Clip of normalised features."
+    )
     normalize_rewards: bool = options_field(
         True, doc="Divide rewards by the running std of discounted returns (no mean shift)."
     )
     reward_clip: float = options_field(
-        10.0, in_range(0, lo_open=True), "Clip of normalised rewards."
+        10.0, in_range(0, MAX_FACTOR, lo_open=True), "Clip of normalised rewards."
     )
     # ---------------------------------------------------------------- acting
     deterministic: bool = options_field(

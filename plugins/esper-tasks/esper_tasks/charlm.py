@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from attrs import define, field
 
 from esper_core import TaskContext, TaskData, hookimpl
+from esper_core.config_limits import MAX_CORPUS, MAX_DEPTH, MAX_WIDTH
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.errors import DataError
 from esper_core.recipe import TRANSFORMER_RECIPE, Recipe
@@ -44,10 +45,12 @@ class CharLMOptions:
         None, doc="Text file to model (default: the Python standard library's .py sources)."
     )
     max_chars: int = options_field(
-        1_000_000, in_range(1000, integer=True), "Characters of the corpus used (a cap)."
+        1_000_000,
+        in_range(1000, MAX_CORPUS, integer=True),
+        "Characters of the corpus used (a cap).",
     )
     block_size: int = options_field(
-        128, in_range(2, integer=True), "Characters per training sequence (the context)."
+        128, in_range(2, MAX_WIDTH, integer=True), "Characters per training sequence (the context)."
     )
     val_fraction: float = options_field(
         0.05, in_range(0, 1, lo_open=True, hi_open=True), "Fraction of the stream for validation."
@@ -56,11 +59,19 @@ class CharLMOptions:
         0.05, in_range(0, 1, lo_open=True, hi_open=True), "Fraction of the stream for test."
     )
     preset: str = options_field("base", one_of(*PRESETS), "Host preset: base, small or impaired.")
-    d_model: int | None = options_field(None, in_range(1, integer=True), "Override: model width.")
-    n_layer: int | None = options_field(None, in_range(1, integer=True), "Override: blocks.")
-    n_head: int | None = options_field(None, in_range(1, integer=True), "Override: heads.")
+    d_model: int | None = options_field(
+        None, in_range(1, MAX_WIDTH, integer=True), "Override: model width."
+    )
+    n_layer: int | None = options_field(
+        None, in_range(1, MAX_DEPTH, integer=True), "Override: blocks."
+    )
+    n_head: int | None = options_field(
+        None, in_range(1, MAX_WIDTH, integer=True), "Override: heads."
+    )
     n_segments: int | None = options_field(
-        None, in_range(1, integer=True), "Override: segments (= slots); must divide n_layer."
+        None,
+        in_range(1, MAX_DEPTH, integer=True),
+        "Override: segments (= slots); must divide n_layer.",
     )
 
     def __esper_validate__(self) -> list[str]:

@@ -22,6 +22,7 @@ import attrs
 from attrs import define, field
 
 from esper_core import TaskContext, TaskData, hookimpl
+from esper_core.config_limits import MAX_DEPTH, MAX_SAMPLES, MAX_SEED, MAX_WIDTH
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.errors import DataError
 from esper_core.recipe import CNN_RECIPE, Recipe
@@ -56,19 +57,23 @@ class Cifar10Options:
     verify_checksums: bool = options_field(True, doc="Check the batches' md5 sums when loading.")
     preset: str = options_field("base", one_of(*PRESETS), "Host preset: base, small or impaired.")
     base_channels: int | None = options_field(
-        None, in_range(1, integer=True), "Override the preset: channels of the first block."
+        None,
+        in_range(1, MAX_WIDTH, integer=True),
+        "Override the preset: channels of the first block.",
     )
     n_blocks: int | None = options_field(
         None, in_range(1, 5, integer=True), "Override the preset: blocks (= slots), at most 5."
     )
     convs_per_block: int | None = options_field(
-        None, in_range(1, integer=True), "Override the preset: conv+BN+ReLU layers per block."
+        None,
+        in_range(1, MAX_DEPTH, integer=True),
+        "Override the preset: conv+BN+ReLU layers per block.",
     )
     split_seed: int = options_field(
-        0, in_range(0, integer=True), "Seed of the fixed stratified validation split."
+        0, in_range(0, MAX_SEED, integer=True), "Seed of the fixed stratified validation split."
     )
     val_size: int = options_field(
-        5000, in_range(1, integer=True), "Training images held out for validation."
+        5000, in_range(1, MAX_SAMPLES, integer=True), "Training images held out for validation."
     )
     augment: bool = options_field(True, doc="Random crop (4-pixel padding) and flip in training.")
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from attrs import define, field
 
 from esper_core import TaskContext, TaskData, hookimpl
+from esper_core.config_limits import MAX_BATCH, MAX_EPOCHS, MAX_WIDTH
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.errors import ConfigError, DataError
 from esper_tasks.common import CrossEntropyTask
@@ -39,7 +40,9 @@ class DatasetOptions:
         None, doc="A directory with train/, val/ and test/ ImageFolder subdirectories."
     )
     image_size: int = options_field(
-        32, in_range(1, integer=True), "ImageFolder: images are resized to this square size."
+        32,
+        in_range(1, MAX_WIDTH, integer=True),
+        "ImageFolder: images are resized to this square size.",
     )
     model: str = options_field(
         "", doc="package.module:function returning the host nn.Module (called without arguments)."
@@ -52,8 +55,10 @@ class DatasetOptions:
         one_of("cnn", "transformer"),
         "The slots' kind: cnn for [B, C, H, W] outputs, transformer for [B, T, D].",
     )
-    max_epochs: int = options_field(30, in_range(1, integer=True), "Default episode length.")
-    batch_size: int = options_field(64, in_range(1, integer=True), "Default batch size.")
+    max_epochs: int = options_field(
+        30, in_range(1, MAX_EPOCHS, integer=True), "Default episode length."
+    )
+    batch_size: int = options_field(64, in_range(1, MAX_BATCH, integer=True), "Default batch size.")
 
     def __esper_validate__(self) -> list[str]:
         if self.data is not None and self.image_folder is not None:

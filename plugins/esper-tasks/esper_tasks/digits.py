@@ -13,6 +13,7 @@ import attrs
 from attrs import define, field
 
 from esper_core import TaskContext, TaskData, hookimpl
+from esper_core.config_limits import MAX_DEPTH, MAX_SEED, MAX_WIDTH
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.recipe import CNN_RECIPE, Recipe
 from esper_tasks.common import (
@@ -44,7 +45,9 @@ class DigitsOptions:
         "impaired", one_of(*PRESETS), "Host preset: impaired, small or base."
     )
     base_channels: int | None = options_field(
-        None, in_range(1, integer=True), "Override the preset: channels of the first block."
+        None,
+        in_range(1, MAX_WIDTH, integer=True),
+        "Override the preset: channels of the first block.",
     )
     n_blocks: int | None = options_field(
         None,
@@ -52,10 +55,14 @@ class DigitsOptions:
         "Override the preset: blocks (= slots), at most 3 for 8x8.",
     )
     convs_per_block: int | None = options_field(
-        None, in_range(1, integer=True), "Override the preset: conv+BN+ReLU layers per block."
+        None,
+        in_range(1, MAX_DEPTH, integer=True),
+        "Override the preset: conv+BN+ReLU layers per block.",
     )
     split_seed: int = options_field(
-        0, in_range(0, integer=True), "Seed of the fixed stratified split (not the run seed)."
+        0,
+        in_range(0, MAX_SEED, integer=True),
+        "Seed of the fixed stratified split (not the run seed).",
     )
     val_fraction: float = options_field(
         0.2, in_range(0, 1, lo_open=True, hi_open=True), "Fraction of images for validation."

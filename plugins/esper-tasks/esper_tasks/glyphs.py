@@ -22,6 +22,7 @@ import attrs
 from attrs import define, field
 
 from esper_core import TaskContext, TaskData, hookimpl
+from esper_core.config_limits import MAX_DEPTH, MAX_FACTOR, MAX_SAMPLES, MAX_SEED, MAX_WIDTH
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.recipe import CNN_RECIPE, Recipe
 from esper_tasks.common import CNN_HOST_FIELDS, CNNPreset, CNNPresetTask, resolve_preset
@@ -45,7 +46,9 @@ class GlyphsOptions:
         "small", one_of(*PRESETS), "Host preset: tiny, small, base or large."
     )
     base_channels: int | None = options_field(
-        None, in_range(1, integer=True), "Override the preset: channels of the first block."
+        None,
+        in_range(1, MAX_WIDTH, integer=True),
+        "Override the preset: channels of the first block.",
     )
     n_blocks: int | None = options_field(
         None,
@@ -53,20 +56,26 @@ class GlyphsOptions:
         "Override the preset: blocks (= slots), at most 4 for 16x16.",
     )
     convs_per_block: int | None = options_field(
-        None, in_range(1, integer=True), "Override the preset: conv+BN+ReLU layers per block."
+        None,
+        in_range(1, MAX_DEPTH, integer=True),
+        "Override the preset: conv+BN+ReLU layers per block.",
     )
     split_seed: int = options_field(
-        0, in_range(0, integer=True), "Seed of the generated images (not the run seed)."
+        0, in_range(0, MAX_SEED, integer=True), "Seed of the generated images (not the run seed)."
     )
-    n_train: int = options_field(10_000, in_range(10, integer=True), "Training images.")
-    n_val: int = options_field(5_000, in_range(10, integer=True), "Validation images.")
-    n_test: int = options_field(5_000, in_range(10, integer=True), "Test images.")
+    n_train: int = options_field(
+        10_000, in_range(10, MAX_SAMPLES, integer=True), "Training images."
+    )
+    n_val: int = options_field(5_000, in_range(10, MAX_SAMPLES, integer=True), "Validation images.")
+    n_test: int = options_field(5_000, in_range(10, MAX_SAMPLES, integer=True), "Test images.")
     image_size: int = options_field(
         16, in_range(8, 64, integer=True), "Side of the square images, in pixels."
     )
-    noise: float = options_field(0.15, in_range(0), "Standard deviation of the white noise.")
+    noise: float = options_field(
+        0.15, in_range(0, MAX_FACTOR), "Standard deviation of the white noise."
+    )
     background: float = options_field(
-        0.3, in_range(0), "Amplitude of the smooth correlated background."
+        0.3, in_range(0, MAX_FACTOR), "Amplitude of the smooth correlated background."
     )
     max_shift: float = options_field(
         0.15, in_range(0, 0.5), "Largest translation, as a fraction of the image side."

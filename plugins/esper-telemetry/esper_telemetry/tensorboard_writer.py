@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 from attrs import define
 
 from esper_core import TelemetryContext, hookimpl
+from esper_core.config_limits import MAX_SECONDS
 from esper_core.converter import in_range, options_field, relative_path
 from esper_core.errors import RunDirError
 from esper_core.run.telemetry import (
@@ -63,7 +64,7 @@ class TensorBoardOptions:
     hparams: bool = options_field(True, doc="Write the run config to the HParams dashboard.")
     flush_secs: float = options_field(
         5.0,
-        in_range(0),
+        in_range(0, MAX_SECONDS),
         "Most seconds between writes of the event file to disk (0: every epoch); "
         "checkpoints and the end of the run always write.",
     )

@@ -51,9 +51,17 @@ def report(
     """Plot a run: accuracy curves, per-slot lifecycle swimlanes and reward components
     (PNG), plus report.md listing every seed with its blueprint, slot, lifespan, fate and
     contribution. Reads RUN_DIR/events.jsonl."""
+    from esper_core.run.lock import RunDirLock
     from esper_telemetry.report import build_report
 
-    written = build_report(run_dir, out, dpi=dpi, max_series=max_series, max_groups=max_groups)
+    # Writing into a run directory is what a run does: only while no run holds it.
+    into_run = run_dir.is_dir() and (out is None or out.resolve() == run_dir.resolve())
+    lock = RunDirLock.acquire(run_dir) if into_run else None
+    try:
+        written = build_report(run_dir, out, dpi=dpi, max_series=max_series, max_groups=max_groups)
+    finally:
+        if lock is not None:
+            lock.release()
     if as_json:
         click.echo(json.dumps([str(p) for p in written], indent=2))
         return
