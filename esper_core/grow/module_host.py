@@ -55,6 +55,9 @@ class ModuleHost(nn.Module):
         self.output_features = output_features
         self._routes: dict[str, Route] = {}
         self._handles: list[torch.utils.hooks.RemovableHandle] = []
+        # Samples of the training forwards since the last take_samples(): the user's loop
+        # trains, so this is how the library path learns what an epoch cost.
+        self._samples = 0
 
     def injection_specs(self) -> tuple[InjectionSpec, ...]:
         return self._specs
@@ -63,6 +66,8 @@ class ModuleHost(nn.Module):
         """Send each named submodule's output through ``routes[slot_id]`` from now on."""
         self.unroute()
         self._routes = dict(routes)
+        if routes:
+            self._handles.append(self.module.register_forward_pre_hook(self._count))
         modules = dict(self.module.named_modules())
         for name in self.names:
             slot_id = slot_id_of(name)
@@ -75,6 +80,17 @@ class ModuleHost(nn.Module):
         for handle in self._handles:
             handle.remove()
         self._handles, self._routes = [], {}
+
+    def _count(self, module: nn.Module, args: Any) -> None:
+        if module.training and torch.is_grad_enabled() and args:
+            first = args[0]
+            if isinstance(first, torch.Tensor) and first.dim():
+                self._samples += int(first.shape[0])
+
+    def take_samples(self) -> int:
+        """The samples trained on (training-mode forwards with gradient) since the last call."""
+        samples, self._samples = self._samples, 0
+        return samples
 
     def _hook(self, slot_id: str) -> Callable[..., torch.Tensor | None]:
         def hook(module: nn.Module, args: Any, output: Any) -> torch.Tensor | None:
