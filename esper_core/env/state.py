@@ -43,9 +43,7 @@ class EnvState:
 def env_state_dict(env: MorphogeneticEnv) -> dict[str, Any]:
     train = env.last_train
     last_train = None if train is None else (train.loss, train.accuracy)
-    state = by_name(
-        EnvState, env, counters=env.stats, last_train=last_train, cost=env.cost.state()
-    )
+    state = by_name(EnvState, env, counters=env.stats, last_train=last_train, cost=env.cost.state())
     torch_state = {
         "model": env.model.state_dict(),
         "trainer": env.trainer.state_dict(),

@@ -10,7 +10,7 @@
 ``end_epoch`` is what the env does after an epoch (``MorphogeneticEnv.end_epoch``: slot
 measurements with fused counterfactuals, governor, alpha ticks and cooldowns, reward,
 observation), then the policy's action for the next epoch (``apply_action``: the
-lifecycle rules), whose seed parameters join the user's optimizer as their own group
+lifecycle rules), whose seed parameters join the user's optimizer in the host's groups
 (:mod:`~esper_core.grow.loop_trainer`). The policy is any installed one, by the name
 ``esper run --policy`` takes (``"ppo:runs/x/checkpoint.pt"`` included), built by the
 same resolution as a run's.
@@ -68,9 +68,10 @@ def _config(
 class Grower:
     """Grows seeds in ``model`` at the named submodules while the user's loop trains it.
 
-    ``optimizer``: the user's optimizer that seed parameter groups join (or give it
-    later with :meth:`attach_optimizer`); ``seed_group``: options of those groups (the
-    optimizer's defaults otherwise). ``max_epochs``: the planned length of training
+    ``optimizer``: the user's optimizer that seed parameters join, in the host's groups
+    of their kind (or give it later with :meth:`attach_optimizer`); ``seed_group``:
+    hyper-parameters of the seeds' own, in groups of their own (see
+    :mod:`~esper_core.grow.loop_trainer`). ``max_epochs``: the planned length of training
     (observations and a PPO policy read it). ``val_data``: validation batches of the
     untrained model, measured once as the first "before" (the chance level otherwise).
     ``config``/``overrides``: lifecycle, governor and component options, as ``esper
@@ -167,7 +168,7 @@ class Grower:
         return self.env.model.reports()
 
     def attach_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
-        """The optimizer that holds the seeds' parameter groups from now on."""
+        """The optimizer that holds the seeds' parameters from now on."""
         self.env.loop_trainer.attach(optimizer)
 
     @property

@@ -127,7 +127,9 @@ class LoopTrainer:
     def _join(self, slot_id: str, params: list[nn.Parameter]) -> None:
         assert self.optimizer is not None
         slot = self.model.slot(slot_id)
-        seed_modules = [m for mod in (slot.seed, slot.gate) if mod is not None for m in mod.modules()]
+        seed_modules = [
+            m for mod in (slot.seed, slot.gate) if mod is not None for m in mod.modules()
+        ]
         embeddings = embedding_parameters(seed_modules)
         by_kind = self._host_group_by_kind(slot_id)
         by_host: dict[int, list[nn.Parameter]] = {}

@@ -80,7 +80,7 @@ class StepSpy:
         self.steps.append((pick(host), pick(seed)))
 
 
-def _spy(opt: torch.optim.Optimizer, model: "TinyNet", grower: "Grower", slot: str) -> StepSpy:
+def _spy(opt: torch.optim.Optimizer, model: TinyNet, grower: Grower, slot: str) -> StepSpy:
     seed = grower.model.slot(slot).seed_parameters()[0]
     return StepSpy(opt, getattr(model, slot)[0].weight, seed)
 
