@@ -341,6 +341,7 @@ class MorphogeneticEnv:
             self._observation.slots,
             action=self.space.describe(step.action),
             action_refused=step.outcome.refused,
+            reason=step.action.reason,
             reward=breakdown.total,
             reward_components=dict(breakdown.components),
             host_params=self.host_params,
@@ -365,6 +366,7 @@ class MorphogeneticEnv:
                 "refused_actions": self.stats.n_refused,
                 "gate_failures": self.stats.n_gate_failures,
             },
+            reason=step.action.reason,
         )
 
     def step(self, action: Action) -> StepResult:

@@ -6,6 +6,7 @@
     for epoch in range(epochs):
         train_one_epoch(model, opt, loader)  # the user's code, untouched
         grower.end_epoch(val_loader)
+        print(grower.decision)  # what the policy does next, and why
 
 ``end_epoch`` is what the env does after an epoch (``MorphogeneticEnv.end_epoch``: slot
 measurements with fused counterfactuals, governor, alpha ticks and cooldowns, reward,
@@ -22,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
+from attrs import frozen
 from torch import nn
 
 from esper_core.components.policy import InstallsAtBirth
@@ -40,6 +42,23 @@ from esper_core.run.policy_ref import PolicyRef
 from esper_core.run.resolve import component, policy_context, resolve_blueprints, reward_setup
 
 STATE_FORMAT = 1
+
+# The reason of the first epoch's WAIT: the policy decides only after an epoch.
+FIRST_EPOCH = "the first epoch trains the model as it was given; the policy decides after it"
+
+
+@frozen
+class GrowthDecision:
+    """The policy's decision at an epoch boundary: what it does in the epoch that starts
+    now, and why (the policy's ``Action.reason``; empty when it gives none)."""
+
+    epoch: int  # epochs done when it was taken (0: before the first)
+    action: str  # described, e.g. "GERMINATE layer2 cnn/conv_small linear_add tempo=5"
+    reason: str
+
+    def __str__(self) -> str:
+        why = f": {self.reason}" if self.reason else ""
+        return f"epoch {self.epoch}: {self.action}{why}"
 
 
 def _device_of(model: nn.Module) -> torch.device:
@@ -132,7 +151,7 @@ class Grower:
             self.env.use_validation(val_data)
             baseline = self.env.measure()
         self.env.start(baseline)
-        self._open_epoch(WAIT)  # the first epoch trains the model as it was given
+        self._open_epoch(WAIT.because(FIRST_EPOCH))
 
     # ------------------------------------------------------------ what the user reads
 
@@ -157,11 +176,21 @@ class Grower:
         return self.env.epoch
 
     @property
+    def decision(self) -> GrowthDecision | None:
+        """The policy's decision for the epoch under way, with its reason; None once
+        ``max_epochs`` are done. (The :class:`StepResult` that ``end_epoch`` returns
+        carries the reason of the epoch it ended.)"""
+        action = self.env.open_action
+        if action is None:
+            return None
+        return GrowthDecision(self.env.epoch, self.env.space.describe(action), action.reason)
+
+    @property
     def action(self) -> str:
         """The policy's action for the epoch under way, described (e.g. ``GERMINATE layer2
         cnn/conv_small linear_add tempo=5``); empty once ``max_epochs`` are done."""
-        action = self.env.open_action
-        return "" if action is None else self.env.space.describe(action)
+        decision = self.decision
+        return "" if decision is None else decision.action
 
     def reports(self) -> list[SlotReport]:
         """Each slot's stage, blueprint, alpha, contribution and parameter count."""
@@ -183,7 +212,9 @@ class Grower:
 
     def end_epoch(self, val_data: Iterable[Any]) -> StepResult:
         """After the user's epoch: validate with counterfactuals on ``val_data`` (batches
-        of ``(inputs, targets)``), run the lifecycle, and apply the policy's next action."""
+        of ``(inputs, targets)``), run the lifecycle, and apply the policy's next action
+        (:attr:`decision`). The result is the epoch just ended: its events, its action's
+        ``reason``, the reward."""
         if self.env.epoch >= self.env.max_epochs:
             raise GrowerError(
                 f"the grower's {self.env.max_epochs} epochs are done; "

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from esper_core.errors import GrowerError
-from esper_core.grow.grower import Grower
+from esper_core.grow.grower import FIRST_EPOCH, Grower, GrowthDecision
 from esper_core.grow.loop_trainer import GROUP_KEY
 from esper_core.lifecycle.rules import BLENDED_STAGES
 from esper_core.lifecycle.stages import Stage
@@ -172,6 +172,25 @@ def test_state_dict_resumes_exactly(tmp_path: Path) -> None:
     assert resumed.reports() == reports
     for a, b in zip(_snapshot(resumed, opt2), uninterrupted, strict=True):
         assert torch.equal(a, b)
+
+
+def test_every_decision_says_why_and_the_reason_survives_a_resume(tmp_path: Path) -> None:
+    grower, opt, train, val = _grower("transformer", "heuristic")
+    first = grower.decision
+    assert first == GrowthDecision(0, "WAIT", FIRST_EPOCH)
+    (result,) = _run(grower, opt, train, val, 1)
+    assert result.reason == FIRST_EPOCH == result.events[-1].reason  # the epoch it ended
+    decision = grower.decision  # the next epoch's: the eager heuristic grows at once
+    assert decision is not None and decision.epoch == 1
+    assert decision.action.startswith("GERMINATE") and decision.action == grower.action
+    assert "capacity limit" in decision.reason, decision.reason
+    assert str(decision) == f"epoch 1: {decision.action}: {decision.reason}"
+    torch.save(grower.state_dict(), tmp_path / "grower.pt")
+    resumed, *_ = _grower("transformer", "heuristic")
+    resumed.load_state_dict(torch.load(tmp_path / "grower.pt", weights_only=True))
+    assert resumed.decision == decision
+    (result,) = _run(grower, opt, train, val, 1)
+    assert result.reason == decision.reason
 
 
 def test_end_epoch_without_an_optimizer_says_how_to_give_one() -> None:

@@ -3,6 +3,7 @@ optimizer, and a resume from Lightning's own checkpoint that ends bit-identical.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -129,10 +130,14 @@ def _state(module: pl.LightningModule, growth: EsperGrowth, trainer: pl.Trainer)
 
 
 def test_a_germination_mid_fit_adds_the_seed_group_to_the_trainers_optimizer(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     spy = GroupSpy()
-    _module, growth, trainer = _fit(3, tmp_path, extra=[spy])
+    with caplog.at_level(logging.INFO, logger="lightning.pytorch"):
+        _module, growth, trainer = _fit(3, tmp_path, extra=[spy])
+    # Each decision is logged with its reason (issue 34): the germination says why.
+    logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("EsperGrowth")]
+    assert len(logged) == 3 and any("GERMINATE" in m and "capacity limit" in m for m in logged)
     assert spy.groups[0] == []  # the first epoch trains the module as it was given
     grown = [groups for groups in spy.groups if groups]
     assert grown, spy.groups  # germinated at an epoch's end, mid-fit
