@@ -9,7 +9,8 @@ hook returns None, so the submodule's own tensor flows on and outputs and gradie
 are the bare model's bit for bit, and whatever calls that module (the user's loop, a
 ``LightningModule``) runs the slots. Channels and topology come from one dry run on an
 example input: a 4-D output ``[batch, channels, H, W]`` is a ``cnn`` slot, a 3-D
-``[batch, seq, features]`` one a ``transformer`` slot.
+``[batch, seq, features]`` one a ``transformer`` slot, a 2-D ``[batch, features]`` one
+(an MLP's hidden layer, a tabular model) an ``mlp`` slot.
 """
 
 from __future__ import annotations
@@ -128,9 +129,12 @@ def _topology(name: str, cls: str, output: Any) -> tuple[str, int]:
         return "cnn", int(output.shape[1])
     if output.dim() == 3:
         return "transformer", int(output.shape[-1])
+    if output.dim() == 2:
+        return "mlp", int(output.shape[-1])
     raise HostError(
         f"slot {name!r}: {cls} outputs shape {tuple(output.shape)}; a slot needs "
-        "[batch, channels, H, W] (cnn) or [batch, seq, features] (transformer): pick another submodule"
+        "[batch, channels, H, W] (cnn), [batch, seq, features] (transformer) or "
+        "[batch, features] (mlp): pick another submodule"
     )
 
 
@@ -198,7 +202,7 @@ def host_from_module(
     if len(topologies) > 1:
         raise HostError(
             f"slots {list(slots)} mix {' and '.join(sorted(topologies))} outputs; "
-            "choose slots of one kind (all 4-D or all 3-D)"
+            "choose slots of one kind (all 4-D, all 3-D or all 2-D)"
         )
     ids = [spec.slot_id for spec in specs]
     if len(set(ids)) != len(ids):
