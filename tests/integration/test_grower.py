@@ -180,11 +180,16 @@ def test_every_decision_says_why_and_the_reason_survives_a_resume(tmp_path: Path
     assert first == GrowthDecision(0, "WAIT", FIRST_EPOCH)
     (result,) = _run(grower, opt, train, val, 1)
     assert result.reason == FIRST_EPOCH == result.events[-1].reason  # the epoch it ended
-    decision = grower.decision  # the next epoch's: the eager heuristic grows at once
-    assert decision is not None and decision.epoch == 1
+    # The next epoch's: a WAIT that says what the trigger still needs, then the
+    # germination once it fires (flat_window=1 needs two epochs of losses).
+    assert grower.decision == GrowthDecision(1, "WAIT", "loss seen for 1 of 2 epochs")
+    (result,) = _run(grower, opt, train, val, 1)
+    assert result.reason == "loss seen for 1 of 2 epochs"
+    decision = grower.decision
+    assert decision is not None and decision.epoch == 2
     assert decision.action.startswith("GERMINATE") and decision.action == grower.action
     assert "capacity limit" in decision.reason, decision.reason
-    assert str(decision) == f"epoch 1: {decision.action}: {decision.reason}"
+    assert str(decision) == f"epoch 2: {decision.action}: {decision.reason}"
     torch.save(grower.state_dict(), tmp_path / "grower.pt")
     resumed, *_ = _grower("transformer", "heuristic")
     resumed.load_state_dict(torch.load(tmp_path / "grower.pt", weights_only=True))

@@ -3,6 +3,8 @@ seeds that are the identity at birth, in the user's plain loop."""
 
 from __future__ import annotations
 
+import json
+
 import torch
 
 from esper_core.grow.grower import Grower
@@ -38,6 +40,15 @@ def test_mlp_blueprints_are_registered_and_pass_their_checks() -> None:
         assert check_blueprint(bp, 24) == [], bp.key  # shape, estimate, identity, no BatchNorm
 
 
+def test_esper_blueprints_lists_and_checks_the_mlp_seeds(invoke) -> None:  # type: ignore[no-untyped-def]
+    listed = invoke("blueprints", "--topology", "mlp", "--json")
+    assert listed.exit_code == 0, listed.output
+    assert {b["key"] for b in json.loads(listed.output)} >= {"mlp/residual", "mlp/lowrank"}
+    checked = invoke("blueprints", "check", "mlp/residual", "--channels", "12")
+    assert checked.exit_code == 0, checked.output
+    assert checked.output.startswith("ok   mlp/residual (plugin blueprints.mlp, 12 channels)")
+
+
 def test_a_grower_with_every_slot_empty_is_the_plain_loop_bit_for_bit() -> None:
     weights = []
     for grow in (False, True):
@@ -65,6 +76,8 @@ def test_an_mlp_grows_in_a_plain_loop_from_an_identity_seed() -> None:
     kwargs = grower_kwargs(overrides=EAGER, max_epochs=30, optimizer=opt)
     grower = Grower(model, MLP_SLOTS, example_input=train[0][0], **kwargs)
     probe = val[0][0]
+    train_one_epoch(model, opt, train)
+    grower.end_epoch(val)  # the trigger has one epoch of losses: it waits
     train_one_epoch(model, opt, train)
     model.eval()
     with torch.no_grad():
