@@ -57,7 +57,8 @@ class Action:
     style: int = 0
     tempo: int = 0
     alpha_target: int = 0
-    reason: str = field(default="", eq=False, kw_only=True)
+    # Neither compared nor in the repr: it explains the decision and is not part of it.
+    reason: str = field(default="", eq=False, repr=False, kw_only=True)
 
     def because(self, reason: str) -> Action:
         """This action with ``reason`` as its why."""

@@ -34,7 +34,7 @@ def test_a_reason_does_not_change_the_action() -> None:
     why = WAIT.because("no capacity limit")
     assert why == WAIT and hash(why) == hash(WAIT) and {why, WAIT} == {WAIT}
     assert why.reason == "no capacity limit" and WAIT.reason == ""
-    assert Action.from_indices(why.as_indices()) == why
+    assert Action.from_indices(why.as_indices()) == why and repr(why) == repr(WAIT)
 
 
 def test_the_capacity_check_says_which_condition_held_it_back() -> None:
