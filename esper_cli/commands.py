@@ -17,6 +17,7 @@ from esper_cli.context import dumps, note_run, plugin_manager
 from esper_cli.options import F, build_config, config_options
 from esper_cli.paths import output_dir
 from esper_core.command_types import PathArg
+from esper_core.components.blueprint import TOPOLOGIES
 
 
 @attrs.frozen
@@ -254,7 +255,7 @@ PLUGIN_OPTION = click.option(
 
 
 @click.group(invoke_without_command=True)
-@click.option("--topology", type=click.Choice(["cnn", "transformer"]), help="Only this topology.")
+@click.option("--topology", type=click.Choice(TOPOLOGIES), help="Only this topology.")
 @CHANNELS_OPTION
 @PLUGIN_OPTION
 @click.option("--json", "as_json", is_flag=True)

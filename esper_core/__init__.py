@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from esper_core.components.telemetry import TelemetryBackend, TelemetryContext
     from esper_core.config import RunConfig
     from esper_core.env.observation import Observation
-    from esper_core.grow.grower import Grower
+    from esper_core.grow.grower import Grower, GrowthDecision
     from esper_core.grow.module_host import host_from_module
     from esper_core.lifecycle.actions import Action, LifecycleOp
     from esper_core.lifecycle.stages import Stage
@@ -50,7 +50,7 @@ _HOMES = {
     "esper_core.config": ["RunConfig"],
     "esper_core.env.observation": ["Observation"],  # imports torch
     # The library API: growth in the user's own model and loop (imports torch).
-    "esper_core.grow.grower": ["Grower"],
+    "esper_core.grow.grower": ["Grower", "GrowthDecision"],
     "esper_core.grow.module_host": ["host_from_module"],
     "esper_core.lifecycle.actions": ["Action", "LifecycleOp"],
     "esper_core.lifecycle.stages": ["Stage"],
@@ -80,6 +80,7 @@ __all__ = [
     "Executor",
     "ExecutorContext",
     "Grower",
+    "GrowthDecision",
     "HostProtocol",
     "InjectionSpec",
     "LifecycleOp",

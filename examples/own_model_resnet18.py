@@ -96,9 +96,11 @@ def main() -> None:
             if r.seed_id is not None
         )
         print(
-            f"epoch {epoch}: val {step.metrics.val_acc:.1f}%  next: {grower.action or '-'}  "
+            f"epoch {epoch}: val {step.metrics.val_acc:.1f}%  "
             f"seeds: {slots or 'none'}  optimizer groups: {len(opt.param_groups)}"
         )
+        if grower.decision is not None:  # what the policy does next, and why
+            print(f"  next: {grower.decision.action}: {grower.decision.reason}")
 
     print(f"\ntrained {args.epochs} epochs in {time.perf_counter() - started:.0f}s")
     print(f"test accuracy (the grown model): {accuracy(model, test_loader):.1f}%")

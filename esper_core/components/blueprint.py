@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
     from esper_core.components.host import InjectionSpec
 
-TOPOLOGIES = ("cnn", "transformer")
+TOPOLOGIES = ("cnn", "transformer", "mlp")
 # A blueprint's key (topology/name) names it in configs, checkpoints and file names.
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")
 
@@ -36,7 +36,7 @@ class Blueprint:
 
     ``factory(channels)`` returns an ``nn.Module`` whose output has the shape of its
     input: ``[B, C, H, W]`` at any spatial size for ``cnn``, ``[B, T, C]`` at any
-    sequence length for ``transformer``. ``param_estimate(channels)`` states its
+    sequence length for ``transformer``, ``[B, C]`` for ``mlp``. ``param_estimate(channels)`` states its
     parameter count; ``identity_at_birth`` says whether a freshly built module returns
     its input unchanged. A run checks all of it when it builds each module
     (:mod:`esper_core.lifecycle.blueprint_check`).

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from attrs import define, field
+from attrs import define, field, frozen
 from torch.utils.flop_counter import FlopCounterMode
 
 from esper_core.lifecycle import rules
@@ -46,8 +46,25 @@ def count_train_flops(
     inputs: torch.Tensor,
     targets: torch.Tensor,
 ) -> int:
-    """FLOPs of one training step's forward and backward pass on this batch, side-effect free."""
+    """FLOPs of one training step's forward and backward pass on this batch, side-effect
+    free: gradients are set aside first (backward would add to them in place) and put back.
+    Runs with autograd on wherever it is called from (Lightning's validation hooks run in
+    inference mode), on copies of the batch that autograd may save."""
+    with torch.inference_mode(False), torch.enable_grad():
+        return _count(model, loss_fn, inputs.clone(), targets.clone())
+
+
+def _count(
+    model: torch.nn.Module,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+) -> int:
     buffers = [b.detach().clone() for b in model.buffers()]
+    params = list(model.parameters())
+    grads = [p.grad for p in params]
+    for p in params:
+        p.grad = None
     devices = [inputs.device] if inputs.device.type == "cuda" else []
     try:
         with torch.random.fork_rng(devices=devices), FlopCounterMode(display=False) as counter:
@@ -56,9 +73,21 @@ def count_train_flops(
         with torch.no_grad():
             for buffer, saved in zip(model.buffers(), buffers):
                 buffer.copy_(saved)
-        for p in model.parameters():
-            p.grad = None
+        for p, grad in zip(params, grads):
+            p.grad = grad
     return int(counter.get_total_flops())
+
+
+@frozen
+class CostState:
+    """A :class:`CostMeter` as plain data, for checkpoints: an observation's FLOPs ratio
+    and the FLOPs rent read the last epoch's numbers after a resume."""
+
+    per_sample: tuple[tuple[Architecture, float], ...]
+    host_per_sample: float | None
+    epoch_flops: int
+    epoch_host_flops: int
+    stale: bool = False
 
 
 @define
@@ -71,13 +100,17 @@ class CostMeter:
     epoch_flops: int = 0
     epoch_host_flops: int = 0  # what the bare host would have cost on the same samples
     _current: Architecture | None = None
+    # The epoch numbers are the last epoch's until this epoch trains its first batch, so
+    # what an observation read stays readable after begin_epoch (a Grower's checkpoint is
+    # taken there) and after a resume.
+    _stale: bool = False
 
     def begin_epoch(self, model: MorphogeneticModel) -> None:
         self._current = architecture(model)
-        self.epoch_flops = self.epoch_host_flops = 0
+        self._stale = True
 
     def epoch_flops_ratio(self) -> float:
-        """This epoch's training FLOPs over the bare host's on the same samples (1: no growth)."""
+        """The epoch's training FLOPs over the bare host's on the same samples (1: no growth)."""
         return self.epoch_flops / self.epoch_host_flops if self.epoch_host_flops else 1.0
 
     def batch_flops(
@@ -86,16 +119,35 @@ class CostMeter:
         loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
         inputs: torch.Tensor,
         targets: torch.Tensor,
+        samples: int | None = None,
     ) -> int:
-        """The FLOPs of training on this batch (counted on it if its architecture is new)."""
+        """The FLOPs of training on this batch (counted on it if its architecture is new);
+        ``samples``: of training on that many samples shaped like this batch's instead."""
+        if self._stale:
+            self.epoch_flops = self.epoch_host_flops = 0
+            self._stale = False
         key = self._current if self._current is not None else architecture(model)
         n = max(inputs.shape[0], 1)
+        trained = inputs.shape[0] if samples is None else samples
         if key not in self.per_sample:
             self.per_sample[key] = count_train_flops(model, loss_fn, inputs, targets) / n
         if self.host_per_sample is None:
             # The host alone: its forward is exactly the model's with every slot empty.
-            self.host_per_sample = count_train_flops(model.host, loss_fn, inputs, targets) / n
-        flops = round(self.per_sample[key] * inputs.shape[0])
+            with model.host_alone():
+                self.host_per_sample = count_train_flops(model.host, loss_fn, inputs, targets) / n
+        flops = round(self.per_sample[key] * trained)
         self.epoch_flops += flops
-        self.epoch_host_flops += round(self.host_per_sample * inputs.shape[0])
+        self.epoch_host_flops += round(self.host_per_sample * trained)
         return flops
+
+    def state(self) -> CostState:
+        per_sample = tuple(self.per_sample.items())
+        return CostState(
+            per_sample, self.host_per_sample, self.epoch_flops, self.epoch_host_flops, self._stale
+        )
+
+    def load_state(self, state: CostState) -> None:
+        self.per_sample = dict(state.per_sample)
+        self.host_per_sample = state.host_per_sample
+        self.epoch_flops, self.epoch_host_flops = state.epoch_flops, state.epoch_host_flops
+        self._stale = state.stale

@@ -242,11 +242,19 @@ class MorphogeneticEnv:
 
     def train_batch(self, batch: tuple[torch.Tensor, torch.Tensor]) -> None:
         inputs, targets = self.task.prepare_batch(batch[0], batch[1], True, self.generator)
-        self.stats.train_flops += self.cost.batch_flops(self.model, self.task.loss, inputs, targets)
-        self.stats.train_samples += int(inputs.shape[0])
+        self.account_training(inputs, targets)
+        self.trainer.train_batch(inputs, targets)
+
+    def account_training(
+        self, inputs: torch.Tensor, targets: torch.Tensor, samples: int | None = None
+    ) -> None:
+        """Count the training FLOPs of this batch (or of ``samples`` samples shaped like
+        it) in the episode's and the epoch's cost."""
+        cost = self.cost.batch_flops(self.model, self.task.loss, inputs, targets, samples)
+        self.stats.train_flops += cost
+        self.stats.train_samples += int(inputs.shape[0]) if samples is None else samples
         if self.stats.host_flops_per_sample is None:
             self.stats.host_flops_per_sample = self.cost.host_per_sample
-        self.trainer.train_batch(inputs, targets)
 
     def queue_measurements(self) -> list[Pending]:
         """The epoch's numbers, queued on the device: training statistics, validation with
@@ -337,6 +345,7 @@ class MorphogeneticEnv:
             self._observation.slots,
             action=self.space.describe(step.action),
             action_refused=step.outcome.refused,
+            reason=step.action.reason,
             reward=breakdown.total,
             reward_components=dict(breakdown.components),
             host_params=self.host_params,
@@ -361,6 +370,7 @@ class MorphogeneticEnv:
                 "refused_actions": self.stats.n_refused,
                 "gate_failures": self.stats.n_gate_failures,
             },
+            reason=step.action.reason,
         )
 
     def step(self, action: Action) -> StepResult:
@@ -381,6 +391,8 @@ class MorphogeneticEnv:
         self.stats = state.counters
         self.last_eval, self.last_test = state.last_eval, state.last_test
         self.last_train = last_train_stats(state)
+        if state.cost is not None:
+            self.cost.load_state(state.cost)
         self._started = True
         self._observation = observe(self, rolled_back=False)
 

@@ -17,12 +17,21 @@ def embedding_parameters(modules: Iterable[nn.Module]) -> set[int]:
     return {id(m.weight) for m in modules if isinstance(m, nn.Embedding)}
 
 
+def param_kind(param: nn.Parameter, embeddings: set[int]) -> str:
+    """What the weight-decay rule tells apart: ``embedding`` tables, ``vector`` (norms,
+    biases, scales) and ``matrix`` (linear weights and conv kernels)."""
+    if id(param) in embeddings:
+        return "embedding"
+    return "vector" if param.ndim < 2 else "matrix"
+
+
 def decays(param: nn.Parameter, recipe: Recipe, embeddings: set[int]) -> bool:
     """Whether weight decay applies: matrices and conv kernels, not norms, biases or
     embeddings (nanoGPT's and timm's rule), unless the recipe says to decay those too."""
-    if id(param) in embeddings:
+    kind = param_kind(param, embeddings)
+    if kind == "embedding":
         return recipe.decay_embeddings
-    if param.ndim < 2:
+    if kind == "vector":
         return recipe.decay_norms_and_biases
     return True
 

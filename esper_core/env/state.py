@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from attrs import frozen
 
 from esper_core.converter import structure, unstructure
+from esper_core.env.cost import CostState
 from esper_core.env.episode import EpisodeStats
 from esper_core.env.evaluation import EvalResult
 from esper_core.env.training import TrainStats
@@ -36,12 +37,13 @@ class EnvState:
     last_eval: EvalResult
     last_test: EvalResult | None
     last_train: tuple[float, float] | None  # (loss, accuracy): what an observation shows
+    cost: CostState | None = None  # None: a checkpoint from before the meter was saved
 
 
 def env_state_dict(env: MorphogeneticEnv) -> dict[str, Any]:
     train = env.last_train
     last_train = None if train is None else (train.loss, train.accuracy)
-    state = by_name(EnvState, env, counters=env.stats, last_train=last_train)
+    state = by_name(EnvState, env, counters=env.stats, last_train=last_train, cost=env.cost.state())
     torch_state = {
         "model": env.model.state_dict(),
         "trainer": env.trainer.state_dict(),

@@ -39,3 +39,4 @@ class StepResult:
     rolled_back: bool = False
     events: list[Event] = field(factory=list)
     info: dict[str, Any] = field(factory=dict)
+    reason: str = ""  # why the policy chose the epoch's action (its Action.reason)

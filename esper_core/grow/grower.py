@@ -6,11 +6,12 @@
     for epoch in range(epochs):
         train_one_epoch(model, opt, loader)  # the user's code, untouched
         grower.end_epoch(val_loader)
+        print(grower.decision)  # what the policy does next, and why
 
 ``end_epoch`` is what the env does after an epoch (``MorphogeneticEnv.end_epoch``: slot
 measurements with fused counterfactuals, governor, alpha ticks and cooldowns, reward,
 observation), then the policy's action for the next epoch (``apply_action``: the
-lifecycle rules), whose seed parameters join the user's optimizer as their own group
+lifecycle rules), whose seed parameters join the user's optimizer in the host's groups
 (:mod:`~esper_core.grow.loop_trainer`). The policy is any installed one, by the name
 ``esper run --policy`` takes (``"ppo:runs/x/checkpoint.pt"`` included), built by the
 same resolution as a run's.
@@ -22,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
+from attrs import frozen
 from torch import nn
 
 from esper_core.components.policy import InstallsAtBirth
@@ -40,6 +42,23 @@ from esper_core.run.policy_ref import PolicyRef
 from esper_core.run.resolve import component, policy_context, resolve_blueprints, reward_setup
 
 STATE_FORMAT = 1
+
+# The reason of the first epoch's WAIT: the policy decides only after an epoch.
+FIRST_EPOCH = "the first epoch trains the model as it was given; the policy decides after it"
+
+
+@frozen
+class GrowthDecision:
+    """The policy's decision at an epoch boundary: what it does in the epoch that starts
+    now, and why (the policy's ``Action.reason``; empty when it gives none)."""
+
+    epoch: int  # epochs done when it was taken (0: before the first)
+    action: str  # described, e.g. "GERMINATE layer2 cnn/conv_small linear_add tempo=5"
+    reason: str
+
+    def __str__(self) -> str:
+        why = f": {self.reason}" if self.reason else ""
+        return f"epoch {self.epoch}: {self.action}{why}"
 
 
 def _device_of(model: nn.Module) -> torch.device:
@@ -68,9 +87,10 @@ def _config(
 class Grower:
     """Grows seeds in ``model`` at the named submodules while the user's loop trains it.
 
-    ``optimizer``: the user's optimizer that seed parameter groups join (or give it
-    later with :meth:`attach_optimizer`); ``seed_group``: options of those groups (the
-    optimizer's defaults otherwise). ``max_epochs``: the planned length of training
+    ``optimizer``: the user's optimizer that seed parameters join, in the host's groups
+    of their kind (or give it later with :meth:`attach_optimizer`); ``seed_group``:
+    hyper-parameters of the seeds' own, in groups of their own (see
+    :mod:`~esper_core.grow.loop_trainer`). ``max_epochs``: the planned length of training
     (observations and a PPO policy read it). ``val_data``: validation batches of the
     untrained model, measured once as the first "before" (the chance level otherwise).
     ``config``/``overrides``: lifecycle, governor and component options, as ``esper
@@ -131,7 +151,7 @@ class Grower:
             self.env.use_validation(val_data)
             baseline = self.env.measure()
         self.env.start(baseline)
-        self._open_epoch(WAIT)  # the first epoch trains the model as it was given
+        self._open_epoch(WAIT.because(FIRST_EPOCH))
 
     # ------------------------------------------------------------ what the user reads
 
@@ -156,18 +176,28 @@ class Grower:
         return self.env.epoch
 
     @property
+    def decision(self) -> GrowthDecision | None:
+        """The policy's decision for the epoch under way, with its reason; None once
+        ``max_epochs`` are done. (The :class:`StepResult` that ``end_epoch`` returns
+        carries the reason of the epoch it ended.)"""
+        action = self.env.open_action
+        if action is None:
+            return None
+        return GrowthDecision(self.env.epoch, self.env.space.describe(action), action.reason)
+
+    @property
     def action(self) -> str:
         """The policy's action for the epoch under way, described (e.g. ``GERMINATE layer2
         cnn/conv_small linear_add tempo=5``); empty once ``max_epochs`` are done."""
-        action = self.env.open_action
-        return "" if action is None else self.env.space.describe(action)
+        decision = self.decision
+        return "" if decision is None else decision.action
 
     def reports(self) -> list[SlotReport]:
         """Each slot's stage, blueprint, alpha, contribution and parameter count."""
         return self.env.model.reports()
 
     def attach_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
-        """The optimizer that holds the seeds' parameter groups from now on."""
+        """The optimizer that holds the seeds' parameters from now on."""
         self.env.loop_trainer.attach(optimizer)
 
     @property
@@ -182,7 +212,9 @@ class Grower:
 
     def end_epoch(self, val_data: Iterable[Any]) -> StepResult:
         """After the user's epoch: validate with counterfactuals on ``val_data`` (batches
-        of ``(inputs, targets)``), run the lifecycle, and apply the policy's next action."""
+        of ``(inputs, targets)``), run the lifecycle, and apply the policy's next action
+        (:attr:`decision`). The result is the epoch just ended: its events, its action's
+        ``reason``, the reward."""
         if self.env.epoch >= self.env.max_epochs:
             raise GrowerError(
                 f"the grower's {self.env.max_epochs} epochs are done; "

@@ -33,9 +33,11 @@ from esper_core.env.evaluation import EvalResult, validate_pending
 from esper_core.env.events import StepEvents
 from esper_core.env.observation import observe
 from esper_core.env.pending import Pending, fetch
+from esper_core.env.step import StepResult
 from esper_core.env.training import TrainStats
 from esper_core.errors import GrowerError
 from esper_core.grow.loop_trainer import LoopTrainer
+from esper_core.grow.module_host import ModuleHost
 from esper_core.lifecycle.actions import Action
 from esper_core.lifecycle.governor import Governor
 from esper_core.lifecycle.model import MorphogeneticModel
@@ -104,6 +106,7 @@ class LoopEnv(MorphogeneticEnv):
     ) -> None:
         self._trainer_options = trainer_options
         self._val: Iterable[Any] | None = None
+        self._first_val: tuple[torch.Tensor, torch.Tensor] | None = None
         self._kept: tuple[MorphogeneticModel, LoopTrainer] | None = None
         self._loop_train: TrainStats | None = None
         super().__init__(task, reward, blueprints, config, 0, device)
@@ -148,9 +151,26 @@ class LoopEnv(MorphogeneticEnv):
             raise GrowerError(
                 "no validation data: pass a DataLoader to grower.end_epoch(val_loader)"
             )
-        for batch in self._val:
-            inputs, targets = batch[0], batch[1]
-            yield inputs.to(self.device), targets.to(self.device)
+        for i, batch in enumerate(self._val):
+            inputs, targets = batch[0].to(self.device), batch[1].to(self.device)
+            if i == 0:
+                self._first_val = (inputs, targets)
+            yield inputs, targets
+
+    def end_epoch(self, measured: Sequence[Any] | None = None) -> StepResult:
+        """The env's end of epoch, with the epoch's training cost counted first: the
+        samples the user's loop trained on, at the FLOPs per sample of this epoch's
+        architecture (counted once per architecture on a validation batch, as
+        ``train_batch`` counts them on a training batch)."""
+        if measured is None:
+            measured = fetch(*self.queue_measurements())
+        host = self.model.host
+        assert isinstance(host, ModuleHost)
+        samples = host.take_samples()
+        if samples and self._first_val is not None:
+            self.account_training(*self._first_val, samples=samples)
+            host.take_samples()  # the counting pass's own forward
+        return super().end_epoch(measured)
 
     def _evaluations(self, with_test: bool) -> list[Pending]:
         # Rewards, gates and counterfactuals on validation; the test split is the user's.

@@ -1,13 +1,27 @@
 """The trainer of growth in the user's own loop: the user trains, this keeps the seeds'
 parameters in the user's optimizer and measures their gradients.
 
-Each seed's parameters (its gate included) are one parameter group of the user's
-optimizer, tagged ``esper_slot``, added when the seed is built and removed, with the
-optimizer state of its parameters, when it is pruned: the approach of Lightning's
-``BaseFinetuning.unfreeze_and_add_param_group``. The group takes the optimizer's
-defaults (the user's learning rate and weight decay) unless ``group_options`` says
-otherwise. Gradients are measured by an optimizer step pre-hook, when they are
-complete (after ``GradScaler`` has unscaled them); nothing runs while no seed learns.
+A seed's parameters (its gate included) join the user's optimizer when the seed is
+built and leave it, with their optimizer state, when it is pruned. Each joins the *host
+group* of its kind: the parameter group that holds the slot module's own parameters of
+the same kind (the weight-decay rule's kinds, :func:`~esper_core.env.optimizers.param_kind`:
+kernels with kernels, norms and biases with norms and biases), else any host parameters of
+that kind, else any host parameters. In the host's group a seed has the host's learning
+rate, momentum, betas and weight decay at every step, whatever moves them: every torch
+scheduler keeps one entry per group, and since no group is added, none of them (``LambdaLR``
+and ``CosineAnnealingLR`` refuse a group added mid-run) needs to know about seeds.
+
+``group_options`` (the Grower's ``seed_group``) ask for hyper-parameters of the seeds'
+own instead: then each seed's parameters form groups tagged ``esper_slot``, copies of
+their host groups with those options on top, the approach of Lightning's
+``BaseFinetuning.unfreeze_and_add_param_group``. The copy carries every key a scheduler
+reads (``initial_lr``, ``max_lr``, ``min_lr``, momentum, betas), and before every
+optimizer step a pre-hook sets each such group's hyper-parameters to its host group's
+current ones (an ``lr`` option is kept as a multiple of the host's ``initial_lr``). A
+scheduler that keeps per-group lists cannot take such a group: see docs/own-model.md.
+
+Gradients are measured by the same pre-hook, when they are complete (after
+``GradScaler`` has unscaled them); nothing is measured while no seed learns.
 """
 
 from __future__ import annotations
@@ -21,12 +35,23 @@ from torch import nn
 
 from esper_core.config import TrainingSection
 from esper_core.env.gradients import measure_seed_gradients, seed_accumulators, total_grad_norm
+from esper_core.env.optimizers import embedding_parameters, param_kind
 from esper_core.env.pending import Pending
 from esper_core.env.training import train_stats
 from esper_core.errors import GrowerError
+from esper_core.grow.module_host import ModuleHost, slot_id_of
 from esper_core.lifecycle.model import MorphogeneticModel
 
 GROUP_KEY = "esper_slot"
+# The position of the host group a seed's own group follows, among the host groups.
+FOLLOWS_KEY = "esper_follows"
+# The seeds' learning rate as a multiple of that host group's.
+LR_SCALE_KEY = "esper_lr_scale"
+_OWN_KEYS = ("params", GROUP_KEY, FOLLOWS_KEY, LR_SCALE_KEY)
+
+
+def _host_groups(optimizer: torch.optim.Optimizer) -> list[dict[str, Any]]:
+    return [g for g in optimizer.param_groups if GROUP_KEY not in g]
 
 
 class LoopTrainer:
@@ -43,8 +68,11 @@ class LoopTrainer:
         self.cfg = cfg
         self.group_options = dict(group_options or {})
         self._host_params = model.host_parameters()
+        self._host_embeddings = embedding_parameters(model.host.modules())
         self._n_host = sum(p.numel() for p in self._host_params)
         self._versions: dict[str, int] = {}
+        # The seeds in the optimizer, in the order they joined (a resume rejoins them so).
+        self._members: dict[str, list[nn.Parameter]] = {}
         self._seed_acc: dict[str, torch.Tensor] = {}
         self._steps = 0
         self.optimizer: torch.optim.Optimizer | None = None
@@ -58,46 +86,83 @@ class LoopTrainer:
             self._handle.remove()
         self.optimizer = optimizer
         self._handle = optimizer.register_step_pre_hook(self._before_step)
-        self._versions = {}
+        self._versions, self._members = {}, {}
         self.sync_optimizers()
 
     # ------------------------------------------------------------ parameter groups
 
-    def _group_index(self, slot_id: str) -> int | None:
+    def _leave(self, slot_id: str) -> None:
         assert self.optimizer is not None
-        for i, group in enumerate(self.optimizer.param_groups):
-            if group.get(GROUP_KEY) == slot_id:
-                return i
-        return None
-
-    def _remove_group(self, slot_id: str) -> None:
-        assert self.optimizer is not None
-        index = self._group_index(slot_id)
-        if index is None:
-            return
-        group = self.optimizer.param_groups.pop(index)
-        for p in group["params"]:
+        params = self._members.pop(slot_id, [])
+        gone = {id(p) for p in params}
+        groups = self.optimizer.param_groups
+        groups[:] = [g for g in groups if g.get(GROUP_KEY) != slot_id]
+        for group in groups:
+            group["params"] = [p for p in group["params"] if id(p) not in gone]
+        for p in params:
             self.optimizer.state.pop(p, None)  # momentum of a seed that is gone
 
-    def _add_group(self, slot_id: str, params: list[nn.Parameter]) -> None:
+    def _slot_module(self, slot_id: str) -> nn.Module | None:
+        host = self.model.host
+        if isinstance(host, ModuleHost):
+            for name in host.names:
+                if slot_id_of(name) == slot_id:
+                    return host.module.get_submodule(name)
+        return None
+
+    def _host_group_by_kind(self, slot_id: str) -> dict[str, int]:
+        """For each parameter kind, the host group (its position among the host groups)
+        this slot's seed parameters of that kind join (see the module docstring)."""
         assert self.optimizer is not None
-        self.optimizer.add_param_group({"params": params, **self.group_options, GROUP_KEY: slot_id})
+        where = {id(p): i for i, g in enumerate(_host_groups(self.optimizer)) for p in g["params"]}
+        module = self._slot_module(slot_id)
+        near = [p for p in (module.parameters() if module else ()) if id(p) in where]
+        held = [p for p in self._host_params if id(p) in where]
+        anywhere = where[id((near or held)[0])] if near or held else 0
+        by_kind = dict.fromkeys(("embedding", "vector", "matrix"), anywhere)
+        for p in reversed([*near, *held]):  # the slot module's own first
+            by_kind[param_kind(p, self._host_embeddings)] = where[id(p)]
+        return by_kind
+
+    def _join(self, slot_id: str, params: list[nn.Parameter]) -> None:
+        assert self.optimizer is not None
+        slot = self.model.slot(slot_id)
+        seed_modules = [
+            m for mod in (slot.seed, slot.gate) if mod is not None for m in mod.modules()
+        ]
+        embeddings = embedding_parameters(seed_modules)
+        by_kind = self._host_group_by_kind(slot_id)
+        by_host: dict[int, list[nn.Parameter]] = {}
+        for p in params:
+            by_host.setdefault(by_kind[param_kind(p, embeddings)], []).append(p)
+        hosts = _host_groups(self.optimizer)
+        for index, members in by_host.items():
+            host = hosts[index]
+            if not self.group_options:
+                host["params"].extend(members)
+                continue
+            group = {k: v for k, v in host.items() if k not in _OWN_KEYS}
+            base = host.get("initial_lr", host["lr"])
+            group[LR_SCALE_KEY] = float(self.group_options.get("lr", base) / base) if base else 1.0
+            group[FOLLOWS_KEY] = index
+            group.update(self.group_options)
+            self.optimizer.add_param_group({**group, "params": members, GROUP_KEY: slot_id})
+        self._members[slot_id] = list(params)
 
     def sync_optimizers(self, order: list[str] | None = None) -> None:
-        """Give each slot's seed parameters exactly one group; ``order``: the slot ids
-        whose groups come first, in that order (a resumed optimizer's)."""
+        """Keep each slot's seed parameters in the optimizer, once; ``order``: the slot ids
+        that join first, in that order (a resumed optimizer's)."""
         if self.optimizer is None:
             return
         slots = {slot.slot_id: slot for slot in self.model.iter_slots()}
-        ids = [*(order or []), *(s for s in slots if s not in (order or []))]
-        for slot_id in ids:
+        for slot_id in dict.fromkeys([*(order or []), *slots]):
             slot = slots[slot_id]
             if self._versions.get(slot_id) == slot.param_version:
                 continue
-            self._remove_group(slot_id)
+            self._leave(slot_id)
             params = slot.seed_parameters()
             if params:
-                self._add_group(slot_id, params)
+                self._join(slot_id, params)
             self._versions[slot_id] = slot.param_version
 
     def reset_optimizers(self) -> None:
@@ -107,13 +172,31 @@ class LoopTrainer:
         self.sync_optimizers()
 
     def group_order(self) -> list[str]:
-        if self.optimizer is None:
-            return []
-        return [g[GROUP_KEY] for g in self.optimizer.param_groups if g.get(GROUP_KEY)]
+        """The slots whose seeds are in the optimizer, in the order they joined."""
+        return list(self._members)
 
     # ------------------------------------------------------------ gradient statistics
 
+    def _follow(self, optimizer: torch.optim.Optimizer) -> None:
+        """Each seed group takes its host group's hyper-parameters as they are now (a
+        scheduler has moved them since the last step); options the user set stay."""
+        hosts: list[dict[str, Any]] | None = None
+        for group in optimizer.param_groups:
+            index = group.get(FOLLOWS_KEY)
+            if index is None:
+                continue
+            hosts = _host_groups(optimizer) if hosts is None else hosts
+            if index >= len(hosts):
+                continue  # the user removed groups; the seeds keep what they have
+            host = hosts[index]
+            for key, value in host.items():
+                if key not in _OWN_KEYS and key not in self.group_options:
+                    group[key] = value
+            group["lr"] = host["lr"] * group[LR_SCALE_KEY]
+
     def _before_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        if self.group_options:
+            self._follow(optimizer)
         if not self._seed_acc:
             return
         norm = total_grad_norm(self._host_params)
@@ -144,13 +227,13 @@ class LoopTrainer:
     # ------------------------------------------------------------ checkpoints
 
     def state_dict(self) -> dict[str, Any]:
-        """The order of the seed groups; the optimizer's own state is saved by its owner
-        (:meth:`Grower.state_dict` or Lightning)."""
+        """The order the seeds joined the optimizer in; the optimizer's own state is saved
+        by its owner (:meth:`Grower.state_dict` or Lightning)."""
         return {"order": self.group_order()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._versions = {}
         if self.optimizer is not None:
             for slot_id in self.group_order():
-                self._remove_group(slot_id)
+                self._leave(slot_id)
         self.sync_optimizers(order=list(state.get("order", [])))

@@ -9,7 +9,8 @@ hook returns None, so the submodule's own tensor flows on and outputs and gradie
 are the bare model's bit for bit, and whatever calls that module (the user's loop, a
 ``LightningModule``) runs the slots. Channels and topology come from one dry run on an
 example input: a 4-D output ``[batch, channels, H, W]`` is a ``cnn`` slot, a 3-D
-``[batch, seq, features]`` one a ``transformer`` slot.
+``[batch, seq, features]`` one a ``transformer`` slot, a 2-D ``[batch, features]`` one
+(an MLP's hidden layer, a tabular model) an ``mlp`` slot.
 """
 
 from __future__ import annotations
@@ -55,6 +56,9 @@ class ModuleHost(nn.Module):
         self.output_features = output_features
         self._routes: dict[str, Route] = {}
         self._handles: list[torch.utils.hooks.RemovableHandle] = []
+        # Samples of the training forwards since the last take_samples(): the user's loop
+        # trains, so this is how the library path learns what an epoch cost.
+        self._samples = 0
 
     def injection_specs(self) -> tuple[InjectionSpec, ...]:
         return self._specs
@@ -63,6 +67,8 @@ class ModuleHost(nn.Module):
         """Send each named submodule's output through ``routes[slot_id]`` from now on."""
         self.unroute()
         self._routes = dict(routes)
+        if routes:
+            self._handles.append(self.module.register_forward_pre_hook(self._count))
         modules = dict(self.module.named_modules())
         for name in self.names:
             slot_id = slot_id_of(name)
@@ -75,6 +81,17 @@ class ModuleHost(nn.Module):
         for handle in self._handles:
             handle.remove()
         self._handles, self._routes = [], {}
+
+    def _count(self, module: nn.Module, args: Any) -> None:
+        if module.training and torch.is_grad_enabled() and args:
+            first = args[0]
+            if isinstance(first, torch.Tensor) and first.dim():
+                self._samples += int(first.shape[0])
+
+    def take_samples(self) -> int:
+        """The samples trained on (training-mode forwards with gradient) since the last call."""
+        samples, self._samples = self._samples, 0
+        return samples
 
     def _hook(self, slot_id: str) -> Callable[..., torch.Tensor | None]:
         def hook(module: nn.Module, args: Any, output: Any) -> torch.Tensor | None:
@@ -112,9 +129,12 @@ def _topology(name: str, cls: str, output: Any) -> tuple[str, int]:
         return "cnn", int(output.shape[1])
     if output.dim() == 3:
         return "transformer", int(output.shape[-1])
+    if output.dim() == 2:
+        return "mlp", int(output.shape[-1])
     raise HostError(
         f"slot {name!r}: {cls} outputs shape {tuple(output.shape)}; a slot needs "
-        "[batch, channels, H, W] (cnn) or [batch, seq, features] (transformer): pick another submodule"
+        "[batch, channels, H, W] (cnn), [batch, seq, features] (transformer) or "
+        "[batch, features] (mlp): pick another submodule"
     )
 
 
@@ -182,7 +202,7 @@ def host_from_module(
     if len(topologies) > 1:
         raise HostError(
             f"slots {list(slots)} mix {' and '.join(sorted(topologies))} outputs; "
-            "choose slots of one kind (all 4-D or all 3-D)"
+            "choose slots of one kind (all 4-D, all 3-D or all 2-D)"
         )
     ids = [spec.slot_id for spec in specs]
     if len(set(ids)) != len(ids):

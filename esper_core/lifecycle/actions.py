@@ -6,7 +6,7 @@ import enum
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from attrs import frozen
+from attrs import evolve, field, frozen
 
 from esper_core.lifecycle import rules
 
@@ -43,7 +43,13 @@ OP_HEADS: dict[LifecycleOp, tuple[str, ...]] = {
 
 @frozen
 class Action:
-    """One controller decision; every part is an index into the :class:`ActionSpace`."""
+    """One controller decision; every part is an index into the :class:`ActionSpace`.
+
+    ``reason``: why the policy chose it, in the user's terms (``"r0c1: gain +0.041 >=
+    0.020"``, ``"no capacity limit: training loss 0.31 < 0.8 x chance 2.30"``). It
+    travels with the action to the step result and the epoch event; it is not part of
+    the decision itself, so two actions that differ only in their reasons are equal and
+    a policy that gives none still works (``""``)."""
 
     op: LifecycleOp = LifecycleOp.WAIT
     slot: int = 0
@@ -51,6 +57,12 @@ class Action:
     style: int = 0
     tempo: int = 0
     alpha_target: int = 0
+    # Neither compared nor in the repr: it explains the decision and is not part of it.
+    reason: str = field(default="", eq=False, repr=False, kw_only=True)
+
+    def because(self, reason: str) -> Action:
+        """This action with ``reason`` as its why."""
+        return evolve(self, reason=reason)
 
     def as_indices(self) -> tuple[int, int, int, int, int, int]:
         return (int(self.op), self.slot, self.blueprint, self.style, self.tempo, self.alpha_target)

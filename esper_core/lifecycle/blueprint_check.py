@@ -6,8 +6,9 @@ resolves its components): every module their factory builds is checked before a 
 uses it (DOMAIN §3):
 
 - it is an ``nn.Module`` whose output, at two input sizes (spatial size for ``cnn``,
-  sequence length for ``transformer``), is one tensor of the input's exact shape (a
-  tuple crashes the blend; a shape that merely broadcasts trains silently wrong);
+  sequence length for ``transformer``; an ``mlp`` activation ``[B, C]`` has one), is
+  one tensor of the input's exact shape (a tuple crashes the blend; a shape that merely
+  broadcasts trains silently wrong);
 - its output is finite;
 - its parameter count is within 10% of the blueprint's ``param_estimate``;
 - it returns its input unchanged when the blueprint claims ``identity_at_birth``;
@@ -45,10 +46,12 @@ if TYPE_CHECKING:
 
 ESTIMATE_TOLERANCE = 0.10  # relative, as DOMAIN §3's blueprints are tested
 IDENTITY_ATOL = 1e-5
-# Two input sizes per topology: (height, width) of a cnn map, length of a sequence.
+# Two input sizes per topology: (height, width) of a cnn map, length of a sequence; an
+# mlp activation is [batch, features], with no size of its own.
 SIZES: dict[str, tuple[tuple[int, ...], ...]] = {
     "cnn": ((5, 5), (7, 6)),
     "transformer": ((3,), (6,)),
+    "mlp": ((),),
 }
 BATCH = 2
 # What plugin code may raise and still be reported as a broken blueprint: every exception,

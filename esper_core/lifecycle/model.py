@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import cast
 
 import torch
@@ -77,6 +78,20 @@ class MorphogeneticModel(nn.Module):
     @property
     def topology(self) -> str:
         return str(self.host.topology)
+
+    @contextmanager
+    def host_alone(self) -> Iterator[None]:
+        """Calling ``self.host`` runs the bare host in here: a routed host (a user's module,
+        whose forward hooks run the slots) is unrouted for the while."""
+        if not self._routed:
+            yield
+            return
+        host = cast(RoutedHost, self.host)
+        host.route({})
+        try:
+            yield
+        finally:
+            host.route(dict(self.slots.items()))
 
     @property
     def slot_ids(self) -> list[str]:

@@ -16,7 +16,9 @@ from attrs import field, frozen
 from esper_core.converter import converter, structure
 from esper_core.errors import ConfigError, EsperError
 
-SCHEMA_VERSION = 1
+# 2: EpochCompleted.reason (why the policy chose the epoch's action). A reader reads
+# every schema up to its own; an older file's missing fields take their defaults.
+SCHEMA_VERSION = 2
 
 
 @frozen
@@ -108,6 +110,7 @@ class EpochCompleted(EpochScores, EnvEvent):
     epoch_time: float
     update: int | None = None  # PPO update this epoch belongs to, when training
     train_flops: int = 0  # training FLOPs of the episode so far (forward + backward)
+    reason: str = ""  # why the policy chose ``action`` ("": none given, or schema 1)
 
 
 @frozen

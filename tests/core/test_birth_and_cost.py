@@ -320,3 +320,21 @@ def test_the_growth_line_says_what_grew_and_what_it_gained() -> None:
     )
     born = growth_verdict([kept], records(seed_row("fossilized", gain=None, epoch=0)))
     assert born.endswith("1 installed at birth")
+
+
+def test_the_cost_meter_is_in_the_checkpoint(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """After a resume the observation's FLOPs ratio (what ``price = "flops"`` and the
+    FLOPs rent read) is the last epoch's, not 1.0, and no architecture is counted again."""
+    env = make_env("env.max_epochs=12")
+    drive_to(env, "r0c0", "FOSSILIZED", blueprint="res_random")
+    env.step(WAIT)
+    assert env.observation.train_flops_ratio > 1.0
+    torch.save(env.state_dict(), tmp_path / "env.pt")
+    resumed = make_env("env.max_epochs=12")
+    resumed.load_state_dict(torch.load(tmp_path / "env.pt", weights_only=True))
+    assert resumed.observation.train_flops_ratio == env.observation.train_flops_ratio
+    assert resumed.cost.per_sample == env.cost.per_sample
+    assert resumed.cost.host_per_sample == env.cost.host_per_sample
+    resumed.step(WAIT)
+    env.step(WAIT)
+    assert resumed.stats.train_flops == env.stats.train_flops

@@ -16,7 +16,7 @@ from esper_core.env.pending import fetch
 from esper_core.errors import CheckpointError, ConfigError
 from esper_core.lifecycle.actions import WAIT, LifecycleOp
 from esper_core.lifecycle.stages import Stage
-from esper_core.run.telemetry import GovernorRollback, SeedGerminated
+from esper_core.run.telemetry import EpochCompleted, GovernorRollback, SeedGerminated
 from tests.fakes import RES, AccuracyDeltaReward, TinyTask, drive_to, make_env
 
 
@@ -177,6 +177,19 @@ def test_germination_events_are_emitted_after_the_epoch() -> None:
     assert kinds[0] == "SeedGerminated" and kinds[-1] == "EpochCompleted"
     germinated = result.events[0]
     assert isinstance(germinated, SeedGerminated) and germinated.slot_id == "r0c1"
+
+
+def test_the_actions_reason_reaches_the_step_result_and_the_epoch_event() -> None:
+    env = make_env()
+    why = "r0c1: res: capacity limit"
+    result = env.step(env.space.germinate("r0c1", "res").because(why))
+    epoch = result.events[-1]
+    assert isinstance(epoch, EpochCompleted)
+    assert result.reason == epoch.reason == why
+    # A policy that gives no reason still works: the reason is empty.
+    result = env.step(WAIT)
+    assert result.reason == "" and isinstance(result.events[-1], EpochCompleted)
+    assert result.events[-1].reason == ""
 
 
 def test_state_dict_round_trip_mid_episode() -> None:

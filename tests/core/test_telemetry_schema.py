@@ -13,7 +13,15 @@ import json
 import attrs
 
 from esper_core.env.step import EpochMetrics
-from esper_core.run.telemetry import EVENT_TYPES, EpochCompleted, EpochScores, dumps
+from esper_core.run.telemetry import (
+    EVENT_TYPES,
+    SCHEMA_VERSION,
+    EpochCompleted,
+    EpochScores,
+    dumps,
+    event_from_dict,
+    event_to_dict,
+)
 from tests.plugins.esper_telemetry.test_jsonl import one_of_each
 
 ENV_EPOCH = ["schema", "kind", "time", "env", "episode", "epoch"]
@@ -29,7 +37,7 @@ WRITTEN_KEYS = {
         *ENV_EPOCH,
         *SCORES,
         *("action", "action_refused", "reward", "reward_components", "host_params"),
-        *("seed_params", "slots", "epoch_time", "update", "train_flops"),
+        *("seed_params", "slots", "epoch_time", "update", "train_flops", "reason"),
     ],
     "seed_germinated": [*ENV_EPOCH, "slot_id", "seed_id", "blueprint", "style", "tempo", "params"],
     "stage_changed": [*ENV_EPOCH, "slot_id", "seed_id", "from_stage", "to_stage"],
@@ -81,3 +89,16 @@ def test_epoch_metrics_and_the_epoch_event_share_the_scores() -> None:
     assert names == SCORES
     assert isinstance(metrics, EpochScores)
     assert issubclass(EpochCompleted, EpochScores)
+
+
+def test_schema_2_adds_the_reason_and_still_reads_schema_1() -> None:
+    # The epoch event says why the policy chose its action since schema 2; a schema-1
+    # line (no reason) still reads, with the reason empty.
+    assert SCHEMA_VERSION == 2
+    epoch = next(e for e in one_of_each() if isinstance(e, EpochCompleted))
+    assert epoch.reason.startswith("r0c0: cnn/res: capacity limit")
+    old = {**event_to_dict(epoch), "schema": 1}
+    del old["reason"]
+    read = event_from_dict(old)
+    assert isinstance(read, EpochCompleted) and read.reason == ""
+    assert attrs.evolve(read, reason=epoch.reason) == epoch

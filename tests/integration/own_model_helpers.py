@@ -1,5 +1,5 @@
 """Small user models and loops for the library API tests (resnet18 on 3x32x32 batches of 4,
-a user-written transformer encoder), written as a user would write them."""
+a user-written transformer encoder, a tabular MLP), written as a user would write them."""
 
 from __future__ import annotations
 
@@ -41,6 +41,37 @@ class TokenClassifier(nn.Module):
 def transformer(seed: int = 0) -> nn.Module:
     torch.manual_seed(seed)
     return TokenClassifier()
+
+
+class TabularMLP(nn.Module):
+    """A user's own MLP for tabular data: two hidden layers of ``hidden`` features."""
+
+    def __init__(self, features: int = 8, hidden: int = 32, classes: int = 3) -> None:
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Linear(features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU()
+        )
+        self.head = nn.Linear(hidden, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.head(self.body(x))
+        return out
+
+
+MLP_SLOTS = ["body.1", "body.3"]  # the hidden activations, [batch, hidden]
+
+
+def mlp(seed: int = 0) -> nn.Module:
+    torch.manual_seed(seed)
+    return TabularMLP()
+
+
+def tabular_batches(n: int, seed: int, size: int = 4) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    g = torch.Generator().manual_seed(seed)
+    return [
+        (torch.randn(size, 8, generator=g), torch.randint(0, 3, (size,), generator=g))
+        for _ in range(n)
+    ]
 
 
 def image_batches(n: int, seed: int, size: int = 4) -> list[tuple[torch.Tensor, torch.Tensor]]:

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from esper_core.errors import GrowerError
-from esper_core.grow.grower import Grower
+from esper_core.grow.grower import FIRST_EPOCH, Grower, GrowthDecision
 from esper_core.grow.loop_trainer import GROUP_KEY
 from esper_core.lifecycle.rules import BLENDED_STAGES
 from esper_core.lifecycle.stages import Stage
@@ -108,24 +108,29 @@ def test_wait_changes_nothing_in_the_users_loop() -> None:
         assert torch.equal(a, b)
 
 
-def test_a_seed_joins_the_optimizer_as_its_own_group_and_leaves_it_on_prune() -> None:
+def _in_optimizer(opt: Any, params: list[torch.Tensor]) -> list[int]:
+    """The index of the group holding each of ``params``."""
+    where = {id(p): i for i, g in enumerate(opt.param_groups) for p in g["params"]}
+    return [where[id(p)] for p in params]
+
+
+def test_a_seed_joins_its_hosts_group_and_leaves_it_on_prune() -> None:
     grower, opt, train, _val = _grower("resnet18", "wait")
-    n_groups = len(opt.param_groups)
+    n_params = len(opt.param_groups[0]["params"])
     slot = grower.model.slot("layer2")
     bp = grower.env.blueprints["cnn/conv_small"]
     slot.germinate("s1", bp, "gated")
     grower.env.trainer.sync_optimizers()
-    seed_group = opt.param_groups[-1]
-    assert len(opt.param_groups) == n_groups + 1 and seed_group[GROUP_KEY] == "layer2"
-    assert {id(p) for p in seed_group["params"]} == {id(p) for p in slot.seed_parameters()}
+    assert len(opt.param_groups) == 1  # the user's one group, the seed's parameters in it
+    params = slot.seed_parameters()
     assert slot.gate is not None and len(list(slot.gate.parameters())) > 0  # gate included
-    assert seed_group["lr"] == 0.01 and seed_group["momentum"] == 0.9  # the user's defaults
+    assert _in_optimizer(opt, params) == [0] * len(params)
+    assert len(opt.param_groups[0]["params"]) == n_params + len(params)
     train_one_epoch(grower.module, opt, train)  # momentum state for the seed's parameters
     assert all(p in opt.state for p in slot.seed_parameters())
-    params = slot.seed_parameters()
     slot.prune()
     grower.env.trainer.sync_optimizers()
-    assert len(opt.param_groups) == n_groups
+    assert len(opt.param_groups[0]["params"]) == n_params
     assert not any(p in opt.state for p in params)
     train_one_epoch(grower.module, opt, train)  # the optimizer still steps
 
@@ -136,6 +141,8 @@ def test_seed_group_options_override_the_optimizer_defaults() -> None:
     slot.germinate("s1", grower.env.blueprints["cnn/norm"], "linear_add")
     grower.env.trainer.sync_optimizers()
     assert opt.param_groups[-1]["lr"] == 0.05 and opt.param_groups[0]["lr"] == 0.01
+    assert opt.param_groups[-1][GROUP_KEY] == "layer1"  # own options: the seed's own group
+    assert opt.param_groups[-1]["momentum"] == 0.9  # the rest copied from the host's group
 
 
 def _snapshot(grower: Grower, opt: Any) -> list[torch.Tensor]:
@@ -150,18 +157,45 @@ def test_state_dict_resumes_exactly(tmp_path: Path) -> None:
     _run(grower, opt, train, val, 2)
     assert grower.env.stats.n_germinated >= 1  # a seed and its group to restore
     torch.save(grower.state_dict(), tmp_path / "grower.pt")
-    groups = [g.get(GROUP_KEY) for g in opt.param_groups]
+    groups = [[id(p) for p in g["params"]] for g in opt.param_groups]
+    params = {id(p): name for name, p in grower.model.named_parameters()}
+    layout = [[params[i] for i in g] for g in groups]
     _run(grower, opt, train, val, 2)
     uninterrupted = _snapshot(grower, opt)
     reports = grower.reports()
 
     resumed, opt2, *_ = _grower("resnet18", "heuristic")
     resumed.load_state_dict(torch.load(tmp_path / "grower.pt", weights_only=True))
-    assert [g.get(GROUP_KEY) for g in opt2.param_groups] == groups
+    params2 = {id(p): name for name, p in resumed.model.named_parameters()}
+    assert [[params2[id(p)] for p in g["params"]] for g in opt2.param_groups] == layout
     _run(resumed, opt2, train, val, 2)
     assert resumed.reports() == reports
     for a, b in zip(_snapshot(resumed, opt2), uninterrupted, strict=True):
         assert torch.equal(a, b)
+
+
+def test_every_decision_says_why_and_the_reason_survives_a_resume(tmp_path: Path) -> None:
+    grower, opt, train, val = _grower("transformer", "heuristic")
+    first = grower.decision
+    assert first == GrowthDecision(0, "WAIT", FIRST_EPOCH)
+    (result,) = _run(grower, opt, train, val, 1)
+    assert result.reason == FIRST_EPOCH == result.events[-1].reason  # the epoch it ended
+    # The next epoch's: a WAIT that says what the trigger still needs, then the
+    # germination once it fires (flat_window=1 needs two epochs of losses).
+    assert grower.decision == GrowthDecision(1, "WAIT", "loss seen for 1 of 2 epochs")
+    (result,) = _run(grower, opt, train, val, 1)
+    assert result.reason == "loss seen for 1 of 2 epochs"
+    decision = grower.decision
+    assert decision is not None and decision.epoch == 2
+    assert decision.action.startswith("GERMINATE") and decision.action == grower.action
+    assert "capacity limit" in decision.reason, decision.reason
+    assert str(decision) == f"epoch 2: {decision.action}: {decision.reason}"
+    torch.save(grower.state_dict(), tmp_path / "grower.pt")
+    resumed, *_ = _grower("transformer", "heuristic")
+    resumed.load_state_dict(torch.load(tmp_path / "grower.pt", weights_only=True))
+    assert resumed.decision == decision
+    (result,) = _run(grower, opt, train, val, 1)
+    assert result.reason == decision.reason
 
 
 def test_end_epoch_without_an_optimizer_says_how_to_give_one() -> None:
@@ -192,6 +226,7 @@ def test_a_static_policys_seeds_are_installed_before_the_first_epoch() -> None:
     grower, opt, train, val = _grower("resnet18", "static", **extra)
     slot = grower.model.slot("layer2")
     assert slot.stage == Stage.FOSSILIZED
-    assert opt.param_groups[-1][GROUP_KEY] == "layer2"
+    params = slot.seed_parameters()
+    assert _in_optimizer(opt, params) == [0] * len(params)
     results = _run(grower, opt, train, val, 1)
     assert any(type(e).__name__ == "SeedFossilized" for e in results[0].events)

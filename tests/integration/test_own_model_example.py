@@ -34,3 +34,25 @@ def test_the_resnet18_example_runs_and_saves_a_resumable_state(tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     assert "epoch 2: val" in done.stdout and "test accuracy (the grown model)" in done.stdout
     assert state.is_file()
+
+
+def test_the_mlp_example_grows_and_says_why(tmp_path: Path) -> None:
+    # Seconds of one core (issue 34): the heuristic grows a residual seed in a hidden
+    # layer, and every epoch prints its events and the next decision with its reason.
+    state = tmp_path / "grower.pt"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "own_model_mlp.py"), "--save", str(state)],
+        env=subprocess_env(autoload=True),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "epoch 0: WAIT: the first epoch trains the model as it was given" in out
+    assert "germinated mlp/residual" in out
+    assert "next: GERMINATE body/1 mlp/residual" in out and "slowed down" in out
+    assert "next: WAIT: " in out
+    assert "test accuracy (the grown model)" in out
+    assert state.is_file()

@@ -13,13 +13,16 @@ from esper_core.grow.grower import Grower
 from esper_core.grow.module_host import host_from_module
 from esper_core.lifecycle.stages import Stage
 from tests.integration.own_model_helpers import (
+    MLP_SLOTS,
     RESNET_SLOTS,
     TRANSFORMER_SLOTS,
     bare_copy,
     grads,
     grower_kwargs,
     image_batches,
+    mlp,
     resnet,
+    tabular_batches,
     token_batches,
     transformer,
 )
@@ -27,6 +30,7 @@ from tests.integration.own_model_helpers import (
 CASES = {
     "resnet18": (resnet, RESNET_SLOTS, image_batches, "conv_heavy"),
     "transformer": (transformer, TRANSFORMER_SLOTS, token_batches, "mlp_small"),
+    "mlp": (mlp, MLP_SLOTS, tabular_batches, "residual"),
 }
 
 
@@ -56,6 +60,16 @@ def test_transformer_slots_are_transformer_topology() -> None:
         ("encoder/layers/0", 32, "transformer"),
         ("encoder/layers/1", 32, "transformer"),
     ]
+
+
+def test_mlp_slots_on_hidden_activations_are_mlp_topology() -> None:
+    x = tabular_batches(1, 0)[0][0]
+    host = host_from_module(mlp(), MLP_SLOTS, x)
+    assert [(s.slot_id, s.channels, s.topology) for s in host.injection_specs()] == [
+        ("body/1", 32, "mlp"),
+        ("body/3", 32, "mlp"),
+    ]
+    assert host.output_features == 3
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -114,9 +128,17 @@ def test_empty_slots_and_a_training_seed_keep_outputs_and_gradients_bit_identica
         ),
         (
             resnet,
-            ["fc"],
+            ["layer1", "fc"],
             lambda: image_batches(1, 0)[0][0],
-            "slot 'fc': Linear outputs shape (4, 10); a slot needs [batch, channels, H, W]",
+            "slots ['layer1', 'fc'] mix cnn and mlp outputs; choose slots of one kind",
+        ),
+        (
+            mlp,
+            ["body.1"],
+            lambda: torch.randn(4, 8).unsqueeze(1).unsqueeze(1).unsqueeze(1),
+            "slot 'body.1': ReLU outputs shape (4, 1, 1, 1, 32); a slot needs "
+            "[batch, channels, H, W] (cnn), [batch, seq, features] (transformer) or "
+            "[batch, features] (mlp)",
         ),
         (
             resnet,

@@ -4,6 +4,7 @@ as a copy of the host block before its slot, through the unchanged lifecycle."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -108,3 +109,54 @@ def test_a_stacked_seed_is_isolated_like_any_seed_that_is_not_the_identity(
     env.reset(0)
     env.apply_action(env.space.germinate("r0c0", "transformer/block", "linear_add"))
     assert env.model.slot("r0c0").stage.value == "GERMINATED"  # isolated TRAINING first
+
+
+# charlm ``small``'s shape: 2 heads at d_model 64, where num_heads(64) is 4, so a seed
+# rebuilt from its blueprint alone would attend with the wrong head count.
+WIDE = ("tasks.charlm.d_model=64", "tasks.charlm.n_head=2")
+
+
+def _stacked_env(pm: PluginManager, tmp_path: Path, *overrides: str) -> Any:
+    charlm = [o for o in _charlm(tmp_path, "env.max_epochs=4", *overrides) if "d_model" not in o]
+    env = make_env(load_config(overrides=[*charlm, *WIDE]), pm)
+    env.reset(0)
+    env.apply_action(env.space.germinate("r0c0", "transformer/block", "linear_add"))
+    return env
+
+
+def test_a_block_seed_keeps_its_inherited_head_count_through_a_state_dict() -> None:
+    torch.manual_seed(0)
+    block = Block(64, n_head=2)
+    for p in block.parameters():
+        torch.nn.init.normal_(p, std=0.3)
+    seed = BlockSeed(64)
+    assert seed.attention.n_head == 4
+    with torch.no_grad():
+        seed.inherit(block)
+    rebuilt = BlockSeed(64)
+    rebuilt.load_state_dict(seed.state_dict())
+    x = torch.randn(3, 7, 64)
+    assert rebuilt.attention.n_head == 2
+    assert torch.equal(rebuilt(x), block(x))
+
+
+def test_a_stacked_seed_resumes_and_rolls_back_with_its_hosts_head_count(
+    pm: PluginManager, tmp_path: Path
+) -> None:
+    env = _stacked_env(pm, tmp_path)
+    slot = env.model.slot("r0c0")
+    assert slot.seed.attention.n_head == 2
+    x = next(iter(env.train_batches()))[0]
+    with torch.no_grad():
+        expected = env.model(x)
+    resumed = make_env(env.config, pm)
+    resumed.reset(0)
+    resumed.model.load_state_dict(env.model.state_dict())
+    assert resumed.model.slot("r0c0").seed.attention.n_head == 2
+    with torch.no_grad():
+        assert torch.equal(resumed.model(x), expected)
+    # A governor snapshot of the slot (as after a fossilize) restores it the same way.
+    fresh = make_env(env.config, pm)
+    fresh.reset(0)
+    fresh.model.slot("r0c0").load_state_dict(slot.state_dict())
+    assert fresh.model.slot("r0c0").seed.attention.n_head == 2

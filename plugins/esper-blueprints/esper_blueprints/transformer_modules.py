@@ -69,6 +69,15 @@ class AttentionSeed(nn.Module):
         nn.init.zeros_(self.proj.weight)
         nn.init.zeros_(self.proj.bias)
 
+    # The head count is state, not a function of the width: a stacked block takes its
+    # host block's (BlockSeed.inherit), and a seed rebuilt from its blueprint (a resume,
+    # a governor rollback) must compute what the saved one did.
+    def get_extra_state(self) -> dict[str, int]:
+        return {"n_head": self.n_head}
+
+    def set_extra_state(self, state: dict[str, int]) -> None:
+        self.n_head = int(state["n_head"])
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, c = x.shape
         q, k, v = self.qkv(self.norm(x)).split(c, dim=2)

@@ -3,12 +3,12 @@
 The user's ``LightningModule`` is the host: slots sit on its named submodules' outputs
 (forward hooks, so its own ``training_step`` runs them). After each epoch's validation
 the callback measures counterfactuals on the validation batches, and the policy's next
-action is applied; a new seed's parameters join the trainer's optimizer as their own
-parameter group, as ``BaseFinetuning.unfreeze_and_add_param_group`` adds one, and leave
-it when the seed is pruned.
+action is applied and logged with its reason (``callback.grower.decision``); a new seed's parameters join the trainer's optimizer (the host's
+parameter groups of their kind, so the trainer's schedulers move them too, see
+:mod:`esper_core.grow.loop_trainer`) and leave it when the seed is pruned.
 
 Checkpoints are Lightning's: the callback state holds the grower's (slots, lifecycle
-counters, governor, policy, the order of the seed groups) and Lightning saves the
+counters, governor, policy, the order the seeds joined the optimizer) and Lightning saves the
 optimizer itself. On resume the callback rebuilds the seeds and their parameter groups
 in ``on_fit_start``, which runs after the optimizers exist and before Lightning loads
 their state, the same moment ``BaseFinetuning`` restores its groups.
@@ -22,6 +22,7 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities import rank_zero_info
 
 from esper_core.errors import GrowerError
 from esper_core.grow.grower import Grower
@@ -112,6 +113,9 @@ class EsperGrowth(Callback):
             return
         self._grown_epoch = trainer.current_epoch
         self.grower.end_epoch(self._validation(trainer))
+        if self.grower.decision is not None:
+            # Lightning's own log (rank 0): what the policy does next, and why.
+            rank_zero_info(f"EsperGrowth {self.grower.decision}")
 
     def _validation(self, trainer: pl.Trainer) -> Iterable[Any]:
         if self.val_dataloader is not None:

@@ -30,6 +30,10 @@ Once per epoch and env it takes the first rule that yields a legal action:
    ``blueprint_penalty_epochs`` epochs; the slot is the first one where it is legal.
 6. Otherwise WAIT.
 
+Every action carries its reason (``Action.reason``): the rule that chose it with the
+numbers it read, and for WAIT why nothing fired (each live seed's state, then why no
+seed is germinated: the trigger's numbers, ``min_epoch``, the cooldown, the masks).
+
 A host that fits its training data never shows a capacity limit, so nothing grows on
 it. Every candidate is checked against ``Observation.masks`` with
 ``esper_core.lifecycle.actions.refusal_reason``; an illegal one is skipped, never sent.
@@ -43,6 +47,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
+
+from attrs import evolve
 
 from esper_core import hookimpl
 from esper_core.converter import structure, unstructure
@@ -58,8 +64,9 @@ from esper_core.lifecycle.stages import Stage
 from esper_tamiyo_heuristic.memory import Decision, EnvMemory, SeenSeed, resolve_blueprint_order
 from esper_tamiyo_heuristic.options import HeuristicOptions
 from esper_tamiyo_heuristic.signals import (
+    Trigger,
     baseline_of,
-    capacity_limited,
+    capacity_check,
     relative_gain,
     required_gain,
 )
@@ -156,6 +163,7 @@ class HeuristicPolicy:
         self._note_removed_seeds(memory, obs)
         self._note_epoch(memory, obs)
         decision = self._choose(memory, obs)
+        decision = evolve(decision, action=decision.action.because(decision.reason))
         if decision.rule == "germinate":
             key = self.space.blueprints[decision.action.blueprint]
             memory.rotation = (self.blueprint_order.index(key) + 1) % len(self.blueprint_order)
@@ -206,25 +214,32 @@ class HeuristicPolicy:
     # ------------------------------------------------------------ rules
 
     def _choose(self, memory: EnvMemory, obs: Observation) -> Decision:
-        for candidate in self._candidates(memory, obs):
+        candidates, waiting = self._candidates(memory, obs)
+        for candidate in candidates:
             if self._legal(candidate.action, obs):
                 return candidate
         from esper_core.lifecycle.actions import WAIT
 
-        return Decision(WAIT, "wait", "no rule applies")
+        skipped = [f"{c.reason} (not legal now)" for c in candidates]
+        notes = [*skipped, *(w for w in waiting if w)]
+        return Decision(WAIT, "wait", "; ".join(notes) or "no rule applies")
 
     def _legal(self, action: Action, obs: Observation) -> bool:
         from esper_tamiyo_heuristic.legal import is_legal
 
         return is_legal(action, obs.masks, self.space)
 
-    def _candidates(self, memory: EnvMemory, obs: Observation) -> list[Decision]:
-        """Every action a rule suggests now, in priority order (legality checked later)."""
+    def _candidates(self, memory: EnvMemory, obs: Observation) -> tuple[list[Decision], list[str]]:
+        """Every action a rule suggests now, in priority order (legality checked later),
+        and why the rules that suggest nothing wait (each live seed, then growth)."""
         out: list[Decision] = []
+        waiting: list[str] = []
         for i, r in enumerate(obs.slots):
             judged = self._judge(memory, obs, i, r)
-            if judged is not None:
+            if isinstance(judged, Decision):
                 out.append(judged)
+            elif judged is not None:
+                waiting.append(judged)
         for i, r in enumerate(obs.slots):
             removal = self._regression_or_stall(obs, i, r)
             if removal is not None:
@@ -234,9 +249,11 @@ class HeuristicPolicy:
             if r.stage in ADVANCE_TARGET and gate is not None and gate.passed:
                 out.append(self._on_slot("ADVANCE", i, "advance", f"{r.slot_id}: {gate.reason}"))
         germinate = self._germination(memory, obs)
-        if germinate is not None:
+        if isinstance(germinate, Decision):
             out.append(germinate)
-        return out
+        else:
+            waiting.append(germinate)
+        return out, waiting
 
     def _on_slot(self, op: str, slot: int, rule: str, reason: str) -> Decision:
         from esper_core.lifecycle.actions import Action, LifecycleOp
@@ -260,10 +277,22 @@ class HeuristicPolicy:
         after = obs.host_params + obs.seed_params
         return required_gain(o.min_gain, o.gain_per_doubling, after - report.seed_params, after)
 
-    def _judge(self, memory: EnvMemory, obs: Observation, i: int, r: SlotReport) -> Decision | None:
+    def _judge(
+        self, memory: EnvMemory, obs: Observation, i: int, r: SlotReport
+    ) -> Decision | str | None:
+        """A HOLDING seed's verdict, or why a live seed waits (None: no live seed)."""
         o = self.options
-        if r.stage != Stage.HOLDING or r.epochs_in_stage < o.min_holding_epochs:
+        if r.stage not in LIVE_STAGES:
             return None
+        if r.stage != Stage.HOLDING:
+            gate = obs.gates[i] if i < len(obs.gates) else None
+            why = f", {gate.reason}" if gate is not None and not gate.passed else ""
+            return f"{r.slot_id}: {r.stage.value} for {r.epochs_in_stage} epoch(s){why}"
+        if r.epochs_in_stage < o.min_holding_epochs:
+            return (
+                f"{r.slot_id}: HOLDING {r.epochs_in_stage} of {o.min_holding_epochs} "
+                "epochs before it is judged"
+            )
         gain, need = self.gain(memory, obs, r), self.price(memory, obs, r)
         if gain is None or gain < need:
             shown = "not measurable" if gain is None else f"{gain:+.3f}"
@@ -271,7 +300,11 @@ class HeuristicPolicy:
             memory.gains[r.seed_id or ""] = -math.inf if gain is None else gain
             rising = gain is not None and (last is None or gain > last)
             if rising and r.epochs_in_stage < o.max_holding_epochs:
-                return None  # still climbing: it has until max_holding_epochs to pay
+                # Still climbing: it has until max_holding_epochs to pay.
+                return (
+                    f"{r.slot_id}: gain {shown} < {need:.3f} needed but rising "
+                    f"({r.epochs_in_stage} of {o.max_holding_epochs} epochs in HOLDING)"
+                )
             return self._on_slot(
                 "PRUNE", i, "prune_gain", f"{r.slot_id}: gain {shown} < {need:.3f} needed"
             )
@@ -288,7 +321,8 @@ class HeuristicPolicy:
                 "prune_gate",
                 f"{r.slot_id}: {why} after {r.epochs_in_stage} epochs in HOLDING",
             )
-        return None
+        why = gate.reason if gate is not None else "no gate"
+        return f"{r.slot_id}: gain {gain:+.3f} pays, waiting for its gate ({why})"
 
     def _regression_or_stall(self, obs: Observation, i: int, r: SlotReport) -> Decision | None:
         o = self.options
@@ -311,20 +345,26 @@ class HeuristicPolicy:
         return None
 
     def growth_triggered(self, memory: EnvMemory, obs: Observation) -> bool:
-        """Whether the trigger fires: the host underfits on a flat training curve
+        """Whether the trigger fires (see :meth:`trigger`)."""
+        return self.trigger(memory, obs).fired
+
+    def trigger(self, memory: EnvMemory, obs: Observation) -> Trigger:
+        """The trigger and its numbers: the host underfits on a flat training curve
         (``trigger = capacity``), or its validation loss falls by less than
         ``slowdown_drop`` per epoch (``trigger = slowdown``, the compute-aware recipe:
         more epochs of this model buy little, so grow now rather than at the end)."""
         o = self.options
         if o.trigger == "slowdown":
-            return capacity_limited(
+            return capacity_check(
                 obs.loss_history,
                 obs.chance_loss,
                 loss_ratio=0.0,
                 window=o.flat_window,
                 max_drop=o.slowdown_drop,
+                signal="validation loss",
+                limit="slowed down",
             )
-        return capacity_limited(
+        return capacity_check(
             memory.train_losses,
             obs.chance_loss,
             loss_ratio=o.underfit_loss_ratio,
@@ -338,31 +378,42 @@ class HeuristicPolicy:
         tempo = self.space.tempos[self.tempo_index]
         return epochs_to_full_alpha(before, tempo) + self.options.min_holding_epochs
 
-    def _germination(self, memory: EnvMemory, obs: Observation) -> Decision | None:
+    def _germination(self, memory: EnvMemory, obs: Observation) -> Decision | str:
+        """The germination the trigger asks for, or why there is none."""
         from esper_core.lifecycle.actions import Action, LifecycleOp
 
         o = self.options
-        if obs.epoch < o.min_epoch or obs.epochs_since_prune < o.prune_cooldown:
-            return None
         if any(r.stage in LIVE_STAGES for r in obs.slots):
-            return None  # one seed at a time: each gain is measured against the host alone
-        if not self.growth_triggered(memory, obs):
-            return None
+            return ""  # one seed at a time: the live seed's own note says why it waits
+        if obs.epoch < o.min_epoch:
+            return f"no germination before epoch {o.min_epoch} (min_epoch)"
+        if obs.epochs_since_prune < o.prune_cooldown:
+            return (
+                f"no germination {obs.epochs_since_prune} epoch(s) after a prune "
+                f"(prune_cooldown {o.prune_cooldown})"
+            )
+        trigger = self.trigger(memory, obs)
+        if not trigger.fired:
+            return trigger.why
         legal_slots = obs.masks.slot[LifecycleOp.GERMINATE].tolist()
         if not bool(obs.masks.op[LifecycleOp.GERMINATE]) or not any(legal_slots):
-            return None
+            return f"{trigger.why}, but no slot may take a seed now (env.max_seeds, stages)"
         key = self.next_blueprint(memory, obs.epoch)
         if key is None:
-            return None
+            return (
+                f"{trigger.why}, but every blueprint was pruned recently (blueprint_penalty_epochs)"
+            )
         blueprint = self.space.blueprints.index(key)
         # The first slot where this blueprint can grow (a branch needs a following segment).
         legal_slots = [
             ok and fit for ok, fit in zip(legal_slots, obs.masks.blueprint[:, blueprint].tolist())
         ]
         if not any(legal_slots):
-            return None
-        if obs.max_epochs - obs.epoch < self.epochs_to_judge(obs, blueprint):
-            return None  # it could not be judged, let alone kept, before the episode ends
+            return f"{trigger.why}, but {key} fits no free slot"
+        left, needed = obs.max_epochs - obs.epoch, self.epochs_to_judge(obs, blueprint)
+        if left < needed:
+            # It could not be judged, let alone kept, before the episode ends.
+            return f"{trigger.why}, but {left} epoch(s) left < {needed} to blend and judge a seed"
         slot = legal_slots.index(True)
         action = Action(
             LifecycleOp.GERMINATE,
@@ -371,12 +422,7 @@ class HeuristicPolicy:
             style=self.style_index,
             tempo=self.tempo_index,
         )
-        if self.options.trigger == "slowdown":
-            why = f"validation loss {obs.val_loss:.3f} slowed down"
-        else:
-            loss, chance = memory.train_losses[-1], obs.chance_loss
-            why = f"capacity limit (training loss {loss:.3f}, chance {chance:.3f})"
-        return Decision(action, "germinate", f"{self.space.slot_ids[slot]}: {key}: {why}")
+        return Decision(action, "germinate", f"{self.space.slot_ids[slot]}: {key}: {trigger.why}")
 
     def next_blueprint(self, memory: EnvMemory, epoch: int) -> str | None:
         """The next blueprint of the rotation that is not penalised at ``epoch``."""

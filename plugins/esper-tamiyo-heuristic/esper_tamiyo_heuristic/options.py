@@ -30,6 +30,10 @@ DEFAULT_BLUEPRINT_ORDER = [
     "transformer/mlp",
     "transformer/lora_large",
     "transformer/norm",
+    "mlp/residual",
+    "mlp/residual_wide",
+    "mlp/lowrank",
+    "mlp/norm",
 ]
 
 

@@ -56,7 +56,12 @@ class RandomPolicy:
         from esper_tamiyo_heuristic.legal import sample_legal
 
         # Envs draw in the order given, which the runner keeps fixed: reproducible.
-        return [sample_legal(self.rng, obs.masks, self.context.space) for obs in observations]
+        return [
+            sample_legal(self.rng, obs.masks, self.context.space).because(
+                "policies.random: a uniformly random legal action"
+            )
+            for obs in observations
+        ]
 
     def observe(self, results: Sequence[StepResult]) -> None:
         """Outcomes do not change a random policy."""

@@ -9,6 +9,49 @@ from collections.abc import Sequence
 from attrs import frozen
 
 
+@frozen
+class Trigger:
+    """Whether the growth trigger fires, and why (or why not) in the user's terms."""
+
+    fired: bool
+    why: str
+
+
+def capacity_check(
+    train_losses: Sequence[float],
+    chance_loss: float,
+    *,
+    loss_ratio: float,
+    window: int,
+    max_drop: float,
+    signal: str = "loss",
+    limit: str = "capacity limit",
+) -> Trigger:
+    """The host underfits and barely learns: its training loss is still at least
+    ``loss_ratio`` x the chance-level loss, and over the last ``window`` epochs it fell
+    by less than ``max_drop`` (a fraction of itself) per epoch. ``signal`` names the
+    losses and ``limit`` what a firing trigger means in :attr:`Trigger.why`.
+
+    A host that fits its training data (loss far below chance) never qualifies, however
+    flat its curve: a plateau near 100% training accuracy is not a capacity limit.
+    """
+    if len(train_losses) < window + 1 or chance_loss <= 0:
+        return Trigger(False, f"{signal} seen for {len(train_losses)} of {window + 1} epochs")
+    now, then = train_losses[-1], train_losses[-1 - window]
+    if not (math.isfinite(now) and math.isfinite(then)) or then <= 0:
+        return Trigger(False, f"{signal} not finite or zero ({then:.3g} -> {now:.3g})")
+    drop_per_epoch = (then - now) / then / window
+    if now < loss_ratio * chance_loss:
+        return Trigger(
+            False,
+            f"no capacity limit: {signal} {now:.3f} < {loss_ratio:g} x chance {chance_loss:.3f}",
+        )
+    falling = f"{signal} {now:.3f} falls {drop_per_epoch:.1%}/epoch"
+    if drop_per_epoch >= max_drop:
+        return Trigger(False, f"still learning: {falling} >= {max_drop:.1%}")
+    return Trigger(True, f"{limit}: {falling} < {max_drop:.1%}, chance {chance_loss:.3f}")
+
+
 def capacity_limited(
     train_losses: Sequence[float],
     chance_loss: float,
@@ -17,20 +60,11 @@ def capacity_limited(
     window: int,
     max_drop: float,
 ) -> bool:
-    """The host underfits and barely learns: its training loss is still at least
-    ``loss_ratio`` x the chance-level loss, and over the last ``window`` epochs it fell
-    by less than ``max_drop`` (a fraction of itself) per epoch.
-
-    A host that fits its training data (loss far below chance) never qualifies, however
-    flat its curve: a plateau near 100% training accuracy is not a capacity limit.
-    """
-    if len(train_losses) < window + 1 or chance_loss <= 0:
-        return False
-    now, then = train_losses[-1], train_losses[-1 - window]
-    if not (math.isfinite(now) and math.isfinite(then)) or then <= 0:
-        return False
-    drop_per_epoch = (then - now) / then / window
-    return now >= loss_ratio * chance_loss and drop_per_epoch < max_drop
+    """Whether :func:`capacity_check` fires."""
+    check = capacity_check(
+        train_losses, chance_loss, loss_ratio=loss_ratio, window=window, max_drop=max_drop
+    )
+    return check.fired
 
 
 def slope(values: Sequence[float]) -> float:

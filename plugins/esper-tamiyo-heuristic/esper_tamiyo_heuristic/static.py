@@ -46,6 +46,7 @@ class StaticPolicy(WaitPolicy):
     )
     Options: ClassVar[type] = StaticOptions
     options: StaticOptions
+    why: ClassVar[str] = "policies.static: the architecture was fixed at birth"
 
     def birth_seeds(self) -> list[str]:
         """The seeds every env installs at the start of each episode (``InstallsAtBirth``)."""

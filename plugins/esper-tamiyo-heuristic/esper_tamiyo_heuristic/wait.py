@@ -36,10 +36,13 @@ class WaitPolicy:
     def reset(self, env_indices: Sequence[int]) -> None:
         """Nothing to forget."""
 
+    # The reason every action carries (Action.reason).
+    why: ClassVar[str] = "policies.wait never grows: the host trains alone"
+
     def act(self, observations: Sequence[Observation]) -> list[Action]:
         from esper_core.lifecycle.actions import WAIT
 
-        return [WAIT for _ in observations]
+        return [WAIT.because(self.why) for _ in observations]
 
     def observe(self, results: Sequence[StepResult]) -> None:
         """Outcomes change nothing."""

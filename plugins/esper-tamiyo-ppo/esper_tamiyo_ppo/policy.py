@@ -148,6 +148,7 @@ class PPOPolicy:
         obs = self.obs_normalizer.normalize(raw)  # frozen statistics during a rollout
         masks = BatchMasks.stack([o.masks for o in observations]).map(lambda m: m.to(self.device))
         state = (self.recurrent_state[0][rows], self.recurrent_state[1][rows])
+        deterministic = greedy or (self.options.deterministic and not self.training)
         with torch.no_grad():
             features, next_state = self.net.step(obs, state)
             out = run_heads(
@@ -155,7 +156,7 @@ class PPOPolicy:
                 features,
                 masks,
                 generator=self.generator,
-                deterministic=greedy or (self.options.deterministic and not self.training),
+                deterministic=deterministic,
                 used_table=self._used_table,
             )
             values = self.net.value(features)
@@ -176,7 +177,15 @@ class PPOPolicy:
         self.recurrent_state[0][rows] = next_state[0]
         self.recurrent_state[1][rows] = next_state[1]
         self.segment_start[rows] = False
-        return [Action.from_indices(a) for a in out.actions.tolist()]
+        # Each action's why in the policy's own terms (Action.reason): how likely it was
+        # under the policy and the value the critic puts on the state.
+        how = "greedy" if deterministic else "sampled"
+        chance = out.log_probs.sum(dim=1).exp()
+        numbers = torch.stack([chance, values.reshape(len(rows), -1)[:, 0]], dim=1).tolist()
+        return [
+            Action.from_indices(a).because(f"PPO {how}: probability {p:.2f}, value {v:+.3f}")
+            for a, (p, v) in zip(out.actions.tolist(), numbers)
+        ]
 
     def observe(self, results: Sequence[StepResult]) -> None:
         rows = self._rows([r.env_index for r in results])

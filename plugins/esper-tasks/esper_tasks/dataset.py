@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from attrs import define, field
 
 from esper_core import TaskContext, TaskData, hookimpl
+from esper_core.components.blueprint import TOPOLOGIES
 from esper_core.config_limits import MAX_BATCH, MAX_EPOCHS, MAX_WIDTH
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.errors import ConfigError, DataError
@@ -52,8 +53,8 @@ class DatasetOptions:
     )
     topology: str = options_field(
         "cnn",
-        one_of("cnn", "transformer"),
-        "The slots' kind: cnn for [B, C, H, W] outputs, transformer for [B, T, D].",
+        one_of(*TOPOLOGIES),
+        "The slots' kind: cnn for [B, C, H, W] outputs, transformer for [B, T, D], mlp for [B, D].",
     )
     max_epochs: int = options_field(
         30, in_range(1, MAX_EPOCHS, integer=True), "Default episode length."

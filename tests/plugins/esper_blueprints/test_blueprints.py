@@ -7,11 +7,12 @@ import pytest
 import torch
 from esper_blueprints.cnn import BLUEPRINTS as CNN
 from esper_blueprints.cnn_modules import num_groups
+from esper_blueprints.mlp import BLUEPRINTS as MLP
 from esper_blueprints.transformer import BLUEPRINTS as TRANSFORMER
 
 from esper_core.components.blueprint import Blueprint
 
-ALL = CNN + TRANSFORMER
+ALL = CNN + TRANSFORMER + MLP
 SERIES = tuple(bp for bp in ALL if not bp.branch)
 BRANCH = tuple(bp for bp in ALL if bp.branch)
 CHANNELS = (2, 4, 8, 32, 128)
@@ -19,12 +20,15 @@ EXPECTED_IDENTITY = {
     "cnn/noop", "cnn/norm", "cnn/bottleneck", "cnn/conv_small",
     "transformer/noop", "transformer/norm", "transformer/lora", "transformer/lora_large",
     "transformer/attention", "transformer/mlp", "transformer/block",
+    "mlp/noop", "mlp/norm", "mlp/lowrank", "mlp/residual", "mlp/residual_wide",
 }  # fmt: skip
 
 
 def _input(bp: Blueprint, channels: int, size: int, batch: int = 3) -> torch.Tensor:
     if bp.topology == "cnn":
         return torch.randn(batch, channels, size, size + 1)
+    if bp.topology == "mlp":  # [batch, features]: no size of its own
+        return torch.randn(batch, channels)
     return torch.randn(batch, size, channels)
 
 
@@ -45,6 +49,9 @@ def test_the_domain_blueprints_exist() -> None:
     assert [bp.name for bp in TRANSFORMER] == [
         "noop", "norm", "lora", "lora_large", "attention", "mlp_small", "mlp", "block",
     ]  # fmt: skip
+    # Residual and the identity at birth, every one (issue 34): an MLP grows from its
+    # own function.
+    assert [bp.name for bp in MLP] == ["noop", "norm", "lowrank", "residual", "residual_wide"]
     assert all(bp.description and "\n" not in bp.description for bp in ALL)
 
 

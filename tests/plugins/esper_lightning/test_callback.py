@@ -3,6 +3,7 @@ optimizer, and a resume from Lightning's own checkpoint that ends bit-identical.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,6 @@ import lightning.pytorch as pl
 from esper_lightning import EsperGrowth
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
-from esper_core.grow.loop_trainer import GROUP_KEY
 from tests.plugin_set import first_party
 
 # The heuristic germinates at the first epoch end with these (see tests/integration).
@@ -68,14 +68,23 @@ def _loaders() -> tuple[DataLoader[Any], DataLoader[Any]]:
 
 
 class GroupSpy(Callback):
-    """Records the seed groups of the trainer's optimizer at each epoch's start."""
+    """Records, at each epoch's start, the slots whose seed parameters the trainer's
+    optimizer holds."""
 
     def __init__(self) -> None:
         self.groups: list[list[str]] = []
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        opt = trainer.optimizers[0]
-        self.groups.append([g[GROUP_KEY] for g in opt.param_groups if g.get(GROUP_KEY)])
+        growth = next(c for c in trainer.callbacks if isinstance(c, EsperGrowth))
+        assert growth.grower is not None
+        held = {id(p) for g in trainer.optimizers[0].param_groups for p in g["params"]}
+        self.groups.append(
+            [
+                slot.slot_id
+                for slot in growth.grower.model.iter_slots()
+                if slot.seed_parameters() and all(id(p) in held for p in slot.seed_parameters())
+            ]
+        )
 
 
 def _trainer(epochs: int, root: Path, callbacks: list[Callback]) -> pl.Trainer:
@@ -121,18 +130,19 @@ def _state(module: pl.LightningModule, growth: EsperGrowth, trainer: pl.Trainer)
 
 
 def test_a_germination_mid_fit_adds_the_seed_group_to_the_trainers_optimizer(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     spy = GroupSpy()
-    _module, growth, trainer = _fit(3, tmp_path, extra=[spy])
+    with caplog.at_level(logging.INFO, logger="lightning.pytorch"):
+        _module, growth, trainer = _fit(3, tmp_path, extra=[spy])
+    # Each decision is logged with its reason (issue 34): the germination says why.
+    logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("EsperGrowth")]
+    assert len(logged) == 3 and any("GERMINATE" in m and "capacity limit" in m for m in logged)
     assert spy.groups[0] == []  # the first epoch trains the module as it was given
     grown = [groups for groups in spy.groups if groups]
     assert grown, spy.groups  # germinated at an epoch's end, mid-fit
     assert growth.grower is not None
-    slot_id = grown[0][0]
-    group = next(g for g in trainer.optimizers[0].param_groups if g.get(GROUP_KEY) == slot_id)
-    seed = growth.grower.model.slot(slot_id).seed_parameters()
-    assert {id(p) for p in group["params"]} == {id(p) for p in seed}
+    assert len(trainer.optimizers[0].param_groups) == 1  # the seeds joined the host's group
     assert any(r.contribution is not None for r in growth.grower.reports())
 
 
@@ -150,3 +160,30 @@ def test_resume_from_lightnings_checkpoint_after_epoch_two_is_bit_identical(
     assert len(full) == len(resumed)
     for a, b in zip(full, resumed, strict=True):
         assert torch.equal(a, b)
+
+
+class ScheduledNet(SmallNet):
+    """The same net under a per-step cosine schedule (issue 34)."""
+
+    def configure_optimizers(self) -> Any:
+        opt = torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)
+        cosine = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=12)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": cosine, "interval": "step"}}
+
+
+def test_a_seed_born_mid_fit_moves_with_a_per_step_scheduler_and_its_flops_count(
+    tmp_path: Path,
+) -> None:
+    torch.manual_seed(0)
+    module, growth = ScheduledNet(), _growth()
+    train, val = _loaders()
+    trainer = _trainer(3, tmp_path, [growth])
+    trainer.fit(module, train, val)  # CosineAnnealingLR refuses a group added mid-run
+    assert growth.grower is not None and growth.grower.env.stats.n_germinated >= 1
+    opt = trainer.optimizers[0]
+    assert len(opt.param_groups) == 1
+    held = {id(p) for p in opt.param_groups[0]["params"]}
+    seeds = growth.grower.model.seed_parameters()
+    assert seeds and all(id(p) in held for p in seeds)
+    assert growth.grower.env.stats.train_flops > 0
+    assert growth.grower.env.stats.train_samples == 3 * 32

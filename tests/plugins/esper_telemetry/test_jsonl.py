@@ -96,6 +96,7 @@ def one_of_each() -> list[object]:
             slots=slots,
             epoch_time=0.125,
             update=4,
+            reason="r0c0: cnn/res: capacity limit (training loss 2.100, chance 2.303)",
             time=3.0,
         ),
         SeedGerminated(

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from esper_core.run.ledger import SeedRecord
-from esper_core.run.telemetry import GovernorRollback
-from esper_telemetry.report.data import RunData
+from esper_core.run.telemetry import EpochCompleted, GovernorRollback
+from esper_telemetry.report.data import Key, RunData
 
 FATES = {
     "fossilized": "fossilized",
@@ -60,6 +60,57 @@ def lifespan(data: RunData, record: SeedRecord) -> str:
         return str(record.lifespan)
     alive = data.last_epoch((record.env, record.episode)) - record.germinated_epoch
     return f"≥ {alive}"
+
+
+# The env-episodes whose decisions report.md lists (the last ones, as the swimlanes show),
+# and the most rows each gets: a long run of WAITs for one reason is one row anyway.
+DECISION_GROUPS = 4
+DECISION_ROWS = 40
+
+
+def decision_runs(rows: Sequence[EpochCompleted]) -> list[tuple[int, int, EpochCompleted]]:
+    """(first epoch, last epoch, row) for each run of epochs trained under the same
+    action, refusal and reason."""
+    runs: list[tuple[int, int, EpochCompleted]] = []
+    for row in rows:
+        same = runs and runs[-1][1] == row.epoch - 1
+        if same and (runs[-1][2].action, runs[-1][2].action_refused, runs[-1][2].reason) == (
+            row.action,
+            row.action_refused,
+            row.reason,
+        ):
+            runs[-1] = (runs[-1][0], row.epoch, runs[-1][2])
+        else:
+            runs.append((row.epoch, row.epoch, row))
+    return runs
+
+
+def decisions(data: RunData) -> list[str]:
+    """Every decision of the last env-episodes with the policy's reason for it."""
+    groups: list[Key] = data.env_episodes()[-DECISION_GROUPS:]
+    if not any(row.reason for key in groups for row in data.epochs.get(key, [])):
+        return []  # a policy that gives no reasons, or events written before schema 2
+    out = ["", "## Decisions", ""]
+    out.append(
+        "What the policy chose at each epoch boundary and why (its reason as it gave it); "
+        "*epochs*: the epochs trained under that action."
+    )
+    for key in groups:
+        runs = decision_runs(data.epochs.get(key, []))
+        out += ["", f"### env {key[0]}, {data.outer_name} {key[1]}", ""]
+        shown = runs[:DECISION_ROWS]
+        table = [
+            [
+                str(first) if first == last else f"{first}–{last}",
+                row.action + (f" (refused: {row.action_refused})" if row.action_refused else ""),
+                row.reason or "–",
+            ]
+            for first, last, row in shown
+        ]
+        out += _table(["epochs", "action", "reason"], table, "lll")
+        if len(runs) > len(shown):
+            out.append(f"\n… and {len(runs) - len(shown)} more (events.jsonl has them all).")
+    return out
 
 
 def render(data: RunData, figures: Sequence[str]) -> str:
@@ -196,6 +247,8 @@ def render(data: RunData, figures: Sequence[str]) -> str:
         ]
     else:
         out.append("No seed was germinated.")
+
+    out += decisions(data)
 
     rollbacks = [
         e
