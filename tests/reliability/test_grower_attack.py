@@ -88,7 +88,7 @@ def test_a_grower_built_wrongly_says_so_in_one_line(
 
 def test_a_non_torch_optimizer_attached_later_is_refused() -> None:
     g = grower(optimizer=None)
-    with pytest.raises(GrowerError, match="expected a torch.optim.Optimizer"):
+    with pytest.raises(GrowerError, match=r"expected a torch\.optim\.Optimizer"):
         g.attach_optimizer("adam")  # type: ignore[arg-type]
 
 
@@ -101,7 +101,7 @@ def test_two_growers_on_one_model_are_refused_until_the_first_closes() -> None:
     second = grower(model)  # the first's hooks are gone: nothing stacks
     epoch(second)
     copy.deepcopy(model)  # the mark on the module neither breaks nor follows a copy
-    assert not getattr(copy.deepcopy(model), "_esper_grower_host").grows()
+    assert not copy.deepcopy(model)._esper_grower_host.grows()
 
 
 @pytest.mark.parametrize("method", ["end_epoch", "load_state_dict", "attach_optimizer"])
@@ -187,7 +187,7 @@ def test_another_models_state_is_refused_and_the_grower_is_unchanged() -> None:
     model = Net(classes=6)
     g = grower(model, slots=["c2"])
     weight = model.head.weight.detach().clone()
-    with pytest.raises(CheckpointError, match="does not fit this grower.*The grower is unchanged"):
+    with pytest.raises(CheckpointError, match=r"does not fit this grower.*The grower is unchanged"):
         g.load_state_dict(saved)
     assert torch.equal(model.head.weight, weight)
     epoch(g)
