@@ -22,6 +22,7 @@ from esper_core.config_limits import (
     MAX_HISTORY,
     MAX_LR,
     MAX_POINTS,
+    MAX_SECONDS,
     MAX_SEED,
     MAX_THREADS,
     check_device,
@@ -105,6 +106,16 @@ class RunSection:
         in_range(0, MAX_THREADS, integer=True),
         "torch intra-op threads for this process, at most 4 per usable CPU and 1024 "
         "(0: torch's default, one per core). The count changes results in the last digits.",
+    )
+    # Generous on purpose: the slowest real epoch (CIFAR-10 on a small CPU) takes minutes;
+    # an hour means only code that never returns is stopped.
+    epoch_timeout: float = options_field(
+        3600.0,
+        in_range(0, MAX_SECONDS),
+        "Seconds one epoch (or an episode's start, a policy update, an evaluation) may take "
+        "before the run is stopped as hung, naming the phase and the plugin that was running; "
+        "the last checkpoint stays resumable (0: no limit). It does not change results, so a "
+        "resumed run may raise it in its config.toml.",
     )
 
 

@@ -39,6 +39,8 @@ PPO_TESTS = (
 GAE_TESTS = ("tests/plugins/esper_tamiyo_ppo/test_gae.py",)
 HEURISTIC_TESTS = ("tests/plugins/esper_tamiyo_heuristic",)
 REWARD_TESTS = ("tests/plugins/esper_rewards",)
+TASKS = "plugins/esper-tasks/esper_tasks"
+GLYPH_TESTS = ("tests/plugins/esper_tasks/test_glyphs.py",)
 
 
 @frozen
@@ -208,6 +210,15 @@ MUTATIONS = (
         "opts.zero_terminal_potential and (ctx.is_last_step or ctx.rolled_back)",
         "opts.zero_terminal_potential and ctx.is_last_step",
         REWARD_TESTS,
+    ),
+    # ---- Survivors of issue 33's mutation probe, pinned since.
+    Mutation(
+        "glyphs-val-test-same-stream",
+        TASKS,
+        "glyphs.py",
+        '_SPLIT_STREAMS = {"train": 0, "val": 1, "test": 2}',
+        '_SPLIT_STREAMS = {"train": 0, "val": 1, "test": 1}',
+        GLYPH_TESTS,
     ),
 )
 BY_NAME = {m.name: m for m in MUTATIONS}

@@ -19,6 +19,8 @@ same resolution as a run's.
 
 from __future__ import annotations
 
+import copy
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -31,17 +33,23 @@ from esper_core.config import RunConfig, config_to_dict, load_config
 from esper_core.config_io import merge
 from esper_core.env.observation import Observation
 from esper_core.env.step import StepResult
-from esper_core.errors import ConfigError, GrowerError
+from esper_core.errors import CheckpointError, ConfigError, GrowerError
 from esper_core.grow.loop_env import LoopEnv, LoopTask
 from esper_core.grow.module_host import ModuleHost, host_from_module
 from esper_core.lifecycle.actions import WAIT
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.slot_state import SlotReport
 from esper_core.plugins import PluginManager
+from esper_core.run.checkpoint_fields import check_env_state
 from esper_core.run.policy_ref import PolicyRef
 from esper_core.run.resolve import component, policy_context, resolve_blueprints, reward_setup
 
 STATE_FORMAT = 1
+STATE_KEYS = ("env", "step", "policy")  # what state_dict() always writes
+# The attribute a Grower's host leaves on the user's module while its hooks are on it:
+# the state lives on the module itself (not in a registry), so a second Grower on the
+# same module can be refused instead of stacking a second set of hooks.
+OWNER_ATTRIBUTE = "_esper_grower_host"
 
 # The reason of the first epoch's WAIT: the policy decides only after an epoch.
 FIRST_EPOCH = "the first epoch trains the model as it was given; the policy decides after it"
@@ -113,6 +121,17 @@ class Grower:
         overrides: Sequence[str] = (),
         plugins: Sequence[str] = (),
     ) -> None:
+        owner = getattr(model, OWNER_ATTRIBUTE, None)
+        if isinstance(owner, _Owner) and owner.grows():
+            raise GrowerError(
+                f"{type(model).__name__} is already grown by another Grower (or EsperGrowth "
+                "callback); call its close() first, or grow a copy of the model"
+            )
+        if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
+            raise GrowerError(
+                f"optimizer: expected a torch.optim.Optimizer, got {type(optimizer).__name__}; "
+                "seeds join its parameter groups, so pass the optimizer that trains the model"
+            )
         host = host_from_module(model, slots, example_input)
         device = _device_of(model)
         cfg = _config(config, overrides, policy, seed, max_epochs, device)
@@ -151,7 +170,9 @@ class Grower:
             self.env.use_validation(val_data)
             baseline = self.env.measure()
         self.env.start(baseline)
+        self._closed = False
         self._open_epoch(WAIT.because(FIRST_EPOCH))
+        object.__setattr__(model, OWNER_ATTRIBUTE, _Owner(self.env.model.host))
 
     # ------------------------------------------------------------ what the user reads
 
@@ -198,6 +219,11 @@ class Grower:
 
     def attach_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
         """The optimizer that holds the seeds' parameters from now on."""
+        self._check_open("attach_optimizer")
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise GrowerError(
+                f"attach_optimizer: expected a torch.optim.Optimizer, got {type(optimizer).__name__}"
+            )
         self.env.loop_trainer.attach(optimizer)
 
     @property
@@ -215,6 +241,7 @@ class Grower:
         of ``(inputs, targets)``), run the lifecycle, and apply the policy's next action
         (:attr:`decision`). The result is the epoch just ended: its events, its action's
         ``reason``, the reward."""
+        self._check_open("end_epoch")
         if self.env.epoch >= self.env.max_epochs:
             raise GrowerError(
                 f"the grower's {self.env.max_epochs} epochs are done; "
@@ -249,21 +276,102 @@ class Grower:
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict`; the optimizer (if saved) after its seed groups exist."""
-        if state.get("format") != STATE_FORMAT:
-            raise GrowerError(
-                f"grower state of format {state.get('format')!r}, expected {STATE_FORMAT}; "
-                "load a state saved by this version's Grower.state_dict()"
-            )
+        """Restore :meth:`state_dict`; the optimizer (if saved) after its seed groups exist.
+
+        A state that does not fit (another model's, truncated, forged) raises
+        :class:`~esper_core.errors.CheckpointError` in one line and leaves the grower,
+        its model and its optimizer as they were."""
+        self._check_open("load_state_dict")
+        _check_state(state, self.env.max_epochs)
+        # Loading is not atomic (the model, then the optimizer, then the policy): a copy
+        # of what is there now is put back if any part refuses the state.
+        before = copy.deepcopy(self.state_dict())
+        try:
+            self._load(state)
+        except (
+            RuntimeError, KeyError, ValueError, TypeError, IndexError, AttributeError, ConfigError
+        ) as exc:  # fmt: skip
+            # What torch, the optimizer and the structuring of plain data raise for a
+            # state of another shape; the grower's own one-line errors pass through below.
+            self._load(before)
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise CheckpointError(
+                f"the grower state does not fit this grower ({type(exc).__name__}: {first}); "
+                "load a state saved by a Grower of the same model, slots and policy. "
+                "The grower is unchanged"
+            ) from None
+        except BaseException:
+            self._load(before)
+            raise
+
+    def _load(self, state: Mapping[str, Any]) -> None:
         self.env.load_state_dict(dict(state["env"]))
         self.env.load_step_state(state["step"])
         self.policy.load_state_dict(state["policy"])
         if "optimizer" in state and self.optimizer is not None:
             self.optimizer.load_state_dict(state["optimizer"])
+        if self.env.open_action is None and self.env.epoch < self.env.max_epochs:
+            # Saved after its last planned epoch, loaded by a grower that plans more (a
+            # Lightning run extended past its max_epochs): growth goes on from here.
+            self.env.apply_action(self.policy.act([self.env.observation])[0])
         self.env.begin_epoch()
 
     def close(self) -> None:
-        """Remove the hooks: the user's module computes what it did before growth."""
+        """Remove the hooks: the user's module computes what it did before growth. The
+        grower is done; its model (``grower.model``) still holds the grown seeds."""
         host = self.env.model.host
         assert isinstance(host, ModuleHost)
         host.unroute()
+        self._closed = True
+        if getattr(host.module, OWNER_ATTRIBUTE, None) is not None:
+            object.__delattr__(host.module, OWNER_ATTRIBUTE)
+
+    def _check_open(self, method: str) -> None:
+        if self._closed:
+            raise GrowerError(
+                f"{method}() after close(): this grower removed its hooks and is done; "
+                "create a new Grower to grow the model further"
+            )
+
+
+class _Owner:
+    """The mark a Grower leaves on the user's module: a weak reference to its host, so it
+    keeps nothing alive. A copy or a pickle of the module carries an empty mark (the
+    copy is not grown by anyone), so ``torch.save(model)`` and ``deepcopy`` still work."""
+
+    def __init__(self, host: nn.Module | None = None) -> None:
+        self._host = None if host is None else weakref.ref(host)
+
+    def grows(self) -> bool:
+        host = None if self._host is None else self._host()
+        return isinstance(host, ModuleHost) and host.routed
+
+    def __reduce__(self) -> tuple[type[_Owner], tuple[()]]:
+        return (_Owner, ())
+
+
+def _check_state(state: Any, max_epochs: int) -> None:
+    """Refuse a grower state whose shape or numbers are not what state_dict() writes,
+    before anything of it is loaded."""
+    if not isinstance(state, Mapping):
+        raise CheckpointError(
+            f"a grower state is a dict from Grower.state_dict(), got {type(state).__name__}"
+        )
+    if state.get("format") != STATE_FORMAT:
+        raise GrowerError(
+            f"grower state of format {state.get('format')!r}, expected {STATE_FORMAT}; "
+            "load a state saved by this version's Grower.state_dict()"
+        )
+    missing = [key for key in STATE_KEYS if key not in state]
+    if missing:
+        raise CheckpointError(
+            f"the grower state lacks {', '.join(missing)}: it was truncated or not written "
+            "by Grower.state_dict()"
+        )
+    check_env_state(state["env"], "env", "the grower state", max_epochs)
+    step = state["step"]
+    if step is not None and not isinstance(step, Mapping):
+        raise CheckpointError(
+            f"the grower state holds step = {type(step).__name__}, but a Grower writes a "
+            "table or None: it was edited or written by another tool"
+        )

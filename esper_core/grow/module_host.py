@@ -76,6 +76,11 @@ class ModuleHost(nn.Module):
                 handle = modules[name].register_forward_hook(self._hook(slot_id))
                 self._handles.append(handle)
 
+    @property
+    def routed(self) -> bool:
+        """Whether the hooks are on the user's module (between route() and unroute())."""
+        return bool(self._handles)
+
     def unroute(self) -> None:
         """Remove the hooks: the user's module computes what it did before."""
         for handle in self._handles:
@@ -147,6 +152,11 @@ def host_from_module(
     and the random number generators are untouched) finds each slot's channels,
     topology and order.
     """
+    if not isinstance(example_input, torch.Tensor):
+        raise HostError(
+            f"example_input: expected a torch.Tensor (one batch of inputs), got "
+            f"{type(example_input).__name__}"
+        )
     if not slots:
         raise HostError("slots: name at least one submodule of the model, e.g. slots=['layer1']")
     if len(set(slots)) != len(slots):
@@ -207,5 +217,7 @@ def host_from_module(
     ids = [spec.slot_id for spec in specs]
     if len(set(ids)) != len(ids):
         raise HostError(f"slots {list(slots)} give repeated slot ids {ids}; rename a submodule")
-    features = int(out.shape[-1]) if isinstance(out, torch.Tensor) and out.dim() else 0
+    # [batch] (1-D) outputs have no class dimension: their last size is the batch's, which
+    # would pass for a class count. 0 makes the Grower refuse them.
+    features = int(out.shape[-1]) if isinstance(out, torch.Tensor) and out.dim() >= 2 else 0
     return ModuleHost(model, list(slots), tuple(specs), features)

@@ -17,12 +17,13 @@ from typing import Any, TypedDict, Unpack
 
 from esper_core.config import RunConfig
 from esper_core.plugins import PluginManager
-from esper_core.run.failures import ended_by_plugin, plugin_modules
+from esper_core.run.failures import ended_by_plugin, plugin_modules, timed_out
 from esper_core.run.interrupts import Interrupted, StopFlag
 from esper_core.run.loops import EpisodeLoop, TrainLoop
 from esper_core.run.session import open_session
 from esper_core.run.summary import finish
 from esper_core.run.telemetry import RunFinished
+from esper_core.run.watchdog import Expired, Watchdog
 
 
 class RunOptions(TypedDict, total=False):
@@ -66,15 +67,25 @@ def drive(
         session.close()
         raise
     stop = StopFlag()
+    # Inside the Ctrl-C handler's scope: the watchdog's handler wraps that one, and is
+    # removed (with its thread stopped) before anything below writes to the run directory.
+    watchdog = Watchdog(config.run.epoch_timeout)
     status = "failed"
     try:
-        with stop.installed(notify):
-            loop.run(stop)
+        with stop.installed(notify), watchdog:
+            loop.run(stop, watchdog)
         status = "completed"
         return finish(session, status)
     except Interrupted:
         status = "interrupted"
         raise
+    except Expired as exc:
+        # Deliberately caught (a BaseException): the unit was cut off mid-way, so nothing
+        # of it is saved; the last checkpoint is the run's state.
+        fired = watchdog.fired or f"{watchdog.unit}, in {watchdog.phase}"
+        raise timed_out(
+            exc, fired, watchdog.limit, plugin_modules(pm), session.run_dir, mode
+        ) from None
     except SystemExit as exc:
         # Deliberately caught: plugin code (a reward's compute, a blueprint's forward) may
         # call sys.exit(), which is not an Exception and would end the process "successfully".

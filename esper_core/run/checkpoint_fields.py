@@ -68,7 +68,17 @@ def check_progress(
     _whole(data, "rollout_episode", path, 0, episodes_per_update - 1, default=0)
 
 
-def _check_env(env: dict[str, Any], where: str, path: Path, epoch: int) -> None:
+def check_env_state(env: Any, where: str, source: str, max_epochs: int) -> None:
+    """Refuse an env state (e.g. a Grower's) whose epoch lies outside ``0..max_epochs`` or
+    whose counters and reward totals lie outside what an env writes. ``source`` names it
+    in the message ("the grower state")."""
+    if not isinstance(env, dict):
+        raise _out_of_range(source, where, type(env).__name__, "a table")
+    _whole(env, "epoch", source, 0, max_epochs, where=where)
+    _check_env(env, where, source, env["epoch"])
+
+
+def _check_env(env: dict[str, Any], where: str, path: Path | str, epoch: int) -> None:
     if env.get("epoch") != epoch:
         raise _out_of_range(path, f"{where}.epoch", env.get("epoch"), f"{epoch}, the run's epoch")
     for name in ("seed", "episode"):
@@ -98,7 +108,7 @@ def _planned(data: dict[str, Any], section: str, key: str) -> int | None:
 def _whole(
     data: dict[str, Any],
     name: str,
-    path: Path,
+    path: Path | str,
     low: int,
     high: int | None,
     where: str = "",
@@ -120,10 +130,16 @@ def _real(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def _out_of_range(path: Path, field: str, value: Any, expected: str) -> CheckpointError:
+def _out_of_range(path: Path | str, field: str, value: Any, expected: str) -> CheckpointError:
+    """``path``: the checkpoint file, or (a str) what else holds the state."""
     shown = repr(value)
     shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    if isinstance(path, Path):
+        return CheckpointError(
+            f"checkpoint {path} holds {field} = {shown}, but a run writes {expected}: it was "
+            "edited or written by another tool; resume from an intact copy, or start a new run"
+        )
     return CheckpointError(
-        f"checkpoint {path} holds {field} = {shown}, but a run writes {expected}: it was "
-        "edited or written by another tool; resume from an intact copy, or start a new run"
+        f"{path} holds {field} = {shown}, but Esper writes {expected}: it was edited or "
+        "written by another tool; load an intact copy"
     )

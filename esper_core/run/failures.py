@@ -44,21 +44,28 @@ def blame(exc: BaseException, plugin_modules: dict[str, str]) -> str | None:
     ``plugin_modules`` maps plugin name -> module name. A frame matches a plugin when it
     runs in that module or in another module of the same top-level package.
     """
+    found = _culprit_frame(exc, plugin_modules)
+    return None if found is None else found[0]
+
+
+def _culprit_frame(exc: BaseException, plugin_modules: dict[str, str]) -> tuple[str, str] | None:
+    """(plugin, function) of the innermost traceback frame in a plugin's code."""
     frames = [
-        frame.f_globals.get("__name__", "") for frame, _ in traceback.walk_tb(exc.__traceback__)
+        (frame.f_globals.get("__name__", ""), frame.f_code.co_name)
+        for frame, _ in traceback.walk_tb(exc.__traceback__)
     ]
     by_module = {module: name for name, module in plugin_modules.items()}
     by_package: dict[str, list[str]] = {}
     for name, module in plugin_modules.items():
         by_package.setdefault(module.split(".")[0], []).append(name)
-    for module in reversed(frames):
+    for module, function in reversed(frames):
         root = module.split(".")[0]
         if root in CORE_PACKAGES:
             continue
         if module in by_module:
-            return by_module[module]
+            return by_module[module], function
         if root in by_package:
-            return " / ".join(sorted(by_package[root]))
+            return " / ".join(sorted(by_package[root])), function
     return None
 
 
@@ -102,6 +109,36 @@ def ended_by_plugin(
     return PluginError(
         f"{who} called sys.exit({exc.code!r}) in {_innermost_function(exc)}; a plugin must "
         f"raise an exception, not end the process.{_resume_hint(run_dir, mode)}"
+    )
+
+
+def timed_out(
+    exc: BaseException,
+    fired: str,
+    limit: float,
+    plugin_modules: dict[str, str],
+    run_dir: Path | None,
+    mode: str,
+) -> EsperError:
+    """The error for a unit of a run that the watchdog stopped: ``fired`` says which unit
+    and phase; the interrupted traceback says whose code was running."""
+    from esper_core.run.watchdog import RunTimeoutError
+
+    found = _culprit_frame(exc, plugin_modules)
+    where = (
+        f"plugin {found[0]} was running its {found[1]}"
+        if found is not None
+        else "no plugin code was running (Esper's or torch's own code was)"
+    )
+    # The hint ends in a path: what follows is a clause of its own, not a sentence.
+    slow = (
+        f"; if the epoch is only slow, raise run.epoch_timeout in {run_dir / 'config.toml'} first"
+        if run_dir is not None
+        else " If the epoch is only slow, raise run.epoch_timeout."
+    )
+    return RunTimeoutError(
+        f"{fired} ran longer than run.epoch_timeout = {limit:g} s and was stopped; {where}. "
+        f"Nothing was written after the last checkpoint.{_resume_hint(run_dir, mode)}{slow}"
     )
 
 

@@ -16,22 +16,37 @@ from esper_core.run import evaluation
 from esper_core.run.interrupts import StopFlag
 from esper_core.run.session import Session
 from esper_core.run.telemetry import PolicyUpdate
+from esper_core.run.watchdog import Watchdog
 
 if TYPE_CHECKING:
     from esper_core.env.observation import Observation
 
 
 def play_epoch(
-    s: Session, observations: list[Observation], update: int | None = None
+    s: Session,
+    observations: list[Observation],
+    update: int | None = None,
+    watchdog: Watchdog | None = None,
 ) -> list[Observation]:
     """One epoch of every env at once: the policy acts on ``observations``, the executor
     steps every env, the policy observes the results and the epoch's events go out
-    (tagged with ``update`` in a training run). Returns what the next epoch acts on."""
-    results = s.executor.step(s.envs, s.policy.act(observations))
+    (tagged with ``update`` in a training run). Returns what the next epoch acts on.
+    ``watchdog`` is told each phase, so that an epoch that never ends is named by it."""
+    w = watchdog or Watchdog(0)
+    w.phase = "the policy's act"
+    actions = s.policy.act(observations)
+    w.phase = "the envs' epoch (the executor's step: training, validation, rewards)"
+    results = s.executor.step(s.envs, actions)
+    w.phase = "the policy's observe"
     s.policy.observe(results)
     s.epoch += 1
+    w.phase = "telemetry"
     s.emit_epoch(results, update=update)
     return [r.observation for r in results]
+
+
+def _unit(s: Session, what: str) -> str:
+    return f"{what} {s.epoch + 1} of {'update' if s.mode == 'train' else 'episode'} {s.outer}"
 
 
 class EpisodeLoop:
@@ -43,14 +58,17 @@ class EpisodeLoop:
     def __init__(self, session: Session) -> None:
         self.session = session
 
-    def run(self, stop: StopFlag) -> None:
-        s = self.session
+    def run(self, stop: StopFlag, watchdog: Watchdog | None = None) -> None:
+        s, w = self.session, watchdog or Watchdog(0)
         episodes, every = s.config.run.episodes, s.config.run.checkpoint_every
         max_epochs = s.envs[0].max_epochs
         while s.outer < episodes:
-            observations = s.start_episodes()
+            with w.watching(f"the start of episode {s.outer}"):
+                w.phase = "the envs' reset and the policy's reset"
+                observations = s.start_episodes()
             while s.epoch < max_epochs:
-                observations = play_epoch(s, observations)
+                with w.watching(_unit(s, "epoch")):
+                    observations = play_epoch(s, observations, watchdog=w)
                 s.stop_if_requested(stop, "episode")
                 if every and s.epoch % every == 0 and s.epoch < max_epochs:
                     s.checkpoint()
@@ -74,9 +92,11 @@ class TrainLoop:
                 [f"run.policy: {session.config.run.policy!r} is not trainable; try --policy ppo"]
             )
         self.session = session
+        self._watchdog = Watchdog(0)  # run()'s, so that _evaluate is watched too
 
-    def run(self, stop: StopFlag) -> None:
-        s = self.session
+    def run(self, stop: StopFlag, watchdog: Watchdog | None = None) -> None:
+        s, w = self.session, watchdog or Watchdog(0)
+        self._watchdog = w
         policy = s.policy
         updates, every = s.config.train.updates, s.config.train.checkpoint_every
         max_epochs, rounds = s.envs[0].max_epochs, s.episodes_per_update
@@ -87,15 +107,23 @@ class TrainLoop:
             # mid-rollout, mid-episode).
             while s.rollout_episode < rounds:
                 fresh = s.epoch == 0 and s.rollout_episode == 0
-                observations = s.start_episodes()
-                if fresh:
-                    policy.begin_rollout(observations)
+                with w.watching(
+                    f"the start of rollout episode {s.rollout_episode} of update {s.outer}"
+                ):
+                    w.phase = "the envs' reset and the policy's reset"
+                    observations = s.start_episodes()
+                    if fresh:
+                        w.phase = "the policy's begin_rollout"
+                        policy.begin_rollout(observations)
                 while s.epoch < max_epochs:
-                    observations = play_epoch(s, observations, update=s.outer)
+                    with w.watching(_unit(s, "epoch")):
+                        observations = play_epoch(s, observations, update=s.outer, watchdog=w)
                     s.stop_if_requested(stop, "update")
                 s.rollout_episode, s.epoch = s.rollout_episode + 1, 0
             # 2. Learn from it.
-            diagnostics = dict(policy.update(observations))
+            with w.watching(f"update {s.outer}"):
+                w.phase = "the policy's update"
+                diagnostics = dict(policy.update(observations))
             s.updates.append(diagnostics)
             # 3. Log, evaluate and checkpoint.
             s.hub.emit([PolicyUpdate(update=s.outer, diagnostics=dict(diagnostics))])
@@ -109,9 +137,12 @@ class TrainLoop:
         s = self.session
         if not evaluation.due(s):
             return
+        w = self._watchdog
         s.policy.set_training(False)
         try:
-            events = evaluation.evaluate(s)
+            with w.watching(f"the evaluation after update {s.outer}"):
+                w.phase = "the greedy evaluation"
+                events = evaluation.evaluate(s)
         finally:
             s.policy.set_training(True)
         s.hub.emit(events)

@@ -11,7 +11,8 @@ may not: a trainable policy's schedules (learning rate, entropy) span the planne
 number of updates, so a longer run would not be the run that was started. Telemetry
 (``run.telemetry`` and the ``telemetry`` tables) may differ too, since it records a run
 without changing it; a backend that keeps files can still only continue from a position
-the checkpoint holds (see :class:`~esper_core.run.hub.Hub`).
+the checkpoint holds (see :class:`~esper_core.run.hub.Hub`). So may ``run.epoch_timeout``,
+the watchdog's limit, which stops a hung run but never changes one that finishes.
 """
 
 from __future__ import annotations
@@ -43,8 +44,9 @@ PAYLOAD_KEYS = (
 # The config field a resume may change, by mode: the length of an `esper run`.
 LENGTH_FIELD: dict[str, str | None] = {"run": "run.episodes", "train": None}
 SHOWN = 3  # differences named in the message
-# Config entries that record the run without changing it.
-RECORDING = ("run.telemetry", "telemetry")
+# Config entries that record or supervise the run without changing its results (a
+# run stopped by its epoch timeout must be resumable with a longer one).
+RECORDING = ("run.telemetry", "telemetry", "run.epoch_timeout")
 
 
 def verify_resume(data: dict[str, Any], current: dict[str, Any], mode: str, path: Path) -> bool:

@@ -126,7 +126,52 @@ def _checked_splits(result: Any, source: str) -> tuple[Any, Any, Any]:
             raise DataError(
                 f"{source}: {name}[0] is a {type(item).__name__}; items must be (input, target)"
             )
+    shapes = [
+        _input_shape(split[0][0], f"{source}: {name}[0]") for name, split in zip(SPLITS, result)
+    ]
+    for name, split in zip(SPLITS, result):
+        _check_target(split[0][1], f"{source}: {name}[0]")
+    if len(set(shapes)) > 1:
+        # The model is built for the training inputs; another shape in validation or
+        # test fails in the middle of the first epoch, inside the model.
+        shown = ", ".join(f"{n} {list(s)}" for n, s in zip(SPLITS, shapes))
+        raise DataError(
+            f"{source}: the splits' inputs differ in shape ({shown}); every split must hold "
+            "inputs of one shape"
+        )
     return result[0], result[1], result[2]
+
+
+def _input_shape(value: Any, where: str) -> tuple[int, ...]:
+    import torch
+
+    try:
+        tensor = torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise DataError(
+            f"{where}: its input is a {type(value).__name__}, not a tensor or array ({exc})"
+        ) from None
+    if not (tensor.is_floating_point() or tensor.dtype in (torch.int64, torch.int32)):
+        raise DataError(f"{where}: its input has dtype {tensor.dtype}; expected numbers")
+    return tuple(tensor.shape)
+
+
+def _check_target(value: Any, where: str) -> None:
+    import torch
+
+    try:
+        tensor = torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError):
+        tensor = None
+    if (
+        tensor is None
+        or tensor.is_floating_point()
+        or tensor.is_complex()
+        or tensor.dtype == torch.bool
+    ):
+        raise DataError(
+            f"{where}: its target is {value!r:.40}; a target is a class index (an integer)"
+        )
 
 
 def _fast(split: Any) -> Any:
@@ -208,6 +253,14 @@ class DatasetTask(CrossEntropyTask):
                     f"tasks.dataset: the slots are {host.topology} outputs; set tasks.dataset.topology={host.topology}"
                 ]
             )
+        if host.output_features < 2:
+            raise ConfigError(
+                [
+                    f"tasks.dataset.model: {self.options.model} returns no [batch, classes] "
+                    "(or [batch, seq, vocab]) logits, e.g. one number per example; the task "
+                    "trains with cross-entropy over the output's last dimension"
+                ]
+            )
         self._classes = host.output_features
         return host
 
@@ -234,8 +287,40 @@ class DatasetTask(CrossEntropyTask):
             )
         size = self.options.image_size
         tf = transforms.Compose([transforms.Resize((size, size)), transforms.ToTensor()])
-        folders = [datasets.ImageFolder(str(Path(root) / s), transform=tf) for s in SPLITS]
+        folders = []
+        for split in SPLITS:
+            try:
+                folder = datasets.ImageFolder(
+                    str(Path(root) / split), transform=tf, loader=_open_image
+                )
+            except FileNotFoundError as exc:  # a split without any image
+                raise DataError(f"tasks.dataset.image_folder: {exc}") from None
+            folders.append(folder)
+        classes = [f.classes for f in folders]
+        if any(c != classes[0] for c in classes):
+            # ImageFolder numbers classes by folder name in each split: a class missing from
+            # one split silently shifts the labels of every class after it.
+            shown = "; ".join(f"{s}: {', '.join(c)}" for s, c in zip(SPLITS, classes))
+            raise DataError(
+                f"tasks.dataset.image_folder: {root}'s splits hold different class folders "
+                f"({shown}); give train/, val/ and test/ the same class folders"
+            )
         return folders[0], folders[1], folders[2]
+
+
+def _open_image(path: str) -> Any:
+    """torchvision's loader, naming the file that cannot be read (an empty or corrupt one)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with open(path, "rb") as fh:
+            image = Image.open(fh)
+            return image.convert("RGB")
+    except (OSError, UnidentifiedImageError, ValueError) as exc:
+        raise DataError(
+            f"tasks.dataset.image_folder: cannot read the image {path} ({exc}); remove or "
+            "replace it"
+        ) from None
 
 
 @hookimpl

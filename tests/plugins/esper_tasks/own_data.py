@@ -55,3 +55,24 @@ def small_cnn() -> nn.Module:
         nn.Flatten(),
         nn.Linear(16, 4),
     )
+
+
+def strings() -> tuple[list[tuple[str, int]], ...]:
+    """Items whose inputs are text: a wrong type for a model."""
+    items = [("an image", 0), ("another", 1)]
+    return items, items, items
+
+
+def float_targets() -> tuple[TensorDataset, ...]:
+    a, b, c = splits()
+    return tuple(TensorDataset(d.tensors[0], d.tensors[1].float() + 0.5) for d in (a, b, c))  # type: ignore[return-value]
+
+
+def mixed_shapes() -> tuple[TensorDataset, TensorDataset, TensorDataset]:
+    a, b, c = splits()
+    return a, TensorDataset(b.tensors[0][:, :, :6, :6], b.tensors[1]), c
+
+
+def scalar_cnn() -> nn.Module:
+    """One number per example (a regression head): no class dimension."""
+    return nn.Sequential(*small_cnn(), nn.Flatten(0))

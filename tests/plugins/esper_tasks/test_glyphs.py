@@ -49,9 +49,14 @@ def test_generation_depends_on_split_seed_only() -> None:
 
 
 def test_splits_do_not_share_images() -> None:
+    # Every pair, validation against test included: with one stream for both, a recipe
+    # tuned on validation would be reported on the very same images (mutation
+    # "glyphs-val-test-same-stream" in tests/mutations.py).
     data = _task().load_data("cpu")
-    train = {bytes(x.numpy().tobytes()) for x in data.train.inputs}
-    assert not any(bytes(x.numpy().tobytes()) in train for x in data.test.inputs)
+    splits = {"train": data.train, "val": data.val, "test": data.test}
+    seen = {name: {bytes(x.numpy().tobytes()) for x in s.inputs} for name, s in splits.items()}
+    for a, b in (("train", "val"), ("train", "test"), ("val", "test")):
+        assert not seen[a] & seen[b], (a, b)
 
 
 def test_classes_differ_without_noise_and_noise_is_what_makes_it_hard() -> None:

@@ -1,0 +1,80 @@
+"""Issue 33, item 6: tasks.dataset attacked. Items of the wrong type, splits of
+different input shapes or class folders, an empty or corrupt image, a model whose output
+has no class dimension: each one line naming what is wrong, before training starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from esper_core.errors import ConfigError, DataError, EsperError
+from esper_core.plugins import PluginManager
+from tests.plugins.esper_tasks.test_dataset_task import MODULE, _run
+
+
+@pytest.mark.parametrize(
+    ("extra", "data", "error", "message"),
+    [
+        ((), f"{MODULE}:strings", DataError, "its input is a str, not a tensor"),
+        ((), f"{MODULE}:float_targets", DataError, "a target is a class index"),
+        ((), f"{MODULE}:mixed_shapes", DataError, "the splits' inputs differ in shape"),
+        (
+            (f"tasks.dataset.model={MODULE}:scalar_cnn",),
+            f"{MODULE}:splits",
+            ConfigError,
+            "returns no [batch, classes]",
+        ),
+    ],
+)
+def test_wrong_items_and_models_are_one_line(
+    pm: PluginManager,
+    tmp_path: Path,
+    extra: tuple[str, ...],
+    data: str,
+    error: type[EsperError],
+    message: str,
+) -> None:
+    with pytest.raises(error) as info:
+        _run(pm, tmp_path, *extra, data=data)
+    assert message in str(info.value) and "\n" not in str(info.value), info.value
+
+
+def _images(root: Path, classes: dict[str, tuple[str, ...]]) -> None:
+    from PIL import Image
+
+    for split, labels in classes.items():
+        for label in labels:
+            folder = root / split / label
+            folder.mkdir(parents=True)
+            for i in range(2):
+                Image.new("RGB", (8, 8), (40 * i, 0, 0)).save(folder / f"{i}.png")
+
+
+FOLDER = ["tasks.dataset.image_size=8", "env.max_epochs=1"]
+
+
+@pytest.mark.parametrize("bad", [b"", b"\x89PNG not really"], ids=["empty", "corrupt"])
+def test_an_unreadable_image_is_named(pm: PluginManager, tmp_path: Path, bad: bytes) -> None:
+    root = tmp_path / "images"
+    _images(root, {s: ("a", "b") for s in ("train", "val", "test")})
+    (root / "train" / "b" / "broken.png").write_bytes(bad)
+    with pytest.raises(DataError) as info:
+        _run(pm, tmp_path, f"tasks.dataset.image_folder={root}", *FOLDER, data="")
+    message = str(info.value)
+    assert "cannot read the image" in message and "broken.png" in message, message
+
+
+def test_splits_with_different_class_folders_are_refused(pm: PluginManager, tmp_path: Path) -> None:
+    root = tmp_path / "images"
+    _images(root, {"train": ("a", "b", "c"), "val": ("a", "c"), "test": ("a", "b", "c")})
+    with pytest.raises(DataError, match="splits hold different class folders"):
+        _run(pm, tmp_path, f"tasks.dataset.image_folder={root}", *FOLDER, data="")
+
+
+def test_a_split_without_images_is_one_line(pm: PluginManager, tmp_path: Path) -> None:
+    root = tmp_path / "images"
+    _images(root, {"train": ("a", "b"), "val": ("a", "b")})
+    (root / "test" / "a").mkdir(parents=True)
+    with pytest.raises(DataError, match=r"tasks\.dataset\.image_folder: "):
+        _run(pm, tmp_path, f"tasks.dataset.image_folder={root}", *FOLDER, data="")
