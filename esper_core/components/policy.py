@@ -92,3 +92,14 @@ class Trainable(Policy, Protocol):
         """The policy's most likely action for each observation, recording nothing: what
         the greedy evaluation during training plays (between updates, not training)."""
         ...
+
+
+def check_trainable(cls: type, policy: str) -> None:
+    """Refuse a policy class that cannot learn, known from the class alone, so ``esper
+    train`` refuses it before it builds envs or a run directory. (``issubclass`` cannot
+    test a protocol with class-variable members, so the methods are named here.)"""
+    members = ("begin_rollout", "update", "set_training", "act_greedily")
+    if not all(callable(getattr(cls, member, None)) for member in members):
+        from esper_core.errors import ConfigError
+
+        raise ConfigError([f"run.policy: {policy!r} is not trainable; try --policy ppo"])

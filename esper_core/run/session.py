@@ -14,7 +14,7 @@ from attrs import define
 
 from esper_core import __version__
 from esper_core.components.executor import MultiProcessExecutor
-from esper_core.components.policy import InstallsAtBirth
+from esper_core.components.policy import InstallsAtBirth, check_trainable
 from esper_core.config import RunConfig, config_to_dict, dump_toml
 from esper_core.converter import unstructure
 from esper_core.errors import CheckpointError, RunDirError
@@ -231,6 +231,8 @@ def open_session(
 
     resolved = resolve(config, pm)
     config = resolved.config
+    if mode == "train":  # before the task, the envs and the run directory are built
+        check_trainable(resolved.policy.cls, config.run.policy)
     check_devices(config)
     if config.run.threads:
         torch.set_num_threads(config.run.threads)
