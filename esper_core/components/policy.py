@@ -5,6 +5,10 @@ class, constructed as ``Policy(options, context)``. It acts on the observations 
 all envs at once (batched). A learnable policy also implements :class:`Trainable`,
 which ``esper train`` drives: one rollout = ``episodes_per_update`` episodes of every
 env (an optional integer attribute of the policy; 1 when it has none).
+
+A policy may also say why an episode grew nothing with an optional method
+``why_no_growth(env_index) -> str | None`` (e.g. "the trigger never fired"), asked when
+an env's episode ends without a germination: the run summary and ``esper compare`` show it.
 """
 
 from __future__ import annotations

@@ -109,11 +109,20 @@ class Session:
         return observations
 
     def emit(self, events: Sequence[Event]) -> None:
+        events = [self._with_growth_note(event) for event in events]
         self.ledger.consume(events)
         for event in events:
             if isinstance(event, EpisodeFinished):
                 self.episodes.append(unstructure(event))
         self.hub.emit(events)
+
+    def _with_growth_note(self, event: Event) -> Event:
+        """An episode that germinated nothing says why, when its policy can tell (before
+        the policy resets that env's memory for the next episode)."""
+        why = getattr(self.policy, "why_no_growth", None)
+        if not isinstance(event, EpisodeFinished) or event.seeds_germinated or why is None:
+            return event
+        return attrs.evolve(event, growth_note=why(event.env))
 
     def emit_epoch(self, results: Sequence[StepResult], update: int | None = None) -> None:
         """The events of one epoch of every env, then a flush of the backends. In a training

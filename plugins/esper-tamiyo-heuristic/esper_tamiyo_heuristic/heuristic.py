@@ -148,6 +148,37 @@ class HeuristicPolicy:
             ) from None
         self.memory = memory
 
+    def why_no_growth(self, env_index: int) -> str | None:
+        """Why this env's episode germinated nothing, in one clause (the run summary and
+        ``esper compare`` show it); None when the env made no decision this episode."""
+        memory = self.memory.get(int(env_index))
+        if memory is None:
+            return None
+        o = self.options
+        if memory.late_trigger:
+            epoch, left, needed = memory.late_trigger
+            return (
+                f"the heuristic's trigger first fired at epoch {epoch} with {left} epochs left, "
+                f"and a seed needs {needed} to blend and be judged: raise env.max_epochs"
+            )
+        if not memory.trigger_asked:
+            return (
+                f"the episode ended before the heuristic could germinate (it waits for "
+                f"min_epoch={o.min_epoch}, no live seed and prune_cooldown={o.prune_cooldown} "
+                "epochs after a prune): raise env.max_epochs"
+            )
+        if o.trigger == "slowdown":
+            return (
+                "the heuristic's trigger never fired: the validation loss kept falling by more "
+                f"than slowdown_drop={o.slowdown_drop} of itself per epoch"
+            )
+        return (
+            "the heuristic's trigger never fired: the host showed no capacity limit (training "
+            f"loss at least underfit_loss_ratio={o.underfit_loss_ratio} x chance and falling "
+            f"less than flat_max_drop={o.flat_max_drop} per epoch over flat_window="
+            f"{o.flat_window} epochs)"
+        )
+
     # ------------------------------------------------------------ memory
 
     def decide(self, obs: Observation) -> Decision:
@@ -346,6 +377,7 @@ class HeuristicPolicy:
             return None
         if any(r.stage in LIVE_STAGES for r in obs.slots):
             return None  # one seed at a time: each gain is measured against the host alone
+        memory.trigger_asked = True
         if not self.growth_triggered(memory, obs):
             return None
         legal_slots = obs.masks.slot[LifecycleOp.GERMINATE].tolist()
@@ -361,7 +393,10 @@ class HeuristicPolicy:
         ]
         if not any(legal_slots):
             return None
-        if obs.max_epochs - obs.epoch < self.epochs_to_judge(obs, blueprint):
+        needed, left = self.epochs_to_judge(obs, blueprint), obs.max_epochs - obs.epoch
+        if left < needed:
+            if not memory.late_trigger:
+                memory.late_trigger = [obs.epoch, left, needed]
             return None  # it could not be judged, let alone kept, before the episode ends
         slot = legal_slots.index(True)
         action = Action(

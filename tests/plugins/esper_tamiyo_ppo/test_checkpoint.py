@@ -151,7 +151,7 @@ def test_a_new_blueprint_alone_names_the_blueprints_and_the_pin_not_the_history(
     assert "\n" not in message
     assert "history_length" not in message
     assert "only in this task: [cnn/d]" in message
-    assert "add --set 'env.blueprints=[\"cnn/a\",\"cnn/b\",\"cnn/c\"]'" in message
+    assert 'add --set \'env.blueprints=["cnn/a","cnn/b","cnn/c"]\'' in message
     # A blueprint that is gone cannot be pinned back: the message says to install it.
     shrunk = attrs.evolve(grown, blueprints=("cnn/a", "cnn/b"))
     with pytest.raises(CheckpointError, match=r"blueprints \[cnn/c\] are not installed"):
