@@ -175,7 +175,11 @@ def preview_lines(p: Preview) -> list[str]:
             f"  {g.kind:<12} {g.task} / {g.arm} / seeds {seed_span(g.seeds)}: {state}{cost}"
         )
     remaining = sum(len(g.seeds) - g.finished for g in p.to_run)
-    summary = f"{p.runs} runs ({remaining} to run), {p.copies} copies of another run's settings"
+    searched = sum(len(g.seeds) for g in p.groups if g.kind == "tuning" and g.copy_of is None)
+    tuning = f"{searched} of them tuning runs; " if searched else ""
+    summary = (
+        f"{p.runs} runs ({tuning}{remaining} to run), {p.copies} copies of another run's settings"
+    )
     if p.estimate is not None:
         unmeasured = f" + {p.unmeasured} runs not yet measured" if p.unmeasured else ""
         summary += f"; about {duration(p.estimate)} at {p.jobs} job(s){unmeasured}"
