@@ -84,9 +84,9 @@ def pareto_figure(results: ComparisonResults) -> Any:
             values: list[float] = []  # what sets the value axis
             costs: list[float] = []  # and the cost axis
             if frontier is not None:
-                for cost, value in _draw_sweep(ax, frontier, axis, handles):
-                    costs.append(cost)
-                    values.append(value)
+                for sweep_cost, sweep_value in _draw_sweep(ax, frontier, axis, handles):
+                    costs.append(sweep_cost)
+                    values.append(sweep_value)
             labelled: set[str] = set()
             path_points: list[tuple[float, float]] = []
             for grown in results.paths:

@@ -563,9 +563,7 @@ def test_why_no_growth_names_a_trigger_that_never_fired_or_was_never_asked(build
     fits = policy(build)
     for epoch, loss in enumerate([1.8, 0.6, 0.2, 0.1], start=1):
         fits.decide(build.obs(epoch=epoch, train_loss=loss))
-    assert "trigger never fired: the host showed no capacity limit" in (
-        fits.why_no_growth(0) or ""
-    )
+    assert "trigger never fired: the host showed no capacity limit" in (fits.why_no_growth(0) or "")
     short = policy(build, min_epoch=5)
     for epoch in (1, 2, 3):  # episodes of 3 epochs end before min_epoch
         short.decide(build.obs(epoch=epoch, max_epochs=3, train_loss=2.25))

@@ -54,9 +54,7 @@ def test_accuracy_marks_the_lifecycle_on_each_curve_with_fixed_legend_markers() 
     ax = accuracy_figure(data).axes[0]
     # One germination per episode, before its first epoch: a marker on that curve's first point.
     marks = [c for c in ax.collections if isinstance(c, PathCollection)]
-    first_points = sorted(
-        (rows[0].epoch, rows[0].val_acc) for rows in data.epochs.values() if rows
-    )
+    first_points = sorted((rows[0].epoch, rows[0].val_acc) for rows in data.epochs.values() if rows)
     drawn = sorted(tuple(map(float, xy)) for c in marks for xy in c.get_offsets())
     assert drawn == [(float(e), float(a)) for e, a in first_points]
     legend = ax.get_legend()
