@@ -76,6 +76,8 @@ def print_tables(results: Any, console: Any) -> None:
         show(f"frontier: {frontier.task}", header, rows)
         show(f"size sweep: {frontier.task}", sweep_header, sweep_rows)
         note(console, describe_frontier(frontier))
+    if results.no_growth:  # last, beside the prompt: no table above tested growth
+        note(console, results.no_growth, "yellow")
 
 
 def print_tuning(results: Any, console: Any, show: Any) -> None:
@@ -194,6 +196,7 @@ def compare(ctx: click.Context, **params: Any) -> None:
     from esper_cli.terminal import output_console
     from esper_core.compare.comparison import Plan, make_runner
     from esper_core.compare.comparison import compare as run_compare
+    from esper_core.compare.eta import Eta
     from esper_core.compare.experiment import build_experiment, parse_experiment, shared_config
     from esper_core.converter import unstructure
     from esper_core.plugins import split_selections
@@ -230,6 +233,7 @@ def compare(ctx: click.Context, **params: Any) -> None:
     )
     bar: dict[str, Any] = {}
     counts = {"done": 0, "total": 0}
+    eta = Eta(0, jobs)
 
     def describe_plan(plan: Plan) -> str:
         searched = f" ({plan.tuning} of them tuning runs)" if plan.tuning else ""
@@ -269,6 +273,7 @@ def compare(ctx: click.Context, **params: Any) -> None:
         progress.start()
         bar["id"] = progress.add_task("cells", total=plan.total, completed=plan.completed)
         counts.update(done=plan.completed, total=plan.total)
+        eta.left = plan.total - plan.completed
 
     def on_outcome(outcome: Any) -> None:
         if outcome.status == "failed":
@@ -277,9 +282,12 @@ def compare(ctx: click.Context, **params: Any) -> None:
             name = "/".join(Path(outcome.directory).parts[-3:])
             progress.update(bar["id"], advance=1, description=f"last: {name}")
             counts["done"] += 1
+            eta.finished(outcome.directory, outcome.status)
             if plain:
                 click.echo(
-                    f"cells {counts['done']}/{counts['total']}: {name} {outcome.status}", err=True
+                    f"cells {counts['done']}/{counts['total']}: {name} {outcome.status}; "
+                    f"{eta.describe()}",
+                    err=True,
                 )
 
     def notify(message: str) -> None:

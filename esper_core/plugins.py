@@ -38,6 +38,45 @@ KINDS = ("tasks", "blueprints", "rewards", "policies", "telemetry", "executors",
 _HOOK_OF_KIND = {kind: f"esper_register_{kind}" for kind in KINDS}
 
 
+# Where each first-party component lives (the repository's plugins/ directories), so an
+# unknown name that is one of ours says what to install. A test keeps this in step with
+# the plugins' entry points; a tuple, not a registry, because nothing may add to it.
+FIRST_PARTY_PLUGINS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("plugins/esper-tasks", ("tasks.digits", "tasks.cifar10", "tasks.charlm", "tasks.glyphs",
+                             "tasks.dataset")),
+    ("plugins/esper-rewards", ("rewards.pbrs", "rewards.shaped", "rewards.simplified",
+                               "rewards.sparse", "rewards.loss")),
+    ("plugins/esper-tamiyo-heuristic", ("policies.heuristic", "policies.random",
+                                        "policies.static", "policies.wait")),
+    ("plugins/esper-tamiyo-ppo", ("policies.ppo",)),
+    ("plugins/esper-telemetry", ("telemetry.console", "telemetry.jsonl", "telemetry.csv",
+                                 "telemetry.tensorboard", "telemetry.wandb")),
+    ("plugins/esper-streams", ("executors.streams", "executors.distributed")),
+    ("plugins/esper-ray", ("runners.ray",)),
+    ("plugins/esper-slurm", ("runners.slurm",)),
+)  # fmt: skip
+
+
+def missing_plugin_hint(kind: str, name: str) -> str:
+    """For a first-party component that is not registered: ``" (...)"`` saying how to get
+    it: install its package, or name it when the package is installed but was not loaded
+    (autoloading off). Empty for any other name."""
+    plugin = f"{kind}.{name}"
+    home = next((d for d, names in FIRST_PARTY_PLUGINS if plugin in names), None)
+    if home is None:
+        return ""
+    package = home.rsplit("/", 1)[-1].replace("-", "_")
+    try:
+        installed = importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):  # a broken or half-removed install counts as absent
+        installed = False
+    if installed:
+        return (
+            f" (installed but not loaded: add --plugin {plugin}, or unset {DISABLE_AUTOLOAD_ENV})"
+        )
+    return f" (it comes with {home}, not installed: pip install -e {home})"
+
+
 @frozen
 class PluginInfo:
     """What ``esper plugins`` shows about one plugin."""
@@ -77,7 +116,8 @@ class Registry(Generic[T]):
         except KeyError:
             available = ", ".join(sorted(self._items)) or "(none: is the plugin installed?)"
             raise UnknownComponentError(
-                f"unknown {self.kind} component {name!r}; available: {available}"
+                f"unknown {self.kind} component {name!r}{missing_plugin_hint(self.kind, name)}; "
+                f"available: {available}"
             ) from None
 
     def plugin_of(self, name: str) -> str:

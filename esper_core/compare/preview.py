@@ -69,7 +69,7 @@ class Preview:
         return sum(len(g.seeds) - g.finished for g in self.to_run if g.seconds is None)
 
 
-def _wall_time(directory: Path) -> float | None:
+def wall_time(directory: Path) -> float | None:
     try:
         return float(json.loads((directory / SUMMARY).read_text(encoding="utf-8"))["wall_time"])
     except (OSError, ValueError, KeyError, TypeError):
@@ -98,7 +98,7 @@ def preview(
     for kind, batch in (("tuning", list(searched)), ("evaluation", cells)):
         for (task, arm), members in _groups(kind, batch).items():
             finished = [c for c in members if cell_state(c.directory(root)) is CellState.COMPLETED]
-            times = [t for c in finished if (t := _wall_time(c.directory(root))) is not None]
+            times = [t for c in finished if (t := wall_time(c.directory(root))) is not None]
             for c, t in zip(finished, times):
                 if c.config.env.max_epochs:  # unset: the task's default, unknown here
                     per_epoch.setdefault(task, []).append(t / c.config.env.max_epochs)
@@ -175,7 +175,11 @@ def preview_lines(p: Preview) -> list[str]:
             f"  {g.kind:<12} {g.task} / {g.arm} / seeds {seed_span(g.seeds)}: {state}{cost}"
         )
     remaining = sum(len(g.seeds) - g.finished for g in p.to_run)
-    summary = f"{p.runs} runs ({remaining} to run), {p.copies} copies of another run's settings"
+    searched = sum(len(g.seeds) for g in p.groups if g.kind == "tuning" and g.copy_of is None)
+    tuning = f"{searched} of them tuning runs; " if searched else ""
+    summary = (
+        f"{p.runs} runs ({tuning}{remaining} to run), {p.copies} copies of another run's settings"
+    )
     if p.estimate is not None:
         unmeasured = f" + {p.unmeasured} runs not yet measured" if p.unmeasured else ""
         summary += f"; about {duration(p.estimate)} at {p.jobs} job(s){unmeasured}"

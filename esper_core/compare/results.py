@@ -13,7 +13,9 @@ in the forward pass, training FLOPs) another policy of the task dominates it. Wi
 ``size-sweep`` baseline, the ``frontier`` section says where every policy stands against
 the sweep's frontier (:mod:`esper_core.compare.frontier_results`).
 
-Schema versions: 6 ranks runs in the task's metric: ``metrics`` (task -> metric), each
+Schema versions: 7 added ``no_growth``, the sentence saying that no arm that can grow
+did, and why (:mod:`esper_core.compare.no_growth`), and each cell's ``seeds_germinated``
+and ``growth_note``; 6 ranks runs in the task's metric: ``metrics`` (task -> metric), each
 row's ``metric``, and ``higher_is_better`` on each paired difference; a language model's
 ``improvement`` (P, wins, ties, losses) and paired wins were in accuracy before (and a
 paired difference of the loss or the FLOPs counted a higher value as a win); 5 added
@@ -45,6 +47,7 @@ from esper_core.compare.metric import (
     higher_is_better,
     oriented,
 )
+from esper_core.compare.no_growth import can_grow, no_growth
 from esper_core.compare.paired import PairedDifference, paired_difference, same_seed
 from esper_core.compare.pareto import COST_AXES, dominated
 from esper_core.compare.static_final import static_label
@@ -54,7 +57,7 @@ from esper_core.converter import structure
 from esper_core.errors import RunDirError
 from esper_core.run.run_dir import SUMMARY
 
-RESULTS_SCHEMA_VERSION = 6
+RESULTS_SCHEMA_VERSION = 7
 
 
 @frozen
@@ -99,6 +102,8 @@ class CellResult:
     params_forward: float = 0.0  # host + seeds blended in at the end
     params_held: float = 0.0  # host + every seed held at the end
     train_flops: float = 0.0  # forward + backward FLOPs of training (0: not recorded)
+    seeds_germinated: int = 0
+    growth_note: str | None = None  # why nothing was germinated, as the policy said
 
     def value(self, metric: str) -> float:
         return float(getattr(self, metric))
@@ -166,6 +171,8 @@ class ComparisonResults:
     paths: list[GrowthPath] = attrs.field(factory=list)  # grown runs, in cells order
     tuning: TuningResults | None = None  # None: every arm ran the shared config's recipe
     metrics: dict[str, str] = attrs.field(factory=dict)  # task -> metric its runs are ranked by
+    # No arm that can grow kept a seed: that, and why (None: one grew, or none can).
+    no_growth: str | None = None
 
     def row(self, task: str | None, policy: str) -> ResultRow | None:
         return next((r for r in self.rows if r.task == task and r.policy == policy), None)
@@ -206,6 +213,8 @@ def read_cell(cell: Cell, root: Path) -> CellResult | None:
             params_forward=float(summary.get("params_forward_mean") or host + added),
             params_held=float(summary.get("params_held_mean") or host + added),
             train_flops=float(summary.get("train_flops_mean") or 0.0),
+            seeds_germinated=int(episode.get("seeds_germinated") or 0),
+            growth_note=episode.get("growth_note"),
         )
     except (KeyError, TypeError, ValueError) as exc:  # also: not exactly one episode
         # A finished cell is never run again, so a hand-edited summary must be named.
@@ -380,6 +389,7 @@ def aggregate(
         frontier=frontier_section(experiment, results, policies, ranked_by),
         paths=growth_paths(experiment, cells_sorted, ranked_by),
         metrics=ranked_by,
+        no_growth=no_growth(can_grow(experiment), cells_sorted),
     )
 
 

@@ -269,7 +269,10 @@ def describe_frontier(frontier: TaskFrontier) -> str:
 
 def to_markdown(results: ComparisonResults) -> str:
     title = f"# esper compare: {', '.join(results.policies)} on {', '.join(results.tasks)}"
-    out = [title, "", *describe(results), ""]
+    out = [title, ""]
+    if results.no_growth:  # first: every table below is read in its light
+        out += [f"**{results.no_growth}**", ""]
+    out += [*describe(results), ""]
     out += tuning_markdown(results)
     for task, heading in sections(results):
         header, rows = table_rows(results, task)

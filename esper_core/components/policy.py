@@ -5,6 +5,10 @@ class, constructed as ``Policy(options, context)``. It acts on the observations 
 all envs at once (batched). A learnable policy also implements :class:`Trainable`,
 which ``esper train`` drives: one rollout = ``episodes_per_update`` episodes of every
 env (an optional integer attribute of the policy; 1 when it has none).
+
+A policy may also say why an episode grew nothing with an optional method
+``why_no_growth(env_index) -> str | None`` (e.g. "the trigger never fired"), asked when
+an env's episode ends without a germination: the run summary and ``esper compare`` show it.
 """
 
 from __future__ import annotations
@@ -92,3 +96,14 @@ class Trainable(Policy, Protocol):
         """The policy's most likely action for each observation, recording nothing: what
         the greedy evaluation during training plays (between updates, not training)."""
         ...
+
+
+def check_trainable(cls: type, policy: str) -> None:
+    """Refuse a policy class that cannot learn, known from the class alone, so ``esper
+    train`` refuses it before it builds envs or a run directory. (``issubclass`` cannot
+    test a protocol with class-variable members, so the methods are named here.)"""
+    members = ("begin_rollout", "update", "set_training", "act_greedily")
+    if not all(callable(getattr(cls, member, None)) for member in members):
+        from esper_core.errors import ConfigError
+
+        raise ConfigError([f"run.policy: {policy!r} is not trainable; try --policy ppo"])

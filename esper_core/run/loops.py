@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from esper_core.components.policy import Trainable
-from esper_core.errors import ConfigError
+from esper_core.components.policy import check_trainable
 from esper_core.run import evaluation
 from esper_core.run.interrupts import StopFlag
 from esper_core.run.session import Session
@@ -87,10 +86,8 @@ class TrainLoop:
     mode: ClassVar[str] = "train"
 
     def __init__(self, session: Session) -> None:
-        if not isinstance(session.policy, Trainable):
-            raise ConfigError(
-                [f"run.policy: {session.config.run.policy!r} is not trainable; try --policy ppo"]
-            )
+        # open_session refused it already in train mode; a session opened to run is not.
+        check_trainable(type(session.policy), session.config.run.policy)
         self.session = session
         self._watchdog = Watchdog(0)  # run()'s, so that _evaluate is watched too
 

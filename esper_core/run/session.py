@@ -14,7 +14,7 @@ from attrs import define
 
 from esper_core import __version__
 from esper_core.components.executor import MultiProcessExecutor
-from esper_core.components.policy import InstallsAtBirth
+from esper_core.components.policy import InstallsAtBirth, check_trainable
 from esper_core.config import RunConfig, config_to_dict, dump_toml
 from esper_core.converter import unstructure
 from esper_core.errors import CheckpointError, RunDirError
@@ -110,11 +110,20 @@ class Session:
         return observations
 
     def emit(self, events: Sequence[Event]) -> None:
+        events = [self._with_growth_note(event) for event in events]
         self.ledger.consume(events)
         for event in events:
             if isinstance(event, EpisodeFinished):
                 self.episodes.append(unstructure(event))
         self.hub.emit(events)
+
+    def _with_growth_note(self, event: Event) -> Event:
+        """An episode that germinated nothing says why, when its policy can tell (before
+        the policy resets that env's memory for the next episode)."""
+        why = getattr(self.policy, "why_no_growth", None)
+        if not isinstance(event, EpisodeFinished) or event.seeds_germinated or why is None:
+            return event
+        return attrs.evolve(event, growth_note=why(event.env))
 
     def emit_epoch(self, results: Sequence[StepResult], update: int | None = None) -> None:
         """The events of one epoch of every env, then a flush of the backends. In a training
@@ -243,6 +252,8 @@ def open_session(
 
     resolved = resolve(config, pm)
     config = resolved.config
+    if mode == "train":  # before the task, the envs and the run directory are built
+        check_trainable(resolved.policy.cls, config.run.policy)
     check_devices(config)
     if config.run.threads:
         torch.set_num_threads(config.run.threads)

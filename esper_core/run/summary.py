@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from attrs import field, frozen
@@ -139,7 +140,10 @@ def growth_verdict(episodes: list[dict[str, Any]], seeds: list[SeedRecord]) -> s
         return "no episode finished"
     germinated = sum(e["seeds_germinated"] for e in episodes)
     if germinated == 0:
-        return "no growth: no seed was germinated"
+        notes = [e["growth_note"] for e in episodes if e.get("growth_note")]
+        # The most frequent reason the policy gave, the first on a tie (episodes agree).
+        why = f" ({Counter(notes).most_common(1)[0][0]})" if notes else ""
+        return f"no growth: no seed was germinated{why}"
     kept = [r for r in seeds if r.fate == "fossilized"]
     live = [r for r in seeds if r.fate == "live"]
     if not kept and not live:

@@ -211,6 +211,9 @@ class EpisodeFinished(Event):
     # Cross-entropy on the validation split at the end: what a language model's recipe is
     # tuned on (esper compare's [tuning]); None in events written before it was recorded.
     final_val_loss: float | None = None
+    # When no seed was germinated: why, as the policy tells it (its optional
+    # ``why_no_growth``); None when it grew, or the policy cannot say.
+    growth_note: str | None = None
 
 
 @frozen

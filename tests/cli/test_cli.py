@@ -32,6 +32,20 @@ def test_version(invoke) -> None:  # type: ignore[no-untyped-def]
     assert result.exit_code == 0 and "0.1.0" in result.output
 
 
+def test_train_help_says_what_one_rollout_is(invoke) -> None:  # type: ignore[no-untyped-def]
+    from esper_tamiyo_ppo.options import PPOOptions
+
+    result = invoke("train", "--help")
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())  # click wraps the help text
+    default = PPOOptions().rollout_episodes
+    assert (
+        "each learns from one rollout of policies.ppo.rollout_episodes episodes of every env "
+        f"({default} by default)"
+    ) in text
+    assert "one rollout = one episode" not in text
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [

@@ -37,9 +37,13 @@ def piped(*args: str, tmp: Path) -> str:
 
 
 def masked(text: str) -> str:
-    # Digits of numbers, not of names (cifar10, widen4x).
+    # Durations first ("9.6s": the unit would keep the digit before it), then digits of
+    # numbers, not of names (cifar10, widen4x).
     lines = [
-        re.sub(r"(?<![A-Za-z_\d])\d+(?![A-Za-z_\d])", "9", x).rstrip() for x in text.splitlines()
+        re.sub(
+            r"(?<![A-Za-z_\d])\d+(?![A-Za-z_\d])", "9", re.sub(r"\b\d+(\.\d+)?s\b", "9s", x)
+        ).rstrip()
+        for x in text.splitlines()
     ]
     return "\n".join(lines) + "\n"
 

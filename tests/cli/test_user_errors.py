@@ -44,6 +44,18 @@ def test_fp16_on_a_cpu(tmp_path: Path) -> None:
     one_line_exit_2(result, "training.amp: fp16 needs a CUDA device, this env runs on cpu")
 
 
+def test_train_with_a_policy_that_cannot_learn_leaves_no_run_directory(tmp_path: Path) -> None:
+    # Refused from the policy's class, before the task, envs or run directory are built.
+    for policy in ("scripted", "heuristic"):
+        out = tmp_path / policy
+        result = esper(
+            "train", *TINY, "--plugin", "policies.heuristic", "--policy", policy,
+            "--set", "run.telemetry=[]", "--out", str(out),
+        )  # fmt: skip
+        one_line_exit_2(result, f"run.policy: {policy!r} is not trainable; try --policy ppo")
+        assert not out.exists()
+
+
 @pytest.mark.slow
 def test_resuming_a_checkpoint_whose_blueprint_is_not_registered(tmp_path: Path) -> None:
     from esper_core.run.checkpoint import load_checkpoint, save_checkpoint

@@ -171,6 +171,50 @@ def test_unknown_name_lists_available() -> None:
         pm.get("executors", "nope")
 
 
+def test_an_unknown_first_party_component_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Installed (the test requirements install esper-ray) but not loaded: name it.
+    pm = PluginManager(autoload=False)
+    with pytest.raises(UnknownComponentError) as info:
+        pm.get("runners", "ray")
+    assert str(info.value) == (
+        "unknown runners component 'ray' (installed but not loaded: add --plugin runners.ray, "
+        "or unset ESPER_DISABLE_PLUGIN_AUTOLOAD); available: local"
+    )
+    # Not installed (what requirements.txt alone gives): the package to install.
+    for package, kind, name, home in (
+        ("esper_ray", "runners", "ray", "plugins/esper-ray"),
+        ("esper_slurm", "runners", "slurm", "plugins/esper-slurm"),
+        ("esper_streams", "executors", "streams", "plugins/esper-streams"),
+    ):
+        monkeypatch.setitem(sys.modules, package, None)  # find_spec: not importable
+        with pytest.raises(UnknownComponentError) as info:
+            pm.get(kind, name)
+        message = str(info.value)
+        assert f"(it comes with {home}, not installed: pip install -e {home})" in message
+        assert "\n" not in message
+    # A name that is not ours gets no guess.
+    with pytest.raises(UnknownComponentError, match=r"^unknown runners component 'nope'; avail"):
+        pm.get("runners", "nope")
+
+
+def test_the_first_party_table_matches_the_plugins_entry_points() -> None:
+    import tomllib
+
+    from esper_core.plugins import FIRST_PARTY_PLUGINS
+
+    repo = Path(__file__).resolve().parents[2]
+    declared = {}
+    for pyproject in sorted((repo / "plugins").glob("*/pyproject.toml")):
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+        for plugin in data.get("project", {}).get("entry-points", {}).get("esper", {}):
+            if not plugin.startswith("blueprints."):  # blueprints register by topology/name
+                declared[plugin] = f"plugins/{pyproject.parent.name}"
+    table = {plugin: home for home, plugins in FIRST_PARTY_PLUGINS for plugin in plugins}
+    assert table == declared
+
+
 def test_unknown_plugin_module() -> None:
     with pytest.raises(PluginError, match="no module, file or installed plugin"):
         PluginManager(autoload=False, extra=["no_such_module_xyz"])

@@ -60,6 +60,7 @@ WRITTEN_KEYS = {
         *("seeds_pruned", "rollbacks", "refused_actions", "seed", "update", "params_unblended"),
         *("params_forward", "params_held", "train_flops", "host_train_flops"),
         "final_val_loss",
+        "growth_note",
     ],
     "policy_update": ["schema", "kind", "time", "update", "diagnostics"],
     "policy_evaluation": [

@@ -151,6 +151,17 @@ def test_dry_run_checks_and_starts_nothing(invoke, tmp_path: Path) -> None:  # t
     assert not out.exists()
 
 
+@pytest.mark.slow
+def test_progress_lines_off_a_terminal_carry_the_time_left(tmp_path: Path) -> None:
+    args = [*FAKE_COMPONENTS, "--seeds", "2", "--max-epochs", "2", "--set", "run.telemetry=[]"]
+    proc = esper("compare", *args, "--out", str(tmp_path / "exp"))
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr
+    lines = [line for line in stderr.splitlines() if line.startswith("cells ")]
+    assert re.fullmatch(r"cells 1/2: \S+ completed; about \d+ (s|min) left", lines[0]), lines
+    assert re.fullmatch(r"cells 2/2: \S+ completed; done", lines[1]), lines
+
+
 def test_mismatching_ppo_checkpoint_fails_validation(pm: PluginManager, tmp_path: Path) -> None:
     from esper_core.compare.plan import validate
     from esper_core.config import load_config

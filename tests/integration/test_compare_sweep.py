@@ -162,7 +162,12 @@ def test_dry_run_counts_the_sweep(invoke, tmp_path: Path) -> None:  # type: igno
     path.write_text(EXPERIMENT)
     result = invoke("compare", str(path), *PLUGINS, "--out", str(tmp_path / "o"), "--dry-run")
     assert result.exit_code == 0, result.output
-    assert f"{SEEDS * (2 + len(WIDTHS))} runs" in result.output
+    # sweep.w4 is the wait policy's host: its runs are copied from wait's, not run.
+    assert f"experiment OK: {SEEDS * (1 + len(WIDTHS))} runs" in result.output
+    assert "tiny / sweep.w4 / seeds 0, 1: same settings as tiny/wait: copied, not run" in (
+        result.output
+    )
+    assert f"{SEEDS} copies of another run's settings" in result.output
 
 
 def test_dry_run_counts_the_tuning_runs(invoke, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -173,7 +178,8 @@ def test_dry_run_counts_the_tuning_runs(invoke, tmp_path: Path) -> None:  # type
     result = invoke("compare", str(path), *PLUGINS, "--out", str(tmp_path / "o"), "--dry-run")
     assert result.exit_code == 0, result.output
     arms = 2 + len(WIDTHS)  # scripted, wait and every size, each on 2 points x 1 seed
-    assert f"{SEEDS * arms + 2 * arms} runs ({2 * arms} of them tuning runs)" in result.output
+    evaluated = SEEDS * (arms - 1)  # sweep.w4's evaluation runs are copies of wait's
+    assert f"{evaluated + 2 * arms} runs ({2 * arms} of them tuning runs;" in result.output
 
 
 def test_an_untuned_comparison_says_so(swept) -> None:  # type: ignore[no-untyped-def]

@@ -24,6 +24,33 @@ def _make() -> gymnasium.Env:
     return gymnasium.make("esper/Digits-v0", overrides=SMALL, pm=plugin_manager())
 
 
+def test_the_documented_module_form_makes_an_env_in_a_fresh_interpreter() -> None:
+    """docs/gym.md: Gymnasium 1.x loads no plugins, so the bare id needs the import first
+    and ``esper_core.env.gym:esper/Digits-v0`` does the import itself."""
+    import subprocess
+    import sys
+
+    from tests.plugin_set import REPO, subprocess_env
+
+    script = f"""
+import gymnasium
+from tests.plugin_set import plugin_manager
+try:
+    gymnasium.make("esper/Digits-v0")
+except gymnasium.error.NamespaceNotFound as exc:
+    print("bare:", exc)
+env = gymnasium.make("esper_core.env.gym:esper/Digits-v0", overrides={SMALL!r}, pm=plugin_manager())
+print("made:", type(env.unwrapped).__name__)
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True, text=True, cwd=REPO, env=subprocess_env(), timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "bare: Namespace esper not found" in result.stdout
+    assert "made: EsperGymEnv" in result.stdout
+
+
 def test_every_id_is_registered_with_a_spec() -> None:
     for env_id in (
         "esper/Digits-v0",

@@ -155,6 +155,37 @@ class HeuristicPolicy:
             ) from None
         self.memory = memory
 
+    def why_no_growth(self, env_index: int) -> str | None:
+        """Why this env's episode germinated nothing, in one clause (the run summary and
+        ``esper compare`` show it); None when the env made no decision this episode."""
+        memory = self.memory.get(int(env_index))
+        if memory is None:
+            return None
+        o = self.options
+        if memory.late_trigger:
+            epoch, left, needed = memory.late_trigger
+            return (
+                f"the heuristic's trigger first fired at epoch {epoch} with {left} epochs left, "
+                f"and a seed needs {needed} to blend and be judged: raise env.max_epochs"
+            )
+        if not memory.trigger_asked:
+            return (
+                f"the episode ended before the heuristic could germinate (it waits for "
+                f"min_epoch={o.min_epoch}, no live seed and prune_cooldown={o.prune_cooldown} "
+                "epochs after a prune): raise env.max_epochs"
+            )
+        if o.trigger == "slowdown":
+            return (
+                "the heuristic's trigger never fired: the validation loss kept falling by more "
+                f"than slowdown_drop={o.slowdown_drop} of itself per epoch"
+            )
+        return (
+            "the heuristic's trigger never fired: the host showed no capacity limit (training "
+            f"loss at least underfit_loss_ratio={o.underfit_loss_ratio} x chance and falling "
+            f"less than flat_max_drop={o.flat_max_drop} per epoch over flat_window="
+            f"{o.flat_window} epochs)"
+        )
+
     # ------------------------------------------------------------ memory
 
     def decide(self, obs: Observation) -> Decision:
@@ -392,6 +423,7 @@ class HeuristicPolicy:
                 f"no germination {obs.epochs_since_prune} epoch(s) after a prune "
                 f"(prune_cooldown {o.prune_cooldown})"
             )
+        memory.trigger_asked = True
         trigger = self.trigger(memory, obs)
         if not trigger.fired:
             return trigger.why
@@ -412,6 +444,8 @@ class HeuristicPolicy:
             return f"{trigger.why}, but {key} fits no free slot"
         left, needed = obs.max_epochs - obs.epoch, self.epochs_to_judge(obs, blueprint)
         if left < needed:
+            if not memory.late_trigger:
+                memory.late_trigger = [obs.epoch, left, needed]
             # It could not be judged, let alone kept, before the episode ends.
             return f"{trigger.why}, but {left} epoch(s) left < {needed} to blend and judge a seed"
         slot = legal_slots.index(True)

@@ -39,6 +39,11 @@ class EnvMemory:
     # The training-FLOPs ratio of the epoch before the last germination: what the model
     # cost without the seed now live (price = flops).
     flops_before_growth: float = 1.0
+    # Why nothing was germinated, for the episode's summary (``why_no_growth``): whether
+    # the trigger was ever asked (min_epoch passed, no live seed, no recent prune), and the
+    # first time it fired too late to judge a seed: [epoch, epochs left, epochs needed].
+    trigger_asked: bool = False
+    late_trigger: list[int] = field(factory=list)
 
 
 @frozen

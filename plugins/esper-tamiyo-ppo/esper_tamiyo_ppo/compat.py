@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from esper_core.env.observation import feature_dim as observation_dim
 from esper_core.errors import CheckpointError
 from esper_core.lifecycle.actions import ActionSpace
 
@@ -81,20 +82,41 @@ def check_compatible(
             f"{task!r}; train a policy for {task!r} (esper train --policy ppo --task {task})"
         )
     problems = vocabulary_problems(state["space"], space)
+    trained_history = int(state["history_length"])
     if int(state["feature_dim"]) != feature_dim:
-        problems.append(
-            f"feature vector: checkpoint has {state['feature_dim']} features, this run has {feature_dim} "
-            f"(env.history_length was {state['history_length']} in training)"
-        )
+        # The feature vector's length follows from the slot and blueprint counts and the
+        # history length. With the training history length this run's vocabulary gives
+        # this run's length exactly when the history length is unchanged; then the
+        # vocabulary lines above already say why, and blaming the history would mislead.
+        if observation_dim(space, trained_history) != feature_dim:
+            problems.append(
+                f"env.history_length: checkpoint was trained with {trained_history}, this run "
+                f"differs ({state['feature_dim']} features vs {feature_dim}); "
+                f"add --set env.history_length={trained_history}"
+            )
+        elif not problems:
+            problems.append(
+                f"feature vector: checkpoint has {state['feature_dim']} features, this run has "
+                f"{feature_dim} with the same vocabulary and history length (the observation "
+                "layout changed since training); train the policy again"
+            )
     if problems:
         message = f"{source} does not match this run: " + "; ".join(problems)
         saved = list(state["space"].get("blueprints", []))
         if saved != list(space.blueprints) and saved:
-            # The way out when blueprint packages were installed or removed since training.
-            pinned = ",".join(f'"{key}"' for key in saved)
-            message += (
-                f"; to use the checkpoint's blueprints, add --set 'env.blueprints=[{pinned}]'"
-            )
+            missing = [key for key in saved if key not in space.blueprints]
+            if missing:
+                # Pinning cannot bring back a blueprint whose package is gone.
+                message += (
+                    f"; the checkpoint's blueprints {_fmt(missing)} are not installed: install "
+                    "the package that provides them (esper blueprints lists what is)"
+                )
+            else:
+                # The way out when blueprint packages were installed since training.
+                pinned = ",".join(f'"{key}"' for key in saved)
+                message += (
+                    f"; to use the checkpoint's blueprints, add --set 'env.blueprints=[{pinned}]'"
+                )
         raise CheckpointError(message)
 
 

@@ -12,6 +12,8 @@ reported results use test, as with every task.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -89,16 +91,45 @@ def _require(options: DatasetOptions) -> None:
         raise ConfigError(problems)
 
 
+def _import_here_or_installed(module_name: str) -> Any:
+    """Import ``module_name`` as ``python -m`` would from the current directory.
+
+    The ``esper`` console script puts its own bin/ directory first on ``sys.path``, not the
+    current one, so a ``mydata.py`` beside the user's config would not be found. The
+    current directory is put on the path for this import only (after what is installed,
+    so it never shadows a package) and taken off again: the module's own imports of its
+    neighbours run during the import and find them."""
+    top = module_name.split(".")[0]
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        here = os.getcwd()
+        if exc.name != top or here in sys.path or "" in sys.path:
+            raise
+    sys.path.append(here)
+    try:
+        return importlib.import_module(module_name)
+    finally:
+        sys.path.remove(here)
+
+
 def load_object(path: str, what: str) -> Callable[..., Any]:
     """The function ``package.module:function`` names; a one-line ConfigError otherwise."""
     module_name, sep, attr = path.partition(":")
     if not sep or not module_name or not attr:
         raise ConfigError([f"tasks.dataset.{what}: {path!r} is not package.module:function"])
     try:
-        module = importlib.import_module(module_name)
+        module = _import_here_or_installed(module_name)
     except ImportError as exc:
+        top = module_name.split(".")[0]
+        hint = (
+            f"no {top}.py or {top}/ in the current directory {os.getcwd()} nor on sys.path: run "
+            "esper from the directory that holds it, or add that directory to PYTHONPATH"
+            if getattr(exc, "name", None) == top
+            else "it was found but failed to import"
+        )
         raise ConfigError(
-            [f"tasks.dataset.{what}: cannot import {module_name!r} ({exc}); is it on PYTHONPATH?"]
+            [f"tasks.dataset.{what}: cannot import {module_name!r} ({exc}); {hint}"]
         ) from None
     function = getattr(module, attr, None)
     if not callable(function):

@@ -545,3 +545,28 @@ def test_the_heuristic_only_chooses_legal_actions(build, data) -> None:
         )
         action = p.decide(obs).action
         assert refusal_reason(action, obs.masks, build.space) is None, build.space.describe(action)
+
+
+def test_why_no_growth_names_a_trigger_too_late_for_the_episode(build) -> None:
+    p = policy(build)
+    assert p.why_no_growth(0) is None  # no decision yet: nothing to say
+    p.memory[0] = underfit_memory(24)
+    assert p.decide(build.obs(epoch=25, train_loss=2.25)).action.op == LifecycleOp.WAIT
+    assert p.decide(build.obs(epoch=26, train_loss=2.25)).action.op == LifecycleOp.WAIT
+    why = p.why_no_growth(0)
+    assert why is not None
+    assert "trigger first fired at epoch 25 with 5 epochs left" in why
+    assert "a seed needs 6 to blend and be judged: raise env.max_epochs" in why
+
+
+def test_why_no_growth_names_a_trigger_that_never_fired_or_was_never_asked(build) -> None:
+    fits = policy(build)
+    for epoch, loss in enumerate([1.8, 0.6, 0.2, 0.1], start=1):
+        fits.decide(build.obs(epoch=epoch, train_loss=loss))
+    assert "trigger never fired: the host showed no capacity limit" in (fits.why_no_growth(0) or "")
+    short = policy(build, min_epoch=5)
+    for epoch in (1, 2, 3):  # episodes of 3 epochs end before min_epoch
+        short.decide(build.obs(epoch=epoch, max_epochs=3, train_loss=2.25))
+    assert "episode ended before the heuristic could germinate (it waits for min_epoch=5" in (
+        short.why_no_growth(0) or ""
+    )

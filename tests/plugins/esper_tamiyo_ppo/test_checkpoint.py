@@ -7,6 +7,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import torch
 from click.testing import CliRunner
@@ -131,10 +132,56 @@ def test_mismatching_checkpoint_says_what_differs(tmp_path: Path) -> None:
         )
 
 
+def test_a_new_blueprint_alone_names_the_blueprints_and_the_pin_not_the_history(
+    tmp_path: Path,
+) -> None:
+    """Installing a blueprint package lengthens the feature vector; the history length
+    did not change, so the message must not send the user after it."""
+    path = _save(_trained(), tmp_path / "checkpoint.pt")
+    grown = ActionSpace(
+        slot_ids=SPACE.slot_ids,
+        blueprints=(*SPACE.blueprints, "cnn/d"),
+        styles=SPACE.styles,
+        tempos=SPACE.tempos,
+        alpha_targets=SPACE.alpha_targets,
+    )
+    with pytest.raises(CheckpointError) as info:
+        make_policy(space=grown, argument=str(path))
+    message = str(info.value)
+    assert "\n" not in message
+    assert "history_length" not in message
+    assert "only in this task: [cnn/d]" in message
+    assert 'add --set \'env.blueprints=["cnn/a","cnn/b","cnn/c"]\'' in message
+    # A blueprint that is gone cannot be pinned back: the message says to install it.
+    shrunk = attrs.evolve(grown, blueprints=("cnn/a", "cnn/b"))
+    with pytest.raises(CheckpointError, match=r"blueprints \[cnn/c\] are not installed"):
+        make_policy(space=shrunk, argument=str(path))
+
+
+def test_another_history_length_is_named_with_its_fix(tmp_path: Path) -> None:
+    from esper_tamiyo_ppo.policy import PPOPolicy
+
+    from esper_core.env.observation import feature_dim
+
+    from .helpers import HISTORY, context
+
+    path = _save(_trained(), tmp_path / "checkpoint.pt")
+    longer = attrs.evolve(
+        context(argument=str(path)),
+        history_length=HISTORY + 3,
+        feature_dim=feature_dim(SPACE, HISTORY + 3),
+    )
+    with pytest.raises(CheckpointError) as info:
+        PPOPolicy(PPOOptions(), longer)
+    message = str(info.value)
+    assert f"env.history_length: checkpoint was trained with {HISTORY}" in message
+    assert f"add --set env.history_length={HISTORY}" in message
+    assert "blueprint" not in message
+
+
 def test_a_checkpoint_of_another_task_is_refused_even_with_the_same_vocabulary(
     tmp_path: Path,
 ) -> None:
-    import attrs
     from esper_tamiyo_ppo.policy import PPOPolicy
 
     from .helpers import context

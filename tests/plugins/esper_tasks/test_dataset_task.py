@@ -62,6 +62,39 @@ def test_a_missing_function_or_a_wrong_return_is_one_clear_line(
     assert message in str(info.value) and "\n" not in str(info.value)
 
 
+def test_a_module_in_the_current_directory_is_found_without_pythonpath(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`esper` (a console script) does not put the current directory on sys.path; a
+    mydata.py beside the user's config is found anyway, and sys.path is left as it was."""
+    import sys
+
+    from esper_tasks.dataset import load_object
+
+    name = f"mydata_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}_helpers.py").write_text("N = 3\n")
+    (tmp_path / f"{name}.py").write_text(
+        f"from {name}_helpers import N\n\ndef splits():\n    return N\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    before = list(sys.path)
+    try:
+        assert load_object(f"{name}:splits", "data")() == 3
+        assert sys.path == before
+    finally:
+        for module in (name, f"{name}_helpers"):
+            sys.modules.pop(module, None)
+    with pytest.raises(ConfigError) as info:
+        load_object("not_here_at_all:splits", "data")
+    message = str(info.value)
+    assert "\n" not in message
+    assert (
+        f"no not_here_at_all.py or not_here_at_all/ in the current directory {tmp_path}" in message
+    )
+    assert "add that directory to PYTHONPATH" in message
+
+
 def test_an_image_folder_without_its_splits_says_what_it_needs(
     pm: PluginManager, tmp_path: Path
 ) -> None:

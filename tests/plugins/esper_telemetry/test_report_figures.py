@@ -45,3 +45,20 @@ def test_a_language_model_shows_perplexity_on_a_log_axis() -> None:
 
 def test_accuracy_uses_the_whole_scale() -> None:
     assert accuracy_figure(_data()).axes[0].get_ylim() == (0.0, 100.0)
+
+
+def test_accuracy_marks_the_lifecycle_on_each_curve_with_fixed_legend_markers() -> None:
+    from matplotlib.collections import PathCollection
+
+    data = _data()
+    ax = accuracy_figure(data).axes[0]
+    # One germination per episode, before its first epoch: a marker on that curve's first point.
+    marks = [c for c in ax.collections if isinstance(c, PathCollection)]
+    first_points = sorted((rows[0].epoch, rows[0].val_acc) for rows in data.epochs.values() if rows)
+    drawn = sorted(tuple(map(float, xy)) for c in marks for xy in c.get_offsets())
+    assert drawn == [(float(e), float(a)) for e, a in first_points]
+    legend = ax.get_legend()
+    texts = [t.get_text() for t in legend.get_texts()]
+    assert "germinated" in texts
+    handle = legend.legend_handles[texts.index("germinated")]
+    assert handle.get_marker() == "^" and handle.get_markersize() == 9

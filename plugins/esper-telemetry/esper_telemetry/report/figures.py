@@ -92,6 +92,7 @@ def accuracy_figure(data: RunData, max_series: int = 8) -> Any:
     figure = new_figure(13.0 if several else 8.0, 4.8)
     axes = figure.subplots(1, 2 if several else 1, squeeze=False)[0]
     ax = axes[0]
+    marked: set[str] = set()
     for colour, key in zip(_palette(len(shown)), shown):
         rows = data.epochs[key]
         ax.plot(
@@ -101,6 +102,7 @@ def accuracy_figure(data: RunData, max_series: int = 8) -> Any:
             linewidth=1.8,
             label=_label(data, key),
         )
+        marked |= _mark_accuracy_events(data, ax, key)
         tests = [(r.epoch, r.test_acc) for r in rows if r.test_acc is not None]
         if tests:
             ax.plot(
@@ -133,12 +135,75 @@ def accuracy_figure(data: RunData, max_series: int = 8) -> Any:
             markersize=3.5,
             label="test (dashed)",
         ),
+        *_marker_handles(marked),
     ]
     ax.legend(handles=handles, loc="lower right", fontsize=8)
     if several:
         _final_accuracy_panel(data, axes[1])
     figure.suptitle(data.title, fontsize=11)
     return figure
+
+
+def _event_kind(event: Any) -> str | None:
+    """The :data:`MARKERS` entry of a lifecycle event (None: not drawn as a marker)."""
+    if isinstance(event, SeedGerminated):
+        return "germinate"
+    if isinstance(event, SeedFossilized):
+        return "fossilize"
+    if isinstance(event, SeedPruned):
+        return "prune (rollback)" if event.reason == "rollback" else "prune"
+    return None
+
+
+def _mark_accuracy_events(data: RunData, ax: Any, key: Key) -> set[str]:
+    """The lifecycle events of one env-episode as markers on its validation curve, at the
+    epoch where each happened (a germination before the first epoch: on the first point),
+    so a jump in accuracy can be read against the seed that caused it."""
+    rows = data.epochs[key]
+    if not rows:
+        return set()
+    accuracy = {r.epoch: r.val_acc for r in rows}
+    first = rows[0].epoch
+    kinds: set[str] = set()
+    for event in data.lifecycle.get(key, []):
+        kind = _event_kind(event)
+        epoch = max(int(getattr(event, "epoch", first)), first)
+        if kind is None or epoch not in accuracy:
+            continue
+        ax.scatter([epoch], [accuracy[epoch]], zorder=4, **MARKERS[kind])
+        kinds.add(kind)
+    return kinds
+
+
+MARKER_LABELS = {
+    "germinate": "germinated",
+    "fossilize": "fossilized",
+    "prune": "pruned (policy)",
+    "prune (rollback)": "pruned (rollback)",
+}
+
+
+def _marker_handles(kinds: set[str]) -> list[Any]:
+    """Legend entries of the event markers drawn, one fixed size whatever the data's."""
+    from matplotlib.lines import Line2D
+
+    handles = []
+    for kind, label in MARKER_LABELS.items():
+        if kind in kinds:
+            style = MARKERS[kind]
+            handles.append(
+                Line2D(
+                    [],
+                    [],
+                    linestyle="none",
+                    marker=style["marker"],
+                    markersize=9,
+                    markerfacecolor=style["color"],
+                    markeredgecolor=style.get("edgecolors", style["color"]),
+                    label=label,
+                )
+            )
+    return handles
 
 
 def _final_accuracy_panel(data: RunData, ax: Any) -> None:
@@ -238,23 +303,18 @@ def lifecycle_figure(data: RunData, max_groups: int = 4) -> Any:
             if lane not in lane_y:
                 continue
             y = lane_y[lane]
-            if isinstance(event, SeedGerminated):
-                kind = "germinate"
-                if annotate:
-                    ax.annotate(
-                        event.blueprint,
-                        (event.epoch, y),
-                        xytext=(4, 9),
-                        textcoords="offset points",
-                        fontsize=7,
-                        color="#222222",
-                    )
-            elif isinstance(event, SeedFossilized):
-                kind = "fossilize"
-            elif isinstance(event, SeedPruned):
-                kind = "prune (rollback)" if event.reason == "rollback" else "prune"
-            else:
+            kind = _event_kind(event)
+            if kind is None:
                 continue
+            if isinstance(event, SeedGerminated) and annotate:
+                ax.annotate(
+                    event.blueprint,
+                    (event.epoch, y),
+                    xytext=(4, 9),
+                    textcoords="offset points",
+                    fontsize=7,
+                    color="#222222",
+                )
             used_markers.add(kind)
             ax.scatter([event.epoch], [y], zorder=4, **MARKERS[kind])
     for i in range(1, len(groups)):
@@ -279,27 +339,7 @@ def lifecycle_figure(data: RunData, max_groups: int = 4) -> Any:
     handles: list[Any] = [
         Patch(facecolor=stage_colour(s), label=s) for s in STAGE_ORDER if s in stages_seen
     ]
-    marker_labels = {
-        "germinate": "germinated",
-        "fossilize": "fossilized",
-        "prune": "pruned (policy)",
-        "prune (rollback)": "pruned (rollback)",
-    }
-    for kind, label in marker_labels.items():
-        if kind in used_markers:
-            style = MARKERS[kind]
-            handles.append(
-                Line2D(
-                    [],
-                    [],
-                    linestyle="none",
-                    marker=style["marker"],
-                    markersize=9,
-                    markerfacecolor=style["color"],
-                    markeredgecolor=style.get("edgecolors", style["color"]),
-                    label=label,
-                )
-            )
+    handles += _marker_handles(used_markers)
     if "rollback" in used_markers:
         handles.append(Line2D([], [], label="governor rollback", **ROLLBACK_LINE))
     ax.legend(
