@@ -11,6 +11,7 @@ forked, buffers (BatchNorm statistics) are restored and gradients dropped.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 from attrs import define, field, frozen
@@ -19,6 +20,9 @@ from torch.utils.flop_counter import FlopCounterMode
 from esper_core.lifecycle import rules
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.rules import BLENDED_STAGES, SEED_STAGES
+
+if TYPE_CHECKING:  # the env imports this module
+    from esper_core.env.env import MorphogeneticEnv
 
 Architecture = tuple[tuple[str, str, str | None, bool], ...]
 
@@ -151,3 +155,16 @@ class CostMeter:
         self.host_per_sample = state.host_per_sample
         self.epoch_flops, self.epoch_host_flops = state.epoch_flops, state.epoch_host_flops
         self._stale = state.stale
+
+
+def account_training(
+    env: MorphogeneticEnv, inputs: torch.Tensor, targets: torch.Tensor, samples: int | None = None
+) -> None:
+    """Count the training FLOPs of this batch (or of ``samples`` samples shaped like it)
+    in the env's episode and epoch cost: the CLI path per batch, the library path per
+    epoch from the samples its hook counted."""
+    stats = env.stats
+    stats.train_flops += env.cost.batch_flops(env.model, env.task.loss, inputs, targets, samples)
+    stats.train_samples += int(inputs.shape[0]) if samples is None else samples
+    if stats.host_flops_per_sample is None:
+        stats.host_flops_per_sample = env.cost.host_per_sample

@@ -5,16 +5,11 @@ epoch -> validate with fused counterfactuals -> governor check -> advance alpha
 schedules and cooldowns -> compute the reward -> build the next observation.
 
 Executors drive the epoch through :meth:`apply_action`, :meth:`begin_epoch`,
-:meth:`train_batches`/:meth:`train_batch` and :meth:`end_epoch`; :meth:`step` is the
-same sequence for one env on its own (see :func:`run_epoch`). :meth:`end_epoch` is
-:meth:`queue_measurements` (device work only), one :func:`fetch` and the rest, so
-an executor can queue every env's validation before it reads any of them and hand
-the values to ``end_epoch(measured)``. Each part of the step
-lives in its own module: :mod:`~esper_core.env.apply` (the action),
-:mod:`~esper_core.env.epoch_end` (everything after the measurements arrive),
-:mod:`~esper_core.env.events`, :mod:`~esper_core.env.observation` and
-:mod:`~esper_core.env.state` (checkpoints); this class holds the env together and
-keeps the order.
+:meth:`train_batch` and :meth:`end_epoch` (:meth:`step` does all of it for one env).
+:meth:`end_epoch` is :meth:`queue_measurements` (device work only), one :func:`fetch` and
+the rest, so an executor can queue every env's validation before it reads any. Each
+part lives in its own module (``apply``, ``epoch_end``, ``events``, ``observation``,
+``state``); this class holds the env together and keeps the order.
 """
 
 from __future__ import annotations
@@ -32,7 +27,7 @@ from esper_core.config import RunConfig
 from esper_core.env import birth, epoch_end
 from esper_core.env.apply import StepStart, apply, slot_snapshots
 from esper_core.env.birth import BirthSeed
-from esper_core.env.cost import CostMeter
+from esper_core.env.cost import CostMeter, account_training
 from esper_core.env.data import make_loader
 from esper_core.env.device import canonical_device
 from esper_core.env.episode import EpisodeStats
@@ -242,19 +237,8 @@ class MorphogeneticEnv:
 
     def train_batch(self, batch: tuple[torch.Tensor, torch.Tensor]) -> None:
         inputs, targets = self.task.prepare_batch(batch[0], batch[1], True, self.generator)
-        self.account_training(inputs, targets)
+        account_training(self, inputs, targets)
         self.trainer.train_batch(inputs, targets)
-
-    def account_training(
-        self, inputs: torch.Tensor, targets: torch.Tensor, samples: int | None = None
-    ) -> None:
-        """Count the training FLOPs of this batch (or of ``samples`` samples shaped like
-        it) in the episode's and the epoch's cost."""
-        cost = self.cost.batch_flops(self.model, self.task.loss, inputs, targets, samples)
-        self.stats.train_flops += cost
-        self.stats.train_samples += int(inputs.shape[0]) if samples is None else samples
-        if self.stats.host_flops_per_sample is None:
-            self.stats.host_flops_per_sample = self.cost.host_per_sample
 
     def queue_measurements(self) -> list[Pending]:
         """The epoch's numbers, queued on the device: training statistics, validation with

@@ -26,7 +26,7 @@ from esper_core.config import RunConfig
 from esper_core.converter import structure, unstructure
 from esper_core.env import birth
 from esper_core.env.apply import ActionOutcome, StepStart
-from esper_core.env.cost import CostMeter
+from esper_core.env.cost import CostMeter, account_training
 from esper_core.env.env import MorphogeneticEnv
 from esper_core.env.episode import EpisodeStats
 from esper_core.env.evaluation import EvalResult, validate_pending
@@ -168,7 +168,7 @@ class LoopEnv(MorphogeneticEnv):
         assert isinstance(host, ModuleHost)
         samples = host.take_samples()
         if samples and self._first_val is not None:
-            self.account_training(*self._first_val, samples=samples)
+            account_training(self, *self._first_val, samples=samples)
             host.take_samples()  # the counting pass's own forward
         return super().end_epoch(measured)
 
