@@ -12,7 +12,10 @@ uses it (DOMAIN §3):
 - its output is finite;
 - its parameter count is within 10% of the blueprint's ``param_estimate``;
 - it returns its input unchanged when the blueprint claims ``identity_at_birth``;
-- it holds no BatchNorm (a seed must not depend on the other samples of its batch);
+- in eval mode, each sample's output does not depend on the other samples of its batch
+  (validation repeats each batch with per-sample alphas in eval mode): BatchNorm with
+  running statistics passes, as in the host's own layers; batch statistics in eval mode
+  (``track_running_stats=False``) do not;
 - its floating-point parameters and buffers, and its output, have the input's dtype (a
   float64 seed fails inside the host's first matrix product, blaming the task);
 - its code raises exceptions rather than calling ``sys.exit()``, which would end the run
@@ -125,8 +128,6 @@ def module_problems(blueprint: Blueprint, module: Any, *sizes: int) -> list[str]
     if not isinstance(module, nn.Module):
         return [f"its factory returned {type(module).__name__}, not a torch.nn.Module"]
     problems = _estimate_problems(blueprint, module, sizes)
-    if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in module.modules()):
-        problems.append("it holds a BatchNorm layer; use GroupNorm or LayerNorm in a seed")
     dtype_problem = _dtype_problem(module, torch.get_default_dtype())
     if dtype_problem:
         return [*problems, dtype_problem]  # its forward would only fail on the mismatch
@@ -136,13 +137,35 @@ def module_problems(blueprint: Blueprint, module: Any, *sizes: int) -> list[str]
         with torch.no_grad():
             for size in SIZES.get(blueprint.topology, ()):
                 x = _input(blueprint.topology, sizes[0], size)
-                problem = _output_problem(blueprint, module, x, sizes)
+                problem = _output_problem(blueprint, module, x, sizes) or _mixing_problem(
+                    module, x
+                )
                 if problem:
                     problems.append(problem)
                     break
     finally:
         module.train(was_training)
     return problems
+
+
+def _mixing_problem(module: nn.Module, x: torch.Tensor) -> str | None:
+    """The first sample's output alone differs from its output within the batch."""
+    import torch
+
+    try:
+        together = module(x)[:1]
+        alone = module(x[:1])
+    except PLUGIN_FAULTS as exc:
+        return f"its forward, on an input of shape {list(x[:1].shape)}, {raised(exc)}"
+    if not isinstance(alone, torch.Tensor) or alone.shape != together.shape:
+        return "its output's batch dimension does not follow its input's"
+    if not torch.allclose(alone, together, rtol=1e-4, atol=IDENTITY_ATOL):
+        return (
+            "in eval mode its output for one sample depends on the other samples of the "
+            "batch (batch statistics?); use GroupNorm, LayerNorm or BatchNorm with running "
+            "statistics"
+        )
+    return None
 
 
 def _estimate_problems(

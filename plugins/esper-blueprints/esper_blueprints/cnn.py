@@ -66,6 +66,12 @@ def conv_heavy(channels: int) -> nn.Module:
     return build(channels)
 
 
+def conv_layer(channels: int) -> nn.Module:
+    from esper_blueprints.cnn_modules import ConvLayer
+
+    return ConvLayer(channels)
+
+
 def widen(channels: int, next_channels: int, next_stride: int) -> nn.Module:
     from esper_blueprints.cnn_modules import WidenBranch
 
@@ -147,6 +153,18 @@ BLUEPRINTS = (
         param_estimate=lambda c: 2 * (9 * c * c + 2 * c),
         description="two conv_light layers in sequence",
         identity_at_birth=False,
+    ),
+    Blueprint(
+        name="conv_layer",
+        topology="cnn",
+        factory=conv_layer,
+        param_estimate=lambda c: 9 * c * c + 2 * c,
+        description=(
+            "relu(BN(conv3x3(x))), not residual: one more host layer, entering through the "
+            "blend (the identity at alpha 0); its static twin is convs_after_pool = 1"
+        ),
+        identity_at_birth=False,
+        opt_in=True,
     ),
     Blueprint(
         name="widen",

@@ -2,9 +2,11 @@
 
 Every module returns the full activation (residual form), because the slot blends
 ``lerp(h, seed(h), alpha)``; a branch module (:class:`WidenBranch`) instead returns the
-increment it adds to the following host block's output. Normalisation is GroupNorm, never BatchNorm: a seed must
-not depend on the other samples of its batch (validation repeats each batch with
-per-sample alphas) nor carry running statistics.
+increment it adds to the following host block's output. The residual seeds normalise with
+GroupNorm, which behaves the same in training and evaluation. :class:`ConvLayer` is the
+exception: it is the host's own layer (conv+BatchNorm+ReLU, not residual), for growth in
+depth whose grown host equals a static one; its BatchNorm is in eval mode whenever
+validation repeats a batch with per-sample alphas, so it never mixes samples there.
 """
 
 from __future__ import annotations
@@ -125,6 +127,22 @@ class ConvLightSeed(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + F.relu(self.norm(self.conv(x)))
+
+
+class ConvLayer(nn.Module):
+    """``relu(BN(conv3x3(x)))``: a layer of the CNN host's own kind, with torch's default
+    initialisation as the host's layers have. Not residual: the slot's blend
+    ``lerp(h, layer(h), alpha)`` is the identity at alpha 0 and this layer at alpha 1, so a
+    fossilized ``conv_layer`` leaves the same network as a host built with one more layer
+    there (``convs_after_pool``)."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.norm = nn.BatchNorm2d(channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(self.norm(self.conv(x)))
 
 
 class WidenBranch(nn.Module):

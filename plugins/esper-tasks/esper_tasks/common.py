@@ -27,10 +27,11 @@ class CNNPreset:
     base_channels: int
     n_blocks: int
     convs_per_block: int = 1
+    convs_after_pool: int = 0
 
 
 # The CNNHost fields a task's options may override over its preset.
-CNN_HOST_FIELDS = ("base_channels", "n_blocks", "convs_per_block")
+CNN_HOST_FIELDS = ("base_channels", "n_blocks", "convs_per_block", "convs_after_pool")
 
 
 @frozen
@@ -183,5 +184,10 @@ class CNNPresetTask(CrossEntropyTask):
 
         p = self.preset
         return CNNHost(
-            self.in_channels, self.num_classes, p.base_channels, p.n_blocks, p.convs_per_block
+            self.in_channels,
+            self.num_classes,
+            p.base_channels,
+            p.n_blocks,
+            p.convs_per_block,
+            p.convs_after_pool,
         )

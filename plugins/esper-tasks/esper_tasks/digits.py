@@ -59,6 +59,12 @@ class DigitsOptions:
         in_range(1, MAX_DEPTH, integer=True),
         "Override the preset: conv+BN+ReLU layers per block.",
     )
+    convs_after_pool: int | None = options_field(
+        None,
+        in_range(0, MAX_DEPTH, integer=True),
+        "Override the preset: conv+BN+ReLU layers after each block's pool (where a "
+        "conv_layer seed grows).",
+    )
     split_seed: int = options_field(
         0,
         in_range(0, MAX_SEED, integer=True),

@@ -40,12 +40,13 @@ def _build(bp: Blueprint, channels: int) -> torch.nn.Module:
 def test_the_domain_blueprints_exist() -> None:
     assert [bp.name for bp in CNN] == [
         "noop", "norm", "attention", "depthwise", "bottleneck", "conv_small", "conv_light", "conv_heavy",
-        "widen", "widen4x",
+        "conv_layer", "widen", "widen4x",
     ]  # fmt: skip
     # Branches of the following block, and only by name (not in a run's default action space).
     assert [bp.name for bp in BRANCH] == ["widen", "widen4x"]
     assert all(bp.opt_in and bp.topology == "cnn" for bp in BRANCH)
-    assert not any(bp.opt_in for bp in SERIES)
+    # The host-kind layer changes the architecture's kind: by name only, too.
+    assert [bp.key for bp in SERIES if bp.opt_in] == ["cnn/conv_layer"]
     assert [bp.name for bp in TRANSFORMER] == [
         "noop", "norm", "lora", "lora_large", "attention", "mlp_small", "mlp", "block",
     ]  # fmt: skip

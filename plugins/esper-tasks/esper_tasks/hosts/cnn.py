@@ -8,22 +8,28 @@ from torch import nn
 from esper_core.components.host import InjectionSpec, slot_id
 
 
-def _block(c_in: int, c_out: int, convs: int) -> nn.Sequential:
+def conv_bn_relu(c_in: int, c_out: int) -> list[nn.Module]:
+    """One host layer, with torch's default initialisation (the ``conv_layer`` seed
+    builds the same layer, so a seed-grown host and its static twin start alike)."""
+    # No conv bias: the BatchNorm shift that follows makes it redundant.
+    return [nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU()]
+
+
+def _block(c_in: int, c_out: int, convs: int, after_pool: int) -> nn.Sequential:
     layers: list[nn.Module] = []
     for _ in range(convs):
-        # No conv bias: the BatchNorm shift that follows makes it redundant.
-        layers += [
-            nn.Conv2d(c_in, c_out, 3, padding=1, bias=False),
-            nn.BatchNorm2d(c_out),
-            nn.ReLU(),
-        ]
+        layers += conv_bn_relu(c_in, c_out)
         c_in = c_out
     layers.append(nn.MaxPool2d(2))
+    for _ in range(after_pool):
+        layers += conv_bn_relu(c_out, c_out)
     return nn.Sequential(*layers)
 
 
 class CNNHost(nn.Module):
-    """``n_blocks`` blocks of ``convs_per_block`` conv3x3+BN+ReLU, each followed by a 2x max-pool.
+    """``n_blocks`` blocks of ``convs_per_block`` conv3x3+BN+ReLU, each followed by a 2x
+    max-pool and ``convs_after_pool`` more conv3x3+BN+ReLU layers at the pooled size (the
+    static twin of a host grown by ``conv_layer`` seeds, which sit after the pool).
 
     Block ``i`` has ``base_channels * 2**i`` channels and is segment ``i``; slot
     ``r0c{i}`` sits after it and names block ``i + 1`` (if any) as the segment that
@@ -40,15 +46,18 @@ class CNNHost(nn.Module):
         base_channels: int,
         n_blocks: int,
         convs_per_block: int = 1,
+        convs_after_pool: int = 0,
     ) -> None:
         super().__init__()
         if min(in_channels, num_classes, base_channels, n_blocks, convs_per_block) < 1:
             raise ValueError("CNNHost sizes must all be at least 1")
+        if convs_after_pool < 0:
+            raise ValueError("CNNHost convs_after_pool must be at least 0")
         self.channels = tuple(base_channels * 2**i for i in range(n_blocks))
         c_in = in_channels
         blocks = []
         for c in self.channels:
-            blocks.append(_block(c_in, c, convs_per_block))
+            blocks.append(_block(c_in, c, convs_per_block, convs_after_pool))
             c_in = c
         self.blocks = nn.ModuleList(blocks)
         self.head = nn.Linear(self.channels[-1], num_classes)
