@@ -28,10 +28,17 @@ class CNNPreset:
     n_blocks: int
     convs_per_block: int = 1
     convs_after_pool: int = 0
+    slots_before_pool: bool = False
 
 
 # The CNNHost fields a task's options may override over its preset.
-CNN_HOST_FIELDS = ("base_channels", "n_blocks", "convs_per_block", "convs_after_pool")
+CNN_HOST_FIELDS = (
+    "base_channels",
+    "n_blocks",
+    "convs_per_block",
+    "convs_after_pool",
+    "slots_before_pool",
+)
 
 
 @frozen
@@ -190,4 +197,5 @@ class CNNPresetTask(CrossEntropyTask):
             p.n_blocks,
             p.convs_per_block,
             p.convs_after_pool,
+            p.slots_before_pool,
         )

@@ -65,6 +65,11 @@ class DigitsOptions:
         "Override the preset: conv+BN+ReLU layers after each block's pool (where a "
         "conv_layer seed grows).",
     )
+    slots_before_pool: bool | None = options_field(
+        None,
+        doc="Override the preset: put each slot before its block's pool (at the block's "
+        "full resolution), so a conv_layer seed deepens the block itself.",
+    )
     split_seed: int = options_field(
         0,
         in_range(0, MAX_SEED, integer=True),

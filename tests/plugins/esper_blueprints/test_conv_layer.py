@@ -48,3 +48,31 @@ def test_a_fossilized_conv_layer_is_the_static_twins_layer() -> None:
         grown = host.forward_head(seed(host.forward_segment(0, x)))
         assert torch.equal(grown, twin(x))
     assert sum(p.numel() for p in seed.parameters()) == CONV_LAYER.param_estimate(4)
+
+
+def test_slots_before_pool_change_where_seeds_grow_not_the_network() -> None:
+    after = CNNHost(1, 10, 4, 2, convs_per_block=1, convs_after_pool=1)
+    before = CNNHost(1, 10, 4, 2, convs_per_block=1, convs_after_pool=1, slots_before_pool=True)
+    before.load_state_dict(after.state_dict())  # the same parameter names
+    x = torch.randn(3, 1, 8, 8)
+    after.eval(), before.eval()
+    assert torch.equal(before(x), after(x))
+    # The slot after block 0 sees the block's full resolution (8x8) before its pool.
+    assert before.forward_segment(0, x).shape == (3, 4, 8, 8)
+    assert after.forward_segment(0, x).shape == (3, 4, 4, 4)
+    assert [s.next_stride for s in before.injection_specs()] == [2, 1]
+
+
+def test_a_conv_layer_before_the_pool_grows_a_block_by_one_conv() -> None:
+    deep = CNNHost(1, 10, 4, 1, convs_per_block=2)
+    host = CNNHost(1, 10, 4, 1, slots_before_pool=True)
+    seed = CONV_LAYER.build(4)
+    host.blocks[0][:3].load_state_dict(deep.blocks[0][:3].state_dict())
+    seed.conv.load_state_dict(deep.blocks[0][3].state_dict())
+    seed.norm.load_state_dict(deep.blocks[0][4].state_dict())
+    host.head.load_state_dict(deep.head.state_dict())
+    x = torch.randn(3, 1, 8, 8)
+    for training in (True, False):
+        for module in (deep, host, seed):
+            module.train(training)
+        assert torch.equal(host.forward_head(seed(host.forward_segment(0, x))), deep(x))

@@ -34,6 +34,11 @@ class CNNHost(nn.Module):
     Block ``i`` has ``base_channels * 2**i`` channels and is segment ``i``; slot
     ``r0c{i}`` sits after it and names block ``i + 1`` (if any) as the segment that
     follows it, for branch seeds. The head is a global average pool and a linear layer.
+    With ``slots_before_pool`` each slot sits before its block's pool instead, at the
+    block's full resolution: the pool (and any ``convs_after_pool``) then opens the next
+    segment, or the head after the last block. The network and its parameter names are
+    the same either way; only where seeds grow changes (a ``conv_layer`` seed there
+    grows ``convs_per_block`` by one).
     Inputs are ``[B, in_channels, H, W]`` with ``H, W >= 2**n_blocks``.
     """
 
@@ -47,6 +52,7 @@ class CNNHost(nn.Module):
         n_blocks: int,
         convs_per_block: int = 1,
         convs_after_pool: int = 0,
+        slots_before_pool: bool = False,
     ) -> None:
         super().__init__()
         if min(in_channels, num_classes, base_channels, n_blocks, convs_per_block) < 1:
@@ -61,6 +67,8 @@ class CNNHost(nn.Module):
             c_in = c
         self.blocks = nn.ModuleList(blocks)
         self.head = nn.Linear(self.channels[-1], num_classes)
+        # Where each block splits into the part before its slot and the part after it.
+        self._split = 3 * convs_per_block if slots_before_pool else len(self.blocks[0])
         # Every slot but the last is followed by the next block: its width, then a 2x pool.
         following = (*self.channels[1:], None)
         self._specs = tuple(
@@ -81,10 +89,19 @@ class CNNHost(nn.Module):
     def injection_specs(self) -> tuple[InjectionSpec, ...]:
         return self._specs
 
+    def _layers(self, index: int, before_slot: bool) -> list[nn.Module]:
+        block = list(self.blocks[index])
+        return block[: self._split] if before_slot else block[self._split :]
+
     def forward_segment(self, index: int, x: torch.Tensor) -> torch.Tensor:
-        return self.blocks[index](x)
+        layers = self._layers(index - 1, False) if index > 0 else []
+        for layer in (*layers, *self._layers(index, True)):
+            x = layer(x)
+        return x
 
     def forward_head(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self._layers(len(self.blocks) - 1, False):
+            x = layer(x)
         return self.head(x.mean(dim=(2, 3)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
