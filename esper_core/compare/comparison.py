@@ -299,6 +299,10 @@ def compare(
         for twin in copy_finished(twins, out):  # counted in the plan's static-final runs
             report(CellOutcome(str(twin.directory(out)), "skipped"))
         outcomes += cell_runner.run(_jobs(experiment, statics, out, list(twins)), report, notify)
+        # Twins of a static-final cell that has just run (two arms that ended with the same
+        # architecture on a seed) are copied once their originals have finished.
+        for twin in copy_finished(twins, out):
+            report(CellOutcome(str(twin.directory(out)), "skipped"))
     except CellsInterrupted:
         write_results(results(), out)  # finished so far
         raise

@@ -130,3 +130,17 @@ def test_dominated() -> None:
 def test_an_unknown_derived_baseline_is_refused() -> None:
     with pytest.raises(ConfigError, match="baselines"):
         experiment(baselines=["static-start"])
+
+
+def test_two_arms_ending_with_one_architecture_share_one_static_final_run(
+    pm: PluginManager, tmp_path: Path
+) -> None:
+    # The same policy twice: each seed's two static-final cells have the same settings,
+    # and the second is a copy of the first once it has run (it was left missing).
+    twice = experiment(policies=["scripted", {"name": "scripted", "label": "again"}, "wait"])
+    done = compare(twice, pm, tmp_path, jobs=1, notify=lambda _m: None)
+    assert not done.failed and not done.results.missing
+    cells = {(c.policy, c.seed): c for c in done.results.cells}
+    for seed in twice.seeds:
+        first, second = cells["scripted.static-final", seed], cells["again.static-final", seed]
+        assert first.final_test_acc == second.final_test_acc
