@@ -268,10 +268,17 @@ def compare(ctx: click.Context, **params: Any) -> None:
         return
 
     def on_plan(plan: Plan) -> None:
-        if not quiet:
-            err.print(describe_plan(plan))
-        progress.start()
-        bar["id"] = progress.add_task("cells", total=plan.total, completed=plan.completed)
+        # Called again once a search has chosen each arm's values (the evaluation's
+        # cells are known only then): the same bar, with the new counts.
+        if "id" in bar:
+            progress.update(bar["id"], total=plan.total, completed=plan.completed)
+            if not quiet:
+                err.print(f"tuning finished: {describe_plan(plan)}")
+        else:
+            if not quiet:
+                err.print(describe_plan(plan))
+            progress.start()
+            bar["id"] = progress.add_task("cells", total=plan.total, completed=plan.completed)
         counts.update(done=plan.completed, total=plan.total)
         eta.left = plan.total - plan.completed
 

@@ -286,6 +286,10 @@ def compare(
             notify(f"tuning chosen: {_choices(tuned)}")
             cells = plan_cells(experiment, pm, _threads(experiment, jobs), tuned.chosen())
             _forget_stale(stale_cells(cells, out), out, notify)
+            if on_plan is not None and searched:
+                # The first plan counted the evaluation's cells at the shared recipe; with
+                # the chosen values some of them must run again: the counts start over.
+                on_plan(_prepare(experiment, pm, out, jobs)[3])
         evaluated = cells
         write_json(out / EXPERIMENT_JSON, _record(experiment, cells, out, searched))
         repeats = originals(cells)

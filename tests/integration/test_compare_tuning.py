@@ -167,3 +167,40 @@ def test_a_failed_search_stops_before_the_evaluation(tmp_path: Path) -> None:
     assert tuning.arm("tiny", "wait").chosen == {"env.batch_size": 8}  # type: ignore[union-attr]
     assert any(m.startswith("tuning unfinished") for m in messages)
     assert "The search is unfinished" in (tmp_path / "out" / RESULTS_MD).read_text()
+
+
+def test_progress_counts_start_over_when_a_wider_search_changes_the_choices(
+    pm: PluginManager, tmp_path: Path
+) -> None:
+    def run(batch_sizes: list[int]) -> tuple[list[tuple[int, int]], int]:
+        data = {**DATA, "tuning": {"seeds": TUNING_SEEDS, "grid": {"env.batch_size": batch_sizes}}}
+        spec = parse_experiment(data)
+        plans: list[tuple[int, int]] = []
+        done = {"n": 0}
+
+        def on_plan(plan) -> None:  # type: ignore[no-untyped-def]
+            plans.append((plan.total, plan.completed))
+            done["n"] = plan.completed
+
+        def on_outcome(outcome) -> None:  # type: ignore[no-untyped-def]
+            if outcome.status in ("completed", "skipped", "failed"):
+                done["n"] += 1
+
+        report = compare(
+            build_experiment(spec, shared_config(spec), plugins=PLUGINS),
+            pm,
+            tmp_path,
+            notify=lambda _m: None,
+            runner="inline",
+            on_plan=on_plan,
+            on_outcome=on_outcome,
+        )
+        assert not report.failed
+        return plans, done["n"]
+
+    run([64])
+    # The second point wins for some arm: its evaluation cells, finished at 64, run again.
+    plans, done = run([64, 8])
+    assert len(plans) == 2
+    assert plans[1][1] < plans[0][1]  # fewer finished once the stale cells are known
+    assert done == plans[-1][0]  # the count ends at the total, not beyond
