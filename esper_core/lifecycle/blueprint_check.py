@@ -137,9 +137,7 @@ def module_problems(blueprint: Blueprint, module: Any, *sizes: int) -> list[str]
         with torch.no_grad():
             for size in SIZES.get(blueprint.topology, ()):
                 x = _input(blueprint.topology, sizes[0], size)
-                problem = _output_problem(blueprint, module, x, sizes) or _mixing_problem(
-                    module, x
-                )
+                problem = _output_problem(blueprint, module, x, sizes) or _mixing_problem(module, x)
                 if problem:
                     problems.append(problem)
                     break
