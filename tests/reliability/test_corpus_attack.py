@@ -64,12 +64,14 @@ def test_a_corpus_nothing_can_be_learned_from_is_one_line(
 
 
 def test_a_text_with_a_few_undecodable_bytes_is_still_text(tmp_path: Path) -> None:
-    """Latin-1 prose (a few accented letters among ASCII) is modelled with a replacement
-    character for each undecodable byte, as before: the line is drawn at 1 %."""
+    """A stray Latin-1 byte in English prose is modelled as a replacement character, as
+    before: the line is drawn at 1 % (this text has 0.4 %; French in Latin-1 has more,
+    and is better converted than learned as replacement characters)."""
     from esper_tasks.charlm import CharLMOptions, CharLMTask
 
     corpus = tmp_path / "latin1.txt"
-    corpus.write_bytes(("caf\xe9 au lait, s'il vous pla\xeet. " * 200).encode("latin-1"))
+    paragraph = "The plain approach works well. " * 8 + "A na\xefve one does not. "
+    corpus.write_bytes((paragraph * 20).encode("latin-1"))
     task = CharLMTask(CharLMOptions(path=str(corpus), max_chars=4000, block_size=8))
     assert "\ufffd" in task.vocab and len(task.text) == 4000
 
