@@ -135,7 +135,11 @@ def _dataset_labels(d: Path) -> tuple[list[str], Callable[[], str | None]]:
 
 
 CASES = (
-    Case("33.1 lock file a link out of the run directory", _lock_link, says="outside the run directory"),
+    Case(
+        "33.1 lock file a link out of the run directory",
+        _lock_link,
+        says="outside the run directory",
+    ),
     Case("33.2 sweep label ../../victimexp (--dry-run)", _sweep_label, says="label"),
     Case("33.7 --resamples 1e11 (--dry-run)", _compare_bound("--resamples", "100000000000")),
     Case("33.14 --seeds 100000000 (--dry-run)", _compare_bound("--seeds", "100000000")),
