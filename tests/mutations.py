@@ -41,6 +41,11 @@ HEURISTIC_TESTS = ("tests/plugins/esper_tamiyo_heuristic",)
 REWARD_TESTS = ("tests/plugins/esper_rewards",)
 TASKS = "plugins/esper-tasks/esper_tasks"
 GLYPH_TESTS = ("tests/plugins/esper_tasks/test_glyphs.py",)
+BLUEPRINTS = "plugins/esper-blueprints/esper_blueprints"
+STACKING_TESTS = ("tests/integration/test_stacking.py",)
+CORE = "esper_core"
+GROWER_TESTS = ("tests/integration/test_grower.py",)
+COST_TESTS = ("tests/core/test_birth_and_cost.py",)
 
 
 @frozen
@@ -219,6 +224,54 @@ MUTATIONS = (
         '_SPLIT_STREAMS = {"train": 0, "val": 1, "test": 2}',
         '_SPLIT_STREAMS = {"train": 0, "val": 1, "test": 1}',
         GLYPH_TESTS,
+    ),
+    Mutation(
+        "stacked-block-head-count-dropped",
+        BLUEPRINTS,
+        "transformer_modules.py",
+        "self.attention.n_head = n_head",
+        "self.attention.n_head = self.attention.n_head",
+        STACKING_TESTS,
+    ),
+    Mutation(
+        "grower-resume-ignores-group-order",
+        CORE,
+        "grow/loop_trainer.py",
+        'self.sync_optimizers(order=list(state.get("order", [])))',
+        "self.sync_optimizers()",
+        GROWER_TESTS,
+    ),
+    Mutation(
+        "grower-rollback-keeps-optimizer-state",
+        CORE,
+        "grow/loop_trainer.py",
+        "self.optimizer.state.clear()",
+        "pass",
+        GROWER_TESTS,
+    ),
+    Mutation(
+        "heuristic-slowdown-uses-flat-max-drop",
+        HEURISTIC,
+        "heuristic.py",
+        "max_drop=o.slowdown_drop,",
+        "max_drop=o.flat_max_drop,",
+        HEURISTIC_TESTS,
+    ),
+    Mutation(
+        "heuristic-flops-price-from-the-bare-host",
+        HEURISTIC,
+        "heuristic.py",
+        "memory.flops_before_growth = obs.train_flops_ratio",
+        "memory.flops_before_growth = 1.0",
+        HEURISTIC_TESTS,
+    ),
+    Mutation(
+        "env-flops-ratio-not-given-to-the-reward",
+        CORE,
+        "env/epoch_end.py",
+        "train_flops_ratio=env.cost.epoch_flops_ratio(),",
+        "train_flops_ratio=1.0,",
+        COST_TESTS,
     ),
 )
 BY_NAME = {m.name: m for m in MUTATIONS}

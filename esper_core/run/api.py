@@ -17,7 +17,7 @@ from typing import Any, TypedDict, Unpack
 
 from esper_core.config import RunConfig
 from esper_core.plugins import PluginManager
-from esper_core.run.failures import ended_by_plugin, plugin_modules, timed_out
+from esper_core.run.failures import ended_by_plugin, failure_line, plugin_modules, timed_out
 from esper_core.run.interrupts import Interrupted, StopFlag
 from esper_core.run.loops import EpisodeLoop, TrainLoop
 from esper_core.run.session import open_session
@@ -70,7 +70,7 @@ def drive(
     # Inside the Ctrl-C handler's scope: the watchdog's handler wraps that one, and is
     # removed (with its thread stopped) before anything below writes to the run directory.
     watchdog = Watchdog(config.run.epoch_timeout)
-    status = "failed"
+    status, error = "failed", ""
     try:
         with stop.installed(notify), watchdog:
             loop.run(stop, watchdog)
@@ -83,14 +83,21 @@ def drive(
         # Deliberately caught (a BaseException): the unit was cut off mid-way, so nothing
         # of it is saved; the last checkpoint is the run's state.
         fired = watchdog.fired or f"{watchdog.unit}, in {watchdog.phase}"
-        raise timed_out(
-            exc, fired, watchdog.limit, plugin_modules(pm), session.run_dir, mode
-        ) from None
+        failure = timed_out(exc, fired, watchdog.limit, plugin_modules(pm), session.run_dir, mode)
+        error = failure_line(failure, {}, session.run_dir, mode)
+        raise failure from None
     except SystemExit as exc:
         # Deliberately caught: plugin code (a reward's compute, a blueprint's forward) may
         # call sys.exit(), which is not an Exception and would end the process "successfully".
-        raise ended_by_plugin(exc, plugin_modules(pm), session.run_dir, mode) from None
+        failure = ended_by_plugin(exc, plugin_modules(pm), session.run_dir, mode)
+        error = failure_line(failure, {}, session.run_dir, mode)
+        raise failure from None
+    except BaseException as exc:
+        # Propagated unchanged (the caller explains it); the run directory keeps the line.
+        error = failure_line(exc, plugin_modules(pm), session.run_dir, mode)
+        raise
     finally:
         if status != "completed":
-            session.hub.emit([RunFinished(status=status, wall_time=time.time() - session.started)])
+            wall_time = time.time() - session.started
+            session.hub.emit([RunFinished(status=status, wall_time=wall_time, error=error)])
         session.close()

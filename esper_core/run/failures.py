@@ -69,6 +69,21 @@ def _culprit_frame(exc: BaseException, plugin_modules: dict[str, str]) -> tuple[
     return None
 
 
+def failure_line(
+    exc: BaseException, plugin_modules: dict[str, str], run_dir: Path | None, mode: str
+) -> str:
+    """The one line a failed run records as its reason: what the CLI shows for ``exc``
+    (its :func:`explain`-ed form), or for a bug the exception's type and message."""
+    if isinstance(exc, EsperError):
+        text = str(exc)
+    else:
+        explained = (
+            explain(exc, plugin_modules, run_dir, mode) if isinstance(exc, Exception) else None
+        )
+        text = str(explained) if explained is not None else f"{type(exc).__name__}: {exc}"
+    return " ".join(text.split())
+
+
 def explain(
     exc: BaseException, plugin_modules: dict[str, str], run_dir: Path | None, mode: str
 ) -> EsperError | None:

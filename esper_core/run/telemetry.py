@@ -16,9 +16,10 @@ from attrs import field, frozen
 from esper_core.converter import converter, structure
 from esper_core.errors import ConfigError, EsperError
 
-# 2: EpochCompleted.reason (why the policy chose the epoch's action). A reader reads
-# every schema up to its own; an older file's missing fields take their defaults.
-SCHEMA_VERSION = 2
+# 2: EpochCompleted.reason (why the policy chose the epoch's action). 3: RunFinished.error
+# (why a run failed). A reader reads every schema up to its own; an older file's missing
+# fields take their defaults.
+SCHEMA_VERSION = 3
 
 
 @frozen
@@ -54,6 +55,9 @@ class RunFinished(Event):
     status: str  # "completed", "interrupted", "failed"
     wall_time: float
     summary: dict[str, Any] = field(factory=dict)
+    # A failed run's reason, the line the CLI printed: summary.json is written only by a
+    # finished run, so this is the run directory's record of what went wrong.
+    error: str = ""
 
 
 @frozen

@@ -338,3 +338,22 @@ def test_the_cost_meter_is_in_the_checkpoint(tmp_path) -> None:  # type: ignore[
     resumed.step(WAIT)
     env.step(WAIT)
     assert resumed.stats.train_flops == env.stats.train_flops
+
+
+def test_the_reward_is_shown_the_epochs_flops_ratio(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compute-aware reward (the shaping families' FLOPs rent) charges what the epoch
+    cost: the env hands it the ratio it measured, as it does the observation."""
+    env = born("res_random@r0c0")
+    seen: list[float] = []
+    reward_class = type(env.reward)
+    compute = reward_class.compute
+
+    def recording(self, ctx):  # type: ignore[no-untyped-def]
+        seen.append(ctx.train_flops_ratio)
+        return compute(self, ctx)
+
+    monkeypatch.setattr(reward_class, "compute", recording)
+    env.step(WAIT)
+    assert env.cost.epoch_flops_ratio() > 1.0  # the fossil costs FLOPs over the host
+    assert seen == [pytest.approx(env.cost.epoch_flops_ratio())]
+    assert env.observation.train_flops_ratio == seen[0]

@@ -18,6 +18,7 @@ from esper_core.run.telemetry import (
     SCHEMA_VERSION,
     EpochCompleted,
     EpochScores,
+    RunFinished,
     dumps,
     event_from_dict,
     event_to_dict,
@@ -32,7 +33,7 @@ WRITTEN_KEYS = {
         *("executor", "n_envs", "episodes", "max_epochs", "slot_ids", "host_params", "config"),
         "esper_version",
     ],
-    "run_finished": ["schema", "kind", "time", "status", "wall_time", "summary"],
+    "run_finished": ["schema", "kind", "time", "status", "wall_time", "summary", "error"],
     "epoch_completed": [
         *ENV_EPOCH,
         *SCORES,
@@ -95,7 +96,7 @@ def test_epoch_metrics_and_the_epoch_event_share_the_scores() -> None:
 def test_schema_2_adds_the_reason_and_still_reads_schema_1() -> None:
     # The epoch event says why the policy chose its action since schema 2; a schema-1
     # line (no reason) still reads, with the reason empty.
-    assert SCHEMA_VERSION == 2
+    assert SCHEMA_VERSION >= 2
     epoch = next(e for e in one_of_each() if isinstance(e, EpochCompleted))
     assert epoch.reason.startswith("r0c0: cnn/res: capacity limit")
     old = {**event_to_dict(epoch), "schema": 1}
@@ -103,3 +104,15 @@ def test_schema_2_adds_the_reason_and_still_reads_schema_1() -> None:
     read = event_from_dict(old)
     assert isinstance(read, EpochCompleted) and read.reason == ""
     assert attrs.evolve(read, reason=epoch.reason) == epoch
+
+
+def test_schema_3_adds_a_failed_runs_reason_and_still_reads_schema_2() -> None:
+    # run_finished says why a run failed since schema 3 (summary.json is written only by
+    # a finished run); a schema-2 line still reads, with the reason empty.
+    assert SCHEMA_VERSION == 3
+    failed = RunFinished(status="failed", wall_time=1.5, error="plugin x raised ValueError: no")
+    old = {**event_to_dict(failed), "schema": 2}
+    del old["error"]
+    read = event_from_dict(old)
+    assert isinstance(read, RunFinished) and read.error == ""
+    assert attrs.evolve(read, error=failed.error) == failed

@@ -174,6 +174,47 @@ def test_state_dict_resumes_exactly(tmp_path: Path) -> None:
         assert torch.equal(a, b)
 
 
+def _host_group_layout(grower: Grower, opt: Any) -> list[str]:
+    names = {id(p): name for name, p in grower.model.named_parameters()}
+    return [names[id(p)] for p in opt.param_groups[0]["params"]]
+
+
+def test_a_resume_rejoins_the_seeds_in_the_order_they_joined() -> None:
+    """Seeds' parameters sit in the host's group in the order they joined, and the saved
+    optimizer state maps to positions in it: a resume rejoins them in that order (here
+    against the slots' order), or each seed would be given another's momentum."""
+    grower, opt, train, _val = _grower("resnet18", "wait")
+    blueprint = grower.env.blueprints["cnn/conv_small"]
+    for slot_id in ("layer3", "layer1"):
+        grower.model.slot(slot_id).germinate(f"{slot_id}-s1", blueprint, "linear_add")
+        grower.env.trainer.sync_optimizers()
+    train_one_epoch(grower.module, opt, train)  # momentum for every parameter
+    layout = _host_group_layout(grower, opt)
+    held = [id(p) for p in opt.param_groups[0]["params"]]
+    first, second = (
+        [held.index(id(p)) for p in grower.model.slot(s).seed_parameters()]
+        for s in ("layer3", "layer1")
+    )
+    assert max(first) < min(second)  # joined in germination order
+    resumed, opt2, *_ = _grower("resnet18", "wait")
+    resumed.load_state_dict(grower.state_dict())
+    assert _host_group_layout(resumed, opt2) == layout
+
+
+def test_a_rollback_drops_the_momentum_of_the_weights_it_undid() -> None:
+    """The governor puts back the weights of its snapshot; the optimizer state gathered
+    since belongs to weights that are gone, so it is dropped, as in the env."""
+    grower, opt, train, val = _grower("resnet18", "wait")
+    _run(grower, opt, train, val, 2)  # healthy epochs: a snapshot, and momentum
+    assert opt.state
+    with torch.no_grad():
+        grower.module.fc.bias.fill_(float("nan"))  # validation loss NaN: roll back
+    result = grower.end_epoch(val)
+    assert result.rolled_back
+    assert torch.isfinite(grower.module.fc.bias).all()
+    assert not opt.state
+
+
 def test_every_decision_says_why_and_the_reason_survives_a_resume(tmp_path: Path) -> None:
     grower, opt, train, val = _grower("transformer", "heuristic")
     first = grower.decision

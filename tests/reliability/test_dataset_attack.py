@@ -78,3 +78,50 @@ def test_a_split_without_images_is_one_line(pm: PluginManager, tmp_path: Path) -
     (root / "test" / "a").mkdir(parents=True)
     with pytest.raises(DataError, match=r"tasks\.dataset\.image_folder: "):
         _run(pm, tmp_path, f"tasks.dataset.image_folder={root}", *FOLDER, data="")
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            f"{MODULE}:label_past_the_outputs",
+            "the val split holds label 4, but the model (tasks.dataset.model "
+            f"{MODULE}:small_cnn) has 4 outputs, so labels must lie in 0..3",
+        ),
+        (f"{MODULE}:negative_label", "the test split holds label -1, but the model"),
+    ],
+    ids=["past-the-outputs", "negative-item-by-item"],
+)
+def test_a_label_outside_the_models_outputs_is_refused_before_training(
+    pm: PluginManager, tmp_path: Path, data: str, message: str
+) -> None:
+    """Before: IndexError "Target 4 is out of bounds" from inside the loss, mid-epoch."""
+    with pytest.raises(DataError) as info:
+        _run(pm, tmp_path, data=data)
+    text = str(info.value)
+    assert message in text and "renumber the labels" in text and "\n" not in text, text
+    assert not (tmp_path / "r" / "checkpoint.pt").exists()
+
+
+def test_labels_that_train_never_shows_are_named(
+    pm: PluginManager, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A class only validation and test hold cannot be learned: the run goes on (it may be
+    meant, a rare class), and one line says which labels and why accuracy suffers."""
+    with caplog.at_level("WARNING", logger="esper.tasks.dataset"):
+        summary = _run(pm, tmp_path, data=f"{MODULE}:label_missing_from_train")
+    assert summary["episodes_completed"] == 1
+    lines = [r.getMessage() for r in caplog.records if r.name == "esper.tasks.dataset"]
+    assert any(
+        "the val split holds label(s) 3 that the train split never shows" in m for m in lines
+    )
+    assert any("the test split holds label(s) 3" in m for m in lines), lines
+    assert all("\n" not in m for m in lines)
+
+
+def test_matching_label_sets_say_nothing(
+    pm: PluginManager, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level("WARNING", logger="esper.tasks.dataset"):
+        _run(pm, tmp_path, data=f"{MODULE}:item_splits")
+    assert not [r for r in caplog.records if r.name == "esper.tasks.dataset"]

@@ -118,10 +118,10 @@ class CharLMTask(CrossEntropyTask):
     def text(self) -> str:
         """The corpus (read once, on first use)."""
         if self._text is None:
-            from esper_tasks.corpus import read_text, stdlib_sources
+            from esper_tasks.corpus import check_text, read_text, stdlib_sources
 
             if self.options.path is None:
-                paths = stdlib_sources()
+                self._text = read_text(stdlib_sources(), self.options.max_chars)
             else:
                 path = Path(self.options.path).expanduser()
                 if not path.is_file():
@@ -129,8 +129,12 @@ class CharLMTask(CrossEntropyTask):
                         f"charlm corpus {path} does not exist; set tasks.charlm.path to a text "
                         "file, or unset it to use the Python standard library's sources"
                     )
-                paths = [path]
-            self._text = read_text(paths, self.options.max_chars)
+                text = read_text([path], self.options.max_chars)
+                # Checked before anything is built from it: an empty corpus made a host
+                # of vocabulary 0 and then a math domain error, one of one character
+                # reported 100 % accuracy.
+                check_text(text, str(path))
+                self._text = text
         return self._text
 
     @property

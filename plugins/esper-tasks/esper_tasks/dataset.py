@@ -292,8 +292,24 @@ class DatasetTask(CrossEntropyTask):
                     "trains with cross-entropy over the output's last dimension"
                 ]
             )
+        if self._classes is None:
+            self._check_labels(host.output_features)
         self._classes = host.output_features
         return host
+
+    def _check_labels(self, classes: int) -> None:
+        import torch
+
+        from esper_tasks.dataset_labels import check_labels
+
+        data = self.load_data(torch.device("cpu"))
+        source = (
+            f"tasks.dataset.image_folder {self.options.image_folder}"
+            if self.options.image_folder is not None
+            else f"tasks.dataset.data {self.options.data}"
+        )
+        splits = list(zip(SPLITS, (data.train, data.val, data.test)))
+        check_labels(splits, classes, source, f"tasks.dataset.model {self.options.model}")
 
     def _load_cpu(self) -> TaskData:
         _require(self.options)

@@ -127,6 +127,31 @@ def test_the_slowdown_trigger_grows_a_host_whose_validation_loss_stalls(build) -
     assert default.decide(stalled).action.op == LifecycleOp.WAIT
 
 
+def test_the_slowdown_trigger_uses_slowdown_drop_not_flat_max_drop(build) -> None:
+    # A validation loss falling 3 %/epoch: still learning by slowdown_drop = 2 % (the
+    # capacity trigger's flat_max_drop, 5 %, would call it stalled), stalled by 4 %.
+    falling = [1.0, 0.97, 0.94]
+    obs = build.obs(epoch=3, train_loss=0.05, loss_history=falling)
+    learning = policy(build, trigger="slowdown", slowdown_drop=0.02, flat_max_drop=0.05)
+    assert learning.decide(obs).action.op == LifecycleOp.WAIT
+    stalled = policy(build, trigger="slowdown", slowdown_drop=0.04, flat_max_drop=0.01)
+    decision = stalled.decide(obs)
+    assert decision.rule == "germinate" and "slowed down" in decision.reason, decision.reason
+
+
+def test_the_flops_price_counts_from_the_model_before_this_seed(build) -> None:
+    # A model already training at 4x the host's FLOPs (an earlier fossil) that a seed
+    # takes to 8x doubles its cost once: the seed pays one doubling, not three.
+    p = policy(build, price="flops")
+    decision = feed(p, build, UNDERFIT, train_flops_ratio=4.0)
+    assert decision.rule == "germinate", decision.reason
+    holding = build.report("r0c0", Stage.HOLDING, epochs_in_stage=1)
+    obs = build.obs(build.with_slot(holding), train_flops_ratio=8.0)
+    o = p.options
+    need = p.price(p.memory[0], obs, holding)
+    assert need == pytest.approx(o.min_gain + o.gain_per_doubling), need
+
+
 def test_the_flops_price_charges_each_doubling_of_the_training_flops(build) -> None:
     assert required_gain(0.05, 0.02, 1.0, 1.0) == pytest.approx(0.05)
     assert required_gain(0.05, 0.02, 1.5, 3.0) == pytest.approx(0.07)

@@ -76,3 +76,28 @@ def mixed_shapes() -> tuple[TensorDataset, TensorDataset, TensorDataset]:
 def scalar_cnn() -> nn.Module:
     """One number per example (a regression head): no class dimension."""
     return nn.Sequential(*small_cnn(), nn.Flatten(0))
+
+
+def _relabelled(split: TensorDataset, old: int, new: int) -> TensorDataset:
+    y = split.tensors[1].clone()
+    y[y == old] = new
+    return TensorDataset(split.tensors[0], y)
+
+
+def label_past_the_outputs() -> tuple[TensorDataset, TensorDataset, TensorDataset]:
+    """Labels numbered 1..4 in validation (a 1-based export) for a model of 4 outputs."""
+    a, b, c = splits()
+    return a, TensorDataset(b.tensors[0], b.tensors[1] + 1), c
+
+
+def negative_label() -> tuple[Pairs, Pairs, Pairs]:
+    """Served item by item, one test label -1 (a placeholder for "unknown")."""
+    a, b, c = splits()
+    return Pairs(a), Pairs(b), Pairs(_relabelled(c, 2, -1))
+
+
+def label_missing_from_train() -> tuple[TensorDataset, TensorDataset, TensorDataset]:
+    """Class 3 never in training, present in validation and test."""
+    a, b, c = splits()
+    keep = a.tensors[1] != 3
+    return TensorDataset(a.tensors[0][keep], a.tensors[1][keep]), b, c

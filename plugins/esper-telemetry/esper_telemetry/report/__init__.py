@@ -11,7 +11,15 @@ REPORT_FILE = "report.md"
 FIGURES = ("accuracy.png", "training.png", "lifecycle.png", "rewards.png")
 LEARNING_FIGURE = "learning.png"  # train runs only: the learning curve
 
-__all__ = ["FIGURES", "LEARNING_FIGURE", "REPORT_FILE", "RunData", "build_report", "load_run"]
+__all__ = [
+    "FIGURES",
+    "LEARNING_FIGURE",
+    "REPORT_FILE",
+    "RunData",
+    "build_report",
+    "load_run",
+    "write_report",
+]
 
 
 def build_report(
@@ -23,10 +31,17 @@ def build_report(
     max_groups: int = 4,
 ) -> list[Path]:
     """Write the four figures (five for a train run) and report.md; return their paths."""
-    from esper_telemetry.report import figures, learning_curve, markdown, training_figures
-
     data = load_run(Path(run_dir))
     out = Path(out_dir) if out_dir is not None else Path(run_dir)
+    return write_report(data, out, dpi=dpi, max_series=max_series, max_groups=max_groups)
+
+
+def write_report(
+    data: RunData, out: Path, *, dpi: int = 120, max_series: int = 8, max_groups: int = 4
+) -> list[Path]:
+    """:func:`build_report` of a run already read (:func:`load_run`) into ``out``."""
+    from esper_telemetry.report import figures, learning_curve, markdown, training_figures
+
     out.mkdir(parents=True, exist_ok=True)
     written = [
         figures.save(figures.accuracy_figure(data, max_series=max_series), out / FIGURES[0], dpi),

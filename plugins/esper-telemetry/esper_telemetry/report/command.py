@@ -52,16 +52,24 @@ def report(
     (PNG), plus report.md listing every seed with its blueprint, slot, lifespan, fate and
     contribution. Reads RUN_DIR/events.jsonl."""
     from esper_core.run.lock import RunDirLock
-    from esper_telemetry.report import build_report
+    from esper_telemetry.report import load_run, write_report
+    from esper_telemetry.report.outcome import outcome_line
 
     # Writing into a run directory is what a run does: only while no run holds it.
     into_run = run_dir.is_dir() and (out is None or out.resolve() == run_dir.resolve())
     lock = RunDirLock.acquire(run_dir) if into_run else None
     try:
-        written = build_report(run_dir, out, dpi=dpi, max_series=max_series, max_groups=max_groups)
+        data = load_run(run_dir)
+        target = out if out is not None else run_dir
+        written = write_report(data, target, dpi=dpi, max_series=max_series, max_groups=max_groups)
     finally:
         if lock is not None:
             lock.release()
+    # On stderr, so --json's output stays one JSON document: the figures of a failed run
+    # look like any other's, and report.md's status line is easy to miss.
+    outcome = outcome_line(data)
+    if outcome is not None:
+        click.echo(outcome, err=True)
     if as_json:
         click.echo(json.dumps([str(p) for p in written], indent=2))
         return

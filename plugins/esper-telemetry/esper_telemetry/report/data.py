@@ -112,7 +112,9 @@ def load_run(run_dir: Path) -> RunData:
         raise RunDirError(f"cannot read {path}: {exc.strerror or exc}") from None
     data = index_events(run_dir, events)
     if not data.epochs:
-        raise RunDirError(f"{path} holds no completed epoch yet: nothing to report")
+        failed = data.finished is not None and data.finished.status == "failed"
+        why = f"; the run failed: {data.finished.error}" if failed and data.finished.error else ""
+        raise RunDirError(f"{path} holds no completed epoch: nothing to report{why}")
     return data
 
 

@@ -125,6 +125,8 @@ def render(data: RunData, figures: Sequence[str]) -> str:
             f"- **Esper version**: {s.esper_version}",
         ]
     status = data.finished.status if data.finished else "not finished (no RunFinished event)"
+    if data.finished is not None and data.finished.error:
+        status += f" ({data.finished.error})"
     out.append(
         f"- **status**: {status}"
         + (f" after {data.finished.wall_time:.1f} s" if data.finished else "")
