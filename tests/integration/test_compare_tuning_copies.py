@@ -28,7 +28,7 @@ policies = ["wait"]
 tasks = ["tiny"]
 seeds = 2
 baselines = ["size-sweep"]
-resamples = 50
+resamples = 200
 
 [[sweep.sizes]]
 label = "w4"
