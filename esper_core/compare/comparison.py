@@ -39,7 +39,7 @@ from esper_core.compare.cells import (
     run_cells,
     threads_per_job,
 )
-from esper_core.compare.duplicates import copy_finished, originals
+from esper_core.compare.duplicates import copy_finished, originals, repeats
 from esper_core.compare.experiment import Cell, Experiment
 from esper_core.compare.interval_plot import plot_intervals
 from esper_core.compare.metric import task_metrics
@@ -50,7 +50,7 @@ from esper_core.compare.static_final import growing, static_cells
 from esper_core.compare.tables import to_markdown
 from esper_core.compare.tuning import TuningCell, tuning_cells
 from esper_core.compare.tuning_grid import describe_point
-from esper_core.compare.tuning_results import TuningResults, chosen_values, tuning_results
+from esper_core.compare.tuning_results import TuningResults, chosen_values, search_state
 from esper_core.components.runner import RunnerContext
 from esper_core.converter import structure, unstructure
 from esper_core.plugins import PluginManager
@@ -158,19 +158,6 @@ def _threads(experiment: Experiment, jobs: int) -> int:
     return experiment.base.run.threads or threads_per_job(jobs)
 
 
-def _search(
-    experiment: Experiment, pm: PluginManager, out: Path, searched: Sequence[TuningCell]
-) -> tuple[TuningResults | None, bool]:
-    """The search's results so far, and whether the evaluation's configs are known: no
-    ``[tuning]``, or every arm chosen from cells made with this experiment's config."""
-    if experiment.tuning is None:
-        return None, True
-    if stale_cells(searched, out):  # to be run again: what they hold chose nothing
-        return None, False
-    tuned = tuning_results(experiment, searched, out, pm)
-    return tuned, tuned is not None and tuned.finished
-
-
 def _choices(tuned: TuningResults) -> str:
     return "; ".join(
         f"{a.arm} on {a.task}: {describe_point(a.chosen)}"
@@ -184,7 +171,7 @@ def _prepare(
 ) -> tuple[list[TuningCell], list[Cell], list[CellState], Plan, dict[Path, list[str]]]:
     threads = _threads(experiment, jobs)
     searched = tuning_cells(experiment, pm, threads)
-    tuned, known = _search(experiment, pm, out, searched)
+    tuned, known = search_state(experiment, pm, out, searched)
     # Until every arm is chosen, the evaluation cells are checked with the shared recipe;
     # what they will run is planned once the search has finished.
     cells = validate(experiment, pm, out, threads, chosen_values(tuned) if known else None)
@@ -201,17 +188,17 @@ def _prepare(
         for c in static_cells(experiment, cells, out, pm)
     )
     # A cell repeating another's settings is copied from it: not counted as a run.
-    repeats = originals(cells)
-    copies = sum(1 for c in repeats if cell_state(c.directory(out)) is CellState.COMPLETED)
+    repeated = repeats(searched, cells)
+    copies = sum(1 for c in repeated if cell_state(c.directory(out)) is CellState.COMPLETED)
     plan = Plan(
-        len(states) + expected - len(repeats),
+        len(states) + expected - len(repeated),
         states.count(CellState.COMPLETED) + done - copies,
         states.count(CellState.RESUMABLE),
         states.count(CellState.BROKEN),
         out,
         len(stale),
-        len(searched),
-        len(repeats),
+        sum(1 for c in searched if c not in repeated),
+        len(repeated),
     )
     return searched, cells, states[len(searched) :], plan, stale
 
@@ -266,14 +253,21 @@ def compare(
     outcomes: list[CellOutcome] = []
 
     def results() -> ComparisonResults:
-        tuned, _ = _search(experiment, pm, out, searched)
+        tuned, _ = search_state(experiment, pm, out, searched)
         found = aggregate(experiment, [*evaluated, *statics], out, metrics)
         return attrs.evolve(found, tuning=tuned)
 
     try:
         if searched:
-            outcomes += cell_runner.run(_jobs(experiment, searched, out), report, notify)
-        tuned, known = _search(experiment, pm, out, searched)
+            # Two arms on one host (wait and the sweep's size of that host) search the
+            # same runs, and so do points that differ in a setting an arm does not use:
+            # each is trained once and copied for the others.
+            echoes = originals(searched)
+            outcomes += cell_runner.run(
+                _jobs(experiment, searched, out, list(echoes)), report, notify
+            )
+            copy_finished(echoes, out)
+        tuned, known = search_state(experiment, pm, out, searched)
         if not known:
             notify(
                 "tuning unfinished: the evaluation runs once every arm's search has "

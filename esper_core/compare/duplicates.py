@@ -3,7 +3,9 @@
 Two cells with the same settings that decide a result (:func:`result_key`) give the same
 result: the size sweep's point at the policies' own host size is ``wait`` (``sweep.small``
 of examples/growth-glyphs.toml), and the ``static-final`` twin of a run that did not grow
-is ``wait`` too. The first such cell runs; each other one becomes a copy of its finished
+is ``wait`` too. In a search, ``wait`` and the sweep's size of the same host try the same
+points, and grid points that differ only in a setting an arm does not use (a heuristic
+option, for ``wait``) are one run of that arm. The first such cell runs; each other one becomes a copy of its finished
 directory, so every table, plot and later run of the experiment reads it as an ordinary
 finished cell. A plain copy, not hard links: a later write into one directory (a report,
 an appended log) must not change the other.
@@ -49,3 +51,9 @@ def copy_finished(duplicates: dict[Cell, Cell], root: Path) -> list[Cell]:
         shutil.copytree(source, target)
         copied.append(cell)
     return copied
+
+
+def repeats(searched: Sequence[Cell], cells: Sequence[Cell]) -> dict[Cell, Cell]:
+    """The cells of the search and of the evaluation that repeat an earlier one of their
+    phase. None repeats one of the other phase: tuning seeds are never evaluation seeds."""
+    return {**originals(searched), **originals(cells)}

@@ -1,13 +1,14 @@
 """``esper compare --dry-run``: the cells an experiment would run, grouped, with an estimate.
 
-The preview resolves every cell's config (unknown names and bad options fail here, all at
-once) and reads what the experiment directory already holds; it builds no task, data,
-model or policy (that check runs when the experiment does, before any cell starts), so it
-takes about a second. A group is one (task, arm) over its seeds; a group whose runs repeat
-another's settings is listed as a copy (:mod:`esper_core.compare.duplicates`). The
-estimate is measured: each group's finished runs give its seconds per run, else the
-task's finished runs give seconds per epoch; a group with neither is counted as
-unmeasured rather than guessed.
+The preview resolves every cell's config (unknown names and bad options fail here, all
+at once) and reads what the experiment directory already holds; it builds no task, data,
+model or policy (that check runs when the experiment does, before any cell starts), so
+it takes about a second. A group is one (task, arm) over its seeds (a tuning group: one
+grid point); the runs that repeat another's settings are listed as copies of it
+(:mod:`esper_core.compare.duplicates`): ``wait``'s search and the search of the sweep's
+size of the same host, say. The estimate is measured: each group's finished runs give
+its seconds per run, else the task's finished runs give seconds per epoch; a group with
+neither is counted as unmeasured rather than guessed.
 """
 
 from __future__ import annotations
@@ -17,14 +18,16 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
+import attrs
 from attrs import frozen
 
 from esper_core.compare.cell_dirs import CellState, cell_state
-from esper_core.compare.duplicates import originals
+from esper_core.compare.duplicates import repeats
 from esper_core.compare.experiment import Cell, Experiment
 from esper_core.compare.plan import plan_cells
 from esper_core.compare.static_final import growing, static_label
-from esper_core.compare.tuning import tuning_cells
+from esper_core.compare.tuning import TuningCell, tuning_cells
+from esper_core.compare.tuning_results import chosen_values, search_state
 from esper_core.plugins import PluginManager
 from esper_core.run.run_dir import SUMMARY
 
@@ -35,9 +38,20 @@ class Group:
     task: str
     arm: str
     seeds: tuple[int, ...]
-    finished: int
-    copy_of: str | None = None  # "task/arm" whose runs these repeat: copied, not run
+    finished: int  # runs of its own finished (copies not counted)
+    # Seeds whose runs repeat the settings of the group(s) ``copy_of`` names: copied,
+    # not run.
+    copied: tuple[int, ...] = ()
+    copy_of: str | None = None
     seconds: float | None = None  # measured seconds per run
+
+    @property
+    def runs(self) -> int:
+        return len(self.seeds) - len(self.copied)
+
+    @property
+    def left(self) -> int:
+        return self.runs - self.finished
 
 
 @frozen
@@ -47,26 +61,26 @@ class Preview:
 
     @property
     def runs(self) -> int:
-        return sum(len(g.seeds) for g in self.groups if g.copy_of is None)
+        return sum(g.runs for g in self.groups)
 
     @property
     def copies(self) -> int:
-        return sum(len(g.seeds) for g in self.groups if g.copy_of is not None)
+        return sum(len(g.copied) for g in self.groups)
 
     @property
     def to_run(self) -> list[Group]:
-        return [g for g in self.groups if g.copy_of is None and g.finished < len(g.seeds)]
+        return [g for g in self.groups if g.left > 0]
 
     @property
     def estimate(self) -> float | None:
         """Seconds until every unfinished run is done, ``jobs`` at a time; None when no
         group to run was measured."""
-        measured = [(len(g.seeds) - g.finished) * g.seconds for g in self.to_run if g.seconds]
+        measured = [g.left * g.seconds for g in self.to_run if g.seconds]
         return sum(measured) / max(1, self.jobs) if measured else None
 
     @property
     def unmeasured(self) -> int:
-        return sum(len(g.seeds) - g.finished for g in self.to_run if g.seconds is None)
+        return sum(g.left for g in self.to_run if g.seconds is None)
 
 
 def wall_time(directory: Path) -> float | None:
@@ -76,35 +90,47 @@ def wall_time(directory: Path) -> float | None:
         return None
 
 
+def _arm(kind: str, cell: Cell) -> str:
+    """A group's arm: a tuning group is one point of the grid."""
+    return cell.policy + (f" point {getattr(cell, 'point', 0)}" if kind == "tuning" else "")
+
+
 def _groups(kind: str, cells: Sequence[Cell]) -> dict[tuple[str, str], list[Cell]]:
-    """The cells by (task, arm); a tuning arm is one point of the grid."""
+    """The cells by (task, arm)."""
     by_arm: dict[tuple[str, str], list[Cell]] = {}
     for cell in cells:
-        arm = cell.policy + (f" point {getattr(cell, 'point', 0)}" if kind == "tuning" else "")
-        by_arm.setdefault((cell.task, arm), []).append(cell)
+        by_arm.setdefault((cell.task, _arm(kind, cell)), []).append(cell)
     return by_arm
+
+
+def _source(original: Cell) -> str:
+    """The group a copied run is taken from, as the listing names it."""
+    if isinstance(original, TuningCell):
+        return f"tuning {original.task}/{_arm('tuning', original)}"
+    return f"{original.task}/{original.policy}"
 
 
 def preview(
     experiment: Experiment, pm: PluginManager, root: Path, threads: int, jobs: int
 ) -> Preview:
     """Every group of cells the experiment would run, what ``root`` already holds of them,
-    and the measured time per run."""
+    and the measured time per run. Once the search in ``root`` has chosen every arm's
+    point, the evaluation is planned with it."""
     searched = tuning_cells(experiment, pm, threads)
-    cells = plan_cells(experiment, pm, threads)
-    copies = originals(cells)
+    tuned, known = search_state(experiment, pm, root, searched)
+    cells = plan_cells(experiment, pm, threads, chosen_values(tuned) if known else None)
+    copies = repeats(searched, cells)
     per_epoch: dict[str, list[float]] = {}
     groups: list[Group] = []
     for kind, batch in (("tuning", list(searched)), ("evaluation", cells)):
         for (task, arm), members in _groups(kind, batch).items():
-            finished = [c for c in members if cell_state(c.directory(root)) is CellState.COMPLETED]
+            own = [c for c in members if c not in copies]
+            finished = [c for c in own if cell_state(c.directory(root)) is CellState.COMPLETED]
             times = [t for c in finished if (t := wall_time(c.directory(root))) is not None]
             for c, t in zip(finished, times):
                 if c.config.env.max_epochs:  # unset: the task's default, unknown here
                     per_epoch.setdefault(task, []).append(t / c.config.env.max_epochs)
-            twins = {(copies[c].task, copies[c].policy) for c in members if c in copies}
-            whole = len(twins) == 1 and all(c in copies for c in members)
-            copy_of = "/".join(next(iter(twins))) if whole else None
+            sources = dict.fromkeys(_source(copies[c]) for c in members if c in copies)
             groups.append(
                 Group(
                     kind,
@@ -112,7 +138,8 @@ def preview(
                     arm,
                     tuple(c.seed for c in members),
                     len(finished),
-                    copy_of,
+                    tuple(c.seed for c in members if c in copies),
+                    ", ".join(sources) or None,
                     statistics.fmean(times) if times else None,
                 )
             )
@@ -122,7 +149,7 @@ def preview(
         if g.seconds is None and per_epoch.get(g.task):
             length = epochs.get((g.task, g.arm.split(" ")[0]), 0)
             if length:
-                groups[i] = _with_seconds(g, statistics.fmean(per_epoch[g.task]) * length)
+                groups[i] = attrs.evolve(g, seconds=statistics.fmean(per_epoch[g.task]) * length)
     for policy in growing(experiment):
         for task_arm in experiment.tasks:
             label = task_arm.label
@@ -134,17 +161,10 @@ def preview(
                     static_label(policy),
                     experiment.seeds,
                     0,
-                    None,
-                    grown.seconds if grown else None,
+                    seconds=grown.seconds if grown else None,
                 )
             )
     return Preview(tuple(groups), jobs)
-
-
-def _with_seconds(group: Group, seconds: float) -> Group:
-    return Group(
-        group.kind, group.task, group.arm, group.seeds, group.finished, group.copy_of, seconds
-    )
 
 
 def duration(seconds: float) -> str:
@@ -165,17 +185,19 @@ def preview_lines(p: Preview) -> list[str]:
     """The preview as text: one line per group, then the count and the estimate."""
     lines = []
     for g in p.groups:
-        state = f"{g.finished}/{len(g.seeds)} finished" if g.finished else "to run"
-        if g.copy_of is not None:
+        state = f"{g.finished}/{g.runs} finished" if g.finished else "to run"
+        if g.copy_of is not None and not g.runs:
             state = f"same settings as {g.copy_of}: copied, not run"
+        elif g.copy_of is not None:
+            state += f"; seeds {seed_span(g.copied)}: same settings as {g.copy_of}: copied, not run"
         elif g.kind == "static-final":
             state = "once each grown run finishes (a run that did not grow: copied from wait)"
-        cost = f", ~{duration(g.seconds)} per run" if g.seconds and g.copy_of is None else ""
+        cost = f", ~{duration(g.seconds)} per run" if g.seconds and g.runs else ""
         lines.append(
             f"  {g.kind:<12} {g.task} / {g.arm} / seeds {seed_span(g.seeds)}: {state}{cost}"
         )
-    remaining = sum(len(g.seeds) - g.finished for g in p.to_run)
-    searched = sum(len(g.seeds) for g in p.groups if g.kind == "tuning" and g.copy_of is None)
+    remaining = sum(g.left for g in p.to_run)
+    searched = sum(g.runs for g in p.groups if g.kind == "tuning")
     tuning = f"{searched} of them tuning runs; " if searched else ""
     summary = (
         f"{p.runs} runs ({tuning}{remaining} to run), {p.copies} copies of another run's settings"

@@ -21,6 +21,7 @@ from attrs import frozen
 from esper_core.compare.cell_dirs import CellState, cell_state
 from esper_core.compare.experiment import Experiment
 from esper_core.compare.metric import metric_kinds
+from esper_core.compare.plan import stale_cells
 from esper_core.compare.static_final import growing, static_label
 from esper_core.compare.tuning import TuningCell
 from esper_core.compare.tuning_choice import RULE, choose, score
@@ -164,3 +165,16 @@ def tuning_results(
 def chosen_values(results: TuningResults | None) -> Mapping[tuple[str, str], dict[str, Any]]:
     """What the evaluation cells set over their config: nothing without tuning."""
     return {} if results is None else results.chosen()
+
+
+def search_state(
+    experiment: Experiment, pm: PluginManager, out: Path, searched: Sequence[TuningCell]
+) -> tuple[TuningResults | None, bool]:
+    """The search's results so far, and whether the evaluation's configs are known: no
+    ``[tuning]``, or every arm chosen from cells made with this experiment's config."""
+    if experiment.tuning is None:
+        return None, True
+    if stale_cells(searched, out):  # to be run again: what they hold chose nothing
+        return None, False
+    tuned = tuning_results(experiment, searched, out, pm)
+    return tuned, tuned is not None and tuned.finished

@@ -178,8 +178,10 @@ def test_dry_run_counts_the_tuning_runs(invoke, tmp_path: Path) -> None:  # type
     result = invoke("compare", str(path), *PLUGINS, "--out", str(tmp_path / "o"), "--dry-run")
     assert result.exit_code == 0, result.output
     arms = 2 + len(WIDTHS)  # scripted, wait and every size, each on 2 points x 1 seed
-    evaluated = SEEDS * (arms - 1)  # sweep.w4's evaluation runs are copies of wait's
-    assert f"{evaluated + 2 * arms} runs ({2 * arms} of them tuning runs;" in result.output
+    # sweep.w4's runs, the search's and the evaluation's, are copies of wait's.
+    evaluated, searched = SEEDS * (arms - 1), 2 * (arms - 1)
+    assert f"{evaluated + searched} runs ({searched} of them tuning runs;" in result.output
+    assert f"{SEEDS + 2} copies of another run's settings" in result.output
 
 
 def test_an_untuned_comparison_says_so(swept) -> None:  # type: ignore[no-untyped-def]

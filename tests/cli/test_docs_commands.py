@@ -1,0 +1,359 @@
+"""Every command README.md and docs/ show is run here, or listed here as not run with why.
+
+The documented scale of most commands takes minutes (a 30-epoch run, a 20-update PPO
+training, a comparison of 90 runs); each is run as documented with :data:`TINY` options
+appended (the last value of an option wins, so ``--updates 20`` then ``--updates 1`` is
+one update), and a comparison with ``--dry-run`` (every config and option of every cell is
+checked, nothing trained). A command that is not run at all (it needs CUDA, or it is the
+install this test runs in) is still parsed by its click command, so a renamed or removed
+flag fails, and every example file it names must exist.
+
+Commands run in this process (click's CliRunner, no interpreter start per command), in
+a working directory of their own that sees the repository's ``examples/`` through a link,
+so ``runs/...`` paths land in a temporary directory. A command that reads what another
+documented command wrote (``--policy ppo:runs/ppo/checkpoint.pt``) names it in
+``needs``: that one runs first, at its tiny scale.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import runpy
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+import pytest
+from attrs import frozen
+from click.testing import CliRunner
+
+from esper_cli.main import build_cli
+from tests.cli.docs_commands import documented_commands, existing_paths
+from tests.plugin_set import REPO, plugin_manager
+
+# Each run as short as it can be and still be the documented command: two epochs of two
+# batches, one PPO update from one episode per env, no greedy checks during training.
+EPOCHS = ("--max-epochs", "2", "--set", "env.max_batches=2")
+PPO = ("--updates", "1", "--set", "policies.ppo.rollout_episodes=1", "--set", "train.eval_every=0")
+GLYPHS = tuple(a for n in ("n_train", "n_val", "n_test") for a in ("--set", f"tasks.glyphs.{n}=64"))
+CHARLM = ("--set", "tasks.charlm.max_chars=20000")
+TINY = EPOCHS
+
+
+@frozen
+class Run:
+    """Run as documented, ``tiny`` appended; ``needs``: the documented command whose
+    output it reads; ``placeholder``: a doc's ``<run>`` and the directory put in its place."""
+
+    tiny: tuple[str, ...] = TINY
+    needs: str | None = None
+    placeholder: tuple[str, str] | None = None
+    # A known drift between the doc and the code, until fixed (a strict xfail: the fix
+    # makes it pass, which fails until this is removed).
+    broken: str | None = None
+
+
+@frozen
+class DryRun:
+    """``esper compare`` with ``--dry-run``: ``why`` the documented run is not made, which
+    the dry run confirms (it counts ``runs``)."""
+
+    runs: int
+    why: str = "a full comparison: {runs} runs"
+    needs: str | None = None
+
+
+@frozen
+class NotRun:
+    """Not run, for ``why``; parsed by its command (esper) or its argparse flags (a
+    script), and the files it names exist."""
+
+    why: str
+
+
+@frozen
+class RunElsewhere:
+    """Run by ``test`` (FILE::NAME), at the documented scale or near it."""
+
+    test: str
+
+
+@frozen
+class Script:
+    """A Python script a doc shows in full (a ```python block after ``marker``), written
+    to ``name`` and run on ``input_`` (a file this test makes in the format it reads)."""
+
+    name: str
+    marker: str
+    input_: str
+
+
+Way = Run | DryRun | NotRun | RunElsewhere | Script
+
+SETUP_RUN = "esper run --out runs/run --max-epochs 2 --set env.max_batches=2"
+
+COMMANDS: dict[str, Way] = {
+    # README.md: set up
+    "python3.11 -m venv .venv": NotRun("the documented install: this test runs inside it"),
+    ".venv/bin/esper run": Run(),
+    ".venv/bin/python -m pytest -n 2": NotRun("the test suite itself, this test included"),
+    # README.md: the tour
+    "esper run --task glyphs --set tasks.glyphs.preset=large": Run(TINY + GLYPHS),
+    "esper run --task charlm": Run(TINY + CHARLM),
+    "esper run --policy wait": Run(),
+    "esper run --set training.lr=0.05": Run(),
+    "esper run --plugin rewards.shaped --episodes 3": Run(),
+    "esper run --resume 'runs/<run>'": Run((), placeholder=("runs/<run>", "runs/run")),
+    "esper report 'runs/<run>'": Run((), placeholder=("runs/<run>", "runs/run")),
+    "esper train --policy ppo --envs 4 --updates 20 --out runs/ppo": Run(TINY + PPO),
+    "esper run --policy ppo:runs/ppo/checkpoint.pt": Run(
+        needs="esper train --policy ppo --envs 4 --updates 20 --out runs/ppo"
+    ),
+    "esper compare examples/main-job-digits.toml --jobs 2": DryRun(54),
+    "esper compare examples/recipes-glyphs.toml --jobs 2": DryRun(118),
+    "esper compare examples/compare-digits.toml --runner ray": DryRun(
+        30, "a comparison of {runs} runs on Ray: a private instance starts a Ray cluster"
+    ),
+    "esper run --policy static --set 'policies.static.seeds=[\"conv_heavy@r0c0\"]'": Run(),
+    "esper run --task glyphs --policy schedule --set tasks.glyphs.slots_before_pool=true "
+    "--set 'env.blueprints=[\"conv_layer\"]' "
+    "--set 'policies.schedule.seeds=[\"conv_layer@r0c0\",\"conv_layer@r0c1\"]'": Run(
+        TINY + GLYPHS
+    ),
+    "esper plugins": Run(()),
+    "esper blueprints --topology cnn": Run(()),
+    "esper blueprints check": Run(()),
+    "esper config show --set run.seed=3": Run(()),
+    "esper config show --all": Run(()),
+    # docs/executors.md
+    "esper run --executor streams --device cuda --envs 4": NotRun("needs a CUDA device"),
+    "esper train --executor streams --device cuda:0 --envs 8 --policy ppo": NotRun(
+        "needs a CUDA device"
+    ),
+    "esper run --executor streams --devices cuda:0 --devices cuda:1 --envs 8": NotRun(
+        "needs two CUDA devices"
+    ),
+    "esper train --executor distributed --nproc 2 --device cuda --envs 8": NotRun(
+        "needs two CUDA devices"
+    ),
+    "esper run --executor distributed --nproc 4 --envs 8": NotRun(
+        "starts 4 worker interpreters (about a minute of CPU to import torch four times); "
+        "tests/plugins/esper_streams runs the distributed executor on gloo"
+    ),
+    "esper train --executor distributed --device cuda --envs 16 --out runs/big": NotRun(
+        "torchrun on two machines with two CUDA devices each"
+    ),
+    # docs/own-model.md
+    "python examples/own_model_resnet18.py": RunElsewhere(
+        "tests/integration/test_own_model_example.py::"
+        "test_the_resnet18_example_runs_and_saves_a_resumable_state"
+    ),
+    "python examples/own_model_resnet18.py --policy random": RunElsewhere(
+        "tests/integration/test_own_model_example.py::"
+        "test_the_resnet18_example_runs_and_saves_a_resumable_state"
+    ),
+    "python examples/own_model_mlp.py": RunElsewhere(
+        "tests/integration/test_own_model_example.py::test_the_mlp_example_grows_and_says_why"
+    ),
+    # docs/recipes.md
+    (
+        "esper run --set 'training.optimizer=\"sgd\"' --set training.lr=0.01 "
+        "--set training.nesterov=false --set 'training.schedule=\"constant\"' "
+        "--set training.decay_norms_and_biases=true"
+    ): Run(),
+    # docs/results/ppo-glyphs.md
+    "esper train --task glyphs --out runs/ppo-glyphs-default": Run(TINY + PPO + GLYPHS),
+    "esper compare examples/ppo-glyphs-default.toml --jobs 2": DryRun(
+        70,
+        needs="esper train --task glyphs --out runs/ppo-glyphs-default",
+    ),
+    "esper compare examples/ppo-glyphs-default-transfer-base.toml --jobs 2": DryRun(
+        40,
+        needs="esper train --task glyphs --out runs/ppo-glyphs-default",
+    ),
+    ".venv/bin/esper train --task glyphs --updates 10 --out runs/ppo-glyphs": Run(
+        TINY + PPO + GLYPHS
+    ),
+    ".venv/bin/esper compare examples/ppo-glyphs.toml --jobs 2": DryRun(
+        70,
+        needs=".venv/bin/esper train --task glyphs --updates 10 --out runs/ppo-glyphs",
+    ),
+    ".venv/bin/esper compare examples/ppo-glyphs-transfer-base.toml --jobs 2": DryRun(
+        30,
+        needs=".venv/bin/esper train --task glyphs --updates 10 --out runs/ppo-glyphs",
+    ),
+    ".venv/bin/python paired.py runs/ppo-glyphs-compare/results.json ppo heuristic": Script(
+        "paired.py", "import json, sys", "runs/ppo-glyphs-compare/results.json"
+    ),
+    # docs/results-digits.md
+    "esper train --task digits --set tasks.digits.preset=impaired --out runs/ppo-digits": Run(
+        TINY + PPO
+    ),
+    (
+        "esper compare --task digits --set tasks.digits.preset=impaired "
+        "--policy ppo:runs/ppo-digits/checkpoint.pt --policy heuristic --policy wait "
+        "--set policies.ppo.deterministic=true --seeds 10 --seed 3000 --baseline wait"
+    ): DryRun(
+        30,
+        needs="esper train --task digits --set tasks.digits.preset=impaired --out runs/ppo-digits",
+    ),
+}
+
+DOCUMENTED = {c.text: c for c in documented_commands()}
+
+
+def test_every_documented_command_has_an_entry() -> None:
+    """A command added to the docs is run or listed here; an entry whose command left the
+    docs goes with it."""
+    assert sorted(set(DOCUMENTED) - set(COMMANDS)) == [], "documented, not in COMMANDS"
+    assert sorted(set(COMMANDS) - set(DOCUMENTED)) == [], "in COMMANDS, no longer documented"
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the commands run: ``examples/`` is the repository's, ``runs/`` is new."""
+    root = tmp_path_factory.mktemp("docs-commands")
+    (root / "examples").symlink_to(REPO / "examples", target_is_directory=True)
+    return root
+
+
+@pytest.fixture
+def in_workdir(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.chdir(workdir)
+    yield workdir
+
+
+def esper(argv: list[str]) -> click.testing.Result:
+    group, pm = build_cli(plugin_manager())
+    return CliRunner().invoke(group, argv, obj={"pm": pm}, catch_exceptions=True)
+
+
+def _leaf(argv: tuple[str, ...]) -> tuple[click.Command, list[str]]:
+    """The (sub)command an ``esper ARGS`` line invokes and the arguments it parses."""
+    command: click.Command = build_cli(plugin_manager())[0]
+    args = list(argv[1:])
+    while isinstance(command, click.Group) and args and args[0] in command.commands:
+        command = command.commands[args.pop(0)]
+    return command, args
+
+
+def _run(text: str, workdir: Path, done: set[str]) -> click.testing.Result:
+    """Run a documented esper command (its ``needs`` first, once per working directory)."""
+    way = COMMANDS[text]
+    assert isinstance(way, Run | DryRun)
+    if way.needs is not None and way.needs not in done:
+        _run(way.needs, workdir, done)
+    argv = list(DOCUMENTED[text].argv[1:])
+    if isinstance(way, Run):
+        if way.placeholder is not None:
+            shown, real = way.placeholder
+            if not (workdir / real / "summary.json").exists():
+                made = esper(SETUP_RUN.split()[1:])
+                assert made.exit_code == 0, made.output
+            argv = [real if a == shown else a for a in argv]
+        argv += list(way.tiny)
+    else:
+        argv.append("--dry-run")
+    result = esper(argv)
+    assert result.exit_code == 0, f"{text}\n{result.output}\n{result.exception!r}"
+    done.add(text)
+    return result
+
+
+_DONE: dict[Path, set[str]] = {}
+
+
+def _by_way(*kinds: type) -> list[str]:
+    return [t for t, w in COMMANDS.items() if isinstance(w, kinds) and t in DOCUMENTED]
+
+
+def _runs() -> list[object]:
+    return [
+        pytest.param(t, marks=pytest.mark.xfail(strict=True, reason=w.broken))
+        if isinstance(w := COMMANDS[t], Run) and w.broken
+        else t
+        for t in _by_way(Run, DryRun)
+    ]
+
+
+@pytest.mark.parametrize("text", _runs())
+def test_the_documented_command_runs(text: str, in_workdir: Path) -> None:
+    done = _DONE.setdefault(in_workdir, set())
+    result = _run(text, in_workdir, done)
+    way = COMMANDS[text]
+    if isinstance(way, DryRun):  # the reason it gives for not running holds
+        why = way.why.format(runs=way.runs)
+        assert f"experiment OK: {way.runs} runs in " in result.output, (why, result.output)
+
+
+def _script_flags(path: Path) -> set[str]:
+    """The ``--flags`` a script's argparse parser declares."""
+    flags = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
+            flags |= {a.value for a in node.args if isinstance(a, ast.Constant)}
+    return {f for f in flags if isinstance(f, str) and f.startswith("-")}
+
+
+@pytest.mark.parametrize("text", _by_way(NotRun, RunElsewhere))
+def test_a_command_not_run_here_still_parses(text: str) -> None:
+    """Its flags exist (the click command, or the script's argparse parser), the files it
+    names exist, and a test said to run it does."""
+    documented = DOCUMENTED[text]
+    way = COMMANDS[text]
+    assert way.why if isinstance(way, NotRun) else way.test  # type: ignore[union-attr]
+    for path in existing_paths(documented.argv):
+        assert (REPO / path).is_file(), f"{text}: {path} does not exist"
+    if documented.is_esper:
+        command, args = _leaf(documented.argv)
+        command.make_context("esper", args)  # an unknown flag or a bad value raises
+    elif any(a.endswith(".py") for a in documented.argv):
+        (script,) = [a for a in documented.argv if a.endswith(".py")]
+        flags = [a for a in documented.argv if a.startswith("--")]
+        assert set(flags) <= _script_flags(REPO / script), f"{text}: {script} lacks a flag"
+    if isinstance(way, RunElsewhere):
+        file, name = way.test.split("::")
+        source = (REPO / file).read_text(encoding="utf-8")
+        assert f"def {name}(" in source
+        body = source[source.index(f"def {name}(") :].split("\ndef ")[0]
+        (script,) = [a for a in documented.argv if a.endswith(".py")]
+        assert Path(script).name in body, f"{way.test} does not run {script}"
+
+
+def _fake_results(path: Path) -> None:
+    """A results.json of the real format (the one converter) with a few cells of two
+    policies: what the doc's script reads."""
+    from esper_core.compare.results import RESULTS_SCHEMA_VERSION, CellResult, ComparisonResults
+    from esper_core.converter import unstructure
+
+    cells = [
+        CellResult("glyphs", policy, seed, acc, 0.0, 0, 0, 1.0, "", params_forward=1702.0)
+        for seed in range(4)
+        for policy, acc in (("ppo", 80.0 + seed), ("heuristic", 79.0 + 2 * seed))
+    ]
+    results = ComparisonResults(
+        RESULTS_SCHEMA_VERSION, ["glyphs"], ["ppo", "heuristic"], [0, 1, 2, 3], None, 0.95,
+        200, 0, [], cells, [],
+    )  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(unstructure(results)), encoding="utf-8")
+
+
+@pytest.mark.parametrize("text", _by_way(Script))
+def test_a_documented_script_runs(
+    text: str, in_workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    way = COMMANDS[text]
+    assert isinstance(way, Script)
+    doc = (REPO / DOCUMENTED[text].where).read_text(encoding="utf-8")
+    source = doc[doc.index("```python\n" + way.marker) :].split("\n", 1)[1].split("```")[0]
+    (in_workdir / way.name).write_text(source, encoding="utf-8")
+    _fake_results(in_workdir / way.input_)
+    monkeypatch.setattr(sys, "argv", list(DOCUMENTED[text].argv[1:]))
+    runpy.run_path(way.name, run_name="__main__")
+    lines = capsys.readouterr().out.splitlines()
+    # One line per metric: estimate, interval, wins / ties / losses of ppo over heuristic.
+    assert [x.split()[0] for x in lines] == ["final_test_acc", "params_forward", "train_flops"]
+    assert lines[0].split()[-3:] == ["1", "1", "2"]
