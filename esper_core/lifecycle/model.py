@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import torch
 from torch import nn
@@ -16,6 +16,9 @@ from esper_core.lifecycle.rules import FOSSIL_STAGES, LIVE_STAGES
 from esper_core.lifecycle.slot import SeedSlot
 from esper_core.lifecycle.slot_state import DEFAULT_SETTINGS, SlotReport, SlotSettings
 from esper_core.lifecycle.stages import Stage
+
+if TYPE_CHECKING:
+    from esper_core.lifecycle.host_width import HostWidthGrowth
 
 __all__ = ["HostProtocol", "InjectionSpec", "MorphogeneticModel"]
 
@@ -69,6 +72,9 @@ class MorphogeneticModel(nn.Module):
             spec.segment: spec.slot_id for spec in specs if spec.slot_id in enabled
         }
         self._routed = not segmented
+        # A width growth of the host in flight (esper_core.lifecycle.host_width): the
+        # cost meter, the governor and the trainer ask it what the host is now.
+        self.host_growth: HostWidthGrowth | None = None
         if segmented:
             self._num_segments = cast(HostProtocol, host).num_segments()
         else:

@@ -52,9 +52,12 @@ class CNNHost(nn.Module):
             c_in = c
         self.blocks = nn.ModuleList(blocks)
         self.head = nn.Linear(self.channels[-1], num_classes)
+        self._specs = self._injection_specs()
+
+    def _injection_specs(self) -> tuple[InjectionSpec, ...]:
         # Every slot but the last is followed by the next block: its width, then a 2x pool.
         following = (*self.channels[1:], None)
-        self._specs = tuple(
+        return tuple(
             InjectionSpec(
                 slot_id=slot_id(0, i),
                 channels=c,
@@ -65,6 +68,22 @@ class CNNHost(nn.Module):
             )
             for i, (c, nxt) in enumerate(zip(self.channels, following))
         )
+
+    # ------------------------------------------------------------ width growth
+
+    def conv_stages(self) -> nn.ModuleList:
+        """The blocks, for host width growth (``esper_core.components.host.WidenableHost``)."""
+        return self.blocks
+
+    def stage_channels(self) -> tuple[int, ...]:
+        return self.channels
+
+    def set_stage_channels(self, channels: tuple[int, ...]) -> None:
+        """The blocks' widths after a width growth replaced them; the slots follow."""
+        if len(channels) != len(self.blocks):
+            raise ValueError(f"{len(self.blocks)} blocks, {len(channels)} widths given")
+        self.channels = tuple(channels)
+        self._specs = self._injection_specs()
 
     def num_segments(self) -> int:
         return len(self.blocks)
