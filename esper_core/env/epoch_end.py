@@ -63,6 +63,7 @@ def rollback(env: MorphogeneticEnv, reason: str, loss: float, events: StepEvents
         for s in env.model.iter_slots()
         if s.stage in rules.LIVE_STAGES
     }
+    host_growth.prune(env)  # the snapshot is of the host before any growth in flight
     pruned = env.governor.rollback(env.model)
     env.trainer.reset_optimizers()
     env.stats.n_pruned += len(pruned)
