@@ -40,7 +40,7 @@ def architecture(model: MorphogeneticModel) -> Architecture:
         return slots
     widths = ",".join(map(str, model.host.stage_channels()))
     growth = model.host_growth
-    growing = growth.stage.value if growth is not None and growth.in_flight else None
+    growing = growth.stage.value if growth is not None else None
     return (*slots, ("host", widths, growing, False))
 
 

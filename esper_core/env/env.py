@@ -42,7 +42,6 @@ from esper_core.env.training import EpochTrainer, Trainer, TrainStats
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.actions import Action, ActionMasks, ActionSpace, MaskRules, compute_masks
 from esper_core.lifecycle.governor import Governor
-from esper_core.lifecycle.host_width import HostWidthGrowth
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.slot_state import SlotSettings
 from esper_core.run.telemetry import Event
@@ -103,7 +102,7 @@ class MorphogeneticEnv:
         and nothing where a width growth in flight is changing the activations' width."""
         keys = self.space.blueprints
         growth = self.model.host_growth
-        busy = set(growth.affected_slots()) if growth is not None and growth.in_flight else set()
+        busy = set(growth.affected_slots()) if growth is not None else set()
         return torch.tensor(
             [
                 [
@@ -136,9 +135,6 @@ class MorphogeneticEnv:
             host, self._resolve_blueprint, self.settings, self.config.env.slots
         ).to(self.device)
         self.host_params = self.model.host_param_count()
-        # This episode's width growths (esper_core.env.host_growth), and where each began.
-        self.host_growths: list[HostWidthGrowth] = []
-        self.host_growth_epochs: list[int] = []
         self.governor = Governor(self.config.governor, self.task.chance_loss)
         self.cost = CostMeter()
         self.data: TaskData = self.task.load_data(self.device)
@@ -395,6 +391,7 @@ class MorphogeneticEnv:
         self.seed, self.episode = state.seed, state.episode
         self._build(self.seed)
         host_growth.replay(self, state.growths)
+        self.fits = self.slot_fits()
         load_torch_state(self, data)
         self.epoch = state.epoch
         self.stats = state.counters

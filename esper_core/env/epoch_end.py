@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from esper_core.components.reward import RewardContext
+from esper_core.env import host_growth
 from esper_core.env.apply import StepStart, record_fossilization, slot_snapshots
 from esper_core.env.evaluation import EvalResult
 from esper_core.env.events import SeedRecord, StepEvents

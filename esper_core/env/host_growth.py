@@ -15,6 +15,7 @@ them onto a freshly built host before it loads the weights.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -51,7 +52,9 @@ class GrowthRecord:
     epoch: int  # the epoch it started at
 
 
-def check_specs(specs: Sequence[WidthGrowthSpec], env: MorphogeneticEnv) -> tuple[WidthGrowthSpec, ...]:
+def check_specs(
+    specs: Sequence[WidthGrowthSpec], env: MorphogeneticEnv
+) -> tuple[WidthGrowthSpec, ...]:
     """The specs, or a ConfigError naming every problem (one line each)."""
     problems: list[str] = []
     try:
@@ -82,7 +85,7 @@ def check_specs(specs: Sequence[WidthGrowthSpec], env: MorphogeneticEnv) -> tupl
             )
         epochs.append(spec.epoch(env.max_epochs))
     timeline = sorted(zip(epochs, (spec.tempo for spec in specs)))
-    for (earlier, tempo), (later, _) in zip(timeline, timeline[1:]):
+    for (earlier, tempo), (later, _) in itertools.pairwise(timeline):
         # Started (and ticked once) before epoch e, a growth trains at alpha below 1
         # through epoch e + tempo - 2 and is folded at its end.
         if later < earlier + max(tempo - 1, 1):
@@ -114,30 +117,32 @@ def start_due(env: MorphogeneticEnv) -> None:
 def start(env: MorphogeneticEnv, plan: WidthPlan, tempo: int, curve: str, cross_init: str) -> None:
     """Widen the host as ``plan`` says, at alpha 0; the host optimizer follows."""
     model = env.model
-    current = model.host_growth
-    if current is not None and current.in_flight:
+    if model.host_growth is not None:
         raise WidthError("a width growth is still in flight; fossilize or prune it first")
     generator = torch.Generator().manual_seed(
-        init_seed(env.seed, INIT_OFFSET + len(env.host_growths))
+        init_seed(env.seed, INIT_OFFSET + len(model.host_growths))
     )
     growth = HostWidthGrowth(
-        model, plan, tempo=tempo, curve=curve, cross_init=cross_init, generator=generator
+        model,
+        plan,
+        tempo=tempo,
+        curve=curve,
+        cross_init=cross_init,
+        generator=generator,
+        born_epoch=env.epoch,
     )
-    model.host_growth = growth
-    env.host_growths.append(growth)
-    env.host_growth_epochs.append(env.epoch)
+    model.host_growths.append(growth)
     host_changed(env)
 
 
 def tick(env: MorphogeneticEnv) -> None:
     """One tick of the ramp; fossilize the growth once it holds at alpha 1."""
     growth = env.model.host_growth
-    if growth is None or not growth.in_flight:
+    if growth is None:
         return
     growth.tick()
     if growth.stage == Stage.HOLDING:
         folded = growth.fossilize()
-        env.model.host_growth = None
         host_changed(env, folded)
         env.governor.take_snapshot(env.model, env.epoch)
 
@@ -145,10 +150,9 @@ def tick(env: MorphogeneticEnv) -> None:
 def prune(env: MorphogeneticEnv) -> bool:
     """Prune the growth in flight (a rollback); whether there was one."""
     growth = env.model.host_growth
-    if growth is None or not growth.in_flight:
+    if growth is None:
         return False
     growth.prune()
-    env.model.host_growth = None
     host_changed(env)
     return True
 
@@ -171,9 +175,9 @@ def records(env: MorphogeneticEnv) -> tuple[GrowthRecord, ...]:
             cross_init=g.cross_init,
             stage=g.stage.value,
             step=g.schedule.step,
-            epoch=epoch,
+            epoch=g.born_epoch,
         )
-        for g, epoch in zip(env.host_growths, env.host_growth_epochs)
+        for g in env.model.host_growths
     )
 
 
@@ -184,7 +188,7 @@ def replay(env: MorphogeneticEnv, saved: Sequence[GrowthRecord]) -> None:
         plan = WidthPlan(record.stages, record.channels)
         env.epoch = record.epoch
         start(env, plan, record.tempo, record.curve, record.cross_init)
-        growth = env.host_growths[-1]
+        growth = env.model.host_growths[-1]
         if record.stage == Stage.PRUNED.value:
             prune(env)
             continue
@@ -194,6 +198,4 @@ def replay(env: MorphogeneticEnv, saved: Sequence[GrowthRecord]) -> None:
             growth.stage = Stage.HOLDING
         if record.stage == Stage.FOSSILIZED.value:
             growth.set_alpha(1.0)
-            folded = growth.fossilize()
-            env.model.host_growth = None
-            host_changed(env, folded)
+            host_changed(env, growth.fossilize())

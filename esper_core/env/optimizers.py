@@ -106,7 +106,7 @@ def _assembled_state(old: torch.optim.Optimizer, fold: FoldedParam) -> dict[str,
     assembled from the pieces' (zeros for a piece without one yet); any other entry
     (Adam's step count) from the first piece that has it, the old parameter, which has
     trained longest. Empty when no piece has state."""
-    states = [old.state[p] if p in old.state else {} for p in fold.pieces]
+    states = [old.state.get(p, {}) for p in fold.pieces]
     keys = [k for s in states for k in s]
     out: dict[str, Any] = {}
     for key in dict.fromkeys(keys):

@@ -14,8 +14,8 @@ from attrs import frozen
 from esper_core.converter import structure, unstructure
 from esper_core.env.cost import CostState
 from esper_core.env.episode import EpisodeStats
-from esper_core.env.host_growth import GrowthRecord, records
 from esper_core.env.evaluation import EvalResult
+from esper_core.env.host_growth import GrowthRecord, records
 from esper_core.env.training import TrainStats
 from esper_core.errors import CheckpointError, ConfigError
 from esper_core.lifecycle.views import by_name

@@ -124,8 +124,7 @@ class Governor:
 
         The copies are queued without blocking; :attr:`snapshot_state` waits for them.
         """
-        growth = model.host_growth
-        if growth is not None and growth.in_flight:
+        if model.host_growth is not None:
             # Mid-growth the host's modules are masked ones; a rollback prunes the growth
             # first, so the snapshot it loads must be of the host before it (kept).
             return

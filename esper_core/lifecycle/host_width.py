@@ -86,6 +86,7 @@ class HostWidthGrowth:
         curve: str = "linear",
         cross_init: str = "random",
         generator: torch.Generator | None = None,
+        born_epoch: int = 0,
     ) -> None:
         if curve not in CURVES:
             raise WidthError(f"curve {curve!r}: expected one of {', '.join(CURVES)}")
@@ -95,6 +96,7 @@ class HostWidthGrowth:
         self.host = widenable(model.host)
         self.plan = plan
         self.cross_init = cross_init
+        self.born_epoch = born_epoch
         self.old_channels = self.host.stage_channels()
         self.new_channels = _new_channels(self.old_channels, plan)
         self.schedule = AlphaSchedule(curve=curve, ticks=tempo)
@@ -113,7 +115,9 @@ class HostWidthGrowth:
         if extra[-1]:
             head = self.host.head
             if not isinstance(head, nn.Linear):
-                raise WidthError(f"the head is a {type(head).__name__}; width growth needs nn.Linear")
+                raise WidthError(
+                    f"the head is a {type(head).__name__}; width growth needs nn.Linear"
+                )
             self._masked[-1] = MaskedLinearInput(head, extra[-1], generator, cross_init)
         for i, module in self._masked.items():
             self._originals[i] = self._install(i, module)

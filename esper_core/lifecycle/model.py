@@ -72,14 +72,20 @@ class MorphogeneticModel(nn.Module):
             spec.segment: spec.slot_id for spec in specs if spec.slot_id in enabled
         }
         self._routed = not segmented
-        # A width growth of the host in flight (esper_core.lifecycle.host_width): the
-        # cost meter, the governor and the trainer ask it what the host is now.
-        self.host_growth: HostWidthGrowth | None = None
+        # The host's width growths (esper_core.lifecycle.host_width), oldest first: the
+        # cost meter, the governor and the trainer ask the one in flight what the host is.
+        self.host_growths: list[HostWidthGrowth] = []
         if segmented:
             self._num_segments = cast(HostProtocol, host).num_segments()
         else:
             self._num_segments = 0
             cast(RoutedHost, host).route(dict(self.slots.items()))
+
+    @property
+    def host_growth(self) -> HostWidthGrowth | None:
+        """The width growth of the host in flight (ramping or holding), if any."""
+        last = self.host_growths[-1] if self.host_growths else None
+        return last if last is not None and last.in_flight else None
 
     @property
     def topology(self) -> str:

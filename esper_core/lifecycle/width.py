@@ -88,7 +88,9 @@ def _layers(stage: nn.Sequential) -> list[tuple[int, int | None, list[int]]]:
             layers[-1] = (conv, i, after)
         elif isinstance(module, CHANNELWISE):
             if not layers:
-                raise WidthError(f"module {i} of the stage ({type(module).__name__}) precedes its first conv")
+                raise WidthError(
+                    f"module {i} of the stage ({type(module).__name__}) precedes its first conv"
+                )
             layers[-1][2].append(i)
         else:
             raise WidthError(
@@ -100,7 +102,9 @@ def _layers(stage: nn.Sequential) -> list[tuple[int, int | None, list[int]]]:
     return layers
 
 
-def _uniform(shape: tuple[int, ...], fan_in: int, like: torch.Tensor, gen: torch.Generator | None) -> torch.Tensor:
+def _uniform(
+    shape: tuple[int, ...], fan_in: int, like: torch.Tensor, gen: torch.Generator | None
+) -> torch.Tensor:
     """torch's default Conv2d/Linear init (kaiming-uniform, a=sqrt(5)): U(-1/sqrt(fan_in), ..)."""
     bound = 1.0 / math.sqrt(max(fan_in, 1))
     out = torch.empty(shape, dtype=like.dtype)
@@ -130,7 +134,9 @@ class MaskedConvStage(nn.Module):
         super().__init__()
         self.mask: torch.Tensor
         if in_extra < 0 or out_extra < 0 or in_extra + out_extra == 0:
-            raise WidthError(f"a masked stage needs new channels, got in {in_extra}, out {out_extra}")
+            raise WidthError(
+                f"a masked stage needs new channels, got in {in_extra}, out {out_extra}"
+            )
         if cross_init not in CROSS_INITS:
             raise WidthError(f"cross_init {cross_init!r}: expected one of {', '.join(CROSS_INITS)}")
         self.base = base
@@ -261,7 +267,14 @@ class MaskedConvStage(nn.Module):
                 w_pieces.append(self.cross_weight[cross])
             if self.out_extra:
                 w_pieces.append(self.out_weight[k])
-            folded.append(_set(wide, "weight", tuple(w_pieces), _conv_assembler(cross is not None, bool(self.out_extra))))
+            folded.append(
+                _set(
+                    wide,
+                    "weight",
+                    tuple(w_pieces),
+                    _conv_assembler(cross is not None, bool(self.out_extra)),
+                )
+            )
             b = self._bias_of[k] if self.out_extra else None
             if b is not None:
                 folded.append(_set(wide, "bias", (conv.bias, self.out_bias[b]), _cat0))
@@ -317,7 +330,9 @@ class MaskedLinearInput(nn.Module):
 
     def fold(self) -> tuple[nn.Linear, list[FoldedParam]]:
         base = self.base
-        wide = nn.Linear(self.in_features + self.in_extra, base.out_features, bias=base.bias is not None)
+        wide = nn.Linear(
+            self.in_features + self.in_extra, base.out_features, bias=base.bias is not None
+        )
         wide = wide.to(device=base.weight.device, dtype=base.weight.dtype)
         folded = [_set(wide, "weight", (base.weight, self.cross_weight), _cat1)]
         if base.bias is not None:
@@ -336,7 +351,9 @@ def _cat1(parts: Sequence[torch.Tensor]) -> torch.Tensor:
     return torch.cat(list(parts), dim=1)
 
 
-def _conv_assembler(has_cross: bool, has_out: bool) -> Callable[[Sequence[torch.Tensor]], torch.Tensor]:
+def _conv_assembler(
+    has_cross: bool, has_out: bool
+) -> Callable[[Sequence[torch.Tensor]], torch.Tensor]:
     """A widened kernel from its pieces ``[old, cross?, out?]``: old outputs are the old
     kernel and (if new inputs) the cross kernel side by side; new outputs are rows below."""
 
@@ -365,10 +382,16 @@ def _set(
     return FoldedParam(merged, pieces, assemble)
 
 
-def _fold_norm(old: nn.BatchNorm2d, new: nn.BatchNorm2d, folded: list[FoldedParam]) -> nn.BatchNorm2d:
+def _fold_norm(
+    old: nn.BatchNorm2d, new: nn.BatchNorm2d, folded: list[FoldedParam]
+) -> nn.BatchNorm2d:
     """One BatchNorm2d over the old channels then the new, statistics included."""
     wide = nn.BatchNorm2d(
-        old.num_features + new.num_features, old.eps, old.momentum, old.affine, old.track_running_stats
+        old.num_features + new.num_features,
+        old.eps,
+        old.momentum,
+        old.affine,
+        old.track_running_stats,
     )
     like = next(iter([*old.parameters(), *old.buffers()]))
     wide = wide.to(device=like.device)

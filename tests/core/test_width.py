@@ -20,7 +20,11 @@ from esper_core.lifecycle.width import (
 def _stage(c_in: int, c_out: int, convs: int = 2, bias: bool = False) -> nn.Sequential:
     layers: list[nn.Module] = []
     for _ in range(convs):
-        layers += [nn.Conv2d(c_in, c_out, 3, padding=1, bias=bias), nn.BatchNorm2d(c_out), nn.ReLU()]
+        layers += [
+            nn.Conv2d(c_in, c_out, 3, padding=1, bias=bias),
+            nn.BatchNorm2d(c_out),
+            nn.ReLU(),
+        ]
         c_in = c_out
     layers.append(nn.MaxPool2d(2))
     return nn.Sequential(*layers)
@@ -96,7 +100,7 @@ def test_bit_identical_outputs_and_gradients_in_training() -> None:
 
 
 def test_new_channels_follow_the_mask() -> None:
-    first, second, head = _pair()
+    first, _second, _head = _pair()
     x = torch.randn(4, 3, 16, 16)
     wide = MaskedConvStage(first, 0, 3, torch.Generator().manual_seed(1)).eval()
     assert not wide(x)[:, 4:].any()

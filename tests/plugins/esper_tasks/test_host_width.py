@@ -54,7 +54,7 @@ X = torch.randn(8, 1, 16, 16, generator=torch.Generator().manual_seed(3))
 def _grow(model: MorphogeneticModel, factor: float = 2.0, **kw: object) -> HostWidthGrowth:
     gen = torch.Generator().manual_seed(7)
     growth = HostWidthGrowth(model, plan_by_factor(model.host, factor), generator=gen, **kw)  # type: ignore[arg-type]
-    model.host_growth = growth
+    model.host_growths.append(growth)
     return growth
 
 
