@@ -88,7 +88,7 @@ class MorphogeneticEnv:
             alpha_targets=tuple(lc.alpha_targets),
         )
         self.host_growth_specs: tuple[WidthGrowthSpec, ...] = ()
-        self.fits = self.slot_fits()
+        self.fits = host_growth.slot_fits(self)
         self._started = False
         self._step: StepStart | None = None
         self.birth_seeds: tuple[BirthSeed, ...] = ()
@@ -96,23 +96,6 @@ class MorphogeneticEnv:
         self._masks = VariantMasks()
 
     # ------------------------------------------------------------ construction
-
-    def slot_fits(self) -> torch.Tensor:
-        """Which blueprint can grow in which slot: a branch only where a segment follows,
-        and nothing where a width growth in flight is changing the activations' width."""
-        keys = self.space.blueprints
-        growth = self.model.host_growth
-        busy = set(growth.affected_slots()) if growth is not None else set()
-        return torch.tensor(
-            [
-                [
-                    sid not in busy and self.blueprints[key].fits(self.model.slot(sid).spec) is None
-                    for key in keys
-                ]
-                for sid in self.space.slot_ids
-            ],
-            dtype=torch.bool,
-        ).reshape(len(self.space.slot_ids), len(self.space.blueprints))
 
     def _resolve_blueprint(self, key: str) -> Blueprint:
         try:
@@ -212,7 +195,7 @@ class MorphogeneticEnv:
         self._record_validation(ev)
         self.governor.take_snapshot(self.model, 0)
         host_growth.start_due(self)  # one scheduled at epoch 0
-        self.fits = self.slot_fits()
+        self.fits = host_growth.slot_fits(self)
         self._started = True
         self._observation = observe(self, rolled_back=False)
         return self._observation
@@ -391,7 +374,7 @@ class MorphogeneticEnv:
         self.seed, self.episode = state.seed, state.episode
         self._build(self.seed)
         host_growth.replay(self, state.growths)
-        self.fits = self.slot_fits()
+        self.fits = host_growth.slot_fits(self)
         load_torch_state(self, data)
         self.epoch = state.epoch
         self.stats = state.counters

@@ -28,7 +28,8 @@ from esper_core.errors import ConfigError
 from esper_core.lifecycle.alpha import CURVES
 from esper_core.lifecycle.host_width import HostWidthGrowth, WidthPlan, plan_by_factor, widenable
 from esper_core.lifecycle.stages import Stage
-from esper_core.lifecycle.width import CROSS_INITS, FoldedParam, WidthError
+from esper_core.lifecycle.width import CROSS_INITS, WidthError
+from esper_core.lifecycle.width_fold import FoldedParam
 
 if TYPE_CHECKING:
     from esper_core.env.env import MorphogeneticEnv
@@ -162,7 +163,26 @@ def host_changed(env: MorphogeneticEnv, folded: Sequence[FoldedParam] = ()) -> N
     count, the table of which blueprint fits which slot."""
     env.trainer.host_changed(folded)
     env.host_params = env.model.host_param_count()
-    env.fits = env.slot_fits()
+    env.fits = slot_fits(env)
+
+
+def slot_fits(env: MorphogeneticEnv) -> torch.Tensor:
+    """Which blueprint can grow in which slot (the env's action masks): a branch only
+    where a segment follows, and nothing where a width growth in flight is changing the
+    activations' width."""
+    keys = env.space.blueprints
+    growth = env.model.host_growth
+    busy = set(growth.affected_slots()) if growth is not None else set()
+    return torch.tensor(
+        [
+            [
+                sid not in busy and env.blueprints[key].fits(env.model.slot(sid).spec) is None
+                for key in keys
+            ]
+            for sid in env.space.slot_ids
+        ],
+        dtype=torch.bool,
+    ).reshape(len(env.space.slot_ids), len(env.space.blueprints))
 
 
 def records(env: MorphogeneticEnv) -> tuple[GrowthRecord, ...]:

@@ -12,7 +12,7 @@ from torch import nn
 from esper_core.recipe import Recipe
 
 if TYPE_CHECKING:
-    from esper_core.lifecycle.width import FoldedParam
+    from esper_core.lifecycle.width_fold import FoldedParam
 
 
 def embedding_parameters(modules: Iterable[nn.Module]) -> set[int]:

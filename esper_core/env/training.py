@@ -36,7 +36,7 @@ from esper_core.env.optimizers import (
 from esper_core.env.pending import Pending
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.rules import BLENDED_STAGES
-from esper_core.lifecycle.width import FoldedParam
+from esper_core.lifecycle.width_fold import FoldedParam
 from esper_core.recipe import lr_factor, resolve_recipe, task_recipe
 
 log = logging.getLogger("esper.training")

@@ -41,7 +41,7 @@ from esper_core.env.training import train_stats
 from esper_core.errors import GrowerError
 from esper_core.grow.module_host import ModuleHost, slot_id_of
 from esper_core.lifecycle.model import MorphogeneticModel
-from esper_core.lifecycle.width import FoldedParam
+from esper_core.lifecycle.width_fold import FoldedParam
 
 GROUP_KEY = "esper_slot"
 # The position of the host group a seed's own group follows, among the host groups.

@@ -28,7 +28,6 @@ from esper_core.lifecycle.width import (
     MaskedConvStage,
     MaskedLinearInput,
     WidthError,
-    stage_out_channels,
 )
 
 if TYPE_CHECKING:
@@ -132,7 +131,8 @@ class HostWidthGrowth:
 
     @property
     def in_flight(self) -> bool:
-        return self.stage in (Stage.BLENDING, Stage.HOLDING)
+        # A growth is never GERMINATED or TRAINING: live means BLENDING or HOLDING.
+        return self.stage in rules.LIVE_STAGES
 
     def new_parameters(self) -> list[nn.Parameter]:
         """The parameters this growth added, while it is in flight."""
@@ -149,7 +149,8 @@ class HostWidthGrowth:
 
     def tick(self) -> float:
         """One epoch of the ramp; at its end the growth is HOLDING (alpha 1)."""
-        self._expect(Stage.BLENDING, Stage.HOLDING, call="tick")
+        if not self.in_flight:
+            self._refuse("tick")
         value = self.schedule.tick()
         self.set_alpha(value)
         if self.schedule.done and value == self.schedule.target:
@@ -161,7 +162,8 @@ class HostWidthGrowth:
     def fossilize(self) -> list[FoldedParam]:
         """Fold the masks away: the host's stages become plain modules of the new width.
         Returns how each new parameter was assembled, for the optimizer's state."""
-        self._expect(Stage.HOLDING, call="fossilize")
+        if self.stage != Stage.HOLDING:
+            self._refuse("fossilize")
         folded: list[FoldedParam] = []
         for i, module in self._masked.items():
             plain, parts = module.fold()
@@ -174,7 +176,8 @@ class HostWidthGrowth:
     def prune(self) -> None:
         """Put the original stages back: the host computes what the growth computed at
         alpha 0 (its old parameters have trained on meanwhile)."""
-        self._expect(Stage.BLENDING, Stage.HOLDING, call="prune")
+        if self.stage not in rules.PRUNABLE_STAGES:
+            self._refuse("prune")
         for i, module in self._originals.items():
             self._install(i, module)
         self._masked.clear()
@@ -184,9 +187,8 @@ class HostWidthGrowth:
 
     # ------------------------------------------------------------ helpers
 
-    def _expect(self, *stages: Stage, call: str) -> None:
-        if self.stage not in stages:
-            raise rules.LifecycleError(self.stage, None, call=f"width growth {call}")
+    def _refuse(self, call: str) -> None:
+        raise rules.LifecycleError(self.stage, None, call=f"width growth {call}")
 
     def _install(self, index: int, module: nn.Module) -> nn.Module:
         """Put ``module`` in place of stage ``index`` (-1: the head); return what was there."""
@@ -255,5 +257,4 @@ __all__ = [
     "WidthError",
     "WidthPlan",
     "plan_by_factor",
-    "stage_out_channels",
 ]

@@ -18,13 +18,20 @@ away); :meth:`MaskedConvStage.unwrap` returns the original stage (pruning).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
 from typing import cast
 
 import torch
 import torch.nn.functional as F
-from attrs import frozen
 from torch import nn
+
+from esper_core.lifecycle.width_fold import (
+    FoldedParam,
+    cat0,
+    cat1,
+    conv_assembler,
+    fold_norm,
+    set_assembled,
+)
 
 # Modules without parameters that act on each channel alone: widening passes them both the
 # old and the new channels unchanged. Anything else inside a stage is refused.
@@ -42,17 +49,6 @@ CHANNELWISE = (
     nn.AvgPool2d,
 )
 CROSS_INITS = ("random", "zero")
-
-
-@frozen
-class FoldedParam:
-    """A parameter of a folded module and the pieces it was assembled from:
-    ``assemble(tensors)`` builds it from ``pieces`` (or any tensors shaped like them, such
-    as their optimizer state)."""
-
-    merged: nn.Parameter
-    pieces: tuple[nn.Parameter, ...]
-    assemble: Callable[[Sequence[torch.Tensor]], torch.Tensor]
 
 
 class WidthError(ValueError):
@@ -268,16 +264,16 @@ class MaskedConvStage(nn.Module):
             if self.out_extra:
                 w_pieces.append(self.out_weight[k])
             folded.append(
-                _set(
+                set_assembled(
                     wide,
                     "weight",
                     tuple(w_pieces),
-                    _conv_assembler(cross is not None, bool(self.out_extra)),
+                    conv_assembler(cross is not None, bool(self.out_extra)),
                 )
             )
             b = self._bias_of[k] if self.out_extra else None
             if b is not None:
-                folded.append(_set(wide, "bias", (conv.bias, self.out_bias[b]), _cat0))
+                folded.append(set_assembled(wide, "bias", (conv.bias, self.out_bias[b]), cat0))
             elif conv.bias is not None:
                 wide.bias = conv.bias  # no new outputs: the same bias, its state with it
             modules[ci] = wide
@@ -287,7 +283,7 @@ class MaskedConvStage(nn.Module):
                 norm = self.norms[normed]
                 assert isinstance(norm, nn.BatchNorm2d)
                 normed += 1
-                modules[ni] = _fold_norm(bn, norm, folded)
+                modules[ni] = fold_norm(bn, norm, folded)
         # New modules start in training mode: take the stage's, as a swap must not flip it.
         return nn.Sequential(*modules).train(self.training), folded
 
@@ -334,80 +330,7 @@ class MaskedLinearInput(nn.Module):
             self.in_features + self.in_extra, base.out_features, bias=base.bias is not None
         )
         wide = wide.to(device=base.weight.device, dtype=base.weight.dtype)
-        folded = [_set(wide, "weight", (base.weight, self.cross_weight), _cat1)]
+        folded = [set_assembled(wide, "weight", (base.weight, self.cross_weight), cat1)]
         if base.bias is not None:
             wide.bias = base.bias  # unchanged: the same parameter, its optimizer state with it
         return wide.train(self.training), folded
-
-
-# ------------------------------------------------------------ assembling folded tensors
-
-
-def _cat0(parts: Sequence[torch.Tensor]) -> torch.Tensor:
-    return torch.cat(list(parts), dim=0)
-
-
-def _cat1(parts: Sequence[torch.Tensor]) -> torch.Tensor:
-    return torch.cat(list(parts), dim=1)
-
-
-def _conv_assembler(
-    has_cross: bool, has_out: bool
-) -> Callable[[Sequence[torch.Tensor]], torch.Tensor]:
-    """A widened kernel from its pieces ``[old, cross?, out?]``: old outputs are the old
-    kernel and (if new inputs) the cross kernel side by side; new outputs are rows below."""
-
-    def assemble(parts: Sequence[torch.Tensor]) -> torch.Tensor:
-        it = iter(parts)
-        rows = next(it)
-        if has_cross:
-            rows = torch.cat([rows, next(it)], dim=1)
-        if has_out:
-            rows = torch.cat([rows, next(it)], dim=0)
-        return rows
-
-    return assemble
-
-
-def _set(
-    module: nn.Module,
-    name: str,
-    pieces: tuple[nn.Parameter, ...],
-    assemble: Callable[[Sequence[torch.Tensor]], torch.Tensor],
-) -> FoldedParam:
-    """Set ``module.name`` to the parameter assembled from ``pieces``; record how."""
-    with torch.no_grad():
-        merged = nn.Parameter(assemble([p.detach() for p in pieces]).clone())
-    setattr(module, name, merged)
-    return FoldedParam(merged, pieces, assemble)
-
-
-def _fold_norm(
-    old: nn.BatchNorm2d, new: nn.BatchNorm2d, folded: list[FoldedParam]
-) -> nn.BatchNorm2d:
-    """One BatchNorm2d over the old channels then the new, statistics included."""
-    wide = nn.BatchNorm2d(
-        old.num_features + new.num_features,
-        old.eps,
-        old.momentum,
-        old.affine,
-        old.track_running_stats,
-    )
-    like = next(iter([*old.parameters(), *old.buffers()]))
-    wide = wide.to(device=like.device)
-    if old.affine:
-        assert old.weight is not None and old.bias is not None
-        assert new.weight is not None and new.bias is not None
-        folded.append(_set(wide, "weight", (old.weight, new.weight), _cat0))
-        folded.append(_set(wide, "bias", (old.bias, new.bias), _cat0))
-    if old.track_running_stats:
-        assert old.running_mean is not None and new.running_mean is not None
-        assert old.running_var is not None and new.running_var is not None
-        assert wide.running_mean is not None and wide.running_var is not None
-        assert wide.num_batches_tracked is not None and old.num_batches_tracked is not None
-        with torch.no_grad():
-            wide.running_mean.copy_(torch.cat([old.running_mean, new.running_mean]))
-            wide.running_var.copy_(torch.cat([old.running_var, new.running_var]))
-            # The old channels' count: it drives the momentum only when momentum is None.
-            wide.num_batches_tracked.copy_(old.num_batches_tracked)
-    return wide
