@@ -14,7 +14,9 @@ from torch import nn
 from esper_core.components.blueprint import Blueprint
 from esper_core.components.policy import SchedulesHostGrowth, WidthGrowthSpec
 from esper_core.config import load_config
+from esper_core.env import epoch_end
 from esper_core.env.cost import CostMeter, architecture, params_forward
+from esper_core.env.events import StepEvents
 from esper_core.env.gym import make_env
 from esper_core.env.optimizers import carry_state
 from esper_core.errors import ConfigError
@@ -326,3 +328,24 @@ def test_a_run_widened_at_epoch_k_ends_with_the_wide_host_and_resumes_identicall
     config = load_config(tmp_path / "cut" / "config.toml", ["run.telemetry=[]"])
     resumed = run(config, pm, run_dir=tmp_path / "cut", resume=True, quiet=True)
     assert stable(resumed) == stable(reference)
+
+
+def test_a_rollback_prunes_a_growth_in_flight_and_restores_the_snapshot(
+    pm: PluginManager,
+) -> None:
+    config = load_config(overrides=_glyphs("env.max_epochs=10", "governor.snapshot_every=1"))
+    env = make_env(config, pm)
+    env.schedule_host_growth([WidthGrowthSpec(at=0.1, tempo=5)])  # born before epoch 1
+    env.reset(0)
+    env.step(WAIT)
+    assert env.model.host_growth is not None
+    snapshot_epoch = env.governor.snapshot_epoch
+    env.step(WAIT)
+    assert env.governor.snapshot_epoch == snapshot_epoch  # none taken mid-growth
+    epoch_end.rollback(env, "test", 1.0, StepEvents(env=0, episode=0, epoch=env.epoch))
+    assert env.model.host_growth is None
+    assert env.model.host.stage_channels() == (4, 8, 16)
+    params = {id(p) for g in env.trainer.host_optimizer.param_groups for p in g["params"]}
+    assert params == {id(p) for p in env.model.host.parameters()}
+    assert env.host_params == _model().host_param_count()
+    env.step(WAIT)  # trains on at the old width
