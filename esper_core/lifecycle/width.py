@@ -18,7 +18,7 @@ away); :meth:`MaskedConvStage.unwrap` returns the original stage (pruning).
 from __future__ import annotations
 
 import math
-from typing import cast
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -249,14 +249,18 @@ class MaskedConvStage(nn.Module):
             cross = self._cross_of[k]
             if cross is None and not self.out_extra:
                 continue  # this conv does not change: it stays, its parameters' state with it
+            # torch types the geometry as tuple[int, ...]; Conv2d's own values fit Conv2d.
+            geometry: dict[str, Any] = {
+                "kernel_size": conv.kernel_size,
+                "stride": conv.stride,
+                "padding": conv.padding,
+                "dilation": conv.dilation,
+            }
             wide = nn.Conv2d(
                 conv.in_channels + new_in,
                 conv.out_channels + self.out_extra,
-                conv.kernel_size,
-                conv.stride,
-                conv.padding,
-                conv.dilation,
                 bias=conv.bias is not None,
+                **geometry,
             ).to(device=conv.weight.device, dtype=conv.weight.dtype)
             w_pieces = [conv.weight]
             if cross is not None:
@@ -272,7 +276,7 @@ class MaskedConvStage(nn.Module):
                 )
             )
             b = self._bias_of[k] if self.out_extra else None
-            if b is not None:
+            if conv.bias is not None and b is not None:
                 folded.append(set_assembled(wide, "bias", (conv.bias, self.out_bias[b]), cat0))
             elif conv.bias is not None:
                 wide.bias = conv.bias  # no new outputs: the same bias, its state with it

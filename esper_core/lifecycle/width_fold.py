@@ -18,7 +18,7 @@ class FoldedParam:
     as their optimizer state)."""
 
     merged: nn.Parameter
-    pieces: tuple[nn.Parameter, ...]
+    pieces: tuple[torch.Tensor, ...]  # parameters (torch types some of them as tensors)
     assemble: Callable[[Sequence[torch.Tensor]], torch.Tensor]
 
 
@@ -51,7 +51,7 @@ def conv_assembler(
 def set_assembled(
     module: nn.Module,
     name: str,
-    pieces: tuple[nn.Parameter, ...],
+    pieces: tuple[torch.Tensor, ...],
     assemble: Callable[[Sequence[torch.Tensor]], torch.Tensor],
 ) -> FoldedParam:
     """Set ``module.name`` to the parameter assembled from ``pieces``; record how."""
