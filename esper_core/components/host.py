@@ -9,6 +9,7 @@ from attrs import frozen
 
 if TYPE_CHECKING:
     import torch
+    from torch import nn
 
 
 def slot_id(row: int, col: int) -> str:
@@ -68,3 +69,26 @@ class RoutedHost(Protocol):
     def route(self, routes: Mapping[str, Callable[[torch.Tensor], torch.Tensor]]) -> None: ...
 
     def forward(self, x: torch.Tensor) -> torch.Tensor: ...
+
+
+@runtime_checkable
+class WidenableHost(Protocol):
+    """Optional: a CNN host whose conv stages host width growth can widen
+    (:mod:`esper_core.lifecycle.host_width`).
+
+    ``conv_stages()[i]`` is an ``nn.Sequential`` of Conv2d (+ BatchNorm2d) layers and
+    channel-wise modules; it feeds stage ``i + 1``, and the last feeds ``head``, an
+    ``nn.Linear`` over the globally pooled channels. The growth replaces these modules in
+    place and reports the new widths through :meth:`set_stage_channels`, after which
+    :meth:`injection_specs` describes the slots at those widths.
+    """
+
+    head: nn.Module
+
+    def injection_specs(self) -> tuple[InjectionSpec, ...]: ...
+
+    def conv_stages(self) -> nn.ModuleList: ...
+
+    def stage_channels(self) -> tuple[int, ...]: ...
+
+    def set_stage_channels(self, channels: tuple[int, ...]) -> None: ...

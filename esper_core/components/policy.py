@@ -78,6 +78,37 @@ class InstallsAtBirth(Protocol):
         ...
 
 
+@frozen
+class WidthGrowthSpec:
+    """One host width growth a policy schedules: at the start of epoch
+    ``round(at x max_epochs)`` the host's conv ``stages`` (all when empty) widen to
+    ``round(factor x`` their channels``)``, behind a mask ramped 0 -> 1 over ``tempo``
+    epochs along ``curve``, and are folded into the host (fossilized) when it reaches 1.
+    ``cross_init``: how the weights from the new channels into the existing ones start
+    (``random``, or ``zero``). See :mod:`esper_core.lifecycle.host_width`."""
+
+    at: float
+    factor: float = 2.0
+    stages: tuple[int, ...] = ()
+    tempo: int = 5
+    curve: str = "linear"
+    cross_init: str = "random"
+
+    def epoch(self, max_epochs: int) -> int:
+        return round(self.at * max_epochs)
+
+
+@runtime_checkable
+class SchedulesHostGrowth(Protocol):
+    """Optional: a policy that grows the host itself on a schedule.
+
+    The session hands :meth:`host_growths` to every env once, before the first reset;
+    each env applies them at the epochs they name in every episode
+    (``MorphogeneticEnv.schedule_host_growth``)."""
+
+    def host_growths(self) -> Sequence[WidthGrowthSpec]: ...
+
+
 @runtime_checkable
 class Trainable(Policy, Protocol):
     def begin_rollout(self, observations: Sequence[Observation]) -> None:

@@ -4,7 +4,7 @@ FLOPs are counted by :class:`torch.utils.flop_counter.FlopCounterMode` (no hand-
 formulas): once per architecture, on a real training batch, forward and backward, and
 multiplied by the samples of every batch trained with that architecture. An
 architecture is what changes the computation: each slot's stage, blueprint and whether
-the seed's input is isolated. The counting pass leaves no trace: the random state is
+the seed's input is isolated, and the widths of a host that can grow in width. The counting pass leaves no trace: the random state is
 forked, buffers (BatchNorm statistics) are restored and gradients dropped.
 """
 
@@ -17,6 +17,7 @@ import torch
 from attrs import define, field, frozen
 from torch.utils.flop_counter import FlopCounterMode
 
+from esper_core.components.host import WidenableHost
 from esper_core.lifecycle import rules
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.rules import BLENDED_STAGES, SEED_STAGES
@@ -28,10 +29,19 @@ Architecture = tuple[tuple[str, str, str | None, bool], ...]
 
 
 def architecture(model: MorphogeneticModel) -> Architecture:
-    return tuple(
+    """Each slot's (id, stage, blueprint, isolated); for a host that can grow in width,
+    one more entry ("host", its stage widths, the stage of a width growth in flight or
+    None, False): a widened host is a new architecture, its FLOPs counted anew."""
+    slots = tuple(
         (s.slot_id, s.stage.value, s.state.blueprint, rules.is_isolated(s.stage, s.state.alpha))
         for s in model.iter_slots()
     )
+    if not isinstance(model.host, WidenableHost):
+        return slots
+    widths = ",".join(map(str, model.host.stage_channels()))
+    growth = model.host_growth
+    growing = growth.stage.value if growth is not None else None
+    return (*slots, ("host", widths, growing, False))
 
 
 def params_forward(model: MorphogeneticModel) -> int:

@@ -21,10 +21,11 @@ from typing import Any
 import torch
 
 from esper_core.components.blueprint import Blueprint
+from esper_core.components.policy import WidthGrowthSpec
 from esper_core.components.reward import RewardBreakdown, RewardFamily, checked_breakdown
 from esper_core.components.task import Task, TaskData
 from esper_core.config import RunConfig
-from esper_core.env import birth, epoch_end
+from esper_core.env import birth, epoch_end, host_growth
 from esper_core.env.apply import StepStart, apply, slot_snapshots
 from esper_core.env.birth import BirthSeed
 from esper_core.env.cost import CostMeter, account_training
@@ -86,15 +87,8 @@ class MorphogeneticEnv:
             tempos=tuple(lc.tempos),
             alpha_targets=tuple(lc.alpha_targets),
         )
-        # Which blueprint can grow in which slot (a branch only where a segment follows).
-        keys = self.space.blueprints
-        self.fits = torch.tensor(
-            [
-                [self.blueprints[key].fits(self.model.slot(sid).spec) is None for key in keys]
-                for sid in self.space.slot_ids
-            ],
-            dtype=torch.bool,
-        ).reshape(len(self.space.slot_ids), len(self.space.blueprints))
+        self.host_growth_specs: tuple[WidthGrowthSpec, ...] = ()
+        self.fits = host_growth.slot_fits(self)
         self._started = False
         self._step: StepStart | None = None
         self.birth_seeds: tuple[BirthSeed, ...] = ()
@@ -179,6 +173,11 @@ class MorphogeneticEnv:
         episode from the next :meth:`reset` on (see :mod:`esper_core.env.birth`)."""
         self.birth_seeds = birth.parse_birth_seeds(specs, self.blueprints, self.model.slot_ids)
 
+    def schedule_host_growth(self, specs: Sequence[WidthGrowthSpec]) -> None:
+        """Grow the host's width as ``specs`` say in every episode from the next
+        :meth:`reset` on (see :mod:`esper_core.env.host_growth`)."""
+        self.host_growth_specs = host_growth.check_specs(specs, self)
+
     def reset(self, seed: int | None = None, episode: int = 0) -> Observation:
         """Start an episode: a fresh host seeded with ``seed`` (data order too)."""
         self.seed = self.seed if seed is None else seed
@@ -195,6 +194,8 @@ class MorphogeneticEnv:
         self.last_test: EvalResult | None = None
         self._record_validation(ev)
         self.governor.take_snapshot(self.model, 0)
+        host_growth.start_due(self)  # one scheduled at epoch 0
+        self.fits = host_growth.slot_fits(self)
         self._started = True
         self._observation = observe(self, rolled_back=False)
         return self._observation
@@ -283,10 +284,12 @@ class MorphogeneticEnv:
             ev, test = fetched[0], (fetched[1] if with_test else None)
 
         epoch_end.tick_slots(self.model, step.events)
+        host_growth.tick(self)
         if self.config.lifecycle.auto_advance:
             epoch_end.auto_advance(self, ev.accuracy, step.events)
         if not rolled_back and self.governor.due(epoch):
             self.governor.take_snapshot(self.model, epoch)
+        host_growth.start_due(self)  # the next epoch's, before the policy observes
 
         self.last_eval = ev
         if test is not None:
@@ -370,6 +373,8 @@ class MorphogeneticEnv:
         state = env_state(data)
         self.seed, self.episode = state.seed, state.episode
         self._build(self.seed)
+        host_growth.replay(self, state.growths)
+        self.fits = host_growth.slot_fits(self)
         load_torch_state(self, data)
         self.epoch = state.epoch
         self.stats = state.counters

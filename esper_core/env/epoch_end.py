@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from esper_core.components.reward import RewardContext
+from esper_core.env import host_growth
 from esper_core.env.apply import StepStart, record_fossilization, slot_snapshots
 from esper_core.env.evaluation import EvalResult
 from esper_core.env.events import SeedRecord, StepEvents
@@ -63,6 +64,7 @@ def rollback(env: MorphogeneticEnv, reason: str, loss: float, events: StepEvents
         for s in env.model.iter_slots()
         if s.stage in rules.LIVE_STAGES
     }
+    host_growth.prune(env)  # the snapshot is of the host before any growth in flight
     pruned = env.governor.rollback(env.model)
     env.trainer.reset_optimizers()
     env.stats.n_pruned += len(pruned)

@@ -3,13 +3,16 @@ parameter kind, the recipe's optimizer, the learning rate of a step."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
 from esper_core.recipe import Recipe
+
+if TYPE_CHECKING:
+    from esper_core.lifecycle.width_fold import FoldedParam
 
 
 def embedding_parameters(modules: Iterable[nn.Module]) -> set[int]:
@@ -78,3 +81,45 @@ def make_optimizer(
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
     for group in optimizer.param_groups:
         group["lr"] = lr
+
+
+def carry_state(
+    old: torch.optim.Optimizer, new: torch.optim.Optimizer, folded: Sequence[FoldedParam] = ()
+) -> None:
+    """Give ``new`` the state ``old`` held for the parameters both optimise (the host's
+    own, after a width growth changed its parameter set); a parameter a fold assembled
+    gets its pieces' state assembled the same way. Every other parameter starts fresh
+    (no momentum, zero Adam moments), as torch starts any new parameter."""
+    assembled = {id(f.merged): f for f in folded}
+    for group in new.param_groups:
+        for p in group["params"]:
+            if p in old.state:
+                new.state[p] = dict(old.state[p])
+            elif id(p) in assembled:
+                state = _assembled_state(old, assembled[id(p)])
+                if state:
+                    new.state[p] = state
+
+
+def _assembled_state(old: torch.optim.Optimizer, fold: FoldedParam) -> dict[str, Any]:
+    """The state of a folded parameter: every per-element tensor (momentum, Adam moments)
+    assembled from the pieces' (zeros for a piece without one yet); any other entry
+    (Adam's step count) from the first piece that has it, the old parameter, which has
+    trained longest. Empty when no piece has state."""
+    states = [old.state.get(p, {}) for p in fold.pieces]
+    keys = [k for s in states for k in s]
+    out: dict[str, Any] = {}
+    for key in dict.fromkeys(keys):
+        values = [s.get(key) for s in states]
+        per_element = [
+            isinstance(v, torch.Tensor) and v.shape == p.shape for v, p in zip(values, fold.pieces)
+        ]
+        if any(per_element):
+            parts = [
+                v if isinstance(v, torch.Tensor) and ok else torch.zeros_like(p)
+                for v, p, ok in zip(values, fold.pieces, per_element)
+            ]
+            out[key] = fold.assemble(parts).clone()
+        else:
+            out[key] = next(v for v in values if v is not None)
+    return out

@@ -15,6 +15,7 @@ from esper_core.converter import structure, unstructure
 from esper_core.env.cost import CostState
 from esper_core.env.episode import EpisodeStats
 from esper_core.env.evaluation import EvalResult
+from esper_core.env.host_growth import GrowthRecord, records
 from esper_core.env.training import TrainStats
 from esper_core.errors import CheckpointError, ConfigError
 from esper_core.lifecycle.views import by_name
@@ -38,12 +39,21 @@ class EnvState:
     last_test: EvalResult | None
     last_train: tuple[float, float] | None  # (loss, accuracy): what an observation shows
     cost: CostState | None = None  # None: a checkpoint from before the meter was saved
+    # The episode's host width growths, replayed on the fresh host before its weights load.
+    growths: tuple[GrowthRecord, ...] = ()
 
 
 def env_state_dict(env: MorphogeneticEnv) -> dict[str, Any]:
     train = env.last_train
     last_train = None if train is None else (train.loss, train.accuracy)
-    state = by_name(EnvState, env, counters=env.stats, last_train=last_train, cost=env.cost.state())
+    state = by_name(
+        EnvState,
+        env,
+        counters=env.stats,
+        last_train=last_train,
+        cost=env.cost.state(),
+        growths=records(env),
+    )
     torch_state = {
         "model": env.model.state_dict(),
         "trainer": env.trainer.state_dict(),

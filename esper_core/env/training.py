@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import torch
@@ -27,6 +27,7 @@ from esper_core.env.gradients import (
     total_grad_norm,
 )
 from esper_core.env.optimizers import (
+    carry_state,
     embedding_parameters,
     make_optimizer,
     param_groups,
@@ -35,6 +36,7 @@ from esper_core.env.optimizers import (
 from esper_core.env.pending import Pending
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.rules import BLENDED_STAGES
+from esper_core.lifecycle.width_fold import FoldedParam
 from esper_core.recipe import lr_factor, resolve_recipe, task_recipe
 
 log = logging.getLogger("esper.training")
@@ -124,6 +126,8 @@ class Trainer(Protocol):
 
     def reset_optimizers(self) -> None: ...
 
+    def host_changed(self, folded: Sequence[FoldedParam] = ()) -> None: ...
+
     def state_dict(self) -> dict[str, Any]: ...
 
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
@@ -203,9 +207,22 @@ class EpochTrainer:
             else:
                 self.seed_optimizers.pop(slot.slot_id, None)
 
+    def host_changed(self, folded: Sequence[FoldedParam] = ()) -> None:
+        """The host's parameter set changed (a width growth was born, fossilized or
+        pruned): one host optimizer over the new set, which keeps the state of every
+        parameter it still has, assembles the state of ``folded`` parameters from their
+        pieces' and starts the new ones fresh (:func:`carry_state`)."""
+        old = self.host_optimizer
+        self._host_params = self.model.host_parameters()
+        self._n_host = sum(p.numel() for p in self._host_params)
+        self.host_optimizer = self._make_host_optimizer()
+        carry_state(old, self.host_optimizer, folded)
+
     def reset_optimizers(self) -> None:
         """Fresh optimizer and scaler state (after a governor rollback); the schedule goes
         on from where the run is."""
+        self._host_params = self.model.host_parameters()  # a rollback may prune a growth
+        self._n_host = sum(p.numel() for p in self._host_params)
         self.host_optimizer = self._make_host_optimizer()
         self.seed_optimizers.clear()
         self.scaler = self._make_scaler()

@@ -27,7 +27,7 @@ Gradients are measured by the same pre-hook, when they are complete (after
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -41,6 +41,7 @@ from esper_core.env.training import train_stats
 from esper_core.errors import GrowerError
 from esper_core.grow.module_host import ModuleHost, slot_id_of
 from esper_core.lifecycle.model import MorphogeneticModel
+from esper_core.lifecycle.width_fold import FoldedParam
 
 GROUP_KEY = "esper_slot"
 # The position of the host group a seed's own group follows, among the host groups.
@@ -170,6 +171,14 @@ class LoopTrainer:
         if self.optimizer is not None:
             self.optimizer.state.clear()
         self.sync_optimizers()
+
+    def host_changed(self, folded: Sequence[FoldedParam] = ()) -> None:
+        """Host growth would change the parameters of the user's own optimizer, which the
+        Grower does not rebuild: refused until it can."""
+        raise GrowerError(
+            "host width growth is not available in your own training loop yet; "
+            "use `esper run` with policies.schedule, or grow with seeds"
+        )
 
     def group_order(self) -> list[str]:
         """The slots whose seeds are in the optimizer, in the order they joined."""

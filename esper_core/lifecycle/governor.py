@@ -124,6 +124,10 @@ class Governor:
 
         The copies are queued without blocking; :attr:`snapshot_state` waits for them.
         """
+        if model.host_growth is not None:
+            # Mid-growth the host's modules are masked ones; a rollback prunes the growth
+            # first, so the snapshot it loads must be of the host before it (kept).
+            return
         self.snapshot_accuracy = self.last_accuracy  # the model judged last is the one copied
         fossils = {
             slot.slot_id: slot.state_dict()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import torch
 from torch import nn
@@ -16,6 +16,9 @@ from esper_core.lifecycle.rules import FOSSIL_STAGES, LIVE_STAGES
 from esper_core.lifecycle.slot import SeedSlot
 from esper_core.lifecycle.slot_state import DEFAULT_SETTINGS, SlotReport, SlotSettings
 from esper_core.lifecycle.stages import Stage
+
+if TYPE_CHECKING:
+    from esper_core.lifecycle.host_width import HostWidthGrowth
 
 __all__ = ["HostProtocol", "InjectionSpec", "MorphogeneticModel"]
 
@@ -69,11 +72,20 @@ class MorphogeneticModel(nn.Module):
             spec.segment: spec.slot_id for spec in specs if spec.slot_id in enabled
         }
         self._routed = not segmented
+        # The host's width growths (esper_core.lifecycle.host_width), oldest first: the
+        # cost meter, the governor and the trainer ask the one in flight what the host is.
+        self.host_growths: list[HostWidthGrowth] = []
         if segmented:
             self._num_segments = cast(HostProtocol, host).num_segments()
         else:
             self._num_segments = 0
             cast(RoutedHost, host).route(dict(self.slots.items()))
+
+    @property
+    def host_growth(self) -> HostWidthGrowth | None:
+        """The width growth of the host in flight (ramping or holding), if any."""
+        last = self.host_growths[-1] if self.host_growths else None
+        return last if last is not None and last.in_flight else None
 
     @property
     def topology(self) -> str:

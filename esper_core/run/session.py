@@ -14,7 +14,7 @@ from attrs import define
 
 from esper_core import __version__
 from esper_core.components.executor import MultiProcessExecutor
-from esper_core.components.policy import InstallsAtBirth, check_trainable
+from esper_core.components.policy import InstallsAtBirth, SchedulesHostGrowth, check_trainable
 from esper_core.config import RunConfig, config_to_dict, dump_toml
 from esper_core.converter import unstructure
 from esper_core.errors import CheckpointError, RunDirError
@@ -286,6 +286,9 @@ def open_session(
     if isinstance(policy, InstallsAtBirth):  # a fixed architecture: seeds from epoch 0
         for env in envs:
             env.install_at_birth(policy.birth_seeds())
+    if isinstance(policy, SchedulesHostGrowth):  # the host itself grows on a schedule
+        for env in envs:
+            env.schedule_host_growth(policy.host_growths())
     lock = prepare_run_dir(path, config, resume) if writer else None
     try:
         backends = resolved.make_telemetry(path, quiet) if writer else []

@@ -13,13 +13,14 @@ CHANCE_LOSS = math.log(4)  # 4 classes: a uniform guess scores 25%
 
 
 class NoModel:
-    """take_snapshot() only needs a host and slots to copy."""
+    """take_snapshot() only needs a host, slots to copy and whether a growth is in flight."""
 
     class Host:
         def state_dict(self) -> dict[str, object]:
             return {}
 
     host = Host()
+    host_growth = None
 
     def iter_slots(self) -> list[object]:
         return []

@@ -6,17 +6,26 @@ and seed init a grown run of the same seed gets, and the policy then always WAIT
 with the seeds a growing policy ended with, it answers "is growing better than just
 training what you end with?" (``esper compare``'s ``static-final`` baseline does this
 for every seed of every growing policy).
+
+With ``widen_at`` it also grows the host itself, once, on a schedule (the growth
+literature's baseline, "grow by operator X at a fraction f of the budget"): at epoch
+``round(widen_at x max_epochs)`` the host's conv stages widen by ``widen_factor``
+behind a mask the alpha ramp takes from 0 to 1 over ``widen_tempo`` epochs, then fold
+into the host (``esper_core.env.host_growth``).
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from attrs import define
 
 from esper_core import hookimpl
-from esper_core.converter import each, options_field
+from esper_core.converter import each, in_range, one_of, options_field
 from esper_tamiyo_heuristic.wait import WaitOptions, WaitPolicy
+
+if TYPE_CHECKING:
+    from esper_core.components.policy import WidthGrowthSpec
 
 
 def _seed_spec(value: Any) -> str | None:
@@ -34,11 +43,38 @@ class StaticOptions(WaitOptions):
         'blend style other than linear_add (e.g. ["conv_heavy@r0c0", "norm@r0c1:gated"]); '
         "none: the host alone, as wait.",
     )
+    widen_at: float | None = options_field(
+        None,
+        in_range(0, 1, hi_open=True),
+        "Widen the host's conv stages at this fraction of the run (epoch round(f x "
+        "max_epochs)); none: the host keeps its width. CNN hosts only.",
+    )
+    widen_factor: float = options_field(
+        2.0, in_range(1, 64, lo_open=True), "Each widened stage's channels are multiplied by this."
+    )
+    widen_stages: list[int] = options_field(
+        [],
+        each(in_range(0, 64, integer=True)),
+        "The conv stages (blocks) to widen, from 0; empty: all of them.",
+    )
+    widen_tempo: int = options_field(
+        5, in_range(1, 1000, integer=True), "Epochs the new channels' mask ramps from 0 to 1."
+    )
+    widen_curve: str = options_field(
+        "linear", one_of("linear", "cosine", "sigmoid"), "The mask ramp's alpha curve."
+    )
+    widen_cross_init: str = options_field(
+        "random",
+        one_of("random", "zero"),
+        "How the weights from new channels into existing ones start (the mask hides them "
+        "either way at first).",
+    )
 
 
 class StaticPolicy(WaitPolicy):
-    """Installs its seeds at birth, then always WAITs (the env reinstalls them at every
-    reset, and the fossils are in the env's checkpoint: nothing else to remember)."""
+    """Installs its seeds at birth, optionally widens the host on a schedule, and always
+    WAITs (the env reinstalls the seeds and replays the growth at every reset, and both
+    are in the env's checkpoint: nothing else to remember)."""
 
     name: ClassVar[str] = "static"
     description: ClassVar[str] = (
@@ -51,6 +87,23 @@ class StaticPolicy(WaitPolicy):
     def birth_seeds(self) -> list[str]:
         """The seeds every env installs at the start of each episode (``InstallsAtBirth``)."""
         return list(self.options.seeds)
+
+    def host_growths(self) -> list[WidthGrowthSpec]:
+        """The host width growth every env applies in each episode (``SchedulesHostGrowth``)."""
+        from esper_core.components.policy import WidthGrowthSpec
+
+        o = self.options
+        if o.widen_at is None:
+            return []
+        spec = WidthGrowthSpec(
+            at=o.widen_at,
+            factor=o.widen_factor,
+            stages=tuple(o.widen_stages),
+            tempo=o.widen_tempo,
+            curve=o.widen_curve,
+            cross_init=o.widen_cross_init,
+        )
+        return [spec]
 
 
 @hookimpl

@@ -67,11 +67,15 @@ class CNNHost(nn.Module):
             c_in = c
         self.blocks = nn.ModuleList(blocks)
         self.head = nn.Linear(self.channels[-1], num_classes)
-        # Where each block splits into the part before its slot and the part after it.
-        self._split = 3 * convs_per_block if slots_before_pool else len(self.blocks[0])
+        # Where a block splits into the part before its slot and the part after it (its
+        # pool and any convs after the pool), when the slot sits before the pool.
+        self._split = 3 * convs_per_block if slots_before_pool else None
+        self._specs = self._injection_specs()
+
+    def _injection_specs(self) -> tuple[InjectionSpec, ...]:
         # Every slot but the last is followed by the next block: its width, then a 2x pool.
         following = (*self.channels[1:], None)
-        self._specs = tuple(
+        return tuple(
             InjectionSpec(
                 slot_id=slot_id(0, i),
                 channels=c,
@@ -83,25 +87,52 @@ class CNNHost(nn.Module):
             for i, (c, nxt) in enumerate(zip(self.channels, following))
         )
 
+    # ------------------------------------------------------------ width growth
+
+    def conv_stages(self) -> nn.ModuleList:
+        """The blocks, for host width growth (``esper_core.components.host.WidenableHost``)."""
+        if self._split is not None:
+            from esper_core.lifecycle.width import WidthError
+
+            # A widened block is one masked module: it cannot be cut at its pool.
+            raise WidthError(
+                "a CNN host with slots_before_pool cannot grow in width; set "
+                "slots_before_pool = false to widen it"
+            )
+        return self.blocks
+
+    def stage_channels(self) -> tuple[int, ...]:
+        return self.channels
+
+    def set_stage_channels(self, channels: tuple[int, ...]) -> None:
+        """The blocks' widths after a width growth replaced them; the slots follow."""
+        if len(channels) != len(self.blocks):
+            raise ValueError(f"{len(self.blocks)} blocks, {len(channels)} widths given")
+        self.channels = tuple(channels)
+        self._specs = self._injection_specs()
+
     def num_segments(self) -> int:
         return len(self.blocks)
 
     def injection_specs(self) -> tuple[InjectionSpec, ...]:
         return self._specs
 
-    def _layers(self, index: int, before_slot: bool) -> list[nn.Module]:
+    def _layers(self, index: int, before_slot: bool, split: int) -> list[nn.Module]:
         block = list(self.blocks[index])
-        return block[: self._split] if before_slot else block[self._split :]
+        return block[:split] if before_slot else block[split:]
 
     def forward_segment(self, index: int, x: torch.Tensor) -> torch.Tensor:
-        layers = self._layers(index - 1, False) if index > 0 else []
-        for layer in (*layers, *self._layers(index, True)):
+        if self._split is None:
+            return self.blocks[index](x)
+        layers = self._layers(index - 1, False, self._split) if index > 0 else []
+        for layer in (*layers, *self._layers(index, True, self._split)):
             x = layer(x)
         return x
 
     def forward_head(self, x: torch.Tensor) -> torch.Tensor:
-        for layer in self._layers(len(self.blocks) - 1, False):
-            x = layer(x)
+        if self._split is not None:
+            for layer in self._layers(len(self.blocks) - 1, False, self._split):
+                x = layer(x)
         return self.head(x.mean(dim=(2, 3)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

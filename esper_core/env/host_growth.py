@@ -1,0 +1,221 @@
+"""Host growth in an env: the width growths a policy schedules (``SchedulesHostGrowth``).
+
+Each growth is born just before the epoch its spec names (at alpha 0: the host computes
+bit for bit what it did), takes its ramp's first tick at once, as a seed blending from
+germination does, ticks once per epoch alongside the slots' alphas, and is fossilized
+(its masks folded into plain layers of the new width) at the end of the epoch its ramp
+reaches 1. The host optimizer follows every
+change of the host's parameter set (:meth:`EpochTrainer.host_changed`). A governor
+rollback prunes a growth in flight, like a live seed, and no snapshot is taken while one
+is in flight, so the snapshot always fits the host a rollback restores.
+
+Every growth of the episode is recorded (:class:`GrowthRecord`) so a checkpoint replays
+them onto a freshly built host before it loads the weights.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import torch
+from attrs import frozen
+
+from esper_core.components.policy import WidthGrowthSpec
+from esper_core.env.birth import init_seed
+from esper_core.errors import ConfigError
+from esper_core.lifecycle.alpha import CURVES
+from esper_core.lifecycle.host_width import HostWidthGrowth, WidthPlan, plan_by_factor, widenable
+from esper_core.lifecycle.stages import Stage
+from esper_core.lifecycle.width import CROSS_INITS, WidthError
+from esper_core.lifecycle.width_fold import FoldedParam
+
+if TYPE_CHECKING:
+    from esper_core.env.env import MorphogeneticEnv
+
+# Growth k of an episode initialises its new weights from init_seed(seed, OFFSET + k): far
+# from the seeds' germination counts, so growing the host never shifts a seed's init.
+INIT_OFFSET = 1_000_000
+
+
+@frozen
+class GrowthRecord:
+    """A growth of this episode, enough to rebuild it: its plan, ramp and where it is."""
+
+    stages: tuple[int, ...]
+    channels: tuple[int, ...]
+    tempo: int
+    curve: str
+    cross_init: str
+    stage: str  # Stage value: blending, holding, fossilized or pruned
+    step: int  # ticks of the ramp taken
+    epoch: int  # the epoch it started at
+
+
+def check_specs(
+    specs: Sequence[WidthGrowthSpec], env: MorphogeneticEnv
+) -> tuple[WidthGrowthSpec, ...]:
+    """The specs, or a ConfigError naming every problem (one line each)."""
+    problems: list[str] = []
+    try:
+        host = widenable(env.model.host)
+    except WidthError as exc:
+        raise ConfigError([str(exc)]) from None
+    epochs: list[int] = []
+    n_stages = len(host.stage_channels())
+    for spec in specs:
+        name = f"width growth at {spec.at:g}"
+        if not 0 <= spec.at < 1:
+            problems.append(f"{name}: `at` is a fraction of the run in [0, 1), got {spec.at}")
+        if spec.factor <= 1:
+            problems.append(f"{name}: factor {spec.factor} must exceed 1 (it widens)")
+        if spec.tempo < 1:
+            problems.append(f"{name}: tempo {spec.tempo}: the ramp needs at least 1 epoch")
+        if spec.curve not in CURVES:
+            problems.append(f"{name}: curve {spec.curve!r}; expected one of {', '.join(CURVES)}")
+        if spec.cross_init not in CROSS_INITS:
+            problems.append(
+                f"{name}: cross_init {spec.cross_init!r}; expected one of {', '.join(CROSS_INITS)}"
+            )
+        bad = [s for s in spec.stages if not 0 <= s < n_stages]
+        if bad:
+            problems.append(
+                f"{name}: stage(s) {', '.join(map(str, bad))} out of range; "
+                f"this host has stages 0..{n_stages - 1}"
+            )
+        epochs.append(spec.epoch(env.max_epochs))
+    timeline = sorted(zip(epochs, (spec.tempo for spec in specs)))
+    for (earlier, tempo), (later, _) in itertools.pairwise(timeline):
+        # Started (and ticked once) before epoch e, a growth trains at alpha below 1
+        # through epoch e + tempo - 2 and is folded at its end.
+        if later < earlier + max(tempo - 1, 1):
+            problems.append(
+                f"width growths at epochs {earlier} and {later} overlap: the first ramps "
+                f"until epoch {earlier + tempo - 2}; start the second at epoch "
+                f"{earlier + max(tempo - 1, 1)} or later"
+            )
+    if problems:
+        raise ConfigError(problems)
+    return tuple(specs)
+
+
+def start_due(env: MorphogeneticEnv) -> None:
+    """Start the growth scheduled for the epoch about to train, if any: called where the
+    next observation is built, so its masks already keep seeds out of the widened slots."""
+    for spec in env.host_growth_specs:
+        if spec.epoch(env.max_epochs) == env.epoch:
+            try:
+                plan = plan_by_factor(env.model.host, spec.factor, spec.stages)
+                start(env, plan, spec.tempo, spec.curve, spec.cross_init)
+            except WidthError as exc:
+                raise ConfigError([f"width growth at epoch {env.epoch}: {exc}"]) from None
+            # Born at alpha 0 (the host's function, bit for bit), the growth trains its
+            # first epoch at the ramp's first tick, as a seed blending from germination.
+            tick(env)
+
+
+def start(env: MorphogeneticEnv, plan: WidthPlan, tempo: int, curve: str, cross_init: str) -> None:
+    """Widen the host as ``plan`` says, at alpha 0; the host optimizer follows."""
+    model = env.model
+    if model.host_growth is not None:
+        raise WidthError("a width growth is still in flight; fossilize or prune it first")
+    generator = torch.Generator().manual_seed(
+        init_seed(env.seed, INIT_OFFSET + len(model.host_growths))
+    )
+    growth = HostWidthGrowth(
+        model,
+        plan,
+        tempo=tempo,
+        curve=curve,
+        cross_init=cross_init,
+        generator=generator,
+        born_epoch=env.epoch,
+    )
+    model.host_growths.append(growth)
+    host_changed(env)
+
+
+def tick(env: MorphogeneticEnv) -> None:
+    """One tick of the ramp; fossilize the growth once it holds at alpha 1."""
+    growth = env.model.host_growth
+    if growth is None:
+        return
+    growth.tick()
+    if growth.stage == Stage.HOLDING:
+        folded = growth.fossilize()
+        host_changed(env, folded)
+        env.governor.take_snapshot(env.model, env.epoch)
+
+
+def prune(env: MorphogeneticEnv) -> bool:
+    """Prune the growth in flight (a rollback); whether there was one."""
+    growth = env.model.host_growth
+    if growth is None:
+        return False
+    growth.prune()
+    host_changed(env)
+    return True
+
+
+def host_changed(env: MorphogeneticEnv, folded: Sequence[FoldedParam] = ()) -> None:
+    """What follows a change of the host's parameters: its optimizer, its parameter
+    count, the table of which blueprint fits which slot."""
+    env.trainer.host_changed(folded)
+    env.host_params = env.model.host_param_count()
+    env.fits = slot_fits(env)
+
+
+def slot_fits(env: MorphogeneticEnv) -> torch.Tensor:
+    """Which blueprint can grow in which slot (the env's action masks): a branch only
+    where a segment follows, and nothing where a width growth in flight is changing the
+    activations' width."""
+    keys = env.space.blueprints
+    growth = env.model.host_growth
+    busy = set(growth.affected_slots()) if growth is not None else set()
+    return torch.tensor(
+        [
+            [
+                sid not in busy and env.blueprints[key].fits(env.model.slot(sid).spec) is None
+                for key in keys
+            ]
+            for sid in env.space.slot_ids
+        ],
+        dtype=torch.bool,
+    ).reshape(len(env.space.slot_ids), len(env.space.blueprints))
+
+
+def records(env: MorphogeneticEnv) -> tuple[GrowthRecord, ...]:
+    return tuple(
+        GrowthRecord(
+            stages=g.plan.stages,
+            channels=g.plan.channels,
+            tempo=g.schedule.ticks,
+            curve=g.schedule.curve,
+            cross_init=g.cross_init,
+            stage=g.stage.value,
+            step=g.schedule.step,
+            epoch=g.born_epoch,
+        )
+        for g in env.model.host_growths
+    )
+
+
+def replay(env: MorphogeneticEnv, saved: Sequence[GrowthRecord]) -> None:
+    """Rebuild a checkpoint's growths on the env's fresh host, before its weights load
+    (they overwrite every value set here: new weights, masks, statistics)."""
+    for record in saved:
+        plan = WidthPlan(record.stages, record.channels)
+        env.epoch = record.epoch
+        start(env, plan, record.tempo, record.curve, record.cross_init)
+        growth = env.model.host_growths[-1]
+        if record.stage == Stage.PRUNED.value:
+            prune(env)
+            continue
+        growth.schedule.step = record.step
+        growth.set_alpha(growth.alpha)
+        if growth.schedule.done:
+            growth.stage = Stage.HOLDING
+        if record.stage == Stage.FOSSILIZED.value:
+            growth.set_alpha(1.0)
+            host_changed(env, growth.fossilize())
