@@ -119,9 +119,7 @@ COMMANDS: dict[str, Way] = {
     "esper run --policy static --set 'policies.static.seeds=[\"conv_heavy@r0c0\"]'": Run(),
     "esper run --task glyphs --policy schedule --set tasks.glyphs.slots_before_pool=true "
     "--set 'env.blueprints=[\"conv_layer\"]' "
-    "--set 'policies.schedule.seeds=[\"conv_layer@r0c0\",\"conv_layer@r0c1\"]'": Run(
-        TINY + GLYPHS
-    ),
+    '--set \'policies.schedule.seeds=["conv_layer@r0c0","conv_layer@r0c1"]\'': Run(TINY + GLYPHS),
     "esper plugins": Run(()),
     "esper blueprints --topology cnn": Run(()),
     "esper blueprints check": Run(()),
