@@ -47,7 +47,7 @@ FIRST_PARTY_PLUGINS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("plugins/esper-rewards", ("rewards.pbrs", "rewards.shaped", "rewards.simplified",
                                "rewards.sparse", "rewards.loss")),
     ("plugins/esper-tamiyo-heuristic", ("policies.heuristic", "policies.random",
-                                        "policies.static", "policies.wait")),
+                                        "policies.schedule", "policies.static", "policies.wait")),
     ("plugins/esper-tamiyo-ppo", ("policies.ppo",)),
     ("plugins/esper-telemetry", ("telemetry.console", "telemetry.jsonl", "telemetry.csv",
                                  "telemetry.tensorboard", "telemetry.wandb")),

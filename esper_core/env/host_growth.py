@@ -57,6 +57,8 @@ def check_specs(
     specs: Sequence[WidthGrowthSpec], env: MorphogeneticEnv
 ) -> tuple[WidthGrowthSpec, ...]:
     """The specs, or a ConfigError naming every problem (one line each)."""
+    if not specs:
+        return ()  # nothing scheduled: any host will do
     problems: list[str] = []
     try:
         host = widenable(env.model.host)

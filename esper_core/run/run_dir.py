@@ -28,7 +28,13 @@ def default_run_dir(config: RunConfig, mode: str) -> Path:
         return Path(config.run.out_dir) / config.run.name
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     policy = PolicyRef.parse(config.run.policy).name
-    return Path(config.run.out_dir) / f"{config.run.task}-{policy}-{mode}-{stamp}"
+    base = Path(config.run.out_dir) / f"{config.run.task}-{policy}-{mode}-{stamp}"
+    # Two runs started in the same second (a script, a test) must not meet in one directory.
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    return path
 
 
 def run_file(run_dir: Path, name: str) -> Path:

@@ -112,7 +112,7 @@ COMMANDS: dict[str, Way] = {
         needs="esper train --policy ppo --envs 4 --updates 20 --out runs/ppo"
     ),
     "esper compare examples/main-job-digits.toml --jobs 2": DryRun(54),
-    "esper compare examples/recipes-glyphs.toml --jobs 2": DryRun(118),
+    "esper compare examples/recipes-glyphs.toml --jobs 2": DryRun(195),
     "esper compare examples/compare-digits.toml --runner ray": DryRun(
         30, "a comparison of {runs} runs on Ray: a private instance starts a Ray cluster"
     ),
@@ -120,6 +120,8 @@ COMMANDS: dict[str, Way] = {
     "esper run --task glyphs --policy schedule --set tasks.glyphs.slots_before_pool=true "
     "--set 'env.blueprints=[\"conv_layer\"]' "
     '--set \'policies.schedule.seeds=["conv_layer@r0c0","conv_layer@r0c1"]\'': Run(TINY + GLYPHS),
+    "esper run --task glyphs --policy static --set policies.static.widen_at=0.25 "
+    "--set policies.static.widen_factor=2": Run(TINY + GLYPHS),
     "esper plugins": Run(()),
     "esper blueprints --topology cnn": Run(()),
     "esper blueprints check": Run(()),
