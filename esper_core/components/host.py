@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from attrs import frozen
 
 if TYPE_CHECKING:
     import torch
+    from torch import nn
 
 
 def slot_id(row: int, col: int) -> str:
@@ -68,3 +70,16 @@ class RoutedHost(Protocol):
     def route(self, routes: Mapping[str, Callable[[torch.Tensor], torch.Tensor]]) -> None: ...
 
     def forward(self, x: torch.Tensor) -> torch.Tensor: ...
+
+
+@runtime_checkable
+class OwnsSlots(Protocol):
+    """A routed host whose own module holds the slots (a user's model): that module's
+    ``parameters()``, ``state_dict()``, ``.to()`` and copies then include the seeds, as
+    they do for a PEFT adapter. The model that grows it registers the slots only there."""
+
+    def adopt(self, slots: nn.ModuleDict) -> None: ...
+
+    def release(self) -> nn.ModuleDict | None: ...
+
+    def without_slots(self) -> AbstractContextManager[None]: ...

@@ -178,12 +178,14 @@ class Grower:
 
     @property
     def model(self) -> MorphogeneticModel:
-        """The grown model: the user's module plus the slots (its ``state_dict`` holds both)."""
+        """The lifecycle's view of the grown model (slots by id, reports). The user's
+        module is the grown model itself: it holds the slots (``model.esper_slots``) and
+        runs them, so use it as before."""
         return self.env.model
 
     @property
     def module(self) -> nn.Module:
-        """The user's own module; calling it runs the slots too (forward hooks)."""
+        """The user's own module; it holds the slots and calling it runs them (hooks)."""
         host = self.env.model.host
         assert isinstance(host, ModuleHost)
         return host.module
@@ -317,11 +319,13 @@ class Grower:
         self.env.begin_epoch()
 
     def close(self) -> None:
-        """Remove the hooks: the user's module computes what it did before growth. The
-        grower is done; its model (``grower.model``) still holds the grown seeds."""
+        """Remove the hooks and the slots: the user's module is as it was given and computes
+        what it did before growth. The grower is done; its model (``grower.model``) still
+        holds the grown seeds."""
         host = self.env.model.host
         assert isinstance(host, ModuleHost)
         host.unroute()
+        self.env.model.disown()
         self._closed = True
         if getattr(host.module, OWNER_ATTRIBUTE, None) is not None:
             object.__delattr__(host.module, OWNER_ATTRIBUTE)

@@ -38,6 +38,30 @@ from esper_core.lifecycle.slot_state import DEFAULT_SETTINGS, SlotReport, SlotSe
 from esper_core.lifecycle.stages import Stage
 
 
+class _Resolver:
+    """The blueprint resolver a slot rebuilds its seed with when a state loads. A copy of
+    the slot (``copy.deepcopy``, an EMA model) shares it; a pickle (``torch.save(model)``)
+    drops it, since it belongs to the env that built the slot, which is not saved."""
+
+    def __init__(self, resolve: Callable[[str], Blueprint] | None) -> None:
+        self._resolve = resolve
+
+    def __call__(self, name: str) -> Blueprint:
+        if self._resolve is None:
+            raise LifecycleError(
+                f"this slot was loaded from a pickle (torch.load of a grown model) and cannot "
+                f"build a {name!r} seed; load the state into a model grown by a Grower "
+                "(grower.load_state_dict), or load the pickled model whole"
+            )
+        return self._resolve(name)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Resolver:
+        return self
+
+    def __reduce__(self) -> tuple[type[_Resolver], tuple[None]]:
+        return (_Resolver, (None,))
+
+
 class SeedSlot(nn.Module):
     """An injection point; see the module docstring for the stage semantics."""
 
@@ -54,7 +78,7 @@ class SeedSlot(nn.Module):
         super().__init__()
         self.spec = spec
         self.settings = settings
-        self._resolve_blueprint = resolve_blueprint
+        self._resolve_blueprint = _Resolver(resolve_blueprint)
         self.state = SlotState()
         self.seed: nn.Module | None = None
         self.gate: BlendGate | None = None
