@@ -159,19 +159,26 @@ class Grower:
         reward = reward_c.cls(reward_c.options, reward_setup(cfg))
         self.env = LoopEnv(task, reward, blueprints, cfg, options, device)
         self.config = cfg
-        self.policy = policy_c.cls(
-            policy_c.options, policy_context(cfg, [self.env], "loop", ref.argument)
-        )
-        self.policy.reset([0])
-        if isinstance(self.policy, InstallsAtBirth):
-            self.env.install_at_birth(list(self.policy.birth_seeds()))
-        baseline = None
-        if val_data is not None:
-            self.env.use_validation(val_data)
-            baseline = self.env.measure()
-        self.env.start(baseline)
-        self._closed = False
-        self._open_epoch(WAIT.because(FIRST_EPOCH))
+        try:
+            self.policy = policy_c.cls(
+                policy_c.options, policy_context(cfg, [self.env], "loop", ref.argument)
+            )
+            self.policy.reset([0])
+            if isinstance(self.policy, InstallsAtBirth):
+                self.env.install_at_birth(list(self.policy.birth_seeds()))
+            baseline = None
+            if val_data is not None:
+                self.env.use_validation(val_data)
+                baseline = self.env.measure()
+            self.env.start(baseline)
+            self._closed = False
+            self._open_epoch(WAIT.because(FIRST_EPOCH))
+        except BaseException:
+            # The env put its hooks and slots on the user's module: a grower that fails
+            # to start takes them off, so the module is as given and a retry can grow it.
+            host.unroute()
+            self.env.model.disown()
+            raise
         object.__setattr__(model, OWNER_ATTRIBUTE, _Owner(self.env.model.host))
 
     # ------------------------------------------------------------ what the user reads

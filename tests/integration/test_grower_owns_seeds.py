@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import copy
 import io
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 from torch import nn
 
-from esper_core.errors import HostError
+from esper_core.errors import CheckpointError, HostError
 from esper_core.grow.grower import Grower
 from esper_core.grow.module_host import SLOTS_ATTRIBUTE
 from esper_core.lifecycle.stages import Stage
@@ -223,3 +224,14 @@ def test_a_state_with_slots_under_the_grown_model_still_loads() -> None:
     fresh_grower = _grower(fresh, None)
     fresh_grower.model.load_state_dict(old)
     torch.testing.assert_close(fresh.eval()(X), expected, rtol=0, atol=0)
+
+
+def test_a_grower_that_fails_to_start_leaves_the_module_as_given(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = TinyNet()
+    before = model.eval()(X)
+    with pytest.raises(CheckpointError):  # after the slots were put on the module
+        _grower(model, None, policy=f"ppo:{tmp_path / 'none.pt'}")
+    assert not hasattr(model, SLOTS_ATTRIBUTE)
+    torch.testing.assert_close(model(X), before, rtol=0, atol=0)
+    _grower(model, None).close()  # a retry grows it
