@@ -78,7 +78,7 @@ class OwnsSlots(Protocol):
     ``parameters()``, ``state_dict()``, ``.to()`` and copies then include the seeds, as
     they do for a PEFT adapter. The model that grows it registers the slots only there."""
 
-    def adopt(self, slots: nn.ModuleDict) -> None: ...
+    def adopt(self, slots: nn.ModuleDict) -> nn.ModuleDict: ...  # the container it holds
 
     def release(self) -> nn.ModuleDict | None: ...
 

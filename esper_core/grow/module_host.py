@@ -45,6 +45,15 @@ def slot_id_of(name: str) -> str:
 SLOTS_ATTRIBUTE = "esper_slots"
 
 
+class SlotDict(nn.ModuleDict):
+    """The slots as the user's module holds them. Its forward is the identity: a model
+    that calls its children in turn (an ``nn.Sequential``, where the slots are the last
+    entry) passes its output through unchanged; the slots run from the hooks."""
+
+    def forward(self, x: Any) -> Any:
+        return x
+
+
 class SlotHook:
     """The forward hook of one slot: the submodule's output through the slot when it
     holds a seed. An object holding its route, not a closure, so that ``torch.save(model)``
@@ -131,11 +140,14 @@ class ModuleHost(nn.Module):
 
     # ------------------------------------------------------------ the slots' owner
 
-    def adopt(self, slots: nn.ModuleDict) -> None:
-        """Register ``slots`` on the user's module (its ``esper_slots`` submodule)."""
+    def adopt(self, slots: nn.ModuleDict) -> nn.ModuleDict:
+        """Register ``slots`` on the user's module (its ``esper_slots`` submodule, a
+        :class:`SlotDict` of the same slots); return that container."""
         if hasattr(self.module, SLOTS_ATTRIBUTE):
             raise HostError(_taken(self.module))
-        self.module.add_module(SLOTS_ATTRIBUTE, slots)
+        owned = SlotDict(dict(slots.items()))
+        self.module.add_module(SLOTS_ATTRIBUTE, owned)
+        return owned
 
     def release(self) -> nn.ModuleDict | None:
         """Take the slots off the user's module again (the module as it was given);

@@ -71,8 +71,7 @@ class MorphogeneticModel(nn.Module):
             # The user's module holds the slots (so its parameters, state_dict and copies
             # have the seeds); registered here as well, every seed would be in this
             # model's state_dict twice. A plain attribute: reached, not registered.
-            host.adopt(container)
-            self.__dict__["slots"] = container
+            self.__dict__["slots"] = host.adopt(container)
             self.register_load_state_dict_pre_hook(_slots_moved)
         else:
             self.slots = container

@@ -23,6 +23,7 @@ from torch import nn
 from esper_core.components.blueprint import Blueprint
 from esper_core.components.host import InjectionSpec
 from esper_core.converter import converter
+from esper_core.errors import CheckpointError
 from esper_core.lifecycle import rules, slot_forward
 from esper_core.lifecycle.alpha import STYLES, AlphaSchedule, BlendGate
 from esper_core.lifecycle.gates import GateInputs, GateResult, evaluate_gate
@@ -48,7 +49,7 @@ class _Resolver:
 
     def __call__(self, name: str) -> Blueprint:
         if self._resolve is None:
-            raise LifecycleError(
+            raise CheckpointError(
                 f"this slot was loaded from a pickle (torch.load of a grown model) and cannot "
                 f"build a {name!r} seed; load the state into a model grown by a Grower "
                 "(grower.load_state_dict), or load the pickled model whole"

@@ -111,6 +111,10 @@ def test_torch_save_of_the_model_keeps_and_runs_the_seeds() -> None:
     assert isinstance(getattr(loaded, SLOTS_ATTRIBUTE), nn.ModuleDict)
     torch.testing.assert_close(loaded.eval()(X), expected, rtol=0, atol=0)
     assert not torch.equal(expected, _bare_output(model, grower))
+    # Without the env that built it, a loaded slot cannot build a seed from a state.
+    with pytest.raises(CheckpointError, match="loaded from a pickle") as info:
+        loaded.load_state_dict(model.state_dict())
+    assert "\n" not in str(info.value)
 
 
 def test_to_moves_the_seeds_with_the_model() -> None:
@@ -235,3 +239,21 @@ def test_a_grower_that_fails_to_start_leaves_the_module_as_given(tmp_path: Path)
     assert not hasattr(model, SLOTS_ATTRIBUTE)
     torch.testing.assert_close(model(X), before, rtol=0, atol=0)
     _grower(model, None).close()  # a retry grows it
+
+
+def test_a_sequential_model_passes_through_its_slots_entry() -> None:
+    """An nn.Sequential calls every child: the slots' container is its last, an identity."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+    x = torch.randn(4, 8)
+    before = model(x)
+    grower = Grower(model, ["1"], example_input=x, **grower_kwargs(policy="wait", max_epochs=2))
+    assert model[-1] is getattr(model, SLOTS_ATTRIBUTE)
+    torch.testing.assert_close(model(x), before, rtol=0, atol=0)
+    slot = grower.model.slot("1")
+    slot.germinate("s1", grower.env.blueprints["mlp/residual"], "linear_add")
+    with torch.no_grad():
+        for p in slot.seed_parameters():
+            p.normal_(0.0, 0.5)
+    assert _seed_ids(grower) <= {id(p) for p in model.parameters()}
+    assert not torch.equal(model(x), before)  # the seed runs, from the hook on model[1]

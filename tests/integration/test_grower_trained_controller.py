@@ -16,6 +16,7 @@ from esper_core.grow.grower import Grower
 from esper_core.plugins import PluginManager
 from esper_core.run import api
 from tests.integration.own_model_helpers import grower_kwargs, train_one_epoch
+from tests.plugin_set import plugin_manager
 from tests.plugins.esper_tasks.own_data import small_cnn, splits
 
 MODULE = "tests.plugins.esper_tasks.own_data"
@@ -58,9 +59,11 @@ def _loaders() -> tuple[
 
 
 def test_a_policy_trained_on_the_users_model_through_tasks_dataset_grows_it_in_the_loop(
-    pm: PluginManager, tmp_path: Path
+    tmp_path: Path,
 ) -> None:
-    run_dir = _train_ppo(pm, tmp_path / "ppo", DATASET)
+    # The plugins the Grower loads too (the fake plugin's blueprints would widen the CLI's
+    # vocabulary, and the Grower would rightly refuse the policy).
+    run_dir = _train_ppo(plugin_manager(), tmp_path / "ppo", DATASET)
     torch.manual_seed(0)
     model = small_cnn()
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
