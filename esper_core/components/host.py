@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from attrs import frozen
@@ -92,3 +93,16 @@ class WidenableHost(Protocol):
     def stage_channels(self) -> tuple[int, ...]: ...
 
     def set_stage_channels(self, channels: tuple[int, ...]) -> None: ...
+
+
+@runtime_checkable
+class OwnsSlots(Protocol):
+    """A routed host whose own module holds the slots (a user's model): that module's
+    ``parameters()``, ``state_dict()``, ``.to()`` and copies then include the seeds, as
+    they do for a PEFT adapter. The model that grows it registers the slots only there."""
+
+    def adopt(self, slots: nn.ModuleDict) -> nn.ModuleDict: ...  # the container it holds
+
+    def release(self) -> nn.ModuleDict | None: ...
+
+    def without_slots(self) -> AbstractContextManager[None]: ...

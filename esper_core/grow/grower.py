@@ -159,31 +159,40 @@ class Grower:
         reward = reward_c.cls(reward_c.options, reward_setup(cfg))
         self.env = LoopEnv(task, reward, blueprints, cfg, options, device)
         self.config = cfg
-        self.policy = policy_c.cls(
-            policy_c.options, policy_context(cfg, [self.env], "loop", ref.argument)
-        )
-        self.policy.reset([0])
-        if isinstance(self.policy, InstallsAtBirth):
-            self.env.install_at_birth(list(self.policy.birth_seeds()))
-        baseline = None
-        if val_data is not None:
-            self.env.use_validation(val_data)
-            baseline = self.env.measure()
-        self.env.start(baseline)
-        self._closed = False
-        self._open_epoch(WAIT.because(FIRST_EPOCH))
+        try:
+            self.policy = policy_c.cls(
+                policy_c.options, policy_context(cfg, [self.env], "loop", ref.argument)
+            )
+            self.policy.reset([0])
+            if isinstance(self.policy, InstallsAtBirth):
+                self.env.install_at_birth(list(self.policy.birth_seeds()))
+            baseline = None
+            if val_data is not None:
+                self.env.use_validation(val_data)
+                baseline = self.env.measure()
+            self.env.start(baseline)
+            self._closed = False
+            self._open_epoch(WAIT.because(FIRST_EPOCH))
+        except BaseException:
+            # The env put its hooks and slots on the user's module: a grower that fails
+            # to start takes them off, so the module is as given and a retry can grow it.
+            host.unroute()
+            self.env.model.disown()
+            raise
         object.__setattr__(model, OWNER_ATTRIBUTE, _Owner(self.env.model.host))
 
     # ------------------------------------------------------------ what the user reads
 
     @property
     def model(self) -> MorphogeneticModel:
-        """The grown model: the user's module plus the slots (its ``state_dict`` holds both)."""
+        """The lifecycle's view of the grown model (slots by id, reports). The user's
+        module is the grown model itself: it holds the slots (``model.esper_slots``) and
+        runs them, so use it as before."""
         return self.env.model
 
     @property
     def module(self) -> nn.Module:
-        """The user's own module; calling it runs the slots too (forward hooks)."""
+        """The user's own module; it holds the slots and calling it runs them (hooks)."""
         host = self.env.model.host
         assert isinstance(host, ModuleHost)
         return host.module
@@ -317,11 +326,13 @@ class Grower:
         self.env.begin_epoch()
 
     def close(self) -> None:
-        """Remove the hooks: the user's module computes what it did before growth. The
-        grower is done; its model (``grower.model``) still holds the grown seeds."""
+        """Remove the hooks and the slots: the user's module is as it was given and computes
+        what it did before growth. The grower is done; its model (``grower.model``) still
+        holds the grown seeds."""
         host = self.env.model.host
         assert isinstance(host, ModuleHost)
         host.unroute()
+        self.env.model.disown()
         self._closed = True
         if getattr(host.module, OWNER_ATTRIBUTE, None) is not None:
             object.__delattr__(host.module, OWNER_ATTRIBUTE)

@@ -69,7 +69,8 @@ class LoopTrainer:
         self.cfg = cfg
         self.group_options = dict(group_options or {})
         self._host_params = model.host_parameters()
-        self._host_embeddings = embedding_parameters(model.host.modules())
+        with model.host_own():
+            self._host_embeddings = embedding_parameters(model.host.modules())
         self._n_host = sum(p.numel() for p in self._host_params)
         self._versions: dict[str, int] = {}
         # The seeds in the optimizer, in the order they joined (a resume rejoins them so).
@@ -134,8 +135,12 @@ class LoopTrainer:
         embeddings = embedding_parameters(seed_modules)
         by_kind = self._host_group_by_kind(slot_id)
         by_host: dict[int, list[nn.Parameter]] = {}
+        # An optimizer built from model.parameters() after the seed existed holds it
+        # already (the user's module owns the seeds): it stays where the user put it.
+        held = {id(p) for g in self.optimizer.param_groups for p in g["params"]}
         for p in params:
-            by_host.setdefault(by_kind[param_kind(p, embeddings)], []).append(p)
+            if id(p) not in held:
+                by_host.setdefault(by_kind[param_kind(p, embeddings)], []).append(p)
         hosts = _host_groups(self.optimizer)
         for index, members in by_host.items():
             host = hosts[index]

@@ -11,12 +11,20 @@ are the bare model's bit for bit, and whatever calls that module (the user's loo
 example input: a 4-D output ``[batch, channels, H, W]`` is a ``cnn`` slot, a 3-D
 ``[batch, seq, features]`` one a ``transformer`` slot, a 2-D ``[batch, features]`` one
 (an MLP's hidden layer, a tabular model) an ``mlp`` slot.
+
+The user's module also *owns* the slots: they are registered on it as the submodule
+``esper_slots`` (an ``nn.ModuleDict`` by slot id), the way PEFT and Torch-Pruning attach
+their modules, so ``model.parameters()`` (clipping, an optimizer built later),
+``model.state_dict()``, ``model.to()``, ``model.train()``/``eval()``, ``torch.save(model)``
+and ``copy.deepcopy(model)`` (an EMA copy) include the seeds. The hooks are picklable
+objects holding their slot, so a saved or copied model runs its own seeds.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -33,11 +41,56 @@ def slot_id_of(name: str) -> str:
     return name.replace(".", "/")
 
 
-class ModuleHost(nn.Module):
-    """Runs the user's module; slots enter through forward hooks (see the module docstring).
+# The submodule of the user's model that holds the slots while a Grower grows it.
+SLOTS_ATTRIBUTE = "esper_slots"
 
-    Implements :class:`~esper_core.components.host.RoutedHost`: the model hands its
-    slots to :meth:`route` instead of calling segments.
+
+class SlotDict(nn.ModuleDict):
+    """The slots as the user's module holds them. Its forward is the identity: a model
+    that calls its children in turn (an ``nn.Sequential``, where the slots are the last
+    entry) passes its output through unchanged; the slots run from the hooks."""
+
+    def forward(self, x: Any) -> Any:
+        return x
+
+
+class SlotHook:
+    """The forward hook of one slot: the submodule's output through the slot when it
+    holds a seed. An object holding its route, not a closure, so that ``torch.save(model)``
+    pickles it and ``copy.deepcopy(model)`` gives the copy a hook on the copy's slot."""
+
+    def __init__(self, route: Route) -> None:
+        self.route = route
+
+    def __call__(self, module: nn.Module, args: Any, output: Any) -> torch.Tensor | None:
+        # An empty slot returns None: the submodule's own tensor flows on unchanged.
+        if getattr(self.route, "has_seed", True):
+            return self.route(output)
+        return None
+
+
+class SampleCounter:
+    """A forward pre-hook counting the samples of training-mode forwards with gradient:
+    the user's loop trains, so this is how the library path learns what an epoch cost.
+    Picklable; a copy of the model counts into its own counter, which nobody reads."""
+
+    def __init__(self) -> None:
+        self.samples = 0
+
+    def __call__(self, module: nn.Module, args: Any) -> None:
+        if module.training and torch.is_grad_enabled() and args:
+            first = args[0]
+            if isinstance(first, torch.Tensor) and first.dim():
+                self.samples += int(first.shape[0])
+
+
+class ModuleHost(nn.Module):
+    """Runs the user's module; slots enter through forward hooks and live in the user's
+    module (see the module docstring).
+
+    Implements :class:`~esper_core.components.host.RoutedHost` (the model hands its
+    slots to :meth:`route` instead of calling segments) and
+    :class:`~esper_core.components.host.OwnsSlots`.
     """
 
     def __init__(
@@ -56,9 +109,7 @@ class ModuleHost(nn.Module):
         self.output_features = output_features
         self._routes: dict[str, Route] = {}
         self._handles: list[torch.utils.hooks.RemovableHandle] = []
-        # Samples of the training forwards since the last take_samples(): the user's loop
-        # trains, so this is how the library path learns what an epoch cost.
-        self._samples = 0
+        self._counter = SampleCounter()
 
     def injection_specs(self) -> tuple[InjectionSpec, ...]:
         return self._specs
@@ -68,13 +119,13 @@ class ModuleHost(nn.Module):
         self.unroute()
         self._routes = dict(routes)
         if routes:
-            self._handles.append(self.module.register_forward_pre_hook(self._count))
+            self._handles.append(self.module.register_forward_pre_hook(self._counter))
         modules = dict(self.module.named_modules())
         for name in self.names:
             slot_id = slot_id_of(name)
             if slot_id in self._routes:
-                handle = modules[name].register_forward_hook(self._hook(slot_id))
-                self._handles.append(handle)
+                hook = SlotHook(self._routes[slot_id])
+                self._handles.append(modules[name].register_forward_hook(hook))
 
     @property
     def routed(self) -> bool:
@@ -87,30 +138,59 @@ class ModuleHost(nn.Module):
             handle.remove()
         self._handles, self._routes = [], {}
 
-    def _count(self, module: nn.Module, args: Any) -> None:
-        if module.training and torch.is_grad_enabled() and args:
-            first = args[0]
-            if isinstance(first, torch.Tensor) and first.dim():
-                self._samples += int(first.shape[0])
+    # ------------------------------------------------------------ the slots' owner
+
+    def adopt(self, slots: nn.ModuleDict) -> nn.ModuleDict:
+        """Register ``slots`` on the user's module (its ``esper_slots`` submodule, a
+        :class:`SlotDict` of the same slots); return that container."""
+        if hasattr(self.module, SLOTS_ATTRIBUTE):
+            raise HostError(_taken(self.module))
+        owned = SlotDict(dict(slots.items()))
+        self.module.add_module(SLOTS_ATTRIBUTE, owned)
+        return owned
+
+    def release(self) -> nn.ModuleDict | None:
+        """Take the slots off the user's module again (the module as it was given);
+        return them, or None if it held none."""
+        slots = getattr(self.module, SLOTS_ATTRIBUTE, None)
+        if not isinstance(slots, nn.ModuleDict):
+            return None
+        delattr(self.module, SLOTS_ATTRIBUTE)
+        return slots
+
+    @contextmanager
+    def without_slots(self) -> Iterator[None]:
+        """The user's module alone in here: its parameters and ``state_dict`` are the host's
+        own (what the governor snapshots and the optimizer's host groups hold)."""
+        slots = self.release()
+        try:
+            yield
+        finally:
+            if slots is not None:
+                self.module.add_module(SLOTS_ATTRIBUTE, slots)
 
     def take_samples(self) -> int:
         """The samples trained on (training-mode forwards with gradient) since the last call."""
-        samples, self._samples = self._samples, 0
+        samples, self._counter.samples = self._counter.samples, 0
         return samples
-
-    def _hook(self, slot_id: str) -> Callable[..., torch.Tensor | None]:
-        def hook(module: nn.Module, args: Any, output: Any) -> torch.Tensor | None:
-            route = self._routes[slot_id]
-            # An empty slot returns None: the submodule's own tensor flows on unchanged.
-            if getattr(route, "has_seed", True):
-                return route(output)
-            return None
-
-        return hook
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out: torch.Tensor = self.module(x)
         return out
+
+
+def _taken(module: nn.Module) -> str:
+    cls = type(module).__name__
+    if isinstance(getattr(module, SLOTS_ATTRIBUTE, None), nn.ModuleDict):
+        return (
+            f"{cls} already holds grown seeds ({SLOTS_ATTRIBUTE}: a copy or a torch.save of a "
+            "grown model); grow the original model, or resume a fresh one with "
+            "grower.load_state_dict(saved_grower_state)"
+        )
+    return (
+        f"{cls} has an attribute {SLOTS_ATTRIBUTE!r} of its own, where a Grower keeps the "
+        "seeds; rename that attribute of your model"
+    )
 
 
 def _missing(module: nn.Module, name: str) -> str:
@@ -161,6 +241,8 @@ def host_from_module(
         raise HostError("slots: name at least one submodule of the model, e.g. slots=['layer1']")
     if len(set(slots)) != len(slots):
         raise HostError(f"slots: {list(slots)} names a submodule twice; name each once")
+    if hasattr(model, SLOTS_ATTRIBUTE):
+        raise HostError(_taken(model))
     modules = dict(model.named_modules())
     for name in slots:
         if not name or name not in modules:

@@ -134,7 +134,9 @@ class Governor:
             for slot in model.iter_slots()
             if rules.is_fossil(slot.stage)
         }
-        self._snapshot = HostCopy({"host": model.host.state_dict(), "fossils": fossils})
+        with model.host_own():  # the seeds' weights are not the host's
+            host = model.host.state_dict()
+        self._snapshot = HostCopy({"host": host, "fossils": fossils})
         self.snapshot_epoch = epoch
 
     def due(self, epoch: int) -> bool:
@@ -147,7 +149,8 @@ class Governor:
             raise RuntimeError(
                 "governor rollback without a snapshot; take_snapshot() runs at reset"
             )
-        model.host.load_state_dict(snapshot["host"])
+        with model.host_own():
+            model.host.load_state_dict(snapshot["host"])
         for slot_id, slot_state in snapshot["fossils"].items():
             model.slot(slot_id).load_state_dict(slot_state)
         pruned = []

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
 
 from esper_core.components.blueprint import Blueprint
-from esper_core.components.host import HostProtocol, InjectionSpec, RoutedHost
+from esper_core.components.host import HostProtocol, InjectionSpec, OwnsSlots, RoutedHost
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.rules import FOSSIL_STAGES, LIVE_STAGES
 from esper_core.lifecycle.slot import SeedSlot
@@ -30,6 +30,8 @@ class MorphogeneticModel(nn.Module):
     With every slot empty the computation is the host's own, call for call, so
     outputs and gradients equal the bare host's exactly.
     """
+
+    slots: nn.ModuleDict  # registered here, or (a host that owns slots) on the host's module
 
     def __init__(
         self,
@@ -61,13 +63,21 @@ class MorphogeneticModel(nn.Module):
             if len(set(slots)) != len(slots):
                 raise ConfigError([f"env.slots: slot ids repeat in {list(slots)}"])
         enabled = set(available if slots is None else slots)
-        self.slots = nn.ModuleDict(
+        container = nn.ModuleDict(
             {
                 spec.slot_id: SeedSlot(spec, resolve_blueprint, settings)
                 for spec in specs
                 if spec.slot_id in enabled
             }
         )
+        if isinstance(host, OwnsSlots):
+            # The user's module holds the slots (so its parameters, state_dict and copies
+            # have the seeds); registered here as well, every seed would be in this
+            # model's state_dict twice. A plain attribute: reached, not registered.
+            self.__dict__["slots"] = host.adopt(container)
+            self.register_load_state_dict_pre_hook(_slots_moved)
+        else:
+            self.slots = container
         self._slot_after: dict[int, str] = {
             spec.segment: spec.slot_id for spec in specs if spec.slot_id in enabled
         }
@@ -104,6 +114,24 @@ class MorphogeneticModel(nn.Module):
             yield
         finally:
             host.route(dict(self.slots.items()))
+
+    @contextmanager
+    def host_own(self) -> Iterator[None]:
+        """In here ``self.host``'s parameters and ``state_dict`` are the host's own, without
+        the slots a host that owns them (a user's module) holds."""
+        if isinstance(self.host, OwnsSlots) and "slots" in self.__dict__:
+            with self.host.without_slots():
+                yield
+        else:
+            yield
+
+    def disown(self) -> None:
+        """The host gives its slots back (a grower's close()): the user's module is as it
+        was given, and this model holds the slots and their seeds from now on."""
+        if isinstance(self.host, OwnsSlots) and "slots" in self.__dict__:
+            self.host.release()
+            slots = self.__dict__.pop("slots")
+            self.slots = slots
 
     @property
     def slot_ids(self) -> list[str]:
@@ -150,7 +178,8 @@ class MorphogeneticModel(nn.Module):
     # ------------------------------------------------------------ parameters
 
     def host_parameters(self) -> list[nn.Parameter]:
-        return list(self.host.parameters())
+        with self.host_own():
+            return list(self.host.parameters())
 
     def seed_parameters(self, slot_id: str | None = None) -> list[nn.Parameter]:
         if slot_id is not None:
@@ -158,7 +187,7 @@ class MorphogeneticModel(nn.Module):
         return [p for slot in self.iter_slots() for p in slot.seed_parameters()]
 
     def host_param_count(self) -> int:
-        return sum(p.numel() for p in self.host.parameters())
+        return sum(p.numel() for p in self.host_parameters())
 
     def seed_param_count(self, stages: frozenset[Stage] | None = None) -> int:
         return sum(
@@ -187,3 +216,15 @@ class MorphogeneticModel(nn.Module):
 
     def reports(self) -> list[SlotReport]:
         return [slot.report() for slot in self.iter_slots()]
+
+
+def _slots_moved(module: nn.Module, state: dict[str, Any], prefix: str, *_: Any) -> None:
+    """A load_state_dict pre-hook: a state saved while this model held the slots itself
+    (``slots.*``, before user's modules owned them) loads where they live now."""
+    assert isinstance(module, MorphogeneticModel)
+    old = prefix + "slots."
+    if not any(key.startswith(old) for key in state):
+        return
+    where = next(name for name, m in module.named_modules() if m is module.slots)
+    for key in [key for key in state if key.startswith(old)]:
+        state[prefix + where + "." + key[len(old) :]] = state.pop(key)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import attrs
@@ -13,7 +14,8 @@ CHANCE_LOSS = math.log(4)  # 4 classes: a uniform guess scores 25%
 
 
 class NoModel:
-    """take_snapshot() only needs a host, slots to copy and whether a growth is in flight."""
+    """take_snapshot() only needs a host (its own part), slots to copy and whether a growth
+    is in flight."""
 
     class Host:
         def state_dict(self) -> dict[str, object]:
@@ -24,6 +26,9 @@ class NoModel:
 
     def iter_slots(self) -> list[object]:
         return []
+
+    def host_own(self) -> contextlib.nullcontext[None]:
+        return contextlib.nullcontext()
 
 
 def governor(**changes: object) -> Governor:

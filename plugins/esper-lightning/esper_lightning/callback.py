@@ -7,9 +7,10 @@ action is applied and logged with its reason (``callback.grower.decision``); a n
 parameter groups of their kind, so the trainer's schedulers move them too, see
 :mod:`esper_core.grow.loop_trainer`) and leave it when the seed is pruned.
 
-Checkpoints are Lightning's: the callback state holds the grower's (slots, lifecycle
-counters, governor, policy, the order the seeds joined the optimizer) and Lightning saves the
-optimizer itself. On resume the callback rebuilds the seeds and their parameter groups
+The module owns the seeds (``pl_module.esper_slots``). Checkpoints are Lightning's: the
+callback state holds the grower's (slots, lifecycle counters, governor, policy, the order
+the seeds joined the optimizer) and Lightning saves the optimizer itself; the seeds are
+left out of the checkpoint's ``state_dict`` (see :meth:`EsperGrowth.on_save_checkpoint`). On resume the callback rebuilds the seeds and their parameter groups
 in ``on_fit_start``, which runs after the optimizers exist and before Lightning loads
 their state, the same moment ``BaseFinetuning`` restores its groups.
 """
@@ -26,6 +27,7 @@ from lightning.pytorch.utilities import rank_zero_info
 
 from esper_core.errors import GrowerError
 from esper_core.grow.grower import Grower
+from esper_core.grow.module_host import SLOTS_ATTRIBUTE
 
 # When ``Trainer(max_epochs=-1)`` (or None) sets no length, the grower plans for this many.
 UNBOUNDED_EPOCHS = 1000
@@ -139,6 +141,18 @@ class EsperGrowth(Callback):
             "grower": self.grower.state_dict(include_optimizer=False),
             "grown_epoch": self._grown_epoch,
         }
+
+    def on_save_checkpoint(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        # The module holds the seeds (``esper_slots``), but Lightning loads a checkpoint's
+        # state_dict into the module strictly before on_fit_start builds the grower and
+        # its slots, so seed keys there would break every resume. The seeds travel in
+        # this callback's state (the grower's), which rebuilds them on resume.
+        state = checkpoint.get("state_dict")
+        if isinstance(state, dict):
+            for key in [k for k in state if k.startswith(SLOTS_ATTRIBUTE + ".")]:
+                del state[key]
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._saved = state_dict.get("grower")

@@ -31,6 +31,25 @@ _VOCABULARY = (
 )
 
 
+# Tasks whose policies a run of another task accepts (the vocabulary must still match):
+# a Grower's loop (task "loop") grows the user's own model, which `esper train --task
+# dataset` trains a controller on through the CLI, with the same slot ids.
+ACCEPTS: dict[str, tuple[str, ...]] = {"loop": ("dataset",)}
+
+
+def _train_for(task: str, space: ActionSpace) -> str:
+    """The command that trains a policy this run accepts."""
+    if task != "loop":
+        return f"train a policy for {task!r} (esper train --policy ppo --task {task})"
+    # Slot ids are the submodule names with "/" for "." (module_host.slot_id_of).
+    names = ", ".join(f'"{slot.replace("/", ".")}"' for slot in space.slot_ids)
+    return (
+        "train one on your model, data and slots with esper train --policy ppo --task dataset "
+        "--set tasks.dataset.model=MODULE:MODEL_FACTORY --set tasks.dataset.data=MODULE:SPLITS "
+        f"--set 'tasks.dataset.slots=[{names}]' (docs/own-model.md, A controller for your model)"
+    )
+
+
 def space_to_dict(space: ActionSpace) -> dict[str, list[Any]]:
     return {key: list(getattr(space, key)) for key, _ in _VOCABULARY}
 
@@ -76,10 +95,10 @@ def check_compatible(
             f"{source} holds PPO state version {state.get('version')!r}; this plugin reads version {STATE_VERSION}"
         )
     trained_on = state.get("task")  # absent in checkpoints written before it was recorded
-    if trained_on is not None and trained_on != task:
+    if trained_on is not None and trained_on != task and trained_on not in ACCEPTS.get(task, ()):
         raise CheckpointError(
             f"{source} holds a PPO policy trained on task {trained_on!r}, this run's task is "
-            f"{task!r}; train a policy for {task!r} (esper train --policy ppo --task {task})"
+            f"{task!r}; {_train_for(task, space)}"
         )
     problems = vocabulary_problems(state["space"], space)
     trained_history = int(state["history_length"])

@@ -187,3 +187,17 @@ def test_a_seed_born_mid_fit_moves_with_a_per_step_scheduler_and_its_flops_count
     assert seeds and all(id(p) in held for p in seeds)
     assert growth.grower.env.stats.train_flops > 0
     assert growth.grower.env.stats.train_samples == 3 * 32
+
+
+def test_the_lightning_module_owns_the_seeds_and_its_checkpoint_resumes(tmp_path: Path) -> None:
+    """Issue 34, item 1: the seeds are the module's parameters; Lightning's checkpoint
+    keeps them in the callback state only, since Lightning loads its state_dict into the
+    module before any callback can build the slots."""
+    saver = ModelCheckpoint(dirpath=tmp_path / "ckpt", save_top_k=-1, every_n_epochs=1)
+    module, growth, _ = _fit(3, tmp_path / "fit", extra=[saver])
+    assert growth.grower is not None
+    seeds = {id(p) for p in growth.grower.model.seed_parameters()}
+    assert seeds and seeds <= {id(p) for p in module.parameters()}
+    ckpt = torch.load(next((tmp_path / "ckpt").glob("epoch=2-*.ckpt")), weights_only=False)
+    assert not any(key.startswith("esper_slots.") for key in ckpt["state_dict"])
+    assert set(ckpt["state_dict"]) == set(SmallNet().state_dict())
