@@ -21,11 +21,12 @@ from pathlib import Path
 import attrs
 from attrs import frozen
 
-from esper_core.compare.cell_dirs import CellState, cell_state
+from esper_core.compare.cell_dirs import CellState, cell_state, stored_config
 from esper_core.compare.duplicates import repeats
 from esper_core.compare.experiment import Cell, Experiment
 from esper_core.compare.plan import plan_cells
-from esper_core.compare.static_final import growing, static_label
+from esper_core.compare.result_key import config_differences
+from esper_core.compare.static_final import growing, static_cells, static_label
 from esper_core.compare.tuning import TuningCell, tuning_cells
 from esper_core.compare.tuning_results import chosen_values, search_state
 from esper_core.plugins import PluginManager
@@ -110,6 +111,16 @@ def _source(original: Cell) -> str:
     return f"{original.task}/{original.policy}"
 
 
+def _kept(cell: Cell, root: Path) -> bool:
+    """Whether a static-final cell already finished with the settings planned for it (a
+    cell made with other settings runs again)."""
+    directory = cell.directory(root)
+    if cell_state(directory) is not CellState.COMPLETED:
+        return False
+    stored = stored_config(directory)
+    return stored is not None and not config_differences(stored, cell.config)
+
+
 def preview(
     experiment: Experiment, pm: PluginManager, root: Path, threads: int, jobs: int
 ) -> Preview:
@@ -150,17 +161,23 @@ def preview(
             length = epochs.get((g.task, g.arm.split(" ")[0]), 0)
             if length:
                 groups[i] = attrs.evolve(g, seconds=statistics.fmean(per_epoch[g.task]) * length)
+    statics = static_cells(experiment, cells, root, pm) if growing(experiment) else []
     for policy in growing(experiment):
         for task_arm in experiment.tasks:
             label = task_arm.label
             grown = next((g for g in groups if g.task == label and g.arm == policy), None)
+            done = [
+                c
+                for c in statics
+                if c.task == label and c.policy == static_label(policy) and _kept(c, root)
+            ]
             groups.append(
                 Group(
                     "static-final",
                     label,
                     static_label(policy),
                     experiment.seeds,
-                    0,
+                    len(done),
                     seconds=grown.seconds if grown else None,
                 )
             )
@@ -190,8 +207,9 @@ def preview_lines(p: Preview) -> list[str]:
             state = f"same settings as {g.copy_of}: copied, not run"
         elif g.copy_of is not None:
             state += f"; seeds {seed_span(g.copied)}: same settings as {g.copy_of}: copied, not run"
-        elif g.kind == "static-final":
-            state = "once each grown run finishes (a run that did not grow: copied from wait)"
+        elif g.kind == "static-final" and g.left:
+            waiting = "once each grown run finishes (a run that did not grow: copied from wait)"
+            state = f"{state}; the rest {waiting}" if g.finished else waiting
         cost = f", ~{duration(g.seconds)} per run" if g.seconds and g.runs else ""
         lines.append(
             f"  {g.kind:<12} {g.task} / {g.arm} / seeds {seed_span(g.seeds)}: {state}{cost}"
@@ -202,7 +220,9 @@ def preview_lines(p: Preview) -> list[str]:
     summary = (
         f"{p.runs} runs ({tuning}{remaining} to run), {p.copies} copies of another run's settings"
     )
-    if p.estimate is not None:
+    if not remaining:
+        summary += "; every run has finished: the comparison only redraws its tables"
+    elif p.estimate is not None:
         unmeasured = f" + {p.unmeasured} runs not yet measured" if p.unmeasured else ""
         summary += f"; about {duration(p.estimate)} at {p.jobs} job(s){unmeasured}"
     else:

@@ -12,7 +12,8 @@ result are left out:
   never germinates, so installing a blueprint package cannot change what it trains
   (``static`` builds only the blueprints its ``seeds`` name, which are compared);
 - ``static`` with no seeds and no width growth is ``wait`` (the host alone, as its
-  option says).
+  option says), and without a width growth (``widen_at`` unset) the other ``widen_*``
+  options of ``static`` shape nothing: a cell finished before they existed is kept.
 
 The thread count is not left out: it changes the order of float sums, hence the last
 digits of every result.
@@ -31,6 +32,8 @@ NEUTRAL_SECTIONS = ("telemetry",)
 # Policies that never change the architecture: they cannot germinate, and their static
 # final architecture is themselves.
 FIXED_ARCHITECTURE = ("static", "wait")
+# policies.static's width-growth options: they shape nothing unless widen_at is set.
+WIDTH_PREFIX = "widen_"
 # Component sections of which only the selected component's options matter.
 _SELECTED = (("tasks", "task"), ("rewards", "reward"), ("executors", "executor"))
 # How much of a long value a difference shows (around where the two first differ).
@@ -60,6 +63,8 @@ def comparable(config: RunConfig) -> dict[str, Any]:
     if policy == "static" and not options.get("seeds") and options.get("widen_at") is None:
         policy, options = "wait", {}
         run["policy"] = "wait"
+    if policy == "static" and options.get("widen_at") is None:
+        options = {k: v for k, v in options.items() if not k.startswith(WIDTH_PREFIX)}
     data["policies"] = {policy: options}
     if policy in FIXED_ARCHITECTURE:
         data.get("env", {}).pop("blueprints", None)

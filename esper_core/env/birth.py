@@ -21,13 +21,11 @@ from attrs import frozen
 from esper_core.components.blueprint import Blueprint
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.alpha import STYLES
+from esper_core.lifecycle.seed_spec import DEFAULT_STYLE, seed_spec
 
 if TYPE_CHECKING:
     from esper_core.env.env import MorphogeneticEnv
     from esper_core.env.events import StepEvents
-
-
-DEFAULT_STYLE = "linear_add"
 
 
 @frozen
@@ -39,12 +37,6 @@ class BirthSeed:
     @property
     def spec(self) -> str:
         return seed_spec(self.blueprint, self.slot_id, self.style)
-
-
-def seed_spec(blueprint: str, slot_id: str, style: str | None = None) -> str:
-    """``blueprint@slot`` (``:style`` unless the default): the inverse of the parser."""
-    name = f"{blueprint.split('/', 1)[-1]}@{slot_id}"
-    return name if style in (None, DEFAULT_STYLE) else f"{name}:{style}"
 
 
 def init_seed(env_seed: int, germination: int) -> int:

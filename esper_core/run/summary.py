@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from attrs import field, frozen
 
 from esper_core.converter import unstructure
+from esper_core.lifecycle.seed_spec import seed_spec
 from esper_core.run.checkpoint import write_json
 from esper_core.run.ledger import SeedRecord
 from esper_core.run.run_dir import SUMMARY, run_file
@@ -100,10 +101,6 @@ def final_architecture(seeds: list[dict[str, Any]], env: int = 0, episode: int =
         )
     ]
     rows.sort(key=lambda s: (s["germinated_epoch"], s["seed_id"]))
-    # Imported here: the birth specs need the alpha styles (torch), and the compare runners
-    # import this module from `esper --help`, which must not load torch.
-    from esper_core.env.birth import seed_spec
-
     return [seed_spec(s["blueprint"], s["slot_id"], s.get("style")) for s in rows]
 
 

@@ -52,3 +52,14 @@ def test_a_long_value_is_shown_where_it_differs() -> None:
     now = "x" * 100 + "omega"
     text = describe_difference("tasks.dataset.module", there, now)
     assert "alpha" in text and "omega" in text  # not cut at the same point on both sides
+
+
+def test_width_options_without_a_width_growth_keep_an_older_static_cell() -> None:
+    # A static-final cell stored before policies.static had width options: its stored
+    # options lack them; today's carry their defaults, which shape nothing.
+    seeds = ["conv_heavy@r0c0"]
+    before = config("static", OLD, static={"seeds": seeds})
+    now = config("static", OLD, static={"seeds": seeds, "widen_at": None, "widen_factor": 2.0})
+    assert config_differences(before, now) == []
+    widened = config("static", OLD, static={"seeds": seeds, "widen_at": 0.5, "widen_factor": 2.0})
+    assert config_differences(before, widened) != []

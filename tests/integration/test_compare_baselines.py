@@ -11,6 +11,7 @@ from esper_core.compare.comparison import PARETO_PLOT, compare, prepare
 from esper_core.compare.experiment import build_experiment, parse_experiment, shared_config
 from esper_core.compare.metric import ACCURACY
 from esper_core.compare.pareto import COST_AXES, dominated
+from esper_core.compare.preview import preview, preview_lines
 from esper_core.env.birth import seed_spec
 from esper_core.errors import ConfigError
 from esper_core.plugins import PluginManager
@@ -119,6 +120,14 @@ def test_costs_and_the_pareto_marks(report) -> None:  # type: ignore[no-untyped-
 def test_a_rerun_skips_every_cell_static_ones_included(report, pm: PluginManager) -> None:  # type: ignore[no-untyped-def]
     _, _, plan = prepare(experiment(), pm, report.directory, jobs=1)
     assert plan.total == 3 * 3 and plan.completed == plan.total
+
+
+def test_a_preview_counts_the_finished_static_final_runs(report, pm: PluginManager) -> None:  # type: ignore[no-untyped-def]
+    p = preview(experiment(), pm, report.directory, threads=1, jobs=1)
+    (static,) = [g for g in p.groups if g.kind == "static-final"]
+    assert static.finished == static.runs == 3
+    assert "0 to run" in preview_lines(p)[-1]
+    assert p.to_run == []
 
 
 def test_dominated() -> None:

@@ -25,6 +25,7 @@ from esper_core import hookimpl
 from esper_core.converter import each, in_range, options_field
 from esper_core.errors import CheckpointError, ConfigError
 from esper_core.lifecycle.rules import ADVANCE_TARGET
+from esper_core.lifecycle.seed_spec import DEFAULT_STYLE
 from esper_core.lifecycle.stages import Stage
 from esper_tamiyo_heuristic.memory import resolve_blueprint_order
 from esper_tamiyo_heuristic.static import _seed_spec
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
     from esper_core.env.step import StepResult
     from esper_core.lifecycle.actions import Action, ActionSpace
 
-DEFAULT_STYLE = "linear_add"
 MAX_TEMPO = 10_000
 
 
