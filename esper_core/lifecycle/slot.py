@@ -23,9 +23,9 @@ from torch import nn
 from esper_core.components.blueprint import Blueprint
 from esper_core.components.host import InjectionSpec
 from esper_core.converter import converter
-from esper_core.errors import CheckpointError
 from esper_core.lifecycle import rules, slot_forward
 from esper_core.lifecycle.alpha import STYLES, AlphaSchedule, BlendGate
+from esper_core.lifecycle.blueprint_resolver import BlueprintResolver
 from esper_core.lifecycle.gates import GateInputs, GateResult, evaluate_gate
 from esper_core.lifecycle.rules import (
     ADVANCE_TARGET,
@@ -37,30 +37,6 @@ from esper_core.lifecycle.rules import (
 from esper_core.lifecycle.slot_forward import stage_forward
 from esper_core.lifecycle.slot_state import DEFAULT_SETTINGS, SlotReport, SlotSettings, SlotState
 from esper_core.lifecycle.stages import Stage
-
-
-class _Resolver:
-    """The blueprint resolver a slot rebuilds its seed with when a state loads. A copy of
-    the slot (``copy.deepcopy``, an EMA model) shares it; a pickle (``torch.save(model)``)
-    drops it, since it belongs to the env that built the slot, which is not saved."""
-
-    def __init__(self, resolve: Callable[[str], Blueprint] | None) -> None:
-        self._resolve = resolve
-
-    def __call__(self, name: str) -> Blueprint:
-        if self._resolve is None:
-            raise CheckpointError(
-                f"this slot was loaded from a pickle (torch.load of a grown model) and cannot "
-                f"build a {name!r} seed; load the state into a model grown by a Grower "
-                "(grower.load_state_dict), or load the pickled model whole"
-            )
-        return self._resolve(name)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> _Resolver:
-        return self
-
-    def __reduce__(self) -> tuple[type[_Resolver], tuple[None]]:
-        return (_Resolver, (None,))
 
 
 class SeedSlot(nn.Module):
@@ -79,7 +55,7 @@ class SeedSlot(nn.Module):
         super().__init__()
         self.spec = spec
         self.settings = settings
-        self._resolve_blueprint = _Resolver(resolve_blueprint)
+        self._resolve_blueprint = BlueprintResolver(resolve_blueprint)
         self.state = SlotState()
         self.seed: nn.Module | None = None
         self.gate: BlendGate | None = None
