@@ -87,5 +87,10 @@ def clip_gradients(
             norms.append(norm)
         else:
             torch.nn.utils.clip_grads_with_norm_(seed_params, cfg.grad_clip, norm)
-    total = torch.linalg.vector_norm(torch.stack(norms).float()) if len(norms) > 1 else host_norm
+    # The shared norm is torch's clip_grad_norm_'s over the same gradients in the order
+    # of the user's model.parameters() (host, then each seed), not one combined from the
+    # norms measured above: sqrt(a^2 + b^2) rounds otherwise, and the same model grown
+    # through the Grower with clip_grad_norm_(model.parameters(), c) must train alike.
+    total = total_grad_norm(params) if len(norms) > 1 else host_norm
+    assert total is not None  # a blended seed's norm was measured from its gradients
     torch.nn.utils.clip_grads_with_norm_(params, cfg.grad_clip, total)

@@ -4,8 +4,11 @@ seeds that are the identity at birth, in the user's plain loop."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import torch
+from torch import nn
 
 from esper_core.grow.grower import Grower
 from esper_core.lifecycle.rules import BLENDED_STAGES
@@ -100,3 +103,53 @@ def test_an_mlp_grows_in_a_plain_loop_from_an_identity_seed() -> None:
     assert grown.blueprint is not None and grown.blueprint.startswith("mlp/")
     assert grown.stage in BLENDED_STAGES and grown.contribution is not None
     assert grown.seed_params > 0
+
+
+def test_an_mlp_grown_under_cosine_with_clipping_resumes_bit_identically(tmp_path: Path) -> None:
+    """Issue 34's acceptance for a user MLP in a plain loop: a per-step cosine schedule,
+    clipping over model.parameters(), a seed grown by the heuristic, and a resume from
+    grower.state_dict() saved mid-blend that ends exactly where the uninterrupted run does."""
+    train, val = tabular_batches(3, 1), tabular_batches(2, 2)
+    epochs = 6
+
+    def build() -> tuple[nn.Module, torch.optim.Optimizer, Any, Grower]:
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        cosine = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * len(train))
+        kwargs = grower_kwargs(overrides=EAGER, max_epochs=30, optimizer=opt)
+        return model, opt, cosine, Grower(model, MLP_SLOTS, example_input=train[0][0], **kwargs)
+
+    def run(model: nn.Module, opt: torch.optim.Optimizer, cosine: Any, grower: Grower) -> None:
+        model.train()
+        for x, y in train:
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 0.1)
+            opt.step()
+            cosine.step()
+        grower.end_epoch(val)
+
+    model, opt, cosine, grower = build()
+    for _ in range(3):
+        run(model, opt, cosine, grower)
+    assert grower.model.slot("body/1").stage.name == "BLENDING"  # germinated after epoch 2
+    torch.save(
+        {"grower": grower.state_dict(), "scheduler": cosine.state_dict()}, tmp_path / "ckpt.pt"
+    )
+    for _ in range(epochs - 3):
+        run(model, opt, cosine, grower)
+
+    model2, opt2, cosine2, grower2 = build()
+    saved = torch.load(tmp_path / "ckpt.pt", weights_only=True)
+    grower2.load_state_dict(saved["grower"])
+    cosine2.load_state_dict(saved["scheduler"])
+    for _ in range(epochs - 3):
+        run(model2, opt2, cosine2, grower2)
+    assert grower2.model.seed_param_count() > 0
+
+    def tensors(m: nn.Module, o: torch.optim.Optimizer) -> list[torch.Tensor]:
+        out = [t for t in m.state_dict().values() if torch.is_tensor(t)]
+        return out + [v for s in o.state.values() for v in s.values() if torch.is_tensor(v)]
+
+    for a, b in zip(tensors(model, opt), tensors(model2, opt2), strict=True):
+        assert torch.equal(a, b)

@@ -201,3 +201,65 @@ def test_the_lightning_module_owns_the_seeds_and_its_checkpoint_resumes(tmp_path
     ckpt = torch.load(next((tmp_path / "ckpt").glob("epoch=2-*.ckpt")), weights_only=False)
     assert not any(key.startswith("esper_slots.") for key in ckpt["state_dict"])
     assert set(ckpt["state_dict"]) == set(SmallNet().state_dict())
+
+
+sched = torch.optim.lr_scheduler
+# Per-step schedulers of a 3-epoch fit (12 steps), as a LightningModule configures them.
+SCHEDULERS: dict[str, Any] = {
+    "StepLR": lambda o: sched.StepLR(o, step_size=3, gamma=0.5),
+    "CosineAnnealingLR": lambda o: sched.CosineAnnealingLR(o, T_max=12),
+    "OneCycleLR": lambda o: sched.OneCycleLR(o, max_lr=0.1, total_steps=13),
+    "LambdaLR": lambda o: sched.LambdaLR(o, lambda step: 0.9**step),
+    "SequentialLR": lambda o: sched.SequentialLR(
+        o,
+        [sched.LinearLR(o, start_factor=0.1, total_iters=3), sched.CosineAnnealingLR(o, 9)],
+        milestones=[3],
+    ),
+}
+
+
+class RateSpy(Callback):
+    """At each optimizer step, the rates of the groups holding a host and each seed parameter."""
+
+    def __init__(self) -> None:
+        self.steps: list[tuple[float, list[float]]] = []
+
+    def on_before_optimizer_step(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Any
+    ) -> None:
+        growth = next(c for c in trainer.callbacks if isinstance(c, EsperGrowth))
+        assert growth.grower is not None
+
+        def rate(param: torch.Tensor) -> float:
+            return next(
+                float(g["lr"])
+                for g in optimizer.param_groups
+                if any(q is param for q in g["params"])
+            )
+
+        seeds = growth.grower.model.seed_parameters()
+        self.steps.append((rate(pl_module.head.weight), [rate(p) for p in seeds]))
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULERS))
+def test_a_seed_born_mid_fit_moves_with_every_scheduler(name: str, tmp_path: Path) -> None:
+    """Issue 34, item 2 under Lightning: each torch scheduler of configure_optimizers moves
+    a seed born mid-fit with the host, step by step."""
+
+    class Net(SmallNet):
+        def configure_optimizers(self) -> Any:
+            opt = torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)
+            return {
+                "optimizer": opt,
+                "lr_scheduler": {"scheduler": SCHEDULERS[name](opt), "interval": "step"},
+            }
+
+    torch.manual_seed(0)
+    spy = RateSpy()
+    trainer = _trainer(3, tmp_path, [_growth(), spy])
+    trainer.fit(Net(), *_loaders())
+    grown = [(host, seeds) for host, seeds in spy.steps if seeds]
+    assert grown, "a seed was born mid-fit"
+    assert len({host for host, _ in grown}) > 1, "the schedule moved the rate while it grew"
+    for host, seeds in grown:
+        assert seeds == [host] * len(seeds)
