@@ -31,7 +31,7 @@ MAX_JOBS = 1024  # parallel cells: processes (local runner) or tasks (ray, slurm
 MAX_WIDTH = 65536  # channels, widths and model sizes in plugin options (blueprints --channels)
 MAX_DEPTH = 1024  # layers, blocks and segments in plugin options
 MAX_SAMPLES = 10_000_000  # examples a task generates
-MAX_CORPUS = 1_000_000_000  # characters a text task reads
+MAX_CORPUS = 100_000_000  # characters a text task reads
 MAX_PARAMS = 10**12  # parameter counts and budgets in plugin options
 MAX_SECONDS = 7 * 24 * 3600.0  # timeouts and intervals in seconds: one week
 
@@ -84,8 +84,10 @@ BOUNDS: tuple[tuple[str, str, str], ...] = (
     ),
     (
         f"{MAX_DEPTH:,}",
-        "layers, blocks and segments in plugin options (convs_per_block, n_layer)",
-        "every layer is built and run in every batch; 100,000 took minutes to build",
+        "layers, blocks and segments in plugin options; the task hosts hold tighter ones "
+        "(tasks.*.convs_per_block 64, tasks.charlm.n_layer 128) and at most 10^8 weights",
+        "every layer is built and run in every batch; convs_per_block = 1,024 took 4 minutes "
+        "to build",
     ),
     (
         f"{MAX_SAMPLES:,}",
@@ -95,7 +97,7 @@ BOUNDS: tuple[tuple[str, str, str], ...] = (
     (
         f"{MAX_CORPUS:,}",
         "characters a text task reads (tasks.charlm.max_chars)",
-        "the corpus is read and encoded in memory",
+        "the corpus is read and encoded in memory, 8 bytes a character",
     ),
     (
         f"{MAX_PARAMS:,}",

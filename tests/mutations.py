@@ -314,7 +314,7 @@ def applies(mutation: Mutation) -> str | None:
     return None
 
 
-def run(mutation: Mutation, timeout: float = 300) -> Outcome:
+def run(mutation: Mutation, timeout: float = 900) -> Outcome:
     """Apply ``mutation`` to a copy of its package and run its tests against the copy."""
     problem = applies(mutation)
     if problem is not None:

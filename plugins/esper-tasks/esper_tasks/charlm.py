@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from attrs import define, field
 
 from esper_core import TaskContext, TaskData, hookimpl
-from esper_core.config_limits import MAX_CORPUS, MAX_DEPTH, MAX_WIDTH
+from esper_core.config_limits import MAX_CORPUS
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.errors import DataError
 from esper_core.recipe import TRANSFORMER_RECIPE, Recipe
 from esper_tasks.common import (
+    MAX_HOST_WEIGHTS,
     CrossEntropyTask,
     TransformerPreset,
     resolve_preset,
@@ -37,6 +38,12 @@ PRESETS: dict[str, TransformerPreset] = {
     "impaired": TransformerPreset(d_model=32, n_layer=2, n_head=2, n_segments=2),
 }
 _HOST_FIELDS = ("d_model", "n_layer", "n_head", "n_segments")
+# Far beyond a character model one grows, low enough that no setting takes minutes to
+# build or exhausts memory (each option's help says why).
+MAX_BLOCK = 2048
+MAX_D_MODEL = 4096
+MAX_LAYERS = 128
+MAX_HEADS = 256
 
 
 @define
@@ -47,10 +54,14 @@ class CharLMOptions:
     max_chars: int = options_field(
         1_000_000,
         in_range(1000, MAX_CORPUS, integer=True),
-        "Characters of the corpus used (a cap).",
+        "Characters of the corpus used (a cap), at most 100,000,000 (the text is held in "
+        "memory and encoded as 8-byte tokens: 800 MB at the cap).",
     )
     block_size: int = options_field(
-        128, in_range(2, MAX_WIDTH, integer=True), "Characters per training sequence (the context)."
+        128,
+        in_range(2, MAX_BLOCK, integer=True),
+        "Characters per training sequence (the context), at most 2048 (attention holds "
+        "batch x heads x block_size^2 scores per layer: 4 GB at 2048, batch 64, 4 heads).",
     )
     val_fraction: float = options_field(
         0.05, in_range(0, 1, lo_open=True, hi_open=True), "Fraction of the stream for validation."
@@ -60,18 +71,25 @@ class CharLMOptions:
     )
     preset: str = options_field("base", one_of(*PRESETS), "Host preset: base, small or impaired.")
     d_model: int | None = options_field(
-        None, in_range(1, MAX_WIDTH, integer=True), "Override: model width."
+        None,
+        in_range(1, MAX_D_MODEL, integer=True),
+        "Override: model width, at most 4096 (the host as a whole is held to 100,000,000 "
+        "weights, 12 x n_layer x d_model^2).",
     )
     n_layer: int | None = options_field(
-        None, in_range(1, MAX_DEPTH, integer=True), "Override: blocks."
+        None,
+        in_range(1, MAX_LAYERS, integer=True),
+        "Override: blocks, at most 128 (every block runs in every batch).",
     )
     n_head: int | None = options_field(
-        None, in_range(1, MAX_WIDTH, integer=True), "Override: heads."
+        None,
+        in_range(1, MAX_HEADS, integer=True),
+        "Override: heads, at most 256; must divide d_model.",
     )
     n_segments: int | None = options_field(
         None,
-        in_range(1, MAX_DEPTH, integer=True),
-        "Override: segments (= slots); must divide n_layer.",
+        in_range(1, MAX_LAYERS, integer=True),
+        "Override: segments (= slots), at most 128; must divide n_layer.",
     )
 
     def __esper_validate__(self) -> list[str]:
@@ -83,6 +101,13 @@ class CharLMOptions:
             problems.append(f"d_model {p.d_model} is not divisible by n_head {p.n_head}")
         if p.n_layer % p.n_segments:
             problems.append(f"n_layer {p.n_layer} is not divisible by n_segments {p.n_segments}")
+        weights = 12 * p.n_layer * p.d_model**2
+        if weights > MAX_HOST_WEIGHTS:
+            problems.append(
+                f"the host would have about {weights:,} weights (d_model {p.d_model}, n_layer "
+                f"{p.n_layer}); at most {MAX_HOST_WEIGHTS:,}, or it takes minutes to build: "
+                "lower d_model or n_layer"
+            )
         return problems
 
 

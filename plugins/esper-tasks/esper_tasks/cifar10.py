@@ -22,13 +22,18 @@ import attrs
 from attrs import define, field
 
 from esper_core import TaskContext, TaskData, hookimpl
-from esper_core.config_limits import MAX_DEPTH, MAX_SAMPLES, MAX_SEED, MAX_WIDTH
+from esper_core.config_limits import MAX_SEED
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.errors import DataError
 from esper_core.recipe import CNN_RECIPE, Recipe
 from esper_tasks.common import (
     CNNPreset,
     CNNPresetTask,
+    base_channels_option,
+    cnn_host_problems,
+    convs_after_pool_option,
+    convs_per_block_option,
+    slots_before_pool_option,
     stratified_split,
 )
 
@@ -46,6 +51,7 @@ PRESETS: dict[str, CNNPreset] = {
 MEAN = (0.4914, 0.4822, 0.4465)
 STD = (0.2470, 0.2435, 0.2616)
 DEFAULT_DATA_DIR = "~/.cache/esper/cifar10"
+MAX_VAL_SIZE = 45_000
 
 
 @define
@@ -56,37 +62,26 @@ class Cifar10Options:
     download: bool = options_field(False, doc="Download CIFAR-10 (170 MB) if it is absent.")
     verify_checksums: bool = options_field(True, doc="Check the batches' md5 sums when loading.")
     preset: str = options_field("base", one_of(*PRESETS), "Host preset: base, small or impaired.")
-    base_channels: int | None = options_field(
-        None,
-        in_range(1, MAX_WIDTH, integer=True),
-        "Override the preset: channels of the first block.",
-    )
+    base_channels: int | None = base_channels_option()
     n_blocks: int | None = options_field(
         None, in_range(1, 5, integer=True), "Override the preset: blocks (= slots), at most 5."
     )
-    convs_per_block: int | None = options_field(
-        None,
-        in_range(1, MAX_DEPTH, integer=True),
-        "Override the preset: conv+BN+ReLU layers per block.",
-    )
-    convs_after_pool: int | None = options_field(
-        None,
-        in_range(0, MAX_DEPTH, integer=True),
-        "Override the preset: conv+BN+ReLU layers after each block's pool (where a "
-        "conv_layer seed grows).",
-    )
-    slots_before_pool: bool | None = options_field(
-        None,
-        doc="Override the preset: put each slot before its block's pool (at the block's "
-        "full resolution), so a conv_layer seed deepens the block itself.",
-    )
+    convs_per_block: int | None = convs_per_block_option()
+    convs_after_pool: int | None = convs_after_pool_option()
+    slots_before_pool: bool | None = slots_before_pool_option()
     split_seed: int = options_field(
         0, in_range(0, MAX_SEED, integer=True), "Seed of the fixed stratified validation split."
     )
     val_size: int = options_field(
-        5000, in_range(1, MAX_SAMPLES, integer=True), "Training images held out for validation."
+        5000,
+        in_range(1, MAX_VAL_SIZE, integer=True),
+        "Training images held out for validation, at most 45,000 (CIFAR-10 has 50,000 "
+        "training images; at least 5,000 stay for training).",
     )
     augment: bool = options_field(True, doc="Random crop (4-pixel padding) and flip in training.")
+
+    def __esper_validate__(self) -> list[str]:
+        return cnn_host_problems(PRESETS, self, Cifar10Task.in_channels)
 
 
 def _batch_names() -> tuple[str, list[tuple[str, str]], list[tuple[str, str]], str]:

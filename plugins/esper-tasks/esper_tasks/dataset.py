@@ -21,7 +21,7 @@ from attrs import define, field
 
 from esper_core import TaskContext, TaskData, hookimpl
 from esper_core.components.blueprint import TOPOLOGIES
-from esper_core.config_limits import MAX_BATCH, MAX_EPOCHS, MAX_WIDTH
+from esper_core.config_limits import MAX_BATCH, MAX_EPOCHS
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.errors import ConfigError, DataError
 from esper_tasks.common import CrossEntropyTask
@@ -44,8 +44,9 @@ class DatasetOptions:
     )
     image_size: int = options_field(
         32,
-        in_range(1, MAX_WIDTH, integer=True),
-        "ImageFolder: images are resized to this square size.",
+        in_range(1, 1024, integer=True),
+        "ImageFolder: images are resized to this square size, at most 1024 (every image is "
+        "held in memory as float32: 12 MiB each at 1024).",
     )
     model: str = options_field(
         "", doc="package.module:function returning the host nn.Module (called without arguments)."

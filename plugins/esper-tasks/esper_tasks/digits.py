@@ -13,12 +13,17 @@ import attrs
 from attrs import define, field
 
 from esper_core import TaskContext, TaskData, hookimpl
-from esper_core.config_limits import MAX_DEPTH, MAX_SEED, MAX_WIDTH
+from esper_core.config_limits import MAX_SEED
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.recipe import CNN_RECIPE, Recipe
 from esper_tasks.common import (
     CNNPreset,
     CNNPresetTask,
+    base_channels_option,
+    cnn_host_problems,
+    convs_after_pool_option,
+    convs_per_block_option,
+    slots_before_pool_option,
     stratified_split,
 )
 
@@ -44,32 +49,15 @@ class DigitsOptions:
     preset: str = options_field(
         "impaired", one_of(*PRESETS), "Host preset: impaired, small or base."
     )
-    base_channels: int | None = options_field(
-        None,
-        in_range(1, MAX_WIDTH, integer=True),
-        "Override the preset: channels of the first block.",
-    )
+    base_channels: int | None = base_channels_option()
     n_blocks: int | None = options_field(
         None,
         in_range(1, 3, integer=True),
         "Override the preset: blocks (= slots), at most 3 for 8x8.",
     )
-    convs_per_block: int | None = options_field(
-        None,
-        in_range(1, MAX_DEPTH, integer=True),
-        "Override the preset: conv+BN+ReLU layers per block.",
-    )
-    convs_after_pool: int | None = options_field(
-        None,
-        in_range(0, MAX_DEPTH, integer=True),
-        "Override the preset: conv+BN+ReLU layers after each block's pool (where a "
-        "conv_layer seed grows).",
-    )
-    slots_before_pool: bool | None = options_field(
-        None,
-        doc="Override the preset: put each slot before its block's pool (at the block's "
-        "full resolution), so a conv_layer seed deepens the block itself.",
-    )
+    convs_per_block: int | None = convs_per_block_option()
+    convs_after_pool: int | None = convs_after_pool_option()
+    slots_before_pool: bool | None = slots_before_pool_option()
     split_seed: int = options_field(
         0,
         in_range(0, MAX_SEED, integer=True),
@@ -88,7 +76,7 @@ class DigitsOptions:
                 f"val_fraction + test_fraction must leave training data, got "
                 f"{self.val_fraction} + {self.test_fraction}"
             ]
-        return []
+        return cnn_host_problems(PRESETS, self, DigitsTask.in_channels)
 
 
 @define

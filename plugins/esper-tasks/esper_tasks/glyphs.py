@@ -22,10 +22,20 @@ import attrs
 from attrs import define, field
 
 from esper_core import TaskContext, TaskData, hookimpl
-from esper_core.config_limits import MAX_DEPTH, MAX_FACTOR, MAX_SAMPLES, MAX_SEED, MAX_WIDTH
+from esper_core.config_limits import MAX_SAMPLES, MAX_SEED
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.recipe import CNN_RECIPE, Recipe
-from esper_tasks.common import CNN_HOST_FIELDS, CNNPreset, CNNPresetTask, resolve_preset
+from esper_tasks.common import (
+    CNN_HOST_FIELDS,
+    CNNPreset,
+    CNNPresetTask,
+    base_channels_option,
+    cnn_host_problems,
+    convs_after_pool_option,
+    convs_per_block_option,
+    resolve_preset,
+    slots_before_pool_option,
+)
 
 if TYPE_CHECKING:
     from esper_tasks.glyph_render import GlyphStyle
@@ -36,6 +46,9 @@ PRESETS: dict[str, CNNPreset] = {
     "base": CNNPreset(base_channels=8, n_blocks=3),
     "large": CNNPreset(base_channels=16, n_blocks=3),
 }
+# Generated images are float32 and held in memory before the first epoch (and copied to
+# each device): all three splits together at most 4 GiB.
+MAX_IMAGE_BYTES = 4 * 2**30
 # One random stream per split, so the splits are independent of each other's sizes.
 _SPLIT_STREAMS = {"train": 0, "val": 1, "test": 2}
 
@@ -45,32 +58,15 @@ class GlyphsOptions:
     preset: str = options_field(
         "small", one_of(*PRESETS), "Host preset: tiny, small, base or large."
     )
-    base_channels: int | None = options_field(
-        None,
-        in_range(1, MAX_WIDTH, integer=True),
-        "Override the preset: channels of the first block.",
-    )
+    base_channels: int | None = base_channels_option()
     n_blocks: int | None = options_field(
         None,
         in_range(1, 4, integer=True),
         "Override the preset: blocks (= slots), at most 4 for 16x16.",
     )
-    convs_per_block: int | None = options_field(
-        None,
-        in_range(1, MAX_DEPTH, integer=True),
-        "Override the preset: conv+BN+ReLU layers per block.",
-    )
-    convs_after_pool: int | None = options_field(
-        None,
-        in_range(0, MAX_DEPTH, integer=True),
-        "Override the preset: conv+BN+ReLU layers after each block's pool (where a "
-        "conv_layer seed grows).",
-    )
-    slots_before_pool: bool | None = options_field(
-        None,
-        doc="Override the preset: put each slot before its block's pool (at the block's "
-        "full resolution), so a conv_layer seed deepens the block itself.",
-    )
+    convs_per_block: int | None = convs_per_block_option()
+    convs_after_pool: int | None = convs_after_pool_option()
+    slots_before_pool: bool | None = slots_before_pool_option()
     split_seed: int = options_field(
         0, in_range(0, MAX_SEED, integer=True), "Seed of the generated images (not the run seed)."
     )
@@ -82,11 +78,18 @@ class GlyphsOptions:
     image_size: int = options_field(
         16, in_range(8, 64, integer=True), "Side of the square images, in pixels."
     )
+    # A stroke's intensity is about 1: beyond 10 times that the glyphs are buried and
+    # nothing can be learned, and 1e300 overflowed float32 and trained to NaN.
     noise: float = options_field(
-        0.15, in_range(0, MAX_FACTOR), "Standard deviation of the white noise."
+        0.15,
+        in_range(0, 10),
+        "Standard deviation of the white noise, at most 10 (strokes have intensity about 1; "
+        "beyond, the images hold noise alone).",
     )
     background: float = options_field(
-        0.3, in_range(0, MAX_FACTOR), "Amplitude of the smooth correlated background."
+        0.3,
+        in_range(0, 10),
+        "Amplitude of the smooth correlated background, at most 10 (as noise).",
     )
     max_shift: float = options_field(
         0.15, in_range(0, 0.5), "Largest translation, as a fraction of the image side."
@@ -117,7 +120,16 @@ class GlyphsOptions:
                 f"image_size {self.image_size} is too small for {p.n_blocks} blocks "
                 f"(each halves it); use image_size >= {2**p.n_blocks} or fewer n_blocks"
             ]
-        return []
+        problems = cnn_host_problems(PRESETS, self, GlyphsTask.in_channels)
+        images = self.n_train + self.n_val + self.n_test
+        size = 4 * images * self.image_size**2
+        if size > MAX_IMAGE_BYTES:
+            problems.append(
+                f"{images:,} images of {self.image_size}x{self.image_size} take "
+                f"{size / 2**30:.1f} GiB of memory; at most {MAX_IMAGE_BYTES // 2**30} GiB: "
+                "lower n_train, n_val, n_test or image_size"
+            )
+        return problems
 
 
 @define
