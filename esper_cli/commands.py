@@ -31,6 +31,8 @@ class Job:
     resume: bool
     quiet: bool
     params: dict[str, Any]
+    # Said once the checkpoint has been verified (a refused resume changes nothing).
+    resume_notes: list[str] = attrs.field(factory=list)
 
     def options(self) -> dict[str, Any]:
         """The keyword options of :func:`esper_core.run.api.drive`."""
@@ -39,7 +41,12 @@ class Job:
             "resume": self.resume,
             "quiet": self.quiet,
             "notify": lambda message: click.echo(message, err=True),
+            "opened": self._opened,
         }
+
+    def _opened(self) -> None:
+        for note in self.resume_notes:
+            click.echo(note, err=True)
 
 
 def _job(ctx: click.Context, mode: str, params: dict[str, Any], extra_run: dict[str, Any]) -> Job:
@@ -49,9 +56,10 @@ def _job(ctx: click.Context, mode: str, params: dict[str, Any], extra_run: dict[
 
     pm = plugin_manager(ctx)
     resume = params.get("resume")
+    notes: list[str] = []
     if resume:
         run_dir = Path(resume)
-        config = resumed_config(run_dir, params, mode, lambda note: click.echo(note, err=True))
+        config = resumed_config(run_dir, params, mode, notes.append)
         # The stored config names the components; --plugin values only load modules (a
         # KIND.NAME loads its entry point when autoloading is off, selecting nothing).
         pm.extend(split_selections(params.get("plugins") or ())[0])
@@ -61,7 +69,7 @@ def _job(ctx: click.Context, mode: str, params: dict[str, Any], extra_run: dict[
         output_dir(run_dir, "--out")
     note_run(ctx, run_dir, mode)
     quiet = bool(params.get("quiet") or params.get("as_json"))
-    return Job(mode, pm, config, run_dir, bool(resume), quiet, params)
+    return Job(mode, pm, config, run_dir, bool(resume), quiet, params, notes)
 
 
 def _report(job: Job, summary: dict[str, Any]) -> None:

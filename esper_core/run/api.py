@@ -53,14 +53,18 @@ def drive(
     resume: bool = False,
     quiet: bool = False,
     notify: Callable[[str], None] = print,
+    opened: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Open the session, run ``loop_class`` over it until done or interrupted, and write
-    the summary: :func:`run` and :func:`train` in one, for callers that pick the loop."""
+    the summary: :func:`run` and :func:`train` in one, for callers that pick the loop.
+    ``opened`` is called once the session is open (a resumed checkpoint verified)."""
     mode = loop_class.mode
     try:
         session = open_session(config, pm, mode, run_dir, resume, quiet)
     except SystemExit as exc:  # a plugin's task, policy or executor, while being built
         raise ended_by_plugin(exc, plugin_modules(pm), None, mode) from None
+    if opened is not None:
+        opened()
     try:
         loop = loop_class(session)
     except BaseException:

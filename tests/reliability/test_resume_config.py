@@ -118,6 +118,18 @@ def test_episodes_with_resume_lengthens_the_run_and_says_so(invoke: Invoke, tmp_
     assert json.loads(result.stdout)["episodes_completed"] == 2
 
 
+def test_a_refused_resume_does_not_announce_the_longer_run(invoke: Invoke, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_tiny(run_dir, [], "env.max_epochs=2")
+    data = load_checkpoint(run_dir / "checkpoint.pt")
+    (run_dir / "checkpoint.pt").write_bytes(b"not a checkpoint")  # refused when verified
+    assert data  # the run did write one
+    result = invoke("run", "--plugin", FAKE, "--resume", str(run_dir), "--episodes", "2")
+    assert result.exit_code != 0
+    assert "Resuming with" not in result.stderr
+    failed_in_one_line(result)
+
+
 def test_updates_with_resume_is_refused_for_training(invoke: Invoke, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()

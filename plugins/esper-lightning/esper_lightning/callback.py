@@ -25,7 +25,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities import rank_zero_info
 
-from esper_core.errors import GrowerError
+from esper_core.errors import CheckpointError, GrowerError
 from esper_core.grow.grower import Grower
 from esper_core.grow.module_host import SLOTS_ATTRIBUTE
 
@@ -153,6 +153,21 @@ class EsperGrowth(Callback):
         if isinstance(state, dict):
             for key in [k for k in state if k.startswith(SLOTS_ATTRIBUTE + ".")]:
                 del state[key]
+
+    def on_load_checkpoint(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        # Lightning hands a callback only the state saved under its own key (which names
+        # the slots) and drops the rest in silence: a checkpoint grown at other slots
+        # would resume with none of its seeds.
+        prefix = type(self).__qualname__ + "{"
+        saved = [k for k in checkpoint.get("callbacks", {}) if str(k).startswith(prefix)]
+        if saved and self.state_key not in saved:
+            raise CheckpointError(
+                f"this checkpoint was grown by {', '.join(map(str, saved))}, not by "
+                f"{self.state_key}; create EsperGrowth with the slots it was saved with "
+                "to resume it"
+            )
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._saved = state_dict.get("grower")

@@ -18,11 +18,15 @@ from tests.plugin_set import first_party
 from tests.plugins.esper_lightning.test_callback import EAGER, SmallNet, _loaders, _trainer
 
 
-def _fit(epochs: int, root: Path, ckpt: str | None = None, **options: object) -> EsperGrowth:
+def _fit(
+    epochs: int,
+    root: Path,
+    ckpt: str | None = None,
+    slots: tuple[str, ...] = ("features.1", "features.4"),
+    **options: object,
+) -> EsperGrowth:
     torch.manual_seed(0)
-    growth = EsperGrowth(
-        ["features.1", "features.4"], overrides=EAGER, plugins=first_party(), **options
-    )
+    growth = EsperGrowth(list(slots), overrides=EAGER, plugins=first_party(), **options)
     saver = ModelCheckpoint(dirpath=root / "ckpt", save_top_k=-1, every_n_epochs=1)
     train, val = _loaders()
     _trainer(epochs, root, [growth, saver]).fit(SmallNet(), train, val, ckpt_path=ckpt)
@@ -48,3 +52,14 @@ def test_a_forged_grower_state_in_lightnings_checkpoint_is_one_line(tmp_path: Pa
     with pytest.raises(CheckpointError) as info:
         _fit(4, tmp_path / "b", ckpt=str(last))
     assert "env.epoch = 1000000000" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_checkpoint_grown_at_other_slots_is_refused_in_one_line(tmp_path: Path) -> None:
+    # Lightning keys a callback's state by its slots: resumed with fewer slots, the
+    # callback found no state and trained on without the checkpoint's seeds.
+    _fit(2, tmp_path / "a")
+    last = max((tmp_path / "a" / "ckpt").glob("*.ckpt"))
+    with pytest.raises(CheckpointError) as info:
+        _fit(4, tmp_path / "b", ckpt=str(last), slots=("features.1",))
+    message = str(info.value)
+    assert "features.4" in message and "\n" not in message
