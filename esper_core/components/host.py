@@ -73,26 +73,73 @@ class RoutedHost(Protocol):
 
 
 @runtime_checkable
-class WidenableHost(Protocol):
-    """Optional: a CNN host whose conv stages host width growth can widen
-    (:mod:`esper_core.lifecycle.host_width`).
+class HasWidths(Protocol):
+    """Optional: a host whose width can grow (:mod:`esper_core.lifecycle.host_width`).
 
-    ``conv_stages()[i]`` is an ``nn.Sequential`` of Conv2d (+ BatchNorm2d) layers and
-    channel-wise modules; it feeds stage ``i + 1``, and the last feeds ``head``, an
-    ``nn.Linear`` over the globally pooled channels. The growth replaces these modules in
-    place and reports the new widths through :meth:`set_stage_channels`, after which
-    :meth:`injection_specs` describes the slots at those widths.
+    ``stage_channels()`` are its widths, one per part that widens on its own (a CNN's
+    stages; a transformer's one residual width, ``d_model``). A width growth replaces the
+    host's modules in place and reports the new widths through
+    :meth:`set_stage_channels`, after which :meth:`injection_specs` describes the slots at
+    those widths. A host implements one of the two kinds below.
     """
 
-    head: nn.Module
-
     def injection_specs(self) -> tuple[InjectionSpec, ...]: ...
-
-    def conv_stages(self) -> nn.ModuleList: ...
 
     def stage_channels(self) -> tuple[int, ...]: ...
 
     def set_stage_channels(self, channels: tuple[int, ...]) -> None: ...
+
+
+@runtime_checkable
+class WidenableHost(HasWidths, Protocol):
+    """A CNN host whose conv stages host width growth can widen.
+
+    ``conv_stages()[i]`` is an ``nn.Sequential`` of Conv2d (+ BatchNorm2d) layers and
+    channel-wise modules; it feeds stage ``i + 1``, and the last feeds ``head``, an
+    ``nn.Linear`` over the globally pooled channels.
+    """
+
+    head: nn.Module
+
+    def conv_stages(self) -> nn.ModuleList: ...
+
+
+@frozen
+class WidthSite:
+    """A module of a :class:`WidenableTransformer` that a residual-width growth widens,
+    by its dotted ``path`` in the host: an ``nn.Embedding`` (it writes the residual
+    stream), an ``nn.LayerNorm`` over it, or an ``nn.Linear``.
+
+    ``reads`` and ``writes``: the module's input and output widths as multiples of
+    ``d_model`` (1: the residual stream or the attention heads, 4: an MLP's hidden
+    layer, 0: a width that does not grow, such as the vocabulary). ``groups``: the output
+    is this many equal parts, each widened at its end (a fused q/k/v projection: 3).
+    ``std``: the normal init of the module's new weights, as the host initialises its own.
+    ``tied_to``: the path of the embedding whose table this linear layer reads (a tied
+    head), its new columns included.
+    """
+
+    path: str
+    reads: int
+    writes: int
+    groups: int = 1
+    std: float = 0.02
+    tied_to: str | None = None
+
+
+@runtime_checkable
+class WidenableTransformer(HasWidths, Protocol):
+    """A transformer host whose residual width ``d_model`` (its one entry of
+    ``stage_channels()``) can grow: every module that reads or writes that width (or a
+    multiple of it, such as the MLP's hidden layer and the attention heads) is listed by
+    :meth:`width_sites`. ``d_model`` stays a multiple of :meth:`width_step` (the head
+    dimension: heads keep their size, their number grows); ``set_stage_channels`` sets
+    the head count to match.
+    """
+
+    def width_sites(self) -> tuple[WidthSite, ...]: ...
+
+    def width_step(self) -> int: ...
 
 
 @runtime_checkable

@@ -82,7 +82,8 @@ class InstallsAtBirth(Protocol):
 class WidthGrowthSpec:
     """One host width growth a policy schedules: at the start of epoch
     ``round(at x max_epochs)`` the host's conv ``stages`` (all when empty) widen to
-    ``round(factor x`` their channels``)``, behind a mask ramped 0 -> 1 over ``tempo``
+    ``round(factor x`` their channels``)`` (a transformer's ``d_model``, with ``stages``
+    empty), behind a mask ramped 0 -> 1 over ``tempo``
     epochs along ``curve``, and are folded into the host (fossilized) when it reaches 1.
     ``cross_init``: how the weights from the new channels into the existing ones start
     (``random``, or ``zero``). See :mod:`esper_core.lifecycle.host_width`."""

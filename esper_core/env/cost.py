@@ -17,7 +17,7 @@ import torch
 from attrs import define, field, frozen
 from torch.utils.flop_counter import FlopCounterMode
 
-from esper_core.components.host import WidenableHost
+from esper_core.components.host import HasWidths
 from esper_core.lifecycle import rules
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.rules import BLENDED_STAGES, SEED_STAGES
@@ -36,7 +36,7 @@ def architecture(model: MorphogeneticModel) -> Architecture:
         (s.slot_id, s.stage.value, s.state.blueprint, rules.is_isolated(s.stage, s.state.alpha))
         for s in model.iter_slots()
     )
-    if not isinstance(model.host, WidenableHost):
+    if not isinstance(model.host, HasWidths):
         return slots
     widths = ",".join(map(str, model.host.stage_channels()))
     growth = model.host_growth

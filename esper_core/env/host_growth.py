@@ -61,11 +61,10 @@ def check_specs(
         return ()  # nothing scheduled: any host will do
     problems: list[str] = []
     try:
-        host = widenable(env.model.host)
+        widenable(env.model.host)
     except WidthError as exc:
         raise ConfigError([str(exc)]) from None
     epochs: list[int] = []
-    n_stages = len(host.stage_channels())
     for spec in specs:
         name = f"width growth at {spec.at:g}"
         if not 0 <= spec.at < 1:
@@ -80,12 +79,11 @@ def check_specs(
             problems.append(
                 f"{name}: cross_init {spec.cross_init!r}; expected one of {', '.join(CROSS_INITS)}"
             )
-        bad = [s for s in spec.stages if not 0 <= s < n_stages]
-        if bad:
-            problems.append(
-                f"{name}: stage(s) {', '.join(map(str, bad))} out of range; "
-                f"this host has stages 0..{n_stages - 1}"
-            )
+        if spec.factor > 1:
+            try:  # the stages, and a transformer's head dimension
+                plan_by_factor(env.model.host, spec.factor, spec.stages)
+            except WidthError as exc:
+                problems.append(f"{name}: {exc}")
         epochs.append(spec.epoch(env.max_epochs))
     timeline = sorted(zip(epochs, (spec.tempo for spec in specs)))
     for (earlier, tempo), (later, _) in itertools.pairwise(timeline):

@@ -1,34 +1,35 @@
-"""Host width growth: widen a CNN host's conv stages behind a mask ramped by an alpha
-schedule, then fold the mask away (fossilize) or restore the old stages (prune).
+"""Host width growth: widen a host behind a mask ramped by an alpha schedule, then fold
+the mask away (fossilize) or restore the old modules (prune).
 
-The stages of a :class:`~esper_core.components.host.WidenableHost` named by a
+Two kinds of host can grow (:mod:`esper_core.lifecycle.widening` does their modules): a
+CNN (:class:`~esper_core.components.host.WidenableHost`), whose conv stages named by a
 :class:`WidthPlan` are replaced by :class:`~esper_core.lifecycle.width.MaskedConvStage`
 (and the layer that reads the last one, the next stage or the head, gains their new
-channels as inputs). One :class:`~esper_core.lifecycle.alpha.AlphaSchedule`, ticked
-once per epoch like a seed's, drives every mask of the growth: at birth alpha is 0 and
-the host computes bit for bit what it computed before. Stages follow the seed lifecycle's
-names: BLENDING while the ramp runs, HOLDING at alpha 1, then FOSSILIZED or PRUNED.
+channels as inputs); and a transformer
+(:class:`~esper_core.components.host.WidenableTransformer`), whose residual width
+``d_model`` grows in every module at once
+(:mod:`esper_core.lifecycle.width_transformer`). One
+:class:`~esper_core.lifecycle.alpha.AlphaSchedule`, ticked once per epoch like a seed's,
+drives every mask of the growth: at birth alpha is 0 and the host computes bit for bit
+what it computed before. Stages follow the seed lifecycle's names: BLENDING while the
+ramp runs, HOLDING at alpha 1, then FOSSILIZED or PRUNED.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import torch
 from attrs import frozen
 from torch import nn
 
-from esper_core.components.host import WidenableHost
+from esper_core.components.host import HasWidths, WidenableHost, WidenableTransformer
 from esper_core.lifecycle import rules
 from esper_core.lifecycle.alpha import CURVES, AlphaSchedule
 from esper_core.lifecycle.stages import Stage
-from esper_core.lifecycle.width import (
-    FoldedParam,
-    MaskedConvStage,
-    MaskedLinearInput,
-    WidthError,
-)
+from esper_core.lifecycle.widening import widening_for
+from esper_core.lifecycle.width import FoldedParam, WidthError
 
 if TYPE_CHECKING:
     from esper_core.lifecycle.model import MorphogeneticModel
@@ -36,7 +37,8 @@ if TYPE_CHECKING:
 
 @frozen
 class WidthPlan:
-    """Which conv stages to widen (indices, ascending) and to how many channels each."""
+    """Which stages to widen (indices, ascending) and to how many channels each (a
+    transformer has one: its residual width ``d_model``)."""
 
     stages: tuple[int, ...]
     channels: tuple[int, ...]
@@ -45,20 +47,37 @@ class WidthPlan:
         return ", ".join(f"stage {s} -> {c}" for s, c in zip(self.stages, self.channels))
 
 
-def widenable(host: nn.Module) -> WidenableHost:
-    """``host`` as a :class:`WidenableHost`, or a one-line error saying it is not one."""
-    if not isinstance(host, WidenableHost):
+def widenable(host: nn.Module) -> HasWidths:
+    """``host`` as a host that can grow in width, or a one-line error saying it is not one."""
+    if not isinstance(host, (WidenableHost, WidenableTransformer)):
         raise WidthError(
-            f"{type(host).__name__} cannot grow in width: host width growth needs a CNN host "
-            "with conv_stages(), stage_channels(), set_stage_channels() and a linear head "
-            "(esper_core.components.host.WidenableHost), such as the tasks' CNNHost"
+            f"{type(host).__name__} cannot grow in width: host width growth needs a CNN "
+            "host (esper_core.components.host.WidenableHost, such as the tasks' CNNHost) or "
+            "a transformer host (WidenableTransformer, such as the tasks' TransformerHost)"
         )
     return host
 
 
 def plan_by_factor(host: nn.Module, factor: float, stages: Sequence[int] = ()) -> WidthPlan:
-    """Widen ``stages`` (all when empty) to ``round(factor x`` their channels``)``."""
-    current = widenable(host).stage_channels()
+    """Widen ``stages`` (all when empty) to ``round(factor x`` their channels``)``; a
+    transformer's ``d_model`` to ``round(factor x d_model)``, which must stay a multiple of
+    its head dimension."""
+    widths = widenable(host)
+    current = widths.stage_channels()
+    if isinstance(widths, WidenableTransformer):
+        if stages:
+            raise WidthError(
+                f"width stages {list(stages)} given, but a transformer host widens d_model "
+                "in every block at once; leave widen_stages empty"
+            )
+        step = widths.width_step()
+        wide = round(current[0] * factor)
+        if wide % step:
+            raise WidthError(
+                f"d_model {current[0]} x {factor:g} = {wide} is not a multiple of the head "
+                f"dimension {step}; choose a factor that gives one (heads keep their size)"
+            )
+        return WidthPlan((0,), (wide,))
     chosen = tuple(sorted(set(stages))) if stages else tuple(range(len(current)))
     bad = [s for s in chosen if not 0 <= s < len(current)]
     if bad:
@@ -100,26 +119,11 @@ class HostWidthGrowth:
         self.new_channels = _new_channels(self.old_channels, plan)
         self.schedule = AlphaSchedule(curve=curve, ticks=tempo)
         self.stage = Stage.BLENDING
+        self._widening = widening_for(
+            self.host, self.old_channels, self.new_channels, generator, cross_init
+        )
         self._check_slots()
-        stages = self.host.conv_stages()
-        self._originals: dict[int, nn.Module] = {}  # stage index (or -1: head) -> module
-        self._masked: dict[int, MaskedConvStage | MaskedLinearInput] = {}
-        extra = [n - o for n, o in zip(self.new_channels, self.old_channels)]
-        for i, base in enumerate(stages):
-            in_extra = extra[i - 1] if i > 0 else 0
-            if in_extra or extra[i]:
-                if not isinstance(base, nn.Sequential):
-                    raise WidthError(f"stage {i} is a {type(base).__name__}, not an nn.Sequential")
-                self._masked[i] = MaskedConvStage(base, in_extra, extra[i], generator, cross_init)
-        if extra[-1]:
-            head = self.host.head
-            if not isinstance(head, nn.Linear):
-                raise WidthError(
-                    f"the head is a {type(head).__name__}; width growth needs nn.Linear"
-                )
-            self._masked[-1] = MaskedLinearInput(head, extra[-1], generator, cross_init)
-        for i, module in self._masked.items():
-            self._originals[i] = self._install(i, module)
+        self._widening.install()
         self.host.set_stage_channels(self.new_channels)
         self._refresh_slots()
 
@@ -136,16 +140,14 @@ class HostWidthGrowth:
 
     def new_parameters(self) -> list[nn.Parameter]:
         """The parameters this growth added, while it is in flight."""
-        return [p for m in self._masked.values() for p in m.new_parameters()]
+        return self._widening.new_parameters() if self.in_flight else []
 
     def new_param_count(self) -> int:
         return sum(p.numel() for p in self.new_parameters())
 
     def set_alpha(self, value: float) -> None:
         """Set every mask of the growth (a checkpoint's, or a test's)."""
-        for module in self._masked.values():
-            if isinstance(module, MaskedConvStage):
-                module.mask.fill_(value)
+        self._widening.set_mask(value)
 
     def tick(self) -> float:
         """One epoch of the ramp; at its end the growth is HOLDING (alpha 1)."""
@@ -160,27 +162,20 @@ class HostWidthGrowth:
     # ------------------------------------------------------------ fossilize / prune
 
     def fossilize(self) -> list[FoldedParam]:
-        """Fold the masks away: the host's stages become plain modules of the new width.
+        """Fold the masks away: the host's modules become plain ones of the new width.
         Returns how each new parameter was assembled, for the optimizer's state."""
         if self.stage != Stage.HOLDING:
             self._refuse("fossilize")
-        folded: list[FoldedParam] = []
-        for i, module in self._masked.items():
-            plain, parts = module.fold()
-            self._install(i, plain)
-            folded.extend(parts)
-        self._masked.clear()
+        folded = self._widening.fold()
         self.stage = Stage.FOSSILIZED
         return folded
 
     def prune(self) -> None:
-        """Put the original stages back: the host computes what the growth computed at
+        """Put the original modules back: the host computes what the growth computed at
         alpha 0 (its old parameters have trained on meanwhile)."""
         if self.stage not in rules.PRUNABLE_STAGES:
             self._refuse("prune")
-        for i, module in self._originals.items():
-            self._install(i, module)
-        self._masked.clear()
+        self._widening.restore()
         self.host.set_stage_channels(self.old_channels)
         self._refresh_slots()
         self.stage = Stage.PRUNED
@@ -190,30 +185,9 @@ class HostWidthGrowth:
     def _refuse(self, call: str) -> None:
         raise rules.LifecycleError(self.stage, None, call=f"width growth {call}")
 
-    def _install(self, index: int, module: nn.Module) -> nn.Module:
-        """Put ``module`` in place of stage ``index`` (-1: the head); return what was there."""
-        if index < 0:
-            old = self.host.head
-            self.host.head = module
-            return old
-        stages = self.host.conv_stages()
-        old = cast(nn.Module, stages[index])
-        stages[index] = module
-        return old
-
     def _changed_slots(self) -> list[str]:
-        """The slots whose activations change width: after a widened stage, or before one
-        (a branch seed there produces the next stage's width)."""
-        changed = []
-        for slot in self.model.iter_slots():
-            spec = slot.spec
-            segment = spec.segment
-            nxt = segment + 1
-            if self.new_channels[segment] != self.old_channels[segment] or (
-                nxt < len(self.old_channels) and self.new_channels[nxt] != self.old_channels[nxt]
-            ):
-                changed.append(slot.slot_id)
-        return changed
+        """The slots whose activations change width."""
+        return [s.slot_id for s in self.model.iter_slots() if self._widening.touches(s.spec)]
 
     def affected_slots(self) -> list[str]:
         """Slots that must stay empty while the growth is in flight."""

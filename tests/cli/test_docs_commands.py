@@ -122,6 +122,11 @@ COMMANDS: dict[str, Way] = {
     '--set \'policies.schedule.seeds=["conv_layer@r0c0","conv_layer@r0c1"]\'': Run(TINY + GLYPHS),
     "esper run --task glyphs --policy static --set policies.static.widen_at=0.25 "
     "--set policies.static.widen_factor=2": Run(TINY + GLYPHS),
+    # The growth born at epoch 0 of 2 at alpha 1/2, folded after it (tempo 2).
+    "esper run --task charlm --policy static --set tasks.charlm.preset=small "
+    "--set policies.static.widen_at=0.25 --set policies.static.widen_factor=2": Run(
+        (*TINY, *CHARLM, "--set", "policies.static.widen_tempo=2")
+    ),
     "esper plugins": Run(()),
     "esper blueprints --topology cnn": Run(()),
     "esper blueprints check": Run(()),

@@ -9,9 +9,10 @@ for every seed of every growing policy).
 
 With ``widen_at`` it also grows the host itself, once, on a schedule (the growth
 literature's baseline, "grow by operator X at a fraction f of the budget"): at epoch
-``round(widen_at x max_epochs)`` the host's conv stages widen by ``widen_factor``
-behind a mask the alpha ramp takes from 0 to 1 over ``widen_tempo`` epochs, then fold
-into the host (``esper_core.env.host_growth``).
+``round(widen_at x max_epochs)`` the host widens by ``widen_factor`` (a CNN's conv
+stages, a transformer's ``d_model`` with its heads and MLPs) behind a mask the alpha
+ramp takes from 0 to 1 over ``widen_tempo`` epochs, then fold into the host
+(``esper_core.env.host_growth``).
 """
 
 from __future__ import annotations
@@ -46,16 +47,20 @@ class StaticOptions(WaitOptions):
     widen_at: float | None = options_field(
         None,
         in_range(0, 1, hi_open=True),
-        "Widen the host's conv stages at this fraction of the run (epoch round(f x "
-        "max_epochs)); none: the host keeps its width. CNN hosts only.",
+        "Widen the host at this fraction of the run (epoch round(f x max_epochs)): a CNN's "
+        "conv stages, or a transformer's d_model (heads and MLPs with it); none: the host "
+        "keeps its width.",
     )
     widen_factor: float = options_field(
-        2.0, in_range(1, 64, lo_open=True), "Each widened stage's channels are multiplied by this."
+        2.0,
+        in_range(1, 64, lo_open=True),
+        "Each widened stage's channels (a transformer's d_model) are multiplied by this.",
     )
     widen_stages: list[int] = options_field(
         [],
         each(in_range(0, 64, integer=True)),
-        "The conv stages (blocks) to widen, from 0; empty: all of them.",
+        "The conv stages (blocks) to widen, from 0; empty: all of them (a transformer "
+        "widens every block: leave it empty).",
     )
     widen_tempo: int = options_field(
         5, in_range(1, 1000, integer=True), "Epochs the new channels' mask ramps from 0 to 1."

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from esper_core.components.host import InjectionSpec, slot_id
+from esper_core.components.host import InjectionSpec, WidthSite, slot_id
 
 
 class CausalSelfAttention(nn.Module):
@@ -30,6 +31,7 @@ class CausalSelfAttention(nn.Module):
 class MLP(nn.Module):
     def __init__(self, d_model: int, expansion: int = 4) -> None:
         super().__init__()
+        self.expansion = expansion
         self.fc1 = nn.Linear(d_model, expansion * d_model)
         self.fc2 = nn.Linear(expansion * d_model, d_model)
 
@@ -59,6 +61,10 @@ class TransformerHost(nn.Module):
     features) sits after segment ``i``. Inputs are ``[B, T]`` token ids with
     ``T <= block_size``; outputs are ``[B, T, vocab_size]`` logits. No dropout, so
     training consumes no random numbers.
+
+    ``d_model`` can grow (``esper_core.components.host.WidenableTransformer``): heads
+    keep their dimension ``d_model / n_head``, so their number grows with it, and the
+    MLPs' hidden width stays ``4 x d_model``.
     """
 
     topology = "transformer"
@@ -78,6 +84,8 @@ class TransformerHost(nn.Module):
         if n_segments < 1 or n_layer % n_segments:
             raise ValueError(f"n_layer {n_layer} is not divisible into {n_segments} segments")
         self.block_size = block_size
+        self.d_model, self.n_layer = d_model, n_layer
+        self.head_dim = d_model // n_head
         self.tok_emb = nn.Embedding(vocab_size, d_model)
         self.pos_emb = nn.Embedding(block_size, d_model)
         per = n_layer // n_segments
@@ -87,27 +95,84 @@ class TransformerHost(nn.Module):
         self.ln_f = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size, bias=False)
         self.head.weight = self.tok_emb.weight
-        self._specs = tuple(
-            InjectionSpec(
-                slot_id=slot_id(0, i), channels=d_model, topology=self.topology, segment=i
-            )
-            for i in range(n_segments)
-        )
+        self._specs = self._injection_specs()
         self._init_weights(n_layer)
 
+    def _injection_specs(self) -> tuple[InjectionSpec, ...]:
+        return tuple(
+            InjectionSpec(
+                slot_id=slot_id(0, i), channels=self.d_model, topology=self.topology, segment=i
+            )
+            for i in range(len(self.segments))
+        )
+
+    # GPT-2 initialisation: small weights keep the initial logits near uniform
+    # (loss ~ ln(vocab)); residual projections shrink with depth.
+    INIT_STD: ClassVar[float] = 0.02
+    RESIDUAL: ClassVar[tuple[str, ...]] = ("attn.proj", "mlp.fc2")
+
+    def _residual_std(self) -> float:
+        return self.INIT_STD / math.sqrt(2 * self.n_layer)
+
     def _init_weights(self, n_layer: int) -> None:
-        # GPT-2 initialisation: small weights keep the initial logits near uniform
-        # (loss ~ ln(vocab)); residual projections shrink with depth.
         for module in self.modules():
             if isinstance(module, nn.Linear):
-                nn.init.normal_(module.weight, std=0.02)
+                nn.init.normal_(module.weight, std=self.INIT_STD)
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
             elif isinstance(module, nn.Embedding):
-                nn.init.normal_(module.weight, std=0.02)
+                nn.init.normal_(module.weight, std=self.INIT_STD)
         for name, param in self.named_parameters():
-            if name.endswith(("attn.proj.weight", "mlp.fc2.weight")):
-                nn.init.normal_(param, std=0.02 / math.sqrt(2 * n_layer))
+            if name.endswith(tuple(f"{r}.weight" for r in self.RESIDUAL)):
+                nn.init.normal_(param, std=self._residual_std())
+
+    # ------------------------------------------------------------ width growth
+
+    def stage_channels(self) -> tuple[int, ...]:
+        """The residual width, for host width growth (``WidenableTransformer``)."""
+        return (self.d_model,)
+
+    def set_stage_channels(self, channels: tuple[int, ...]) -> None:
+        """The residual width after a width growth replaced the modules: as many heads
+        of the same size as fit it; the slots follow."""
+        (width,) = channels
+        if width % self.head_dim:
+            raise ValueError(
+                f"d_model {width} is not a multiple of the head dimension {self.head_dim}"
+            )
+        self.d_model = width
+        for module in self.modules():
+            if isinstance(module, CausalSelfAttention):
+                module.n_head = width // self.head_dim
+        self._specs = self._injection_specs()
+
+    def width_step(self) -> int:
+        return self.head_dim
+
+    def width_sites(self) -> tuple[WidthSite, ...]:
+        """Every module that reads or writes the residual width, in the order of the
+        forward pass (the tied head after the embedding it reads)."""
+        std = self.INIT_STD
+        sites = [WidthSite("tok_emb", 0, 1, std=std), WidthSite("pos_emb", 0, 1, std=std)]
+
+        def linear(path: str, reads: int, writes: int, groups: int = 1) -> WidthSite:
+            residual = path.endswith(self.RESIDUAL)
+            return WidthSite(path, reads, writes, groups, self._residual_std() if residual else std)
+
+        for i, segment in enumerate(self.segments):
+            for j, block in enumerate(segment):
+                p = f"segments.{i}.{j}"
+                hidden = block.mlp.expansion
+                sites += [
+                    WidthSite(f"{p}.ln1", 1, 1),
+                    linear(f"{p}.attn.qkv", 1, 1, groups=3),
+                    linear(f"{p}.attn.proj", 1, 1),
+                    WidthSite(f"{p}.ln2", 1, 1),
+                    linear(f"{p}.mlp.fc1", 1, hidden),
+                    linear(f"{p}.mlp.fc2", hidden, 1),
+                ]
+        sites += [WidthSite("ln_f", 1, 1), WidthSite("head", 1, 0, tied_to="tok_emb")]
+        return tuple(sites)
 
     def num_segments(self) -> int:
         return len(self.segments)

@@ -1,0 +1,146 @@
+"""What a host width growth does to the host's modules, one kind of host each: the masked
+modules it installs, their masks, how they fold and how the originals come back.
+
+:class:`~esper_core.lifecycle.host_width.HostWidthGrowth` runs the lifecycle (the
+ramp, the stages, the slots) and hands the modules to a :class:`Widening`:
+:class:`ConvWidening` for a CNN's conv stages, and
+:class:`~esper_core.lifecycle.width_transformer.ResidualWidening` for a transformer's
+residual width.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, cast
+
+import torch
+from torch import nn
+
+from esper_core.components.host import (
+    HasWidths,
+    InjectionSpec,
+    WidenableHost,
+    WidenableTransformer,
+)
+from esper_core.lifecycle.width import (
+    FoldedParam,
+    MaskedConvStage,
+    MaskedLinearInput,
+    WidthError,
+)
+
+
+class Widening(Protocol):
+    """The host side of one width growth. Built without touching the host;
+    :meth:`install` puts the masked modules in (mask 0), then exactly one of
+    :meth:`fold` (mask 1) or :meth:`restore`."""
+
+    def install(self) -> None: ...
+
+    def set_mask(self, value: float) -> None: ...
+
+    def new_parameters(self) -> list[nn.Parameter]: ...
+
+    def fold(self) -> list[FoldedParam]:
+        """Plain modules of the new width in place of the masked ones; how each of their
+        new parameters was assembled (for the optimizer's state)."""
+        ...
+
+    def restore(self) -> None:
+        """The original modules back in place."""
+        ...
+
+    def touches(self, spec: InjectionSpec) -> bool:
+        """Whether the growth changes the width at (or just after) this slot."""
+        ...
+
+
+def widening_for(
+    host: HasWidths,
+    old: tuple[int, ...],
+    new: tuple[int, ...],
+    generator: torch.Generator | None,
+    cross_init: str,
+) -> Widening:
+    """The widening of ``host`` from widths ``old`` to ``new``."""
+    if isinstance(host, WidenableTransformer):
+        from esper_core.lifecycle.width_transformer import ResidualWidening
+
+        return ResidualWidening(host, old[0], new[0], generator, cross_init)
+    return ConvWidening(cast(WidenableHost, host), old, new, generator, cross_init)
+
+
+class ConvWidening:
+    """A CNN's widened conv stages (:class:`MaskedConvStage`), and its head reading the
+    last one's new channels (:class:`MaskedLinearInput`)."""
+
+    def __init__(
+        self,
+        host: WidenableHost,
+        old: tuple[int, ...],
+        new: tuple[int, ...],
+        generator: torch.Generator | None,
+        cross_init: str,
+    ) -> None:
+        self.host = host
+        self.old, self.new = old, new
+        self._originals: dict[int, nn.Module] = {}  # stage index (or -1: head) -> module
+        self._masked: dict[int, MaskedConvStage | MaskedLinearInput] = {}
+        extra = [n - o for n, o in zip(new, old)]
+        for i, base in enumerate(host.conv_stages()):
+            in_extra = extra[i - 1] if i > 0 else 0
+            if in_extra or extra[i]:
+                if not isinstance(base, nn.Sequential):
+                    raise WidthError(f"stage {i} is a {type(base).__name__}, not an nn.Sequential")
+                self._masked[i] = MaskedConvStage(base, in_extra, extra[i], generator, cross_init)
+        if extra[-1]:
+            head = host.head
+            if not isinstance(head, nn.Linear):
+                raise WidthError(
+                    f"the head is a {type(head).__name__}; width growth needs nn.Linear"
+                )
+            self._masked[-1] = MaskedLinearInput(head, extra[-1], generator, cross_init)
+
+    def install(self) -> None:
+        for i, module in self._masked.items():
+            self._originals[i] = self._put(i, module)
+
+    def set_mask(self, value: float) -> None:
+        for module in self._masked.values():
+            if isinstance(module, MaskedConvStage):
+                module.mask.fill_(value)
+
+    def new_parameters(self) -> list[nn.Parameter]:
+        return [p for m in self._masked.values() for p in m.new_parameters()]
+
+    def fold(self) -> list[FoldedParam]:
+        folded: list[FoldedParam] = []
+        for i, module in self._masked.items():
+            plain, parts = module.fold()
+            self._put(i, plain)
+            folded.extend(parts)
+        self._masked.clear()
+        return folded
+
+    def restore(self) -> None:
+        for i, module in self._originals.items():
+            self._put(i, module)
+        self._masked.clear()
+
+    def touches(self, spec: InjectionSpec) -> bool:
+        # After a widened stage, or before one (a branch seed there produces the next
+        # stage's width).
+        segment, nxt = spec.segment, spec.segment + 1
+        return self.new[segment] != self.old[segment] or (
+            nxt < len(self.old) and self.new[nxt] != self.old[nxt]
+        )
+
+    def _put(self, index: int, module: nn.Module) -> nn.Module:
+        """Put ``module`` in place of stage ``index`` (-1: the head); return what was there."""
+        if index < 0:
+            old = self.host.head
+            self.host.head = module
+            return old
+        stages = self.host.conv_stages()
+        old = cast(nn.Module, stages[index])
+        stages[index] = module
+        return old
