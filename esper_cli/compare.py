@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from esper_cli.context import dumps, plugin_manager
 from esper_cli.paths import output_dir
 from esper_core.command_types import PathArg
+
+if TYPE_CHECKING:
+    from esper_core.compare.comparison import Plan
 
 
 def _experiment_data(
@@ -194,8 +197,7 @@ def compare(ctx: click.Context, **params: Any) -> None:
     )
 
     from esper_cli.terminal import output_console
-    from esper_core.compare.comparison import Plan, make_runner
-    from esper_core.compare.comparison import compare as run_compare
+    from esper_core.compare.cell_runner import make_runner
     from esper_core.compare.eta import Eta
     from esper_core.compare.experiment import build_experiment, parse_experiment, shared_config
     from esper_core.converter import unstructure
@@ -254,7 +256,7 @@ def compare(ctx: click.Context, **params: Any) -> None:
         return "; ".join(notes)
 
     if params.get("dry_run"):
-        from esper_core.compare.cells import threads_per_job
+        from esper_core.compare.cell_runner import threads_per_job
         from esper_core.compare.preview import preview, preview_lines
 
         make_runner(pm, spec.runner, spec.runner_options, jobs)  # an unknown runner fails here
@@ -266,6 +268,9 @@ def compare(ctx: click.Context, **params: Any) -> None:
         for line in preview_lines(shown):
             click.echo(line)
         return
+
+    # Not imported for --dry-run: the cell code, the statistics and the plots.
+    from esper_core.compare.comparison import compare as run_compare
 
     def on_plan(plan: Plan) -> None:
         # Called again once a search has chosen each arm's values (the evaluation's

@@ -44,17 +44,6 @@ POLL_SECONDS = 0.2  # how often a worker checks its parent is alive
 EXIT_ABORTED = 130
 
 
-def threads_per_job(jobs: int) -> int:
-    """torch threads for each of ``jobs`` parallel cells: the CPUs shared out, but never more
-    than OMP_NUM_THREADS when the user set it (torch would honour it in a single run too)."""
-    cpus = (
-        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    )
-    threads = max(1, cpus // max(1, jobs))
-    cap = os.environ.get("OMP_NUM_THREADS", "")
-    return min(threads, int(cap)) if cap.isdigit() and int(cap) > 0 else threads
-
-
 @frozen
 class CellJob:
     """What a worker needs for one cell; plain data, so it pickles for spawned processes."""

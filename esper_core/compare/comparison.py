@@ -32,12 +32,11 @@ import attrs
 from attrs import frozen
 
 from esper_core.compare.cell_dirs import CellState, cell_state
+from esper_core.compare.cell_runner import make_runner, threads_per_job
 from esper_core.compare.cells import (
     CellJob,
     CellOutcome,
     CellsInterrupted,
-    run_cells,
-    threads_per_job,
 )
 from esper_core.compare.duplicates import copy_finished, originals, repeats
 from esper_core.compare.experiment import Cell, Experiment
@@ -51,8 +50,7 @@ from esper_core.compare.tables import to_markdown
 from esper_core.compare.tuning import TuningCell, tuning_cells
 from esper_core.compare.tuning_grid import describe_point
 from esper_core.compare.tuning_results import TuningResults, chosen_values, search_state
-from esper_core.components.runner import RunnerContext
-from esper_core.converter import structure, unstructure
+from esper_core.converter import unstructure
 from esper_core.plugins import PluginManager
 from esper_core.run.checkpoint import write_json, write_text
 
@@ -136,13 +134,6 @@ def _record(
             ],
         },
     }
-
-
-def make_runner(pm: PluginManager, name: str, options: dict[str, Any], jobs: int) -> Any:
-    """The ``runners.NAME`` component with its options checked (before any cell starts)."""
-    cls = pm.get("runners", name)
-    context = RunnerContext(jobs=jobs, pool=run_cells)
-    return cls(structure(options, cls.Options, path=f"runners.{name}"), context)
 
 
 def prepare(

@@ -122,9 +122,11 @@ def _g(value: float | None) -> float | None:
 
 
 AXIS_NAMES = {"params_forward": "params", "train_flops": "FLOPs"}
-# A row that nothing dominates, in the main table and in the frontier's (one word for one
-# verdict: the main table said "-" and the frontier's "no").
-NOT_DOMINATED = "no"
+# A verdict that does not hold, in every table: a row nothing dominates (the main table
+# said "-" and the frontier's "no") and a size the frontier does not pass through (it said
+# "-", the word for a value that does not exist).
+NO = "no"
+NOT_DOMINATED = NO
 
 
 def sections(results: ComparisonResults) -> list[tuple[str | None, str]]:
@@ -244,7 +246,7 @@ def frontier_rows(
                 fmt(point.cost, 0),
                 fmt(other.cost / 1e9, 2) + " G",
                 fmt(point.value, digits),
-                ", ".join(on) or "-",
+                ", ".join(on) or NO,
             ]
         )
     return header, rows, sweep_header, sweep_rows

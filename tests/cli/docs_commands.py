@@ -1,10 +1,14 @@
-"""The shell commands of README.md and docs/: found in their ```bash blocks, one argv each.
+"""The shell commands of the docs (README.md, docs/, CONTRIBUTING.md, each plugin's
+README and the example plugin's): found in their ```bash blocks, one argv each.
 
 A command is what a reader would paste: a line (``\\`` continues it), cut at ``#``
 comments and at ``&&``, without the environment assignments before its program
 (``OMP_NUM_THREADS=1 esper ...``) and with ``torchrun ... --no-python`` taken off the
-command it launches. Only the commands of Esper's own programs are kept (:data:`PROGRAMS`);
-``pip`` and ``export`` lines are the reader's shell, not Esper.
+command it launches. The commands of Esper's own programs and of the tools the docs tell
+a reader to run on Esper's output are kept (:data:`PROGRAMS`); ``pip install`` lines are
+the documented install, checked on their own (:func:`pip_installs`), and ``export`` lines
+are the reader's shell. A command in a fenced block of another language would escape all
+of this: :func:`untagged_commands` finds them.
 """
 
 from __future__ import annotations
@@ -16,11 +20,21 @@ from attrs import frozen
 
 from tests.plugin_set import REPO
 
-DOCS = (REPO / "README.md", *sorted((REPO / "docs").rglob("*.md")))
+DOCS = (
+    REPO / "README.md",
+    *sorted((REPO / "docs").rglob("*.md")),
+    REPO / "CONTRIBUTING.md",
+    *sorted((REPO / "plugins").glob("*/README.md")),
+    REPO / "examples" / "third-party-plugin" / "README.md",
+)
 ESPER = ("esper", ".venv/bin/esper")
 PYTHON = ("python", "python3.11", ".venv/bin/python")
-PROGRAMS = (*ESPER, *PYTHON)
+PROGRAMS = (*ESPER, *PYTHON, "tensorboard", "wandb")
 _BLOCK = re.compile(r"^```bash\n(.*?)^```", re.M | re.S)
+_FENCED = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
+_PIP = ("pip", ".venv/bin/pip")
+# Fences a reader takes for shell commands but that are not ```bash.
+_SHELL_TAGS = ("", "sh", "shell", "console", "zsh")
 _ASSIGNMENT = re.compile(r"^[A-Z_][A-Z0-9_]*=")
 
 
@@ -45,7 +59,8 @@ def _lines(block: str) -> list[str]:
     return block.replace("\\\n", " ").splitlines()
 
 
-def _commands(line: str) -> list[tuple[str, ...]]:
+def _argvs(line: str) -> list[tuple[str, ...]]:
+    """Each command of a line, its environment assignments and a torchrun launch taken off."""
     words = shlex.split(line, comments=True)
     out: list[tuple[str, ...]] = []
     while words:
@@ -55,20 +70,53 @@ def _commands(line: str) -> list[tuple[str, ...]]:
             command = command[1:]
         if command[:1] == ["torchrun"] and "--no-python" in command:
             command = command[command.index("--no-python") + 1 :]
-        if command and command[0] in PROGRAMS:
+        if command:
             out.append(tuple(command))
     return out
+
+
+def _commands(line: str) -> list[tuple[str, ...]]:
+    return [argv for argv in _argvs(line) if argv[0] in PROGRAMS]
+
+
+def _bash_lines() -> list[tuple[str, str]]:
+    """Each line of every ```bash block, with the file that shows it."""
+    return [
+        (line, str(path.relative_to(REPO)))
+        for path in DOCS
+        for block in _BLOCK.findall(path.read_text(encoding="utf-8"))
+        for line in _lines(block)
+    ]
 
 
 def documented_commands() -> list[Documented]:
     """Every command of Esper's programs in the ```bash blocks of README.md and docs/, in
     the order the docs show them."""
+    return [Documented(argv, where) for line, where in _bash_lines() for argv in _commands(line)]
+
+
+def pip_installs() -> list[Documented]:
+    """Every ``pip install`` the ```bash blocks show."""
+    return [
+        Documented(argv, where)
+        for line, where in _bash_lines()
+        for argv in _argvs(line)
+        if argv[0] in _PIP and argv[1:2] == ("install",)
+    ]
+
+
+def untagged_commands() -> list[str]:
+    """Lines of untagged or other shell blocks (not ```bash) that start with one of the
+    docs' programs (``FILE: LINE``): a command there is neither run nor parsed."""
     found = []
     for path in DOCS:
-        for block in _BLOCK.findall(path.read_text(encoding="utf-8")):
+        for tag, block in _FENCED.findall(path.read_text(encoding="utf-8")):
+            if tag not in _SHELL_TAGS:  # ```text, ```python, ```toml: not shell commands
+                continue
             for line in _lines(block):
-                for argv in _commands(line):
-                    found.append(Documented(argv, str(path.relative_to(REPO))))
+                words = line.split()
+                if words and words[0] in (*PROGRAMS, *_PIP, "torchrun"):
+                    found.append(f"{path.relative_to(REPO)}: {line.strip()}")
     return found
 
 

@@ -30,7 +30,12 @@ from attrs import frozen
 from click.testing import CliRunner
 
 from esper_cli.main import build_cli
-from tests.cli.docs_commands import documented_commands, existing_paths
+from tests.cli.docs_commands import (
+    documented_commands,
+    existing_paths,
+    pip_installs,
+    untagged_commands,
+)
 from tests.plugin_set import REPO, plugin_manager
 
 # Each run as short as it can be and still be the documented command: two epochs of two
@@ -93,6 +98,45 @@ class Script:
 Way = Run | DryRun | NotRun | RunElsewhere | Script
 
 SETUP_RUN = "esper run --out runs/run --max-epochs 2 --set env.max_batches=2"
+PPO_DIGITS = "esper train --task digits --set tasks.digits.preset=impaired --out runs/ppo-digits"
+
+# The modules of the reader's own that a doc's command imports (``tasks.dataset``'s model
+# and data), written into the working directory: a small CNN with the slots the commands
+# name, and 8x8 images in two classes.
+_DATA = """
+import torch
+from torch.utils.data import TensorDataset
+
+
+def splits():
+    g = torch.Generator().manual_seed(0)
+
+    def split(n):
+        x = torch.randn(n, 1, 8, 8, generator=g)
+        return TensorDataset(x, (x.mean((1, 2, 3)) > 0).long())
+
+    return split(64), split(32), split(32)
+"""
+_MODEL = """
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer1 = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU())
+        self.layer2 = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1), nn.ReLU())
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 2))
+
+    def forward(self, x):
+        return self.head(self.layer2(self.layer1(x)))
+"""
+MODULES = {
+    "mymodel.py": _DATA + _MODEL + "\n\ndef build():\n    return Net()\n",
+    "mypkg/__init__.py": "",
+    "mypkg/data.py": _DATA,
+    "mypkg/models.py": _MODEL + "\n\ndef resnet():\n    return Net()\n",
+}
 
 COMMANDS: dict[str, Way] = {
     # README.md: set up
@@ -215,6 +259,77 @@ COMMANDS: dict[str, Way] = {
     "esper train --task digits --set tasks.digits.preset=impaired --out runs/ppo-digits": Run(
         TINY + PPO
     ),
+    # docs/own-model.md: a controller for your own model (mymodel.py: MODULES)
+    (
+        "esper train --policy ppo --task dataset --envs 4 --updates 20 --out runs/my-ppo "
+        "--set tasks.dataset.model=mymodel:build --set tasks.dataset.data=mymodel:splits "
+        '--set \'tasks.dataset.slots=["layer1", "layer2"]\' --set env.max_epochs=12'
+    ): Run(TINY + PPO),
+    # plugins/esper-blueprints/README.md
+    "esper blueprints": Run(()),
+    # plugins/esper-ray/README.md
+    "esper compare examples/compare-digits.toml --runner ray --jobs 4": DryRun(
+        30, "a comparison of {runs} runs on Ray: a private instance starts a Ray cluster"
+    ),
+    # plugins/esper-rewards/README.md
+    "esper run --reward shaped": Run(),
+    "esper run --reward pbrs --set rewards.pbrs.rent_weight=0.02": Run(),
+    "esper config show --reward loss": Run(()),
+    # plugins/esper-slurm/README.md
+    "esper compare examples/compare-digits.toml --runner slurm --jobs 32": DryRun(
+        30, "a comparison of {runs} runs as SLURM jobs: needs a cluster"
+    ),
+    # plugins/esper-streams/README.md (the last, launched by torchrun)
+    "esper train --executor distributed --envs 8": NotRun(
+        "torchrun starts two worker interpreters (each imports torch) and needs its rendezvous "
+        "environment; tests/plugins/esper_streams runs the distributed executor on gloo"
+    ),
+    # plugins/esper-tamiyo-heuristic/README.md
+    "esper run": Run(),
+    "esper run --policy wait --set tasks.digits.preset=impaired": Run(),
+    "esper run --policy random --set policies.random.seed=3": Run(),
+    (
+        "esper run --set policies.heuristic.min_epoch=5 "
+        "--set 'policies.heuristic.blueprint_order=[\"conv_light\"]'"
+    ): Run(),
+    (
+        "esper run --policy static --set 'policies.static.seeds=[\"conv_heavy@r0c0\"]' "
+        "--set tasks.digits.preset=impaired"
+    ): Run(),
+    # plugins/esper-tamiyo-ppo/README.md
+    "esper train --resume runs/ppo-digits": Run((), needs=PPO_DIGITS),
+    "esper report runs/ppo-digits": Run((), needs=PPO_DIGITS),
+    (
+        "esper compare --task digits --set tasks.digits.preset=impaired "
+        "--policy ppo:runs/ppo-digits/checkpoint.pt --policy heuristic --policy wait "
+        "--set policies.ppo.deterministic=true --seeds 10 --seed 2000 --baseline wait"
+    ): DryRun(30, needs=PPO_DIGITS),
+    (
+        "esper run --task digits --set tasks.digits.preset=impaired --policy ppo "
+        "--set policies.ppo.allow_untrained=true --set policies.ppo.deterministic=false "
+        "--envs 8 --episodes 5 --seed 500 --set env.max_batches=2 --set run.threads=1"
+    ): Run((*TINY, "--envs", "2", "--episodes", "1")),
+    # plugins/esper-tasks/README.md (mypkg: MODULES)
+    "esper run --task digits": Run(),
+    "esper run --task glyphs --set tasks.glyphs.preset=base": Run(TINY + GLYPHS),
+    "esper run --task cifar10 --set tasks.cifar10.download=true": NotRun(
+        "downloads CIFAR-10 (about 170 MB) from the internet"
+    ),
+    "esper run --task charlm --set tasks.charlm.preset=small": Run(TINY + CHARLM),
+    (
+        "esper run --task dataset --set tasks.dataset.data=mypkg.data:splits "
+        "--set tasks.dataset.model=mypkg.models:resnet "
+        '--set \'tasks.dataset.slots=["layer1", "layer2"]\''
+    ): Run(),
+    # plugins/esper-telemetry/README.md
+    "esper run --telemetry tensorboard --telemetry wandb": Run(),
+    "tensorboard --logdir runs/": NotRun(
+        "TensorBoard's viewer, a web server that runs until stopped; what the tensorboard "
+        "backend writes is tested in tests/plugins/esper_telemetry"
+    ),
+    "esper report 'runs/<run>' --out report --dpi 200 --curves 4 --lanes 2 --json": Run(
+        (), placeholder=("runs/<run>", "runs/run")
+    ),
     (
         "esper compare --task digits --set tasks.digits.preset=impaired "
         "--policy ppo:runs/ppo-digits/checkpoint.pt --policy heuristic --policy wait "
@@ -235,11 +350,51 @@ def test_every_documented_command_has_an_entry() -> None:
     assert sorted(set(COMMANDS) - set(DOCUMENTED)) == [], "in COMMANDS, no longer documented"
 
 
+def test_no_command_hides_in_a_block_that_is_not_bash() -> None:
+    """An untagged (or ```sh) block's commands would be neither run nor parsed: tag it
+    ```bash, or ```text where it is not a command (a diagram, a message)."""
+    assert untagged_commands() == []
+
+
+def _requirements(name: str) -> set[str]:
+    """What a requirements file installs in editable mode, its ``-r`` includes followed."""
+    found: set[str] = set()
+    for line in (REPO / name).read_text(encoding="utf-8").splitlines():
+        words = line.split("#")[0].split()
+        if words[:1] == ["-r"]:
+            found |= _requirements(words[1])
+        elif words[:1] == ["-e"]:
+            found.add(words[1].split("[")[0])
+    return found
+
+
+def test_every_documented_install_installs_what_the_doc_says() -> None:
+    """``pip install -r FILE`` names a requirements file; ``pip install -e DIR`` a package
+    directory the test install (which this test runs in) includes, and a plugin's README
+    installs that plugin."""
+    installs = pip_installs()
+    assert installs
+    tested = _requirements("requirements-test.txt")
+    for documented in installs:
+        flag, target = documented.argv[2], documented.argv[3].split("[")[0]
+        assert flag in ("-r", "-e"), documented.text
+        if flag == "-r":
+            assert (REPO / target).is_file(), documented.text
+            continue
+        assert (REPO / target / "pyproject.toml").is_file(), documented.text
+        assert target in tested, f"{documented.text}: not in requirements-test.txt"
+        if documented.where != "README.md":
+            assert documented.where == f"{target}/README.md", documented.text
+
+
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Where the commands run: ``examples/`` is the repository's, ``runs/`` is new."""
     root = tmp_path_factory.mktemp("docs-commands")
     (root / "examples").symlink_to(REPO / "examples", target_is_directory=True)
+    for name, source in MODULES.items():
+        (root / name).parent.mkdir(exist_ok=True)
+        (root / name).write_text(source, encoding="utf-8")
     return root
 
 
