@@ -207,14 +207,6 @@ COMMANDS: dict[str, Way] = {
         "tests/integration/test_own_model_example.py::test_the_mlp_example_grows_and_says_why"
     ),
     (
-        "esper train --policy ppo --task dataset --envs 4 --updates 20 --out runs/my-ppo "
-        "--set tasks.dataset.model=mymodel:build --set tasks.dataset.data=mymodel:splits "
-        '--set \'tasks.dataset.slots=["layer1", "layer2"]\' --set env.max_epochs=12'
-    ): NotRun(
-        "needs the reader's mymodel.py; tests/integration/test_grower_trained_controller.py "
-        "trains a policy through tasks.dataset on a model of its own and grows it in a loop"
-    ),
-    (
         "esper run --task dataset --policy wait --seed 3 --set env.max_epochs=6 "
         "--set tasks.dataset.model=mymodel:build --set tasks.dataset.data=mymodel:splits "
         '--set \'tasks.dataset.slots=["1", "3"]\' --set \'tasks.dataset.topology="mlp"\' '
