@@ -119,10 +119,13 @@ def ended_by_plugin(
 ) -> PluginError:
     """The error for code that called ``sys.exit()`` inside a run. Left alone it would end
     the process with its code (0 reads as success) and no word, the run half-recorded."""
-    culprit = blame(exc, plugin_modules)
-    who = f"plugin {culprit}" if culprit is not None else "code outside Esper"
+    found = _culprit_frame(exc, plugin_modules)
+    who = f"plugin {found[0]}" if found is not None else "code outside Esper"
+    # The plugin's own frame names the function: the innermost frame may be a wrapper
+    # another library put around sys.exit.
+    where = f"its {found[1]}" if found is not None else _innermost_function(exc)
     return PluginError(
-        f"{who} called sys.exit({exc.code!r}) in {_innermost_function(exc)}; a plugin must "
+        f"{who} called sys.exit({exc.code!r}) in {where}; a plugin must "
         f"raise an exception, not end the process.{_resume_hint(run_dir, mode)}"
     )
 

@@ -6,6 +6,7 @@ intact; `esper blueprints check` reports each as FAIL."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,19 @@ def test_blueprints_check_fails_hostile_blueprints(
     assert "Traceback" not in result.output
     (line,) = result.stdout.strip().splitlines()
     assert line.startswith("FAIL cnn/aaa_hostile") and expected in line, line
+
+
+def test_the_plugins_own_function_is_named_when_a_library_wraps_sys_exit(
+    invoke: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Some libraries replace sys.exit with a Python wrapper; its frame is then the
+    # innermost one, yet the message must name the plugin's function.
+    library = {"__name__": "somelib", "real_exit": sys.exit}
+    exec("def wrapped_exit(code=None):\n    real_exit(code)\n", library)
+    monkeypatch.setattr(sys, "exit", library["wrapped_exit"])
+    path = hostile_reward(tmp_path / "hostile_reward.py", "sys.exit(0)")
+    run_dir = tmp_path / "r"
+    result = invoke(
+        *RUN, "--plugin", path, "--policy", "scripted", "--reward", "hostile", "--out", str(run_dir)
+    )
+    assert "called sys.exit(0) in its compute" in failed_in_one_line(result)
