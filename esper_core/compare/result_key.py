@@ -11,7 +11,8 @@ result are left out:
 - the blueprint set, for a policy whose architecture is fixed (``wait``, ``static``): it
   never germinates, so installing a blueprint package cannot change what it trains
   (``static`` builds only the blueprints its ``seeds`` name, which are compared);
-- ``static`` with no seeds is ``wait`` (the host alone, as its option says).
+- ``static`` with no seeds and no width growth (``widen_at``) is ``wait`` (the host
+  alone, as its option says).
 
 The thread count is not left out: it changes the order of float sums, hence the last
 digits of every result.
@@ -56,7 +57,7 @@ def comparable(config: RunConfig) -> dict[str, Any]:
         data[section] = {chosen: data.get(section, {}).get(chosen, {})}
     policy = PolicyRef.parse(str(run.get("policy", ""))).name
     options = data.get("policies", {}).get(policy, {})
-    if policy == "static" and not options.get("seeds"):
+    if policy == "static" and not options.get("seeds") and options.get("widen_at") is None:
         policy, options = "wait", {}
         run["policy"] = "wait"
     data["policies"] = {policy: options}

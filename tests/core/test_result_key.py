@@ -42,6 +42,12 @@ def test_static_without_seeds_is_its_wait_twin() -> None:
     assert result_key(config("static", OLD, **grown)) != result_key(config("wait", OLD))
 
 
+def test_static_that_widens_its_host_is_not_wait() -> None:
+    # No seeds, but the host itself grows: a different run from wait's (issue 36).
+    widened = {"static": {"seeds": [], "widen_at": 0.35, "widen_factor": 4.0}}
+    assert result_key(config("static", OLD, **widened)) != result_key(config("wait", OLD))
+
+
 def test_a_long_value_is_shown_where_it_differs() -> None:
     there = "x" * 100 + "alpha"
     now = "x" * 100 + "omega"
