@@ -127,9 +127,11 @@ def print_summary(summary: dict[str, Any], run_dir: str, console: Console | None
     added = summary.get("params_added_mean")
     # One fact per line, every count with thousands separators (as in the tables above).
     console.print(f"final test accuracy (mean): [bold]{_fmt(mean)}%[/bold]")
+    host_added = summary.get("host_params_added_mean")
+    own = f" ({_count(host_added)} of them by the host's own growth)" if host_added else ""
     console.print(
         f"parameters added (mean): {_count(added)} on a host of "
-        f"{_count(summary.get('host_params') or 0)}"
+        f"{_count(summary.get('host_params') or 0)}{own}"
     )
     loss = summary.get("final_test_loss_mean")
     if loss is not None:

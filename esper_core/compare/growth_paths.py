@@ -25,10 +25,20 @@ epoch of its germination; ``fossilized``; ``pruned``: a blended seed left it, by
 policy or a rollback), the last epoch (``last``, validation) and ``end`` (test). A seed
 pruned while still incubating never touched the output and makes no point.
 
-No path (``None``): the run never put a seed in its forward pass (its point is all there
-is to draw), or it did not record what a path needs (no ``events.jsonl``: the ``jsonl``
-backend was off, or the file is damaged; events from before the epoch events carried
-``train_flops``).
+The host's own growth (the ``host_growth_*`` events, schema 4) is a jump: at the epoch a
+growth started, the path goes from the host's parameters before it (a point with no
+label) to those after (``host_grew``, whose ``note`` names the operator, its parameter
+factor and, where the next epoch was trained, the factor of the training FLOPs per epoch:
+"width 4x: parameters x14.1, FLOPs per epoch x11.0"). The training FLOPs are cumulative,
+so on that axis the jump is the steeper climb that follows. ``host_fossilized`` and
+``host_pruned`` label the epochs it was folded in or removed. For a policy whose seeds are
+fixed at birth (``static``) only the host's growth makes points: its seeds are its
+architecture, not growth.
+
+No path (``None``): the run never put a seed in its forward pass nor grew its host (its
+point is all there is to draw), or it did not record what a path needs (no
+``events.jsonl``: the ``jsonl`` backend was off, or the file is damaged; events from
+before the epoch events carried ``train_flops``).
 """
 
 from __future__ import annotations
@@ -38,13 +48,22 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import attrs
 from attrs import field, frozen
 
 from esper_core.compare.metric import ACCURACY
 from esper_core.compare.result_key import FIXED_ARCHITECTURE
 from esper_core.lifecycle.rules import BLENDED_STAGES
 from esper_core.lifecycle.stages import Stage
-from esper_core.run.telemetry import EpisodeFinished, EpochCompleted, SchemaError, event_from_dict
+from esper_core.run.telemetry import (
+    EpisodeFinished,
+    EpochCompleted,
+    HostGrowthFossilized,
+    HostGrowthPruned,
+    HostGrowthStarted,
+    SchemaError,
+    event_from_dict,
+)
 
 if TYPE_CHECKING:
     from esper_core.compare.experiment import Experiment
@@ -56,7 +75,13 @@ BLENDED = frozenset(stage.value for stage in BLENDED_STAGES)
 FOSSILIZED = Stage.FOSSILIZED.value
 # The validation metric that stands for a frontier metric along the path.
 VALIDATION = {"final_test_acc": "val_acc", "final_test_loss": "val_loss"}
-READ_KINDS = frozenset({EpochCompleted.kind, EpisodeFinished.kind})
+HostGrowthEvent = HostGrowthStarted | HostGrowthFossilized | HostGrowthPruned
+HOST_KINDS = {
+    HostGrowthStarted.kind: "host_grew",
+    HostGrowthFossilized.kind: "host_fossilized",
+    HostGrowthPruned.kind: "host_pruned",
+}
+READ_KINDS = frozenset({EpochCompleted.kind, EpisodeFinished.kind, *HOST_KINDS})
 
 
 @frozen
@@ -66,7 +91,9 @@ class PathPoint:
     train_flops: float
     value: float
     metric: str  # val_acc / val_loss along the path; the frontier's test metric at the end
-    events: list[str] = field(factory=list)  # start, grew, fossilized, pruned, last, end
+    # start, grew, fossilized, pruned, host_grew, host_fossilized, host_pruned, last, end
+    events: list[str] = field(factory=list)
+    note: str = ""  # a host_grew point: the operator and its jump (see the module's doc)
 
 
 @frozen
@@ -107,32 +134,73 @@ def _changes(before: dict[str, str], after: dict[str, str]) -> list[str]:
     return out
 
 
-def growth_path(epochs: Sequence[EpochCompleted], final: FinalPoint) -> list[PathPoint] | None:
+def _jump(started: HostGrowthStarted, ordered: Sequence[EpochCompleted]) -> str:
+    """``width 4x: parameters x14.1, FLOPs per epoch x11.0`` (the FLOPs where the epochs
+    on both sides of the growth were trained)."""
+    before, after = started.widths_before, started.widths_after
+    ratios = {round(after[k] / v, 3) for k, v in before.items() if v and after.get(k, v) != v}
+    shape = f"{ratios.pop():g}x" if len(ratios) == 1 else started.plan
+    note = f"{started.operator} {shape}: parameters x{started.params_after / max(started.params_before, 1):.1f}"
+    flops = {e.epoch: e.train_flops for e in ordered}
+    e = started.epoch
+    if e in flops and e + 1 in flops and (e - 1 in flops or e == 1):
+        was = flops[e] - flops.get(e - 1, 0)
+        now = flops[e + 1] - flops[e]
+        if was > 0:
+            note += f", FLOPs per epoch x{now / was:.1f}"
+    return note
+
+
+def growth_path(
+    epochs: Sequence[EpochCompleted],
+    final: FinalPoint,
+    host_growths: Sequence[HostGrowthEvent] = (),
+    seeds: bool = True,
+) -> list[PathPoint] | None:
     """The path of one episode from its epoch events (any order; of an epoch written twice,
-    by a resumed run, the last); ``None`` when nothing grew or the FLOPs were not recorded."""
+    by a resumed run, the last) and its host growth events; ``seeds``: whether its seeds'
+    changes are growth (not for a policy that installs them at birth). ``None`` when
+    nothing grew or the FLOPs were not recorded."""
     by_epoch = {e.epoch: e for e in epochs}
     ordered = [by_epoch[k] for k in sorted(by_epoch)]
     if not ordered or any(e.train_flops <= 0 for e in ordered):
         return None
     metric = VALIDATION[final.metric]
+    first_epoch = ordered[0].epoch
+    host: dict[int, list[HostGrowthEvent]] = {}
+    for event in host_growths:
+        # A growth before the first epoch shows on the first point, as a germination would.
+        host.setdefault(max(event.epoch, first_epoch), []).append(event)
 
-    def point(e: EpochCompleted, events: list[str]) -> PathPoint:
+    def point(e: EpochCompleted, events: list[str], params: int | None = None) -> PathPoint:
         value = e.val_acc if metric == "val_acc" else e.val_loss
-        return PathPoint(
-            e.epoch, float(_forward_params(e)), float(e.train_flops), value, metric, events
-        )
+        forward = _forward_params(e) if params is None else params
+        return PathPoint(e.epoch, float(forward), float(e.train_flops), value, metric, events)
 
     points: list[PathPoint] = []
     before: dict[str, str] = {}
     grew = False
     for i, e in enumerate(ordered):
         after = _forward(e)
-        changes = _changes(before, after)
-        grew = grew or bool(after)
+        changes = _changes(before, after) if seeds else []
+        grew = grew or (bool(after) and seeds)
         first, last = i == 0, i == len(ordered) - 1
-        labels = (["start"] if first else []) + changes + (["last"] if last else [])
-        if first or changes or last:
-            points.append(point(e, labels))
+        hosted = host.get(e.epoch, [])
+        started = [h for h in hosted if isinstance(h, HostGrowthStarted)]
+        changes += [HOST_KINDS[h.kind] for h in hosted if not isinstance(h, HostGrowthStarted)]
+        grew = grew or bool(hosted)
+        labels = (["start"] if first else []) + changes
+        if started:
+            # The jump: the same epoch at the host's size before, then after the growth.
+            seeds_forward = _forward_params(e) - e.host_params
+            points.append(point(e, labels, started[0].params_before + seeds_forward))
+            labels = ["host_grew"] + (["last"] if last else [])
+            note = "; ".join(_jump(h, ordered) for h in started)
+            points.append(attrs.evolve(point(e, labels), note=note))
+        else:
+            labels += ["last"] if last else []
+            if first or changes or last:
+                points.append(point(e, labels))
         before = after
     if not grew:
         return None
@@ -151,10 +219,20 @@ def read_epochs(run_dir: Path) -> list[EpochCompleted] | None:
     """The epoch events of the run's (last finished) episode; ``None`` without a readable
     events.jsonl: a path is a figure's detail, so a damaged log draws no path rather than
     stopping the comparison (its numbers come from summary.json, not from here)."""
+    read = read_episode(run_dir)
+    return None if read is None else read[0]
+
+
+def read_episode(
+    run_dir: Path,
+) -> tuple[list[EpochCompleted], list[HostGrowthEvent]] | None:
+    """The epoch events and host growth events of the run's (last finished) episode;
+    ``None`` without a readable events.jsonl (see :func:`read_epochs`)."""
     path = run_dir / EVENTS_FILE
     if not path.is_file():
         return None
     epochs: list[EpochCompleted] = []
+    growths: list[HostGrowthEvent] = []
     last: tuple[int, int] | None = None
     try:
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
@@ -169,17 +247,22 @@ def read_epochs(run_dir: Path) -> list[EpochCompleted] | None:
                 epochs.append(event)
             elif isinstance(event, EpisodeFinished):
                 last = (event.env, event.episode)
+            elif isinstance(event, HostGrowthStarted | HostGrowthFossilized | HostGrowthPruned):
+                growths.append(event)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, SchemaError):
         return None
     env, episode = last or (0, 0)
-    return [e for e in epochs if e.env == env and e.episode == episode]
+    return (
+        [e for e in epochs if e.env == env and e.episode == episode],
+        [g for g in growths if g.env == env and g.episode == episode],
+    )
 
 
 def read_growth_path(
-    run_dir: Path, task: str, policy: str, seed: int, final: FinalPoint
+    run_dir: Path, task: str, policy: str, seed: int, final: FinalPoint, seeds: bool = True
 ) -> GrowthPath | None:
-    epochs = read_epochs(run_dir)
-    points = growth_path(epochs, final) if epochs else None
+    read = read_episode(run_dir)
+    points = growth_path(read[0], final, read[1], seeds) if read and read[0] else None
     return GrowthPath(task, policy, seed, points) if points else None
 
 
@@ -188,17 +271,20 @@ def growth_paths(
     results: Sequence[CellResult],
     metrics: Mapping[str, str] | None = None,
 ) -> list[GrowthPath]:
-    """The path of every finished cell of a policy that can grow (not ``wait``, ``static``,
-    a static-final baseline or a sweep size), in ``results`` order; ``metrics``: task label
-    -> its frontier metric (default: test accuracy)."""
-    growing = {p.label for p in experiment.policies if p.name not in FIXED_ARCHITECTURE}
+    """The path of every finished cell of a policy arm that grew, in ``results`` order:
+    by seeds (any policy but ``wait`` and ``static``) or by its host's own growth (any
+    arm, ``static`` with ``widen_at`` too); not a static-final baseline or a sweep size.
+    ``metrics``: task label -> its frontier metric (default: test accuracy)."""
+    arms = {p.label: p.name not in FIXED_ARCHITECTURE for p in experiment.policies}
     out = []
     for r in results:
-        if r.policy not in growing:
+        if r.policy not in arms:
             continue
         metric = (metrics or {}).get(r.task, ACCURACY)
         final = FinalPoint(r.params_forward, r.train_flops, r.value(metric), metric)
-        path = read_growth_path(Path(r.run_dir), r.task, r.policy, r.seed, final)
+        path = read_growth_path(
+            Path(r.run_dir), r.task, r.policy, r.seed, final, seeds=arms[r.policy]
+        )
         if path is not None:
             out.append(path)
     return out

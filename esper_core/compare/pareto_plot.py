@@ -24,7 +24,9 @@ the frontier verdict says it is dominated.
 Each grown run of a growing policy is drawn as its path
 (:mod:`esper_core.compare.growth_paths`): one thin, semi-transparent line per seed in the
 policy's colour, from the end of its first epoch through every growth event (small
-triangles) to its final point (a small dot). Along the way the value is the validation
+triangles) to its final point (a small dot). A growth of the host itself is a jump in
+parameters at one epoch, ending in a small diamond; the first run of each policy has the
+operator's jump written beside it ("width 4x: parameters x14.1, FLOPs per epoch x11.0"). Along the way the value is the validation
 metric (dashed); the last link, dotted, goes to the run's final test value, so a reader
 does not take the validation numbers for test ones. Every seed is drawn rather than a
 "median path": seeds grow at different epochs and by different amounts, so a path averaged
@@ -92,7 +94,9 @@ def pareto_figure(results: ComparisonResults) -> Any:
             for grown in results.paths:
                 if grown.task == task and grown.policy in policies:
                     color = palette(policies.index(grown.policy) % palette.N)
-                    drawn = _draw_path(ax, grown, axis, color)
+                    # The operator's jump is written out once per policy, not per seed.
+                    note = grown.policy not in labelled
+                    drawn = _draw_path(ax, grown, axis, color, note)
                     if drawn:
                         costs.append(drawn[-1][0])  # the run's final point
                         values.append(drawn[-1][1])
@@ -158,7 +162,8 @@ def pareto_figure(results: ComparisonResults) -> Any:
         + ("; grey: the size sweep and its frontier" if frontiers else "")
         + (
             "\nthin lines: each grown run's path, validation value at each growth event "
-            "(dashed, triangles), dotted to its final test value"
+            "(dashed, triangles; the host's own growth: a jump to a diamond), dotted to its "
+            "final test value"
             + (
                 "\npaths are cut where they leave the axes, which the points and the final "
                 "values set"
@@ -277,10 +282,14 @@ def _draw_sweep(
     return [(p.cost, p.value) for p in points]
 
 
-def _draw_path(ax: Any, path: GrowthPath, axis: str, color: Any) -> list[tuple[float, float]]:
+def _draw_path(
+    ax: Any, path: GrowthPath, axis: str, color: Any, note: bool = False
+) -> list[tuple[float, float]]:
     """One run's path on one cost axis: validation links dashed, the link to the final
-    test value dotted, growth events as triangles; the (cost, value) points drawn (the
-    last is the run's final point), empty when nothing was."""
+    test value dotted, seed growth events as triangles, the host's own growth as a
+    diamond at the end of its jump (``note``: with the operator's jump written beside
+    it); the (cost, value) points drawn (the last is the run's final point), empty when
+    nothing was."""
     points = [p for p in path.points if getattr(p, axis) > 0]
     if len(points) < 2:
         return []
@@ -301,4 +310,24 @@ def _draw_path(ax: Any, path: GrowthPath, axis: str, color: Any) -> list[tuple[f
         zorder=3,
     )
     ax.scatter([xs[-1]], [ys[-1]], marker="o", s=8, color=color, alpha=0.5, linewidths=0, zorder=3)
+    host = [p for p in points if "host_grew" in p.events]
+    ax.scatter(
+        [getattr(p, axis) for p in host],
+        [p.value for p in host],
+        marker="D",
+        s=14,
+        color=color,
+        alpha=0.6,
+        linewidths=0,
+        zorder=3,
+    )
+    for p in host if note else []:
+        ax.annotate(
+            p.note,
+            (getattr(p, axis), p.value),
+            xytext=(4, -10),
+            textcoords="offset points",
+            fontsize=6,
+            color=color,
+        )
     return list(zip(xs, ys))

@@ -57,7 +57,7 @@ from esper_core.converter import structure
 from esper_core.errors import RunDirError
 from esper_core.run.run_dir import SUMMARY
 
-RESULTS_SCHEMA_VERSION = 7
+RESULTS_SCHEMA_VERSION = 8  # 8: a growth path point's note (the host's own growth)
 
 
 @frozen

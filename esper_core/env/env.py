@@ -118,6 +118,8 @@ class MorphogeneticEnv:
             host, self._resolve_blueprint, self.settings, self.config.env.slots
         ).to(self.device)
         self.host_params = self.model.host_param_count()
+        # The host as built, before any growth of its own: what params_added counts from.
+        self.birth_host_params = self.host_params
         self.governor = Governor(self.config.governor, self.task.chance_loss)
         self.cost = CostMeter()
         self.data: TaskData = self.task.load_data(self.device)
@@ -187,14 +189,14 @@ class MorphogeneticEnv:
         self.stats = EpisodeStats()
         events = StepEvents(env=self.env_index, episode=episode, epoch=0)
         birth.install(self, self.birth_seeds, events)
-        self._birth_events = events.events
         ev: EvalResult = fetch(*self._evaluations(with_test=False))[0]
         self.last_eval = ev
         self.last_train: TrainStats | None = None
         self.last_test: EvalResult | None = None
         self._record_validation(ev)
         self.governor.take_snapshot(self.model, 0)
-        host_growth.start_due(self)  # one scheduled at epoch 0
+        host_growth.start_due(self, events)  # one scheduled at epoch 0
+        self._birth_events = events.events  # the first step's, with seeds installed at birth
         self.fits = host_growth.slot_fits(self)
         self._started = True
         self._observation = observe(self, rolled_back=False)
@@ -284,12 +286,12 @@ class MorphogeneticEnv:
             ev, test = fetched[0], (fetched[1] if with_test else None)
 
         epoch_end.tick_slots(self.model, step.events)
-        host_growth.tick(self)
+        host_growth.tick(self, step.events)
         if self.config.lifecycle.auto_advance:
             epoch_end.auto_advance(self, ev.accuracy, step.events)
         if not rolled_back and self.governor.due(epoch):
             self.governor.take_snapshot(self.model, epoch)
-        host_growth.start_due(self)  # the next epoch's, before the policy observes
+        host_growth.start_due(self, step.events)  # the next epoch's, before the policy observes
 
         self.last_eval = ev
         if test is not None:

@@ -36,6 +36,8 @@ def record_measurements(model: MorphogeneticModel, train: TrainStats, ev: EvalRe
 
 # SeedPruned.reason of a seed pruned because its output held an inf or NaN.
 NONFINITE_REASON = "non_finite"
+# SeedPruned / HostGrowthPruned.reason of what a governor rollback removed.
+ROLLBACK_REASON = "rollback"
 
 
 def prune_nonfinite(env: MorphogeneticEnv, counts: dict[str, float], events: StepEvents) -> None:
@@ -64,7 +66,10 @@ def rollback(env: MorphogeneticEnv, reason: str, loss: float, events: StepEvents
         for s in env.model.iter_slots()
         if s.stage in rules.LIVE_STAGES
     }
-    host_growth.prune(env)  # the snapshot is of the host before any growth in flight
+    # The snapshot is of the host before any growth in flight; its events follow the
+    # rollback's, as the seeds' do.
+    growth_events = StepEvents(events.env, events.episode, events.epoch)
+    host_growth.prune(env, growth_events, ROLLBACK_REASON)
     pruned = env.governor.rollback(env.model)
     env.trainer.reset_optimizers()
     env.stats.n_pruned += len(pruned)
@@ -77,8 +82,9 @@ def rollback(env: MorphogeneticEnv, reason: str, loss: float, events: StepEvents
     )
     for slot_id in pruned:
         stage, seed = live[slot_id]
-        events.pruned(slot_id, stage, seed, "rollback")
+        events.pruned(slot_id, stage, seed, ROLLBACK_REASON)
         events.stage_changed(env.model.slot(slot_id), stage)
+    events.events.extend(growth_events.events)
 
 
 def tick_slots(model: MorphogeneticModel, events: StepEvents) -> None:

@@ -21,6 +21,10 @@ from esper_core.run.telemetry import (
     EpochCompleted,
     Event,
     GateEvaluated,
+    HostGrowthFossilized,
+    HostGrowthPruned,
+    HostGrowthStageChanged,
+    HostGrowthStarted,
     SeedFossilized,
     SeedGerminated,
     SeedPruned,
@@ -30,6 +34,25 @@ from esper_core.run.telemetry import (
 
 if TYPE_CHECKING:
     from esper_core.env.env import MorphogeneticEnv
+    from esper_core.lifecycle.host_width import HostWidthGrowth
+
+# The operator of a HostWidthGrowth, as the host_growth_* events name it.
+WIDTH = "width"
+
+
+def growth_id(env: MorphogeneticEnv, growth: HostWidthGrowth) -> str:
+    """``width-K``: the growth's operator and its index among the episode's host growths
+    (pruned ones included, so an id is never reused within an episode)."""
+    return f"{WIDTH}-{env.model.host_growths.index(growth)}"
+
+
+def _widths(channels: tuple[int, ...]) -> dict[str, int]:
+    return {f"stage{i}": c for i, c in enumerate(channels)}
+
+
+def _growth_params_before(env: MorphogeneticEnv, growth: HostWidthGrowth) -> int:
+    """The host's parameters before ``growth``, read while it is in flight."""
+    return env.host_params - growth.new_param_count()
 
 
 @frozen
@@ -120,6 +143,69 @@ class StepEvents:
         record = SeedRecord.of(slot, slot.state.acc_at_stage_start)
         self.emit(SeedFossilized, slot_id=slot.slot_id, **unstructure(record))
 
+    def host_growth_started(self, env: MorphogeneticEnv, growth: HostWidthGrowth) -> None:
+        """Just after ``growth`` was born (alpha 0) and the env counted the host anew."""
+        self.emit(
+            HostGrowthStarted,
+            growth_id=growth_id(env, growth),
+            operator=WIDTH,
+            plan=growth.plan.describe(),
+            widths_before=_widths(growth.old_channels),
+            widths_after=_widths(growth.new_channels),
+            params_before=_growth_params_before(env, growth),
+            params_after=env.host_params,
+            tempo=growth.schedule.ticks,
+            curve=growth.schedule.curve,
+        )
+
+    def host_growth_stage(
+        self, env: MorphogeneticEnv, growth: HostWidthGrowth, before: Stage
+    ) -> None:
+        if growth.stage == before:
+            return
+        self.emit(
+            HostGrowthStageChanged,
+            growth_id=growth_id(env, growth),
+            operator=WIDTH,
+            from_stage=before.value,
+            to_stage=growth.stage.value,
+        )
+
+    def host_growth_fossilized(
+        self, env: MorphogeneticEnv, growth: HostWidthGrowth, params_before: int
+    ) -> None:
+        """After the fold and the env's new count; ``params_before``: the host's before the
+        growth (read while it was in flight, before the fold)."""
+        self.emit(
+            HostGrowthFossilized,
+            growth_id=growth_id(env, growth),
+            operator=WIDTH,
+            started_epoch=growth.born_epoch,
+            params_before=params_before,
+            params_after=env.host_params,
+        )
+
+    def host_growth_pruned(
+        self,
+        env: MorphogeneticEnv,
+        growth: HostWidthGrowth,
+        stage: Stage,
+        params_before: int,
+        reason: str,
+    ) -> None:
+        """After the prune and the env's new count; ``stage``: the one it was pruned from,
+        ``params_before``: the host's with the growth in place."""
+        self.emit(
+            HostGrowthPruned,
+            growth_id=growth_id(env, growth),
+            operator=WIDTH,
+            stage=stage.value,
+            started_epoch=growth.born_epoch,
+            params_before=params_before,
+            params_after=env.host_params,
+            reason=reason,
+        )
+
     def epoch_completed(
         self, metrics: EpochMetrics, reports: tuple[SlotReport, ...], **fields: Any
     ) -> None:
@@ -131,6 +217,7 @@ class StepEvents:
 
     def episode_finished(self, env: MorphogeneticEnv) -> None:
         test, stats = env.last_test, env.stats
+        host_added = env.host_params - env.birth_host_params
         self.events.append(
             EpisodeFinished(
                 env=self.env,
@@ -143,9 +230,11 @@ class StepEvents:
                 total_reward=stats.reward_total,
                 reward_components=dict(stats.reward_components),
                 host_params=env.host_params,
-                # Only seeds that reached the output count as added; the others are kept
-                # apart (a seed still incubating changes nothing the host computes).
-                params_added=env.model.seed_param_count(BLENDED_STAGES),
+                # Only seeds that reached the output count as added, with the host's own
+                # growth; the others are kept apart (a seed still incubating changes
+                # nothing the host computes).
+                params_added=env.model.seed_param_count(BLENDED_STAGES) + host_added,
+                host_params_added=host_added,
                 params_unblended=env.model.seed_param_count(INCUBATING_STAGES),
                 seeds_germinated=stats.n_germinated,
                 seeds_fossilized=stats.n_fossilized,

@@ -33,6 +33,7 @@ from esper_core.lifecycle.width_fold import FoldedParam
 
 if TYPE_CHECKING:
     from esper_core.env.env import MorphogeneticEnv
+    from esper_core.env.events import StepEvents
 
 # Growth k of an episode initialises its new weights from init_seed(seed, OFFSET + k): far
 # from the seeds' germination counts, so growing the host never shifts a seed's init.
@@ -100,7 +101,7 @@ def check_specs(
     return tuple(specs)
 
 
-def start_due(env: MorphogeneticEnv) -> None:
+def start_due(env: MorphogeneticEnv, events: StepEvents) -> None:
     """Start the growth scheduled for the epoch about to train, if any: called where the
     next observation is built, so its masks already keep seeds out of the widened slots."""
     for spec in env.host_growth_specs:
@@ -110,9 +111,10 @@ def start_due(env: MorphogeneticEnv) -> None:
                 start(env, plan, spec.tempo, spec.curve, spec.cross_init)
             except WidthError as exc:
                 raise ConfigError([f"width growth at epoch {env.epoch}: {exc}"]) from None
+            events.host_growth_started(env, env.model.host_growths[-1])
             # Born at alpha 0 (the host's function, bit for bit), the growth trains its
             # first epoch at the ramp's first tick, as a seed blending from germination.
-            tick(env)
+            tick(env, events)
 
 
 def start(env: MorphogeneticEnv, plan: WidthPlan, tempo: int, curve: str, cross_init: str) -> None:
@@ -136,25 +138,34 @@ def start(env: MorphogeneticEnv, plan: WidthPlan, tempo: int, curve: str, cross_
     host_changed(env)
 
 
-def tick(env: MorphogeneticEnv) -> None:
+def tick(env: MorphogeneticEnv, events: StepEvents) -> None:
     """One tick of the ramp; fossilize the growth once it holds at alpha 1."""
     growth = env.model.host_growth
     if growth is None:
         return
+    before, params_before = growth.stage, env.host_params - growth.new_param_count()
     growth.tick()
+    events.host_growth_stage(env, growth, before)
     if growth.stage == Stage.HOLDING:
         folded = growth.fossilize()
         host_changed(env, folded)
+        events.host_growth_fossilized(env, growth, params_before)
+        events.host_growth_stage(env, growth, Stage.HOLDING)
         env.governor.take_snapshot(env.model, env.epoch)
 
 
-def prune(env: MorphogeneticEnv) -> bool:
-    """Prune the growth in flight (a rollback); whether there was one."""
+def prune(env: MorphogeneticEnv, events: StepEvents | None = None, reason: str = "") -> bool:
+    """Prune the growth in flight (a rollback: ``reason``); whether there was one. A
+    checkpoint's replay passes no ``events``: it rebuilds what was already told."""
     growth = env.model.host_growth
     if growth is None:
         return False
+    before, params_before = growth.stage, env.host_params
     growth.prune()
     host_changed(env)
+    if events is not None:
+        events.host_growth_pruned(env, growth, before, params_before, reason)
+        events.host_growth_stage(env, growth, before)
     return True
 
 

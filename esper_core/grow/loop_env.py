@@ -134,6 +134,7 @@ class LoopEnv(MorphogeneticEnv):
             self._kept = (model, trainer)
         self.model, self.trainer = self._kept
         self.host_params = self.model.host_param_count()
+        self.birth_host_params = self.host_params  # what params_added counts from
         self.governor = Governor(self.config.governor, self.task.chance_loss)
         self.cost = CostMeter()
         self.generator = torch.Generator().manual_seed(seed)

@@ -47,7 +47,7 @@ def check_fields(data: dict[str, Any], path: Path, mode: str) -> None:
     elapsed = data["elapsed"]
     if not _real(elapsed) or not math.isfinite(elapsed) or elapsed < 0:
         raise _out_of_range(path, "elapsed", elapsed, "a finite number of seconds >= 0")
-    for name in ("episodes", "updates", "evaluations"):
+    for name in ("episodes", "updates", "evaluations", "host_growths"):
         value = data.get(name, [])
         if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
             raise _out_of_range(path, name, type(value).__name__, "a list of records")

@@ -24,7 +24,7 @@ from esper_core.run.checkpoint_fields import check_progress
 from esper_core.run.devices import check_devices
 from esper_core.run.hub import Hub
 from esper_core.run.interrupts import Interrupted, StopFlag
-from esper_core.run.ledger import SeedLedger
+from esper_core.run.ledger import HostGrowthLedger, SeedLedger
 from esper_core.run.lock import RunDirLock
 from esper_core.run.resolve import Resolved, resolve
 from esper_core.run.resume_check import SavedCheckpoint, verify_resume
@@ -48,6 +48,7 @@ class Session:
     executor: Any
     hub: Hub
     ledger: SeedLedger = attrs.field(factory=SeedLedger)
+    growth_ledger: HostGrowthLedger = attrs.field(factory=HostGrowthLedger)
     episodes: list[dict[str, Any]] = attrs.field(factory=list)
     updates: list[dict[str, float]] = attrs.field(factory=list)
     outer: int = 0  # episode (run) or update (train) in progress
@@ -112,6 +113,7 @@ class Session:
     def emit(self, events: Sequence[Event]) -> None:
         events = [self._with_growth_note(event) for event in events]
         self.ledger.consume(events)
+        self.growth_ledger.consume(events)
         for event in events:
             if isinstance(event, EpisodeFinished):
                 self.episodes.append(unstructure(event))
@@ -168,6 +170,7 @@ class Session:
             "policy": self.policy.state_dict(),
             "telemetry": self.hub.state_dict(),
             "ledger": self.ledger.state_dict(),
+            "host_growths": self.growth_ledger.state_dict(),
             "episodes": self.episodes,
             "updates": self.updates,
             "elapsed": self.elapsed_before + time.time() - self.started,
@@ -222,6 +225,8 @@ class Session:
         self.hub.load_state_dict(data["telemetry"])
         self.hub.resumable = True
         self.ledger.load_state_dict(data["ledger"])
+        # Checkpoints written before host growths had events have none.
+        self.growth_ledger.load_state_dict(data.get("host_growths", []))
         self.episodes = list(data["episodes"])
         self.updates = list(data["updates"])
         self.elapsed_before = float(data["elapsed"])

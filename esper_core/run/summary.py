@@ -13,7 +13,7 @@ from attrs import field, frozen
 from esper_core.converter import unstructure
 from esper_core.lifecycle.seed_spec import seed_spec
 from esper_core.run.checkpoint import write_json
-from esper_core.run.ledger import SeedRecord
+from esper_core.run.ledger import HostGrowthRecord, SeedRecord
 from esper_core.run.run_dir import SUMMARY, run_file
 from esper_core.run.telemetry import RunFinished
 
@@ -36,8 +36,10 @@ class RunSummary:
     episodes_completed: int
     final_test_acc_mean: float | None
     final_val_acc_mean: float | None
+    # Parameters added to the forward pass per episode: seeds that reached the output and
+    # the host's own growth (host_params_added_mean of them).
     params_added_mean: float | None
-    host_params: int | None
+    host_params: int | None  # the host as built, before any growth of its own
     params_forward_mean: float | None  # host + seeds blended into the output at the end
     params_held_mean: float | None  # host + every seed held at the end
     train_flops_mean: float | None  # forward + backward FLOPs of training, per episode
@@ -59,6 +61,10 @@ class RunSummary:
     final_test_loss_mean: float | None = None
     final_test_perplexity_mean: float | None = None
     language_model: bool = False  # the task says so (Task.language_model): shown in perplexity
+    # The host's own growth: parameters it added per episode (in params_added_mean too),
+    # and each growth with its fate (host_growth_* events; empty when the host kept its shape).
+    host_params_added_mean: float | None = None
+    host_growths: list[HostGrowthRecord] = field(factory=list)
 
 
 def _mean(values: list[Any]) -> float | None:
@@ -129,25 +135,74 @@ def _flops(episodes: list[dict[str, Any]]) -> str:
     )
 
 
-def growth_verdict(episodes: list[dict[str, Any]], seeds: list[SeedRecord]) -> str:
-    """One line on what grew (which seeds), what it cost (parameters over the host's; training
-    FLOPs) and what it gained (the validation gain measured when each seed was fossilized).
-    Only what was measured is stated."""
+HOST_FATES = {
+    "fossilized": "",
+    "live": " (still ramping in at the end)",
+    "pruned": " (pruned)",
+    "pruned_by_rollback": " (pruned by a governor rollback)",
+}
+
+
+def _host_growth(growth: HostGrowthRecord) -> str:
+    """``host widened 4x at epoch 7: 1,702 -> 24,058 parameters``, and its fate."""
+    factor = growth.factor()
+    verb = f"host {growth.operator} growth ({growth.plan})"
+    if growth.operator == "width":
+        every = all(growth.widths_after.get(k) != v for k, v in growth.widths_before.items())
+        verb = (
+            "host widened"
+            + (f" {factor:g}x" if factor is not None else "")
+            + ("" if every and factor is not None else f" ({growth.plan})")
+        )
+    return (
+        f"{verb} at epoch {growth.started_epoch}: {growth.params_before:,} -> "
+        f"{growth.params_after:,} parameters{HOST_FATES.get(growth.fate, '')}"
+    )
+
+
+def _host_growths(growths: list[HostGrowthRecord], n_episodes: int) -> list[str]:
+    """Each distinct host growth once, with the number of episodes it happened in when
+    that is not every one of them."""
+    counts = Counter(_host_growth(g) for g in growths)
+    return [
+        text if count == n_episodes or n_episodes == 1 else f"{text} in {count} episode(s)"
+        for text, count in counts.items()
+    ]
+
+
+def birth_host_params(episode: dict[str, Any]) -> int:
+    """The host of an episode as built, before any growth of its own."""
+    return int(episode["host_params"]) - int(episode.get("host_params_added") or 0)
+
+
+def growth_verdict(
+    episodes: list[dict[str, Any]],
+    seeds: list[SeedRecord],
+    host_growths: list[HostGrowthRecord] | None = None,
+) -> str:
+    """One line on what grew (the host itself; which seeds), what it cost (parameters over
+    the host's as built; training FLOPs) and what it gained (the validation gain measured
+    when each seed was fossilized). Only what was measured is stated."""
     if not episodes:
         return "no episode finished"
+    hosts = _host_growths(list(host_growths or []), len(episodes))
+    host_grew = any(e.get("host_params_added") for e in episodes)
     germinated = sum(e["seeds_germinated"] for e in episodes)
-    if germinated == 0:
+    if germinated == 0 and not hosts:
         notes = [e["growth_note"] for e in episodes if e.get("growth_note")]
         # The most frequent reason the policy gave, the first on a tie (episodes agree).
         why = f" ({Counter(notes).most_common(1)[0][0]})" if notes else ""
         return f"no growth: no seed was germinated{why}"
     kept = [r for r in seeds if r.fate == "fossilized"]
     live = [r for r in seeds if r.fate == "live"]
-    if not kept and not live:
-        return f"no growth kept: {germinated} seed(s) tried and pruned"
-    host = episodes[0]["host_params"] or 1
+    if not kept and not live and not host_grew:
+        tried = f"{germinated} seed(s) tried and pruned" if germinated else ""
+        return "no growth kept: " + "; ".join([*hosts, tried] if tried else hosts)
+    host = birth_host_params(episodes[0]) or 1
     added = statistics.fmean(e["params_added"] for e in episodes)
-    parts = [f"{len(kept)} seed(s) fossilized{_kept_names(kept)}"] if kept else []
+    parts = list(hosts)
+    if kept:
+        parts.append(f"{len(kept)} seed(s) fossilized{_kept_names(kept)}")
     if live:
         parts.append(f"{len(live)} still live at the end")
     cost = _flops(episodes)
@@ -184,11 +239,11 @@ def build_summary(session: Session, status: str) -> RunSummary:
         ),
         final_val_acc_mean=_mean([e["final_val_acc"] for e in episodes]),
         params_added_mean=_mean([e["params_added"] for e in episodes]),
-        host_params=session.envs[0].host_params if session.envs else None,
+        host_params=session.envs[0].birth_host_params if session.envs else None,
         params_forward_mean=_mean([e["params_forward"] for e in episodes]),
         params_held_mean=_mean([e["params_held"] for e in episodes]),
         train_flops_mean=_mean([e["train_flops"] for e in episodes]),
-        growth=growth_verdict(episodes, session.ledger.rows()),
+        growth=growth_verdict(episodes, session.ledger.rows(), session.growth_ledger.rows()),
         seeds_fossilized=sum(e["seeds_fossilized"] for e in episodes),
         seeds_pruned=sum(e["seeds_pruned"] for e in episodes),
         rollbacks=sum(e["rollbacks"] for e in episodes),
@@ -202,6 +257,8 @@ def build_summary(session: Session, status: str) -> RunSummary:
         final_test_loss_mean=test_loss,
         final_test_perplexity_mean=perplexity(test_loss),
         language_model=bool(session.envs) and is_language_model(session.envs[0].task),
+        host_params_added_mean=_mean([e.get("host_params_added") or 0 for e in episodes]),
+        host_growths=session.growth_ledger.rows(),
     )
 
 

@@ -17,9 +17,10 @@ from esper_core.converter import converter, structure
 from esper_core.errors import ConfigError, EsperError
 
 # 2: EpochCompleted.reason (why the policy chose the epoch's action). 3: RunFinished.error
-# (why a run failed). A reader reads every schema up to its own; an older file's missing
-# fields take their defaults.
-SCHEMA_VERSION = 3
+# (why a run failed). 4: the host_growth_* events (the host itself grew, not a seed) and
+# EpisodeFinished.host_params_added, which params_added now includes. A reader reads every
+# schema up to its own; an older file's missing fields take their defaults.
+SCHEMA_VERSION = 4
 
 
 @frozen
@@ -176,6 +177,65 @@ class SeedPruned(EnvEvent):
 
 
 @frozen
+class HostGrowthStarted(EnvEvent):
+    """The host itself started to grow (an operator such as ``width``, not a seed): born
+    behind a mask at alpha 0, ramped in over ``tempo`` epochs, then folded into the host
+    (:class:`HostGrowthFossilized`) or removed (:class:`HostGrowthPruned`). ``epoch``: the
+    epochs trained before it, as a germination's."""
+
+    kind: ClassVar[str] = "host_growth_started"
+    growth_id: str  # the operator and its index among the episode's host growths: "width-0"
+    operator: str  # "width"
+    plan: str  # what it changes, in words: "stage 0 -> 64, stage 1 -> 128"
+    # Every dimension the operator acts on (a CNN: "stage0", "stage1", ... -> channels),
+    # before and after; the ones it leaves alone appear unchanged.
+    widths_before: dict[str, int]
+    widths_after: dict[str, int]
+    params_before: int  # the host's parameters just before the growth
+    params_after: int  # and just after (its new slices included, at alpha 0)
+    tempo: int  # epochs of the mask's ramp from 0 to 1
+    curve: str
+
+
+@frozen
+class HostGrowthStageChanged(EnvEvent):
+    """A host growth moved through the lifecycle's stages (BLENDING -> HOLDING ->
+    FOSSILIZED, or to PRUNED), as a seed's :class:`StageChanged`."""
+
+    kind: ClassVar[str] = "host_growth_stage_changed"
+    growth_id: str
+    operator: str
+    from_stage: str
+    to_stage: str
+
+
+@frozen
+class HostGrowthFossilized(EnvEvent):
+    """The growth's masks were folded away: the host is now plain layers of the new width."""
+
+    kind: ClassVar[str] = "host_growth_fossilized"
+    growth_id: str
+    operator: str
+    started_epoch: int
+    params_before: int  # the host's parameters before the growth started
+    params_after: int  # the host's parameters now, folded
+
+
+@frozen
+class HostGrowthPruned(EnvEvent):
+    """The growth was removed (the host's old layers put back), e.g. by a governor rollback."""
+
+    kind: ClassVar[str] = "host_growth_pruned"
+    growth_id: str
+    operator: str
+    stage: str  # the stage it was pruned from
+    started_epoch: int
+    params_before: int  # the host's parameters with the growth in place
+    params_after: int  # the host's parameters now, restored
+    reason: str  # "rollback"
+
+
+@frozen
 class GovernorRollback(EnvEvent):
     kind: ClassVar[str] = "governor_rollback"
     reason: str
@@ -195,8 +255,8 @@ class EpisodeFinished(Event):
     final_test_loss: float | None
     total_reward: float
     reward_components: dict[str, float]
-    host_params: int
-    params_added: int
+    host_params: int  # the host at the end (grown, if it grew)
+    params_added: int  # see params_unblended
     seeds_germinated: int
     seeds_fossilized: int
     seeds_pruned: int
@@ -204,8 +264,9 @@ class EpisodeFinished(Event):
     refused_actions: int
     seed: int
     update: int | None = None
-    # Parameters of seeds alive at the end that never reached the output (GERMINATED,
-    # TRAINING): not in params_added, which counts blended and fossilized seeds only.
+    # Parameters added to the forward pass: seeds blended or fossilized, plus the host's own
+    # growth (host_params_added). Seeds alive at the end that never reached the output
+    # (GERMINATED, TRAINING) are counted apart, in params_unblended.
     params_unblended: int = 0
     params_forward: int = 0  # host + seeds blended into the output at the end
     params_held: int = 0  # host + every seed the model holds at the end
@@ -218,6 +279,9 @@ class EpisodeFinished(Event):
     # When no seed was germinated: why, as the policy tells it (its optional
     # ``why_no_growth``); None when it grew, or the policy cannot say.
     growth_note: str | None = None
+    # Parameters the host's own growth added (its parameters at the end minus at birth),
+    # a growth still ramping included: part of params_added since schema 4 (0 before).
+    host_params_added: int = 0
 
 
 @frozen
@@ -255,6 +319,10 @@ EVENT_TYPES: dict[str, type[Event]] = {
         SeedFossilized,
         SeedPruned,
         GovernorRollback,
+        HostGrowthStarted,
+        HostGrowthStageChanged,
+        HostGrowthFossilized,
+        HostGrowthPruned,
         EpisodeFinished,
         PolicyUpdate,
         PolicyEvaluation,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
 import pytest
 
 from esper_core.compare.growth_paths import (
@@ -22,6 +23,8 @@ from esper_core.run.telemetry import (
     EpochCompleted,
     Event,
     GateEvaluated,
+    HostGrowthFossilized,
+    HostGrowthStarted,
     SeedFossilized,
     SeedGerminated,
     SeedPruned,
@@ -168,6 +171,7 @@ def test_the_path_has_a_point_at_each_growth_event_and_ends_at_the_final_test_po
         "value": 53.0,
         "metric": "val_acc",
         "events": ["grew"],
+        "note": "",
     }
 
 
@@ -221,3 +225,60 @@ def test_only_the_finished_episode_is_read(tmp_path: Path) -> None:
     )
     epochs = read_epochs(run)
     assert epochs is not None and {e.episode for e in epochs} == {0} and len(epochs) == EPOCHS
+
+
+WIDE = 14_000  # the host after a 4x width growth started at epoch 3, folded at 5
+
+
+def widened_epoch(epoch: int) -> EpochCompleted:
+    """The host alone, grown at the end of epoch 3: training FLOPs 1000 per epoch before,
+    11000 after."""
+    event = epoch_event(epoch, grown={})
+    done = sum(1000 if k <= 3 else 11_000 for k in range(1, epoch + 1))
+    host = HOST if epoch < 3 else WIDE
+    return attrs.evolve(event, host_params=host, train_flops=done)
+
+
+def host_events() -> list[HostGrowthStarted | HostGrowthFossilized]:
+    at = {"env": 0, "episode": 0, "growth_id": "width-0", "operator": "width"}
+    return [
+        HostGrowthStarted(**at, epoch=3, plan="stage 0 -> 16", widths_before={"stage0": 4}, widths_after={"stage0": 16}, params_before=HOST, params_after=WIDE, tempo=2, curve="linear"),
+        HostGrowthFossilized(**at, epoch=5, started_epoch=3, params_before=HOST, params_after=WIDE),
+    ]  # fmt: skip
+
+
+def test_a_host_growth_is_a_jump_in_parameters_with_its_operator_and_flops() -> None:
+    final = FinalPoint(WIDE, 80_000.0, 70.0, "final_test_acc")
+    epochs = [widened_epoch(k) for k in range(1, 7)]
+    points = growth_path(epochs, final, host_events())
+    assert points is not None
+    assert [(p.epoch, p.params_forward, p.events) for p in points] == [
+        (1, HOST, ["start"]),
+        (3, HOST, []),  # the jump: the same epoch, FLOPs and value at the old size
+        (3, WIDE, ["host_grew"]),
+        (5, WIDE, ["host_fossilized"]),
+        (6, WIDE, ["last"]),
+        (6, WIDE, ["end"]),
+    ]
+    assert points[1].train_flops == points[2].train_flops == 3000
+    assert points[2].note == "width 4x: parameters x14.0, FLOPs per epoch x11.0"
+    # Without the host's events the run never grew: no path, as before schema 4.
+    assert growth_path(epochs, final) is None
+
+
+def test_a_static_arm_draws_only_its_hosts_growth(tmp_path: Path) -> None:
+    """Seeds installed at birth are the architecture of a static arm, not growth."""
+    final = FinalPoint(HOST + A, 99_000.0, 91.5, "final_test_acc")
+    epochs = [epoch_event(k) for k in range(1, EPOCHS + 1)]
+    assert growth_path(epochs, final, seeds=False) is None
+    run = write_run(tmp_path / "run", [*host_events(), *epochs, episode_finished()])
+    path = read_growth_path(run, "tiny", "static", 0, final, seeds=False)
+    assert path is not None
+    assert [p.events for p in path.points] == [
+        ["start"],
+        [],
+        ["host_grew"],
+        ["host_fossilized"],
+        ["last"],
+        ["end"],
+    ]

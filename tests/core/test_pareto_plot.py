@@ -125,3 +125,27 @@ def test_equal_costs_are_apart_and_sweep_labels_sit_beside_their_squares() -> No
     small = labels["small"]
     assert small.get_ha() == "left" and small.get_va() == "center"
     assert tuple(small.xyann) == (5, 0)  # to the right, at the square's height
+
+
+def test_a_host_growth_is_a_jump_to_a_diamond_with_the_operator_written_once() -> None:
+    import attrs
+
+    note = "width 4x: parameters x14.0, FLOPs per epoch x11.0"
+    points = [
+        PathPoint(1, 1000.0, 1e9, 84.0, "val_acc", ["start"]),
+        PathPoint(3, 1000.0, 2e9, 85.0, "val_acc", []),
+        PathPoint(3, 14000.0, 2e9, 85.0, "val_acc", ["host_grew"], note),
+        PathPoint(10, 14000.0, 5e9, 87.0, "final_test_acc", ["end"]),
+    ]
+    seeds = [GrowthPath("glyphs", "static", seed, points) for seed in (0, 1)]
+    results = attrs.evolve(_results(), paths=seeds)
+    for ax, x in zip(pareto_figure(results).axes, (14000.0, 2e9)):
+        assert [t.get_text() for t in ax.texts].count(note) == 1  # one per policy
+        diamonds = [
+            c
+            for c in ax.collections
+            if c.get_paths()
+            and len(c.get_offsets()) == 1
+            and tuple(c.get_offsets()[0]) == (x, 85.0)
+        ]
+        assert len(diamonds) == 2  # one per seed

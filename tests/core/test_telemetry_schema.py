@@ -16,6 +16,7 @@ from esper_core.env.step import EpochMetrics
 from esper_core.run.telemetry import (
     EVENT_TYPES,
     SCHEMA_VERSION,
+    EpisodeFinished,
     EpochCompleted,
     EpochScores,
     RunFinished,
@@ -54,6 +55,21 @@ WRITTEN_KEYS = {
         *("germinated_epoch", "reason", "gain"),
     ],
     "governor_rollback": [*ENV_EPOCH, "reason", "val_loss", "penalty", "snapshot_epoch"],
+    "host_growth_started": [
+        *ENV_EPOCH,
+        *("growth_id", "operator", "plan", "widths_before", "widths_after"),
+        *("params_before", "params_after", "tempo", "curve"),
+    ],
+    "host_growth_stage_changed": [*ENV_EPOCH, "growth_id", "operator", "from_stage", "to_stage"],
+    "host_growth_fossilized": [
+        *ENV_EPOCH,
+        *("growth_id", "operator", "started_epoch", "params_before", "params_after"),
+    ],
+    "host_growth_pruned": [
+        *ENV_EPOCH,
+        *("growth_id", "operator", "stage", "started_epoch", "params_before", "params_after"),
+        "reason",
+    ],
     "episode_finished": [
         *("schema", "kind", "time", "env", "episode", "epochs", "final_val_acc"),
         *("final_test_acc", "final_test_loss", "total_reward", "reward_components"),
@@ -62,6 +78,7 @@ WRITTEN_KEYS = {
         *("params_forward", "params_held", "train_flops", "host_train_flops"),
         "final_val_loss",
         "growth_note",
+        "host_params_added",
     ],
     "policy_update": ["schema", "kind", "time", "update", "diagnostics"],
     "policy_evaluation": [
@@ -109,10 +126,26 @@ def test_schema_2_adds_the_reason_and_still_reads_schema_1() -> None:
 def test_schema_3_adds_a_failed_runs_reason_and_still_reads_schema_2() -> None:
     # run_finished says why a run failed since schema 3 (summary.json is written only by
     # a finished run); a schema-2 line still reads, with the reason empty.
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION >= 3
     failed = RunFinished(status="failed", wall_time=1.5, error="plugin x raised ValueError: no")
     old = {**event_to_dict(failed), "schema": 2}
     del old["error"]
     read = event_from_dict(old)
     assert isinstance(read, RunFinished) and read.error == ""
     assert attrs.evolve(read, error=failed.error) == failed
+
+
+def test_schema_4_tells_host_growth_and_still_reads_schema_3() -> None:
+    # The host's own growth has events since schema 4 and the episode counts its
+    # parameters; a schema-3 episode line still reads, the host counted as not grown.
+    assert SCHEMA_VERSION == 4
+    assert {"host_growth_started", "host_growth_fossilized", "host_growth_pruned"} <= set(
+        EVENT_TYPES
+    )
+    episode = next(e for e in one_of_each() if isinstance(e, EpisodeFinished))
+    assert episode.host_params_added == 4332
+    old = {**event_to_dict(episode), "schema": 3}
+    del old["host_params_added"]
+    read = event_from_dict(old)
+    assert isinstance(read, EpisodeFinished) and read.host_params_added == 0
+    assert attrs.evolve(read, host_params_added=4332) == episode

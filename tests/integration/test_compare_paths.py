@@ -78,6 +78,7 @@ def test_compare_writes_each_grown_runs_path(tmp_path: Path) -> None:
         "value",
         "metric",
         "events",
+        "note",  # since schema 8: the host's own growth (empty here: seeds only)
     }
     assert (out / PARETO_PLOT).stat().st_size > 0
 

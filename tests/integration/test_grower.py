@@ -15,6 +15,7 @@ from esper_core.grow.loop_trainer import GROUP_KEY
 from esper_core.lifecycle.rules import BLENDED_STAGES
 from esper_core.lifecycle.stages import Stage
 from esper_core.run.checkpoint import save_checkpoint
+from esper_core.run.telemetry import EpisodeFinished
 from tests.integration.own_model_helpers import (
     RESNET_SLOTS,
     TRANSFORMER_SLOTS,
@@ -273,3 +274,12 @@ def test_a_static_policys_seeds_are_installed_before_the_first_epoch() -> None:
     assert _in_optimizer(opt, params) == [0] * len(params)
     results = _run(grower, opt, train, val, 1)
     assert any(type(e).__name__ == "SeedFossilized" for e in results[0].events)
+
+
+def test_the_last_epoch_finishes_the_episode_with_the_users_host_counted() -> None:
+    """The episode's end counts params_added from the host as built (issue 36): the
+    grower's env records it as the run's env does."""
+    grower, opt, train, val = _grower("resnet18", "wait", max_epochs=2)
+    *_, last = _run(grower, opt, train, val, 2)
+    (finished,) = [e for e in last.events if isinstance(e, EpisodeFinished)]
+    assert last.done and (finished.params_added, finished.host_params_added) == (0, 0)

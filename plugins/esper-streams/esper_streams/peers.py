@@ -25,6 +25,7 @@ class PeerEnv:
         self.max_epochs = template.max_epochs
         self.task = template.task
         self.host_params = template.host_params
+        self.birth_host_params = template.birth_host_params
         self.device = template.device
         self._observation: Any = None
 

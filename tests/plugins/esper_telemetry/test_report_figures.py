@@ -62,3 +62,68 @@ def test_accuracy_marks_the_lifecycle_on_each_curve_with_fixed_legend_markers() 
     assert "germinated" in texts
     handle = legend.legend_handles[texts.index("germinated")]
     assert handle.get_marker() == "^" and handle.get_markersize() == 9
+
+
+def _widened():  # type: ignore[no-untyped-def]
+    """The synthetic run with a width growth in episode 0: started after epoch 1, folded
+    at the end of epoch 2."""
+    from esper_core.run.telemetry import HostGrowthFossilized, HostGrowthStarted
+
+    common = {"env": 0, "episode": 0, "growth_id": "width-0", "operator": "width"}
+    growth = [
+        HostGrowthStarted(
+            **common,  # type: ignore[arg-type]
+            epoch=1,
+            plan="stage 0 -> 16",
+            widths_before={"stage0": 4},
+            widths_after={"stage0": 16},
+            params_before=1702,
+            params_after=24058,
+            tempo=2,
+            curve="linear",
+        ),
+        HostGrowthFossilized(
+            **common,  # type: ignore[arg-type]
+            epoch=2,
+            started_epoch=1,
+            params_before=1702,
+            params_after=24058,
+        ),
+    ]
+    events = [e for batch in synthetic_batches(n_envs=1, episodes=2, max_epochs=4) for e in batch]
+    return index_events(Path("/nowhere"), [*events, *growth])
+
+
+def test_a_host_growth_is_marked_on_the_accuracy_curve_and_the_training_losses() -> None:
+    data = _widened()
+    ax = accuracy_figure(data).axes[0]
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "host grew (width)" in texts and "host growth folded in" in texts
+    accuracy = {r.epoch: r.val_acc for r in data.epochs[(0, 0)]}
+    drawn = {tuple(map(float, xy)) for c in ax.collections for xy in c.get_offsets()}
+    assert (1.0, float(accuracy[1])) in drawn and (2.0, float(accuracy[2])) in drawn
+    loss_ax = training_figure(data).axes[0]
+    assert "host widened" in [t.get_text() for t in loss_ax.get_legend().get_texts()]
+
+
+def test_the_swimlane_has_a_host_lane_with_the_growth_and_its_markers() -> None:
+    from esper_telemetry.report.figures import lifecycle_figure
+
+    ax = lifecycle_figure(_widened()).axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert "env 0 · episode 0 · host" in labels
+    assert "env 0 · episode 1 · host" not in labels  # episode 1 kept its shape
+    notes = [t.get_text() for t in ax.texts]
+    assert "width 4x: 1,702 -> 24,058 params" in notes
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert {"host grew (width)", "host growth folded in", "BLENDING", "FOSSILIZED"} <= set(legend)
+
+
+def test_report_md_lists_the_host_growth() -> None:
+    from esper_telemetry.report.markdown import render
+
+    text = render(_widened(), [])
+    assert (
+        "- **host growth** width-0 (env 0, episode 0): width, stage 0 -> 16, at epoch 1: "
+        "1,702 -> 24,058 parameters, folded in at epoch 2"
+    ) in text

@@ -8,12 +8,15 @@ from pathlib import Path
 from attrs import define, field
 
 from esper_core.errors import RunDirError
-from esper_core.run.ledger import SeedLedger
+from esper_core.run.ledger import HostGrowthLedger, SeedLedger
 from esper_core.run.telemetry import (
     EpisodeFinished,
     EpochCompleted,
     Event,
     GovernorRollback,
+    HostGrowthFossilized,
+    HostGrowthPruned,
+    HostGrowthStarted,
     PolicyEvaluation,
     PolicyUpdate,
     RunFinished,
@@ -26,6 +29,16 @@ from esper_core.run.telemetry import (
 from esper_telemetry.jsonl import EVENTS_FILE
 
 Key = tuple[int, int]  # (env, episode)
+# The events drawn as markers: the seeds', the host's own growth's and rollbacks.
+LIFECYCLE = (
+    SeedGerminated,
+    SeedFossilized,
+    SeedPruned,
+    GovernorRollback,
+    HostGrowthStarted,
+    HostGrowthFossilized,
+    HostGrowthPruned,
+)
 
 
 @define
@@ -40,6 +53,7 @@ class RunData:
     updates: list[PolicyUpdate] = field(factory=list)
     evaluations: list[PolicyEvaluation] = field(factory=list)
     ledger: SeedLedger = field(factory=SeedLedger)
+    growth_ledger: HostGrowthLedger = field(factory=HostGrowthLedger)
 
     @property
     def name(self) -> str:
@@ -135,9 +149,10 @@ def index_events(run_dir: Path, events: list[Event]) -> RunData:
             data.updates.append(event)
         elif isinstance(event, PolicyEvaluation):
             data.evaluations.append(event)
-        elif isinstance(event, SeedGerminated | SeedFossilized | SeedPruned | GovernorRollback):
+        elif isinstance(event, LIFECYCLE):
             lifecycle[(event.env, event.episode)].append(event)
     data.epochs = {k: sorted(v, key=lambda e: e.epoch) for k, v in epochs.items()}
     data.lifecycle = dict(lifecycle)
     data.ledger.consume(events)
+    data.growth_ledger.consume(events)
     return data

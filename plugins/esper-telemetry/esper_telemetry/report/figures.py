@@ -12,7 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from esper_core.run.checkpoint import atomic_writer
-from esper_core.run.telemetry import GovernorRollback, SeedFossilized, SeedGerminated, SeedPruned
+from esper_core.run.ledger import HostGrowthRecord
+from esper_core.run.telemetry import (
+    GovernorRollback,
+    HostGrowthFossilized,
+    HostGrowthPruned,
+    HostGrowthStarted,
+    SeedFossilized,
+    SeedGerminated,
+    SeedPruned,
+)
 from esper_telemetry.report.data import Key, RunData
 from esper_telemetry.stages import STAGE_ORDER, stage_colour
 
@@ -41,7 +50,24 @@ MARKERS: dict[str, dict[str, Any]] = {
         "edgecolors": "#e63946",
         "linewidths": 1.2,
     },
+    # The host's own growth: navy, apart from the seeds' markers.
+    "host grow": {"marker": "D", "color": "#1d3557", "s": 52},
+    "host fold": {
+        "marker": "*",
+        "color": "#1d3557",
+        "s": 150,
+        "edgecolors": "#ffd60a",
+        "linewidths": 0.8,
+    },
+    "host prune": {
+        "marker": "X",
+        "color": "#ffffff",
+        "s": 70,
+        "edgecolors": "#1d3557",
+        "linewidths": 1.2,
+    },
 }
+HOST_LANE = "host"  # the swimlane of the host's own growth, above the slots' lanes
 ROLLBACK_LINE: dict[str, Any] = {"color": "#d00000", "linestyle": "--", "linewidth": 1.4}
 
 
@@ -152,6 +178,12 @@ def _event_kind(event: Any) -> str | None:
         return "fossilize"
     if isinstance(event, SeedPruned):
         return "prune (rollback)" if event.reason == "rollback" else "prune"
+    if isinstance(event, HostGrowthStarted):
+        return "host grow"
+    if isinstance(event, HostGrowthFossilized):
+        return "host fold"
+    if isinstance(event, HostGrowthPruned):
+        return "host prune"
     return None
 
 
@@ -180,6 +212,9 @@ MARKER_LABELS = {
     "fossilize": "fossilized",
     "prune": "pruned (policy)",
     "prune (rollback)": "pruned (rollback)",
+    "host grow": "host grew (width)",
+    "host fold": "host growth folded in",
+    "host prune": "host growth pruned",
 }
 
 
@@ -271,8 +306,8 @@ def lifecycle_figure(data: RunData, max_groups: int = 4) -> Any:
 
     keys = data.env_episodes()
     groups = keys[-max_groups:]
-    slot_ids = data.slot_ids
-    lanes = [(key, slot) for key in groups for slot in slot_ids]
+    growths = _growths_by_key(data)
+    lanes = [(key, slot) for key in groups for slot in _lanes(data, key in growths)]
     n = len(lanes)
     figure = new_figure(12.0, 1.6 + 0.42 * max(n, 3))
     ax = figure.add_subplot()
@@ -282,7 +317,27 @@ def lifecycle_figure(data: RunData, max_groups: int = 4) -> Any:
     annotate = n <= 24
     for key in groups:
         rows = data.epochs[key]
-        for slot in slot_ids:
+        for growth in growths.get(key, []):
+            y = lane_y[(key, HOST_LANE)]
+            for start, width, stage in _growth_segments(growth, data.last_epoch(key)):
+                stages_seen.add(stage)
+                ax.broken_barh(
+                    [(start, width)],
+                    (y - 0.36, 0.72),
+                    facecolors=stage_colour(stage),
+                    edgecolors="white",
+                    linewidth=0.6,
+                )
+            if annotate:
+                ax.annotate(
+                    _growth_label(growth),
+                    (growth.started_epoch, y),
+                    xytext=(4, 9),
+                    textcoords="offset points",
+                    fontsize=7,
+                    color="#222222",
+                )
+        for slot in data.slot_ids:
             y = lane_y[(key, slot)]
             for start, width, stage in _segments(rows, slot):
                 stages_seen.add(stage)
@@ -295,11 +350,12 @@ def lifecycle_figure(data: RunData, max_groups: int = 4) -> Any:
                 )
         for event in data.lifecycle.get(key, []):
             if isinstance(event, GovernorRollback):
-                ys = [lane_y[(key, s)] for s in slot_ids]
+                ys = [lane_y[(key, s)] for s in _lanes(data, key in growths)]
                 ax.vlines(event.epoch, min(ys) - 0.45, max(ys) + 0.45, **ROLLBACK_LINE)
                 used_markers.add("rollback")
                 continue
-            lane = (key, event.slot_id)  # type: ignore[attr-defined]
+            slot_id = getattr(event, "slot_id", HOST_LANE)
+            lane = (key, slot_id)
             if lane not in lane_y:
                 continue
             y = lane_y[lane]
@@ -317,8 +373,9 @@ def lifecycle_figure(data: RunData, max_groups: int = 4) -> Any:
                 )
             used_markers.add(kind)
             ax.scatter([event.epoch], [y], zorder=4, **MARKERS[kind])
-    for i in range(1, len(groups)):
-        ax.axhline(n - i * len(slot_ids) - 0.5, color="#444444", linewidth=0.8)
+    first_lanes = [i for i, (key, _) in enumerate(lanes) if i and lanes[i - 1][0] != key]
+    for i in first_lanes:
+        ax.axhline(n - i - 0.5, color="#444444", linewidth=0.8)
     ax.set_yticks([lane_y[lane] for lane in lanes])
     ax.set_yticklabels(
         [f"env {k[0]} · {data.outer_name} {k[1]} · {slot}" for k, slot in lanes], fontsize=8
@@ -330,7 +387,7 @@ def lifecycle_figure(data: RunData, max_groups: int = 4) -> Any:
         "epoch (bar colour: the slot's stage at the end of that epoch; markers: the epoch boundary "
         "where the event happened)"
     )
-    title = "Seed lifecycle per slot"
+    title = "Seed lifecycle per slot" + (" and the host's own growth" if growths else "")
     if len(groups) < len(keys):
         title += f" (last {len(groups)} of {len(keys)} env-{data.outer_name}s)"
     ax.set_title(title)
@@ -353,6 +410,34 @@ def lifecycle_figure(data: RunData, max_groups: int = 4) -> Any:
     )
     figure.suptitle(data.title, fontsize=11)
     return figure
+
+
+def _lanes(data: RunData, host: bool) -> list[str]:
+    """An env-episode's lanes: the host's, when it grew, above the slots'."""
+    return [HOST_LANE, *data.slot_ids] if host else list(data.slot_ids)
+
+
+def _growths_by_key(data: RunData) -> dict[Key, list[HostGrowthRecord]]:
+    out: dict[Key, list[HostGrowthRecord]] = defaultdict(list)
+    for growth in data.growth_ledger.rows():
+        out[(growth.env, growth.episode)].append(growth)
+    return dict(out)
+
+
+def _growth_segments(growth: HostGrowthRecord, last: int) -> list[tuple[int, int, str]]:
+    """(start, width, stage) of a host growth: ramping from the epoch it started (its first
+    epoch trained is the next) to where it ended, then folded in to the episode's end."""
+    end = growth.ended_epoch if growth.ended_epoch is not None else last
+    out = [(growth.started_epoch, max(end - growth.started_epoch, 0), "BLENDING")]
+    if growth.fate == "fossilized" and end < last:
+        out.append((end, last - end, "FOSSILIZED"))
+    return [seg for seg in out if seg[1] > 0]
+
+
+def _growth_label(growth: HostGrowthRecord) -> str:
+    factor = growth.factor()
+    shape = f"{factor:g}x" if factor is not None else growth.plan
+    return f"{growth.operator} {shape}: {growth.params_before:,} -> {growth.params_after:,} params"
 
 
 # ---------------------------------------------------------------- (3) reward components

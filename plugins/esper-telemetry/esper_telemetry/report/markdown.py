@@ -113,6 +113,27 @@ def decisions(data: RunData) -> list[str]:
     return out
 
 
+HOST_FATES = {
+    "fossilized": "folded in at epoch {end}",
+    "live": "still ramping in at the end",
+    "pruned": "pruned at epoch {end}",
+    "pruned_by_rollback": "pruned by a rollback at epoch {end}",
+}
+
+
+def _host_growth_lines(data: RunData) -> list[str]:
+    """One bullet per growth of the host itself (none when it kept its shape)."""
+    out = []
+    for g in data.growth_ledger.rows():
+        fate = HOST_FATES.get(g.fate, g.fate).format(end=g.ended_epoch)
+        out.append(
+            f"- **host growth** {g.growth_id} (env {g.env}, {data.outer_name} {g.episode}): "
+            f"{g.operator}, {g.plan}, at epoch {g.started_epoch}: {g.params_before:,} -> "
+            f"{g.params_after:,} parameters, {fate}"
+        )
+    return out
+
+
 def render(data: RunData, figures: Sequence[str]) -> str:
     s = data.started
     out = [f"# Esper run report: {data.name}", ""]
@@ -144,6 +165,7 @@ def render(data: RunData, figures: Sequence[str]) -> str:
         f"- **seeds**: {len(records)} germinated: {fates['fossilized']} fossilized, {fates['pruned']} pruned by the "
         f"policy, {fates['pruned_by_rollback']} pruned by a rollback, {fates['live']} live at the end"
     )
+    out += _host_growth_lines(data)
     out += ["", "## Figures", ""]
     captions = {
         "accuracy.png": "Validation and test accuracy",
@@ -198,8 +220,9 @@ def render(data: RunData, figures: Sequence[str]) -> str:
         out += [
             "",
             "*params added*: parameters of the seeds that reached the output (blended or "
-            "fossilized) at the episode's end; *never blended*: those of seeds still "
-            "germinated or training then, which change nothing the host computes.",
+            "fossilized) at the episode's end, and those the host's own growth added; "
+            "*never blended*: those of seeds still germinated or training then, which "
+            "change nothing the host computes.",
         ]
     else:
         out.append("No episode finished.")

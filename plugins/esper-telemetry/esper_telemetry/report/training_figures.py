@@ -12,7 +12,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from esper_core.run.telemetry import GovernorRollback, SeedFossilized, SeedGerminated, SeedPruned
+from esper_core.run.telemetry import (
+    GovernorRollback,
+    HostGrowthFossilized,
+    HostGrowthPruned,
+    HostGrowthStarted,
+    SeedFossilized,
+    SeedGerminated,
+    SeedPruned,
+)
 from esper_telemetry.report.data import RunData
 from esper_telemetry.report.figures import GRID, _integer_ticks, _label, _palette, new_figure
 
@@ -22,6 +30,9 @@ EVENT_LINES: dict[type, dict[str, Any]] = {
     SeedFossilized: {"color": "#c9a227", "linestyle": "-", "label": "fossilized"},
     SeedPruned: {"color": "#e63946", "linestyle": "--", "label": "pruned"},
     GovernorRollback: {"color": "#d00000", "linestyle": "-.", "label": "rollback"},
+    HostGrowthStarted: {"color": "#1d3557", "linestyle": ":", "label": "host widened"},
+    HostGrowthFossilized: {"color": "#1d3557", "linestyle": "-", "label": "host growth folded"},
+    HostGrowthPruned: {"color": "#1d3557", "linestyle": "--", "label": "host growth pruned"},
 }
 MAX_DIAGNOSTICS = 8
 
