@@ -298,29 +298,23 @@ def _draw_path(
     style = {"color": color, "alpha": 0.35, "linewidth": 0.8, "zorder": 3}
     ax.plot(xs[:-1], ys[:-1], linestyle="--", **style)
     ax.plot(xs[-2:], ys[-2:], linestyle=":", **style)
-    grown = [p for p in points if set(p.events) & {"grew", "fossilized", "pruned"}]
-    ax.scatter(
-        [getattr(p, axis) for p in grown],
-        [p.value for p in grown],
-        marker="^",
-        s=10,
-        color=color,
-        alpha=0.5,
-        linewidths=0,
-        zorder=3,
-    )
+
+    def mark(marked: list[Any], marker: str, size: float, alpha: float) -> None:
+        ax.scatter(
+            [getattr(p, axis) for p in marked],
+            [p.value for p in marked],
+            marker=marker,
+            s=size,
+            color=color,
+            alpha=alpha,
+            linewidths=0,
+            zorder=3,
+        )
+
+    mark([p for p in points if set(p.events) & {"grew", "fossilized", "pruned"}], "^", 10, 0.5)
     ax.scatter([xs[-1]], [ys[-1]], marker="o", s=8, color=color, alpha=0.5, linewidths=0, zorder=3)
     host = [p for p in points if "host_grew" in p.events]
-    ax.scatter(
-        [getattr(p, axis) for p in host],
-        [p.value for p in host],
-        marker="D",
-        s=14,
-        color=color,
-        alpha=0.6,
-        linewidths=0,
-        zorder=3,
-    )
+    mark(host, "D", 14, 0.6)
     for p in host if note else []:
         ax.annotate(
             p.note,

@@ -321,13 +321,7 @@ def lifecycle_figure(data: RunData, max_groups: int = 4) -> Any:
             y = lane_y[(key, HOST_LANE)]
             for start, width, stage in _growth_segments(growth, data.last_epoch(key)):
                 stages_seen.add(stage)
-                ax.broken_barh(
-                    [(start, width)],
-                    (y - 0.36, 0.72),
-                    facecolors=stage_colour(stage),
-                    edgecolors="white",
-                    linewidth=0.6,
-                )
+                _stage_bar(ax, start, width, y, stage)
             if annotate:
                 ax.annotate(
                     _growth_label(growth),
@@ -341,13 +335,7 @@ def lifecycle_figure(data: RunData, max_groups: int = 4) -> Any:
             y = lane_y[(key, slot)]
             for start, width, stage in _segments(rows, slot):
                 stages_seen.add(stage)
-                ax.broken_barh(
-                    [(start, width)],
-                    (y - 0.36, 0.72),
-                    facecolors=stage_colour(stage),
-                    edgecolors="white",
-                    linewidth=0.6,
-                )
+                _stage_bar(ax, start, width, y, stage)
         for event in data.lifecycle.get(key, []):
             if isinstance(event, GovernorRollback):
                 ys = [lane_y[(key, s)] for s in _lanes(data, key in growths)]
@@ -577,3 +565,14 @@ def _episode_reward_panel(
     ax.set_ylabel("summed reward (mean over envs)")
     ax.grid(axis="y", **GRID)
     ax.set_axisbelow(True)
+
+
+def _stage_bar(ax: Any, start: float, width: float, y: float, stage: str) -> None:
+    """One lane's stretch in one stage, coloured as the legend says."""
+    ax.broken_barh(
+        [(start, width)],
+        (y - 0.36, 0.72),
+        facecolors=stage_colour(stage),
+        edgecolors="white",
+        linewidth=0.6,
+    )
