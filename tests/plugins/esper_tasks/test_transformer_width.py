@@ -25,7 +25,7 @@ from esper_core.lifecycle.host_width import HostWidthGrowth, plan_by_factor
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.stages import Stage
 from esper_core.lifecycle.width import WidthError
-from esper_core.lifecycle.width_transformer import (
+from esper_core.lifecycle.width_transformer_modules import (
     MaskedLayerNorm,
     MaskedLinear,
     WidenedEmbedding,
