@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import define, field, frozen
 
+from esper_core.components.host import WidenableTransformer
 from esper_core.converter import unstructure
 from esper_core.env import cost
 from esper_core.env.step import EpochMetrics
@@ -46,8 +47,17 @@ def growth_id(env: MorphogeneticEnv, growth: HostWidthGrowth) -> str:
     return f"{WIDTH}-{env.model.host_growths.index(growth)}"
 
 
-def _widths(channels: tuple[int, ...]) -> dict[str, int]:
+def _widths(growth: HostWidthGrowth, channels: tuple[int, ...]) -> dict[str, int]:
+    """The widths by the dimension a reader knows: a transformer's one width is d_model."""
+    if isinstance(growth.host, WidenableTransformer):
+        return {"d_model": channels[0]}
     return {f"stage{i}": c for i, c in enumerate(channels)}
+
+
+def _plan(growth: HostWidthGrowth) -> str:
+    if isinstance(growth.host, WidenableTransformer):
+        return f"d_model {growth.old_channels[0]} -> {growth.new_channels[0]}"
+    return growth.plan.describe()
 
 
 def _growth_params_before(env: MorphogeneticEnv, growth: HostWidthGrowth) -> int:
@@ -149,9 +159,9 @@ class StepEvents:
             HostGrowthStarted,
             growth_id=growth_id(env, growth),
             operator=WIDTH,
-            plan=growth.plan.describe(),
-            widths_before=_widths(growth.old_channels),
-            widths_after=_widths(growth.new_channels),
+            plan=_plan(growth),
+            widths_before=_widths(growth, growth.old_channels),
+            widths_after=_widths(growth, growth.new_channels),
             params_before=_growth_params_before(env, growth),
             params_after=env.host_params,
             tempo=growth.schedule.ticks,

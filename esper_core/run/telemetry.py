@@ -186,8 +186,9 @@ class HostGrowthStarted(EnvEvent):
     kind: ClassVar[str] = "host_growth_started"
     growth_id: str  # the operator and its index among the episode's host growths: "width-0"
     operator: str  # "width"
-    plan: str  # what it changes, in words: "stage 0 -> 64, stage 1 -> 128"
-    # Every dimension the operator acts on (a CNN: "stage0", "stage1", ... -> channels),
+    plan: str  # what it changes, in words: "stage 0 -> 64, stage 1 -> 128", "d_model 64 -> 128"
+    # Every dimension the operator acts on (a CNN: "stage0", "stage1", ... -> channels; a
+    # transformer: "d_model"),
     # before and after; the ones it leaves alone appear unchanged.
     widths_before: dict[str, int]
     widths_after: dict[str, int]

@@ -4,6 +4,7 @@ the slots, and runs that grow d_model (resume and rollback included)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -410,3 +411,18 @@ def test_a_rollback_prunes_a_growth_in_flight_and_restores_the_snapshot(
     assert params == {id(p) for p in env.model.host.parameters()}
     assert env.host_params == small
     env.step(WAIT)  # trains on at the old width
+
+
+def test_the_growth_event_names_d_model(pm: PluginManager, tmp_path: Path) -> None:
+    overrides = _charlm(
+        tmp_path,
+        "env.max_epochs=3",
+        "policies.static.widen_at=0.34",
+        "policies.static.widen_tempo=1",
+        'run.telemetry=["jsonl"]',
+    )
+    run(load_config(overrides=overrides), pm, run_dir=tmp_path / "r", quiet=True)
+    events = [json.loads(line) for line in (tmp_path / "r" / "events.jsonl").open()]
+    (started,) = [e for e in events if e["kind"] == "host_growth_started"]
+    assert started["plan"] == "d_model 16 -> 32"
+    assert (started["widths_before"], started["widths_after"]) == ({"d_model": 16}, {"d_model": 32})
