@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from esper_core.env.env import MorphogeneticEnv
-from esper_core.lifecycle.actions import WAIT
 from esper_core.env.step import StepResult
+from esper_core.lifecycle.actions import WAIT
 from tests.fakes import make_env
 
 gymnasium = pytest.importorskip("gymnasium")
@@ -43,7 +43,7 @@ def test_the_gym_adapter_terminates_at_a_rollback_and_reset_continues_the_run() 
     assert info["rolled_back"] and terminated and not truncated
     assert reward <= inner.config.governor.penalty + 1.0
     # reset() without a seed: the same run, from the restored snapshot, one epoch on.
-    obs, info = env.reset()
+    _, info = env.reset()
     assert info["continued_after_rollback"] and inner.epoch == epoch + 1
     _, _, terminated, _, info = env.step([0] * 6)
     assert not terminated and not info["rolled_back"] and inner.epoch == epoch + 2
