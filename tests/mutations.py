@@ -109,6 +109,48 @@ MUTATIONS = (
         "neg_adv = mb_advantages.unsqueeze(1)",
         PPO_TESTS,
     ),
+    # ---- The joint-ratio clip (ratio_clip = "joint").
+    Mutation(
+        "ppo-joint-clip-ignored",
+        PPO,
+        "loss.py",
+        'if o.ratio_clip == "joint":',
+        "if False:",
+        PPO_TESTS,
+    ),
+    Mutation(
+        "ppo-joint-ratio-per-head",
+        PPO,
+        "loss.py",
+        "ratio = log_ratio.sum(1, keepdim=True).exp()",
+        "ratio = log_ratio.exp()",
+        PPO_TESTS,
+    ),
+    # ---- The update around the loss (issue 37: these three survived the check before).
+    Mutation(
+        "ppo-grad-norm-clip-removed",
+        PPO,
+        "learner.py",
+        "nn.utils.clip_grad_norm_(net.parameters(), o.max_grad_norm, foreach=True)",
+        "None",
+        PPO_TESTS,
+    ),
+    Mutation(
+        "ppo-gae-lambda-one",
+        PPO,
+        "learner.py",
+        "self.gamma, o.gae_lambda",
+        "self.gamma, 1.0",
+        PPO_TESTS,
+    ),
+    Mutation(
+        "ppo-explained-variance-sign",
+        PPO,
+        "learner.py",
+        "float(1.0 - (returns - values).var() / var)",
+        "float((returns - values).var() / var - 1.0)",
+        PPO_TESTS,
+    ),
     # ---- GAE: nothing is bootstrapped across a terminal step.
     Mutation(
         "gae-terminal-bootstrap",

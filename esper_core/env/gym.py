@@ -167,6 +167,7 @@ class EsperGymEnv(gym.Env[np.ndarray, np.ndarray]):
         self._seed = self.env.seed
         self._masks: tuple[np.ndarray, ...] | None = None
         self._episodes = 0  # resets so far
+        self._segment_cut = False  # the last step rolled back mid-run
 
     def _encode(self, obs: Observation) -> np.ndarray:
         return np.asarray(features(obs, self.env.space, self.history_length), dtype=np.float32)
@@ -187,6 +188,13 @@ class EsperGymEnv(gym.Env[np.ndarray, np.ndarray]):
         """A new episode: with ``seed``, a host and data order from that seed; without one,
         the next seed after the previous episode's, so successive episodes differ."""
         super().reset(seed=seed)
+        if seed is None and self._segment_cut:
+            # A governor rollback ended the segment, not the training run: the run goes on
+            # from the restored snapshot as a new segment, as it does in Esper's own PPO.
+            self._segment_cut = False
+            obs = self.env.observation
+            return self._encode(obs), self._info(obs, continued_after_rollback=True)
+        self._segment_cut = False
         if seed is not None:
             self._seed = seed
         elif self._episodes:
@@ -208,8 +216,11 @@ class EsperGymEnv(gym.Env[np.ndarray, np.ndarray]):
             test_acc=result.metrics.test_acc,
         )
         # The last epoch is a true terminal state (the epoch fraction is observed and the
-        # terminal bonus is paid), so it is `terminated`, not a time-limit truncation.
-        return self._encode(obs), float(result.reward), bool(result.done), False, info
+        # terminal bonus is paid), so it is `terminated`, not a time-limit truncation. A
+        # governor rollback is terminal too, as in Esper's own PPO (no bootstrap across the
+        # restored snapshot); the next reset() without a seed continues the same run.
+        self._segment_cut = bool(result.rolled_back and not result.done)
+        return self._encode(obs), float(result.reward), bool(result.terminal), False, info
 
 
 def register_envs() -> None:

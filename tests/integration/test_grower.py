@@ -283,3 +283,28 @@ def test_the_last_epoch_finishes_the_episode_with_the_users_host_counted() -> No
     *_, last = _run(grower, opt, train, val, 2)
     (finished,) = [e for e in last.events if isinstance(e, EpisodeFinished)]
     assert last.done and (finished.params_added, finished.host_params_added) == (0, 0)
+
+
+def test_a_width_growth_schedule_is_refused_in_one_line_and_the_module_left_as_given() -> None:
+    """policies.static with widen_at rewrites Esper's own hosts' layers: the Grower says it
+    cannot do that to a user's module instead of silently never widening it."""
+    build, slots, batches = CASES["resnet18"]
+    model = build()
+    before = [name for name, _ in model.named_modules()]
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    kwargs = grower_kwargs(
+        overrides=["policies.static.widen_at=0.5", "policies.static.widen_factor=2.0"],
+        max_epochs=4,
+    )
+    with pytest.raises(GrowerError) as caught:
+        Grower(
+            model,
+            slots,
+            example_input=batches(1, 1)[0][0],
+            policy="static",
+            optimizer=opt,
+            **kwargs,
+        )
+    message = str(caught.value)
+    assert "\n" not in message and "cannot widen" in message and "widen_*" in message
+    assert [name for name, _ in model.named_modules()] == before

@@ -269,7 +269,7 @@ class PPOLearner:
         if epochs:
             epoch_sums = [torch.stack(e).sum(0) for e in epochs]
             total = torch.stack(epoch_sums).sum(0)
-            pg, v, ent, kl, _, n_clip = total[:N_SCALARS].tolist()
+            pg, v, ent, kl, _, n_clip, n_ratios = total[:N_SCALARS].tolist()
             entropy_per_head = total[N_SCALARS : N_SCALARS + N_HEADS].tolist()
             head_used = total[N_SCALARS + N_HEADS :]
             n_mb = diagnostics["minibatches_run"]
@@ -279,7 +279,7 @@ class PPOLearner:
                     "value_loss": v / n_mb,
                     "entropy": ent / n_mb,
                     "approx_kl": kl / n_mb,
-                    "clip_fraction": n_clip / max(float(head_used.sum()), 1.0),
+                    "clip_fraction": n_clip / max(n_ratios, 1.0),
                 }
             )
             for head, summed, count in zip(
@@ -287,8 +287,8 @@ class PPOLearner:
             ):
                 diagnostics[f"entropy/{head}"] = summed / count if count else 0.0
             for k, e in enumerate(epoch_sums, start=1):
-                *_, deviation_sum, clipped_sum = e[:N_SCALARS].tolist()
-                n = max(float(e[N_SCALARS + N_HEADS :].sum()), 1.0)
+                *_, deviation_sum, clipped_sum, ratios = e[:N_SCALARS].tolist()
+                n = max(ratios, 1.0)
                 diagnostics[f"ratio_deviation/epoch{k}"] = deviation_sum / n
                 diagnostics[f"clip_fraction/epoch{k}"] = clipped_sum / n
         return diagnostics

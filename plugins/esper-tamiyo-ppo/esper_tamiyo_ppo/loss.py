@@ -18,8 +18,17 @@ from esper_tamiyo_ppo.options import PPOOptions
 ADV_EPS = 1e-8
 # A minibatch's statistics are packed in one tensor so an epoch sums them in one go:
 # these scalars, then the entropy summed per head and the entries counted per head
-# (both only where the op used the head).
-SCALAR_STATS = ("pg_loss", "v_loss", "entropy", "approx_kl", "ratio_deviation", "n_clipped")
+# (both only where the op used the head). ``n_ratios`` counts the ratios the clip acts on:
+# one per used head (per-head clip) or one per sample (joint clip).
+SCALAR_STATS = (
+    "pg_loss",
+    "v_loss",
+    "entropy",
+    "approx_kl",
+    "ratio_deviation",
+    "n_clipped",
+    "n_ratios",
+)
 N_SCALARS, N_HEADS = len(SCALAR_STATS), len(HEADS)
 
 
@@ -108,15 +117,22 @@ def ppo_loss(
         used_table=used_table,
     )
 
-    # Clipped surrogate per head, summed over the heads the op used.
     used = out.used.to(features.dtype)
     log_ratio = out.log_probs - b.log_probs[i]  # 0 in the heads the op ignores
-    ratio = log_ratio.exp()
+    if o.ratio_clip == "joint":
+        # The standard PPO for a factored action (CleanRL's MultiDiscrete, SB3): one ratio,
+        # the product of the used heads' ratios, clipped once.
+        ratio = log_ratio.sum(1, keepdim=True).exp()
+        clipped_over = torch.ones_like(ratio)
+    else:
+        # A clipped surrogate per head, summed over the heads the op used.
+        ratio = log_ratio.exp()
+        clipped_over = used
     neg_adv = -mb_advantages.unsqueeze(1)
     surrogate = torch.max(
         neg_adv * ratio, neg_adv * ratio.clamp(1.0 - o.clip_coef, 1.0 + o.clip_coef)
     )
-    pg_loss = share.mean((surrogate * used).sum(1), weight)
+    pg_loss = share.mean((surrogate * clipped_over).sum(1), weight)
     # Value loss, clipped around the rollout's values.
     new_values = net.value(features)
     old_values, mb_returns = b.values[i], b.returns[i]
@@ -136,6 +152,7 @@ def ppo_loss(
         head_entropy = out.entropies
         if weight is not None:
             used = used * weight.unsqueeze(1)
+            clipped_over = clipped_over * weight.unsqueeze(1)
             deviation = deviation * weight.unsqueeze(1)
             head_entropy = head_entropy * weight.unsqueeze(1)
         n_clipped = (deviation > o.clip_coef).sum(dtype=deviation.dtype)
@@ -146,6 +163,7 @@ def ppo_loss(
             approx_kl,
             share.count(deviation.sum()),
             share.count(n_clipped),
+            share.count(clipped_over.sum()),
         )
         stats = torch.cat(
             [

@@ -86,6 +86,13 @@ class PPOOptions:
     clip_coef: float = options_field(
         0.2, in_range(0, MAX_FACTOR, lo_open=True), "Surrogate (and value) clip range."
     )
+    ratio_clip: str = options_field(
+        "per_head",
+        one_of("per_head", "joint"),
+        "per_head: clip each action head's ratio and sum the heads' surrogates (DOMAIN.md "
+        "section 7); joint: clip the product of the used heads' ratios once, the standard PPO "
+        "for a factored action (CleanRL's MultiDiscrete, Stable-Baselines3).",
+    )
     clip_value_loss: bool = options_field(
         True, doc="Clip the value loss around the rollout's values."
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from esper_tamiyo_ppo.options import PPOOptions
@@ -158,3 +160,57 @@ def test_plugin_discovery_does_not_import_torch() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_every_step_sees_gradients_clipped_to_max_grad_norm() -> None:
+    """The global gradient-norm clip acts before every optimiser step (Adam hides its
+    absence: its step barely depends on the gradient's scale, so learning curves do not)."""
+    options = PPOOptions(max_grad_norm=1e-3, learning_rate=0.02, target_kl=0.0)
+    policy = make_policy(options, n_envs=4, max_epochs=8)
+    optimizer = policy.learner.optimizer
+    step, norms = optimizer.step, []
+
+    def recording_step(*args: object, **kwargs: object) -> object:
+        grads = [p.grad for p in policy.net.parameters() if p.grad is not None]
+        norms.append(float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))))
+        return step(*args, **kwargs)
+
+    optimizer.step = recording_step  # type: ignore[method-assign]
+    policy.update(collect_rollout(policy, [BanditEnv(i, 8) for i in range(4)]))
+    assert len(norms) == options.update_epochs * options.num_minibatches
+    assert max(norms) <= options.max_grad_norm * (1 + 1e-4), norms
+
+
+def test_the_advantages_use_the_options_lambda_and_the_runs_gamma(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import esper_tamiyo_ppo.learner as learner_module
+
+    seen: list[tuple[float, float]] = []
+    compute = learner_module.compute_gae
+
+    def recording(*args: object) -> object:
+        seen.append((float(args[-2]), float(args[-1])))  # type: ignore[arg-type]
+        return compute(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(learner_module, "compute_gae", recording)
+    policy = make_policy(PPOOptions(gae_lambda=0.8), n_envs=2, max_epochs=4)
+    policy.update(collect_rollout(policy, [BanditEnv(i, 4) for i in range(2)]))
+    assert seen == [(pytest.approx(policy.learner.gamma), pytest.approx(0.8))]
+
+
+def test_explained_variance_against_scikit_learn() -> None:
+    from esper_tamiyo_ppo.learner import explained_variance
+    from sklearn.metrics import explained_variance_score
+
+    gen = torch.Generator().manual_seed(0)
+    returns = torch.randn(200, generator=gen)
+    for values in (
+        returns,  # a perfect critic: 1
+        torch.full_like(returns, float(returns.mean())),  # the mean: 0
+        returns + 0.5 * torch.randn(200, generator=gen),  # a good one: near 0.8
+        -returns,  # an anti-critic: below 0
+    ):
+        expected = explained_variance_score(returns.numpy(), values.numpy())
+        assert explained_variance(values, returns) == pytest.approx(expected, abs=1e-5)
+    assert math.isnan(explained_variance(torch.zeros(5), torch.ones(5)))  # nothing to explain

@@ -9,7 +9,7 @@ larger one), and heads the op does not read as well as illegal choices in the ma
 The reference follows the order of CleanRL's ``ppo.py`` minibatch step, written out one
 sample and one head at a time, with the two differences DOMAIN.md §7 asks for: the
 surrogate is clipped per head and summed over the heads the op uses (CleanRL has one
-joint ratio), and advantages are normalised with the population std (CleanRL's
+joint ratio, which ``ratio_clip = "joint"`` follows and the reference computes too), and advantages are normalised with the population std (CleanRL's
 ``.std()`` is Bessel-corrected; over several ranks the minibatch's std is the population
 one). Approx-KL is CleanRL's ``(ratio - 1) - log ratio`` on the joint ratio.
 
@@ -48,6 +48,8 @@ ROWS = [
     (Op.FOSSILIZE, 1, 0, 0, 0, 0, (0.75, 1.25), -0.2, 0.0, -0.5),
     (Op.WAIT, 0, 0, 0, 0, 0, (1.3,), 2.5, 0.25, -0.8),
     (Op.GERMINATE, 0, 1, 0, 1, 0, (0.9, 0.85, 1.15, 1.0, 0.7), -1.1, -0.1, 0.3),
+    # every head inside the clip range, their product (1.64) far outside it
+    (Op.GERMINATE, 1, 0, 1, 0, 0, (1.15, 1.1, 1.12, 1.05, 1.1), 1.8, 0.1, 0.2),
 ]
 
 
@@ -142,7 +144,7 @@ class Case:
         self.old_values = new_values - torch.tensor([r[8] for r in ROWS])
         self.returns = new_values + torch.tensor([r[9] for r in ROWS])
 
-    def loss(self) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, ent_coef: float = ENT_COEF) -> tuple[torch.Tensor, dict[str, float]]:
         batch = len(ROWS)
         rollout = FlatRollout(
             obs=self.obs,
@@ -164,7 +166,7 @@ class Case:
             self.options,
             part,
             rollout,
-            ENT_COEF,
+            ent_coef,
             Share(1, None),
             part,
             None,
@@ -172,7 +174,7 @@ class Case:
         )
         out = dict(zip(SCALAR_STATS, stats[:N_SCALARS].tolist()))
         used_counts = stats[N_SCALARS + N_HEADS :]
-        out["clip_fraction"] = out["n_clipped"] / float(used_counts.sum())
+        out["clip_fraction"] = out["n_clipped"] / out["n_ratios"]
         out["entropy_per_head"] = stats[N_SCALARS : N_SCALARS + N_HEADS].tolist()
         out["used_per_head"] = used_counts.tolist()
         return loss, out
@@ -185,11 +187,16 @@ class Case:
         newvalue = self.net.value(features)
         logratio = (newlogprob - self.old_log_probs) * used  # per head; 0 where unused
         ratio = logratio.exp()
+        joint_ratio = logratio.sum(1).exp()
         with torch.no_grad():
             joint = logratio.sum(1)
             approx_kl = ((joint.exp() - 1) - joint).mean()
-            outside = ((ratio - 1.0).abs() > o.clip_coef) & used
-            clipfrac = outside.sum() / used.sum()
+            if o.ratio_clip == "joint":
+                outside = (joint_ratio - 1.0).abs() > o.clip_coef
+                clipfrac = outside.sum() / len(ROWS)
+            else:
+                outside = ((ratio - 1.0).abs() > o.clip_coef) & used
+                clipfrac = outside.sum() / used.sum()
         mb_advantages = self.advantages
         if o.normalize_advantages:
             mean = mb_advantages.mean()
@@ -197,6 +204,13 @@ class Case:
             mb_advantages = (mb_advantages - mean) / (std + 1e-8)
         pg_per_sample = []
         for b in range(len(ROWS)):
+            if o.ratio_clip == "joint":  # CleanRL's one ratio per sample
+                pg_loss1 = -mb_advantages[b] * joint_ratio[b]
+                pg_loss2 = -mb_advantages[b] * torch.clamp(
+                    joint_ratio[b], 1 - o.clip_coef, 1 + o.clip_coef
+                )
+                pg_per_sample.append(torch.max(pg_loss1, pg_loss2))
+                continue
             total = torch.zeros(())
             for h in range(len(HEADS)):
                 if not used[b, h]:
@@ -225,7 +239,9 @@ class Case:
             "entropy": entropy_loss,
             "approx_kl": approx_kl,
             "clip_fraction": clipfrac,
-            "ratio_deviation": ((ratio - 1.0).abs() * used).sum(),
+            "ratio_deviation": (joint_ratio - 1.0).abs().sum()
+            if o.ratio_clip == "joint"
+            else ((ratio - 1.0).abs() * used).sum(),
             "n_clipped": outside.sum(),
             "entropy_per_head": (entropy * used).sum(0),
             "used_per_head": used.sum(0),
@@ -274,8 +290,10 @@ def test_the_batch_covers_what_the_loss_must_get_right() -> None:
         OPTIONS,
         attrs.evolve(OPTIONS, clip_value_loss=False),
         attrs.evolve(OPTIONS, normalize_advantages=False),
+        attrs.evolve(OPTIONS, ratio_clip="joint"),
+        attrs.evolve(OPTIONS, ratio_clip="joint", normalize_advantages=False),
     ],
-    ids=["defaults", "value-loss-unclipped", "advantages-raw"],
+    ids=["defaults", "value-loss-unclipped", "advantages-raw", "joint", "joint-raw"],
 )
 def test_every_component_matches_the_reference(options: PPOOptions) -> None:
     case = Case(options)
@@ -290,9 +308,10 @@ def test_every_component_matches_the_reference(options: PPOOptions) -> None:
     _close(loss, expected_loss, "total loss")
 
 
-def test_the_gradient_matches_the_reference() -> None:
+@pytest.mark.parametrize("ratio_clip", ["per_head", "joint"])
+def test_the_gradient_matches_the_reference(ratio_clip: str) -> None:
     """The same loss could still detach the wrong term: compare every parameter's gradient."""
-    case = Case(OPTIONS)
+    case = Case(attrs.evolve(OPTIONS, ratio_clip=ratio_clip))
     loss, _ = case.loss()
     ours = torch.autograd.grad(loss, list(case.net.parameters()), allow_unused=True)
     expected_loss, _ = case.reference()
@@ -302,3 +321,25 @@ def test_the_gradient_matches_the_reference() -> None:
             assert a is None and b is None, name
             continue
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=lambda m, n=name: f"{n}: {m}")
+
+
+def test_the_joint_clip_stops_a_germinate_whose_heads_each_stay_inside_the_range() -> None:
+    """The last row: every head's ratio within 1 +- 0.2, the joint ratio 1.64, a positive
+    advantage. Per-head clipping still pushes its probability up; the joint clip does not."""
+    row = len(ROWS) - 1
+    r = Case(OPTIONS).target_ratio[row]
+    assert bool(((r - 1).abs() < OPTIONS.clip_coef).all()) and float(r.prod()) > 1.6
+
+    def policy_gradient(ratio_clip: str) -> float:
+        """The gradient of our loss with only this row's advantage, no value or entropy term."""
+        options = attrs.evolve(
+            OPTIONS, ratio_clip=ratio_clip, normalize_advantages=False, vf_coef=0.0
+        )
+        case = Case(options)
+        case.advantages = torch.where(torch.arange(len(ROWS)) == row, 1.0, 0.0)
+        loss, _ = case.loss(ent_coef=0.0)
+        grads = torch.autograd.grad(loss, list(case.net.parameters()), allow_unused=True)
+        return sum(float(g.abs().sum()) for g in grads if g is not None)
+
+    assert policy_gradient("per_head") > 0.0
+    assert policy_gradient("joint") == 0.0

@@ -127,3 +127,43 @@ def test_report_md_lists_the_host_growth() -> None:
         "- **host growth** width-0 (env 0, episode 0): width, stage 0 -> 16, at epoch 1: "
         "1,702 -> 24,058 parameters, folded in at epoch 2"
     ) in text
+
+
+def test_the_swimlane_numbers_each_decision_and_says_why_under_the_lanes() -> None:
+    from esper_telemetry.report.figures import lifecycle_figure
+
+    from esper_core.run.telemetry import EpochCompleted
+
+    def decide(e: object) -> object:
+        if isinstance(e, EpochCompleted) and e.episode == 0 and e.epoch == 1:
+            return attrs.evolve(
+                e, action="GERMINATE r0c1 conv_light", reason="plateau: val loss fell 0.4%"
+            )
+        if isinstance(e, EpochCompleted) and e.episode == 1 and e.epoch == 3:
+            return attrs.evolve(e, action="PRUNE r0c0", action_refused="r0c0 is dormant")
+        if isinstance(e, EpochCompleted):
+            return attrs.evolve(e, reason="no rule applies")  # WAITs: report.md only
+        return e
+
+    events = [decide(e) for b in synthetic_batches(n_envs=1, episodes=2, max_epochs=4) for e in b]
+    figure = lifecycle_figure(index_events(Path("/nowhere"), events))
+    lanes, notes = figure.axes
+    lane_of = {t.get_text(): t.get_position()[1] for t in lanes.get_yticklabels()}
+    tags = {t.get_text(): t.xy for t in lanes.texts if t.get_text() in ("1", "2")}
+    assert tags["1"] == (0, lane_of["env 0 · episode 0 · r0c1"])
+    assert tags["2"] == (2, lane_of["env 0 · episode 1 · r0c0"])
+    text = notes.texts[0].get_text()
+    assert (
+        "1. env 0 · episode 0, after epoch 0: GERMINATE r0c1 conv_light: plateau: val loss" in text
+    )
+    assert (
+        "2. env 0 · episode 1, after epoch 2: PRUNE r0c0 (refused: r0c0 is dormant): no reason given"
+        in text
+    )
+    assert "no rule applies" not in text
+
+
+def test_a_swimlane_without_decisions_has_no_notes_panel() -> None:
+    from esper_telemetry.report.figures import lifecycle_figure
+
+    assert len(lifecycle_figure(_data()).axes) == 1

@@ -23,6 +23,12 @@ from esper_core.run.telemetry import (
     SeedPruned,
 )
 from esper_telemetry.report.data import Key, RunData
+from esper_telemetry.report.decision_notes import (
+    MAX_NOTES,
+    decision_notes,
+    number_decisions,
+    write_notes,
+)
 from esper_telemetry.stages import STAGE_ORDER, stage_colour
 
 SERIES_COLOURS = "tab10"
@@ -300,7 +306,8 @@ def _segments(rows: list[Any], slot_id: str) -> list[tuple[int, int, str]]:
 
 def lifecycle_figure(data: RunData, max_groups: int = 4) -> Any:
     """One lane per (env, episode, slot): bars coloured by the slot's stage in each epoch,
-    markers where seeds were germinated, fossilized or pruned, dashed lines at rollbacks."""
+    markers where seeds were germinated, fossilized or pruned, dashed lines at rollbacks,
+    and each decision other than WAIT numbered, with the policy's reason under the lanes."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
@@ -309,8 +316,15 @@ def lifecycle_figure(data: RunData, max_groups: int = 4) -> Any:
     growths = _growths_by_key(data)
     lanes = [(key, slot) for key in groups for slot in _lanes(data, key in growths)]
     n = len(lanes)
-    figure = new_figure(12.0, 1.6 + 0.42 * max(n, 3))
-    ax = figure.add_subplot()
+    notes = decision_notes(data, groups)
+    shown_notes = min(len(notes), MAX_NOTES) + (len(notes) > MAX_NOTES)
+    lanes_height = 1.6 + 0.42 * max(n, 3)
+    notes_height = 0.35 + 0.15 * shown_notes if notes else 0.0
+    figure = new_figure(12.0, lanes_height + notes_height)
+    grid = figure.add_gridspec(
+        2 if notes else 1, 1, height_ratios=[lanes_height, notes_height] if notes else [1]
+    )
+    ax = figure.add_subplot(grid[0])
     lane_y = {lane: n - 1 - i for i, lane in enumerate(lanes)}
     stages_seen: set[str] = set()
     used_markers: set[str] = set()
@@ -361,6 +375,9 @@ def lifecycle_figure(data: RunData, max_groups: int = 4) -> Any:
                 )
             used_markers.add(kind)
             ax.scatter([event.epoch], [y], zorder=4, **MARKERS[kind])
+    if notes:
+        number_decisions(ax, notes, lane_y, fallback=_lanes(data, False)[0])
+        write_notes(figure.add_subplot(grid[1]), notes, data.outer_name)
     first_lanes = [i for i, (key, _) in enumerate(lanes) if i and lanes[i - 1][0] != key]
     for i in first_lanes:
         ax.axhline(n - i - 0.5, color="#444444", linewidth=0.8)
