@@ -61,9 +61,11 @@ def print_tables(results: Any, console: Any) -> None:
     from esper_core.compare.tables import (
         describe,
         describe_frontier,
+        describe_training_runs,
         frontier_rows,
         sections,
         table_rows,
+        training_runs_rows,
     )
 
     def show(title: str, header: list[str], rows: list[list[str]]) -> None:
@@ -74,6 +76,9 @@ def print_tables(results: Any, console: Any) -> None:
     for line in describe(results):
         note(console, line)
     print_tuning(results, console, show)
+    if results.training_groups:
+        show("across training runs", *training_runs_rows(results, short=True))
+        note(console, describe_training_runs(results))
     for frontier in results.frontier:
         header, rows, sweep_header, sweep_rows = frontier_rows(frontier, short=True)
         show(f"frontier: {frontier.task}", header, rows)

@@ -107,6 +107,7 @@ def _record(
         "baselines": list(experiment.baselines),
         "sweep": unstructure(list(experiment.sweep)),
         "frontier_metric": experiment.frontier_metric,
+        "training_groups": unstructure(list(experiment.training_groups)),
         "cells": [
             {
                 "task": c.task,

@@ -13,6 +13,10 @@ flags (``esper compare --policy heuristic --policy wait --task digits --seeds 5`
     label = "heuristic"            # directory and table name (default: derived from name)
     options = { min_epoch = 5 }
 
+    [[policies]]                   # one method from independent training runs: arms
+    name = "ppo"                   # ppo.run-1, ppo.run-2, also reported across the runs
+    checkpoints = ["runs/a/checkpoint.pt", "runs/b/checkpoint.pt"]
+
     [[tasks]]
     name = "digits"
     options = { preset = "impaired" }
@@ -32,8 +36,9 @@ flags (``esper compare --policy heuristic --policy wait --task digits --seeds 5`
 Each (task, policy, seed) is one *cell*: an ordinary run directory with one episode of
 one env. A policy's ``options`` are merged over ``[config.policies.NAME]`` (a task's over
 ``[config.tasks.NAME]``), so two entries may run the same component with different
-options under different labels. Each ``[[sweep.sizes]]`` entry is, per task and seed, a
-cell of policy ``wait`` labelled ``sweep.LABEL`` (:mod:`esper_core.compare.size_sweep`),
+options under different labels; one with ``checkpoints`` is one arm per training run
+(:mod:`esper_core.compare.training_group`). Each ``[[sweep.sizes]]`` entry is, per task
+and seed, a cell of policy ``wait`` labelled ``sweep.LABEL`` (:mod:`esper_core.compare.size_sweep`),
 its ``config`` a partial run config merged over the shared one (a training length), so
 the sweep spans sizes and training lengths; ``[sweep] metric`` ("auto", "accuracy" or
 "loss") is what the comparison and its frontier are measured in
@@ -54,6 +59,11 @@ from attrs import define, frozen
 
 from esper_core.compare.labels import label_check, label_problem
 from esper_core.compare.sweep_spec import SIZE_SWEEP, SweepArm, SweepFile, resolve_sweep
+from esper_core.compare.training_group import (
+    TrainingGroup,
+    expand_training_groups,
+    group_problems,
+)
 from esper_core.compare.tuning_grid import Tuning, TuningFile, check_tuning
 from esper_core.config import RunConfig
 from esper_core.config_io import apply_overrides, merge, read_file
@@ -87,6 +97,13 @@ class PolicyEntry:
         None, label_check, "Name in tables and cell directories (default: from name)."
     )
     options: dict[str, Any] = options_field({}, doc="Options merged over [config.policies.NAME].")
+    checkpoints: list[str] = options_field(
+        [],
+        each(os_path),
+        "Trained policies of one method from independent training runs, one checkpoint "
+        "each: an arm LABEL.run-i per checkpoint (NAME:CHECKPOINT, name a bare component), "
+        "also reported across the runs.",
+    )
 
 
 @define
@@ -218,6 +235,7 @@ class Experiment:
     sweep: tuple[SweepArm, ...] = ()
     frontier_metric: str = "auto"
     tuning: Tuning | None = None  # None: every arm runs the shared config's recipe
+    training_groups: tuple[TrainingGroup, ...] = ()  # methods of several training runs
 
     def default_out(self) -> Path:
         """A deterministic directory, so re-running the same command continues it."""
@@ -285,15 +303,18 @@ def build_experiment(
 ) -> Experiment:
     """Check labels, the baseline and the lists; fill defaults (the config's task)."""
     tasks = spec.tasks or [TaskEntry(name=base.run.task)]
-    policy_arms, problems = _arms(spec.policies, "policy")
+    policies, groups, problems = expand_training_groups(spec.policies)
+    policy_arms, policy_problems = _arms(policies, "policy")
     task_arms, task_problems = _arms(tasks, "task")
-    problems += task_problems
+    problems += policy_problems + task_problems
     if not spec.policies:
         problems.append(
             "no policies: pass --policy NAME (repeatable) or add [[policies]] to the experiment file"
         )
     labels = [a.label for a in policy_arms]
-    if spec.baseline is not None and spec.baseline not in labels:
+    problems += group_problems(groups, labels, spec.baseline)
+    methods = [g.label for g in groups]
+    if spec.baseline is not None and spec.baseline not in [*labels, *methods]:
         problems.append(
             f"baseline {spec.baseline!r} is not one of the policies: {', '.join(labels) or '(none)'}"
         )
@@ -315,6 +336,7 @@ def build_experiment(
         sweep=sweep,
         frontier_metric=spec.sweep.metric,
         tuning=tuning,
+        training_groups=tuple(groups),
         confidence=spec.confidence,
         resamples=spec.resamples,
         bootstrap_seed=spec.bootstrap_seed,

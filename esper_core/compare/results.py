@@ -13,7 +13,8 @@ in the forward pass, training FLOPs) another policy of the task dominates it. Wi
 ``size-sweep`` baseline, the ``frontier`` section says where every policy stands against
 the sweep's frontier (:mod:`esper_core.compare.frontier_results`).
 
-Schema versions: 7 added ``no_growth``, the sentence saying that no arm that can grow
+Schema versions: 9 added ``training_groups``, each method trained in several runs across
+them (:mod:`esper_core.compare.training_runs`); 7 added ``no_growth``, the sentence saying that no arm that can grow
 did, and why (:mod:`esper_core.compare.no_growth`), and each cell's ``seeds_germinated``
 and ``growth_note``; 6 ranks runs in the task's metric: ``metrics`` (task -> metric), each
 row's ``metric``, and ``higher_is_better`` on each paired difference; a language model's
@@ -40,24 +41,19 @@ from esper_core.compare.experiment import Cell, Experiment
 from esper_core.compare.frontier import TaskFrontier
 from esper_core.compare.frontier_results import frontier_section
 from esper_core.compare.growth_paths import GrowthPath, growth_paths
-from esper_core.compare.metric import (
-    ACCURACY,
-    LOSS,
-    common,
-    higher_is_better,
-    oriented,
-)
+from esper_core.compare.metric import ACCURACY, LOSS, common, higher_is_better, oriented
 from esper_core.compare.no_growth import can_grow, no_growth
 from esper_core.compare.paired import PairedDifference, paired_difference, same_seed
 from esper_core.compare.pareto import COST_AXES, dominated
 from esper_core.compare.static_final import static_label
 from esper_core.compare.stats import improvement_interval, iqm_interval
+from esper_core.compare.training_runs import TrainingGroupResult, training_group_results
 from esper_core.compare.tuning_results import TuningResults
 from esper_core.converter import structure
 from esper_core.errors import RunDirError
 from esper_core.run.run_dir import SUMMARY
 
-RESULTS_SCHEMA_VERSION = 8  # 8: a growth path point's note (the host's own growth)
+RESULTS_SCHEMA_VERSION = 9  # 9: training_groups, a method across its training runs
 
 
 @frozen
@@ -173,6 +169,8 @@ class ComparisonResults:
     metrics: dict[str, str] = attrs.field(factory=dict)  # task -> metric its runs are ranked by
     # No arm that can grow kept a seed: that, and why (None: one grew, or none can).
     no_growth: str | None = None
+    # Each method trained in several runs, per task, across them (none: no such method).
+    training_groups: list[TrainingGroupResult] = attrs.field(factory=list)
 
     def row(self, task: str | None, policy: str) -> ResultRow | None:
         return next((r for r in self.rows if r.task == task and r.policy == policy), None)
@@ -390,6 +388,7 @@ def aggregate(
         paths=growth_paths(experiment, cells_sorted, ranked_by),
         metrics=ranked_by,
         no_growth=no_growth(can_grow(experiment), cells_sorted),
+        training_groups=training_group_results(experiment, results, ranked_by),
     )
 
 

@@ -269,6 +269,60 @@ def describe_frontier(frontier: TaskFrontier) -> str:
     )
 
 
+def training_runs_rows(
+    results: ComparisonResults, short: bool = False
+) -> tuple[list[str], list[list[str]]]:
+    """One row per method of several training runs and task: its runs pooled, the spread
+    of its runs and the paired difference against the baseline, in the task's metric."""
+    header = [
+        "method",
+        "task",
+        "training runs",
+        "IQM [CI]" if short else "metric: IQM [CI] pooled over runs × seeds",
+        "per-run IQMs" if short else "per-run IQMs (min–max)",
+    ]
+    if results.baseline:
+        header.append(
+            f"- {results.baseline} (W/T/L)"
+            if short
+            else f"vs {results.baseline}, same seed: paired IQM [CI] (W/T/L)"
+        )
+    rows = []
+    for g in results.training_groups:
+        metric = METRIC[g.metric]
+        runs = str(len(g.per_run)) + (f" of {g.runs}" if len(g.per_run) < g.runs else "")
+        seeds = {r.n for r in g.per_run}
+        cells = [
+            g.label,
+            g.task,
+            f"{runs} × {seeds.pop()} seeds" if len(seeds) == 1 else f"{runs}, {g.n} runs × seeds",
+            f"{metric.short}: {fmt_interval(g.iqm, g.low, g.high, metric.digits)}",
+            f"{fmt(g.run_min, metric.digits)}–{fmt(g.run_max, metric.digits)}",
+        ]
+        if results.baseline:
+            cells.append(fmt_paired(g.versus, metric.digits))
+        rows.append(cells)
+    return header, rows
+
+
+def describe_training_runs(results: ComparisonResults) -> str:
+    versus = (
+        f" The paired column is each run's value minus {results.baseline}'s run of the same "
+        "task and seed, resampled the same way; W/T/L in the task's metric (a lower test "
+        "loss is a win)."
+        if results.baseline
+        else ""
+    )
+    return (
+        "Each method trained in several independent runs (one arm METHOD.run-i per "
+        "checkpoint, in the tables above one by one): the IQM of every (training run, "
+        "evaluation seed) value pooled, and the lowest and highest IQM of a single run. "
+        "The interval is a two-level bootstrap: each resample draws the training runs with "
+        "replacement, then the evaluation seeds of each drawn run with replacement, so it "
+        f"holds the spread between training runs as well as between seeds.{versus}"
+    )
+
+
 def to_markdown(results: ComparisonResults) -> str:
     title = f"# esper compare: {', '.join(results.policies)} on {', '.join(results.tasks)}"
     out = [title, ""]
@@ -281,6 +335,11 @@ def to_markdown(results: ComparisonResults) -> str:
         out += [f"## {heading}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         out += ["| " + " | ".join(r) + " |" for r in rows]
         out.append("")
+    if results.training_groups:
+        header, rows = training_runs_rows(results)
+        out += ["## Across training runs", "", "| " + " | ".join(header) + " |"]
+        out += ["|" + "---|" * len(header), *["| " + " | ".join(r) + " |" for r in rows]]
+        out += ["", describe_training_runs(results), ""]
     for frontier in results.frontier:
         header, rows, sweep_header, sweep_rows = frontier_rows(frontier)
         out += [f"## Frontier: {frontier.task}", "", describe_frontier(frontier), ""]
