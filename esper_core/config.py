@@ -302,7 +302,10 @@ class GovernorSection:
 
 @define
 class TrainSection:
-    """``esper train``: PPO-style updates, one rollout = one episode of every env."""
+    """``esper train``: PPO-style updates, each from one rollout of every env.
+
+    A rollout's length is the policy's (``policies.ppo.rollout_episodes`` episodes).
+    """
 
     updates: int = options_field(
         20, in_range(1, MAX_EPOCHS, integer=True), "Policy updates (rollouts) to run."

@@ -46,6 +46,14 @@ def test_train_help_says_what_one_rollout_is(invoke) -> None:  # type: ignore[no
     assert "one rollout = one episode" not in text
 
 
+def test_the_train_section_does_not_say_a_rollout_is_one_episode() -> None:
+    from esper_core.config import TrainSection
+
+    doc = TrainSection.__doc__ or ""
+    assert "one rollout = one episode" not in doc
+    assert "policies.ppo.rollout_episodes" in doc
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
