@@ -1,9 +1,11 @@
 """``esper compare --dry-run``: the cells an experiment would run, grouped, with an estimate.
 
 The preview resolves every cell's config (unknown names and bad options fail here, all
-at once) and reads what the experiment directory already holds; it builds no task, data,
-model or policy (that check runs when the experiment does, before any cell starts), so
-it takes about a second. A group is one (task, arm) over its seeds (a tuning group: one
+at once) and reads what the experiment directory already holds; it loads no data and
+builds no model or policy (that check runs when the experiment does, before any cell
+starts) and imports no torch, so it takes about a second: a task object is made from
+its options only, to say what its host computes (charlm reads its corpus for the size
+of its vocabulary). A group is one (task, arm) over its seeds (a tuning group: one
 grid point); the runs that repeat another's settings are listed as copies of it
 (:mod:`esper_core.compare.duplicates`): ``wait``'s search and the search of the sweep's
 size of the same host, say. The estimate is measured: each group's finished runs give
