@@ -167,8 +167,8 @@ def note(console: Any, text: str, style: str = "dim") -> None:
     "--dry-run",
     is_flag=True,
     help="Show the cells that would run (grouped by task and arm, copies of another "
-    "cell's settings named) and an estimate measured from finished runs; every config "
-    "and option is checked; run and build nothing.",
+    "cell's settings named) and an estimate of the time, from finished runs or, before "
+    "any, each task's benchmark; every config and option is checked; run and build nothing.",
 )
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option(

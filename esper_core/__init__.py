@@ -25,7 +25,14 @@ if TYPE_CHECKING:
         RewardFamily,
         RewardSetup,
     )
-    from esper_core.components.task import BatchMetrics, Task, TaskContext, TaskData
+    from esper_core.components.task import (
+        BatchMetrics,
+        MeasuredCost,
+        Task,
+        TaskContext,
+        TaskData,
+        TrainingWork,
+    )
     from esper_core.components.telemetry import TelemetryBackend, TelemetryContext
     from esper_core.config import RunConfig
     from esper_core.env.observation import Observation
@@ -45,7 +52,14 @@ _HOMES = {
         "RewardFamily",
         "RewardSetup",
     ],
-    "esper_core.components.task": ["BatchMetrics", "Task", "TaskContext", "TaskData"],
+    "esper_core.components.task": [
+        "BatchMetrics",
+        "MeasuredCost",
+        "Task",
+        "TaskContext",
+        "TaskData",
+        "TrainingWork",
+    ],
     "esper_core.components.telemetry": ["TelemetryBackend", "TelemetryContext"],
     "esper_core.config": ["RunConfig"],
     "esper_core.env.observation": ["Observation"],  # imports torch
@@ -84,6 +98,7 @@ __all__ = [
     "HostProtocol",
     "InjectionSpec",
     "LifecycleOp",
+    "MeasuredCost",
     "Observation",
     "Policy",
     "PolicyContext",
@@ -99,6 +114,7 @@ __all__ = [
     "TelemetryBackend",
     "TelemetryContext",
     "Trainable",
+    "TrainingWork",
     "__version__",
     "hookimpl",
     "host_from_module",

@@ -142,8 +142,8 @@ def prepare(
 ) -> tuple[list[Cell], list[CellState], Plan]:
     """Validate the experiment and look at what ``out`` already holds; start nothing. The
     cells and states are the evaluation's; the plan counts the search's cells too."""
-    _, cells, states, plan, _ = _prepare(experiment, pm, out, jobs)
-    return cells, states, plan
+    prepared = _prepare(experiment, pm, out, jobs)
+    return prepared.cells, prepared.states, prepared.plan
 
 
 def _threads(experiment: Experiment, jobs: int) -> int:
@@ -158,9 +158,19 @@ def _choices(tuned: TuningResults) -> str:
     )
 
 
-def _prepare(
-    experiment: Experiment, pm: PluginManager, out: Path, jobs: int
-) -> tuple[list[TuningCell], list[Cell], list[CellState], Plan, dict[Path, list[str]]]:
+@frozen
+class _Prepared:
+    searched: list[TuningCell]
+    cells: list[Cell]
+    states: list[CellState]  # the evaluation cells'
+    plan: Plan
+    stale: dict[Path, list[str]]
+    # The static-final runs the plan counts as finished: any other that finishes or is
+    # copied is reported, so the count ends at the total.
+    counted: frozenset[Path]
+
+
+def _prepare(experiment: Experiment, pm: PluginManager, out: Path, jobs: int) -> _Prepared:
     threads = _threads(experiment, jobs)
     searched = tuning_cells(experiment, pm, threads)
     tuned, known = search_state(experiment, pm, out, searched)
@@ -175,24 +185,30 @@ def _prepare(
     # One static-final cell per cell of a growing policy, planned once that cell finished.
     grown = set(growing(experiment))
     expected = sum(1 for c in cells if c.policy in grown)
-    done = sum(
-        cell_state(c.directory(out)) is CellState.COMPLETED
-        for c in static_cells(experiment, cells, out, pm)
+    # Finished already, and kept: one of a grown run that runs again, or one made with
+    # another config, runs again and is counted when it finishes (counting it here too
+    # took the progress counter past its total).
+    statics = static_cells(experiment, [c for c in cells if c.directory(out) not in stale], out, pm)
+    redone = stale_cells(statics, out) if known else {}
+    counted = frozenset(
+        c.directory(out)
+        for c in statics
+        if cell_state(c.directory(out)) is CellState.COMPLETED and c.directory(out) not in redone
     )
     # A cell repeating another's settings is copied from it: not counted as a run.
     repeated = repeats(searched, cells)
     copies = sum(1 for c in repeated if cell_state(c.directory(out)) is CellState.COMPLETED)
     plan = Plan(
         len(states) + expected - len(repeated),
-        states.count(CellState.COMPLETED) + done - copies,
+        states.count(CellState.COMPLETED) + len(counted) - copies,
         states.count(CellState.RESUMABLE),
         states.count(CellState.BROKEN),
         out,
-        len(stale),
+        len(stale) + len(redone),
         sum(1 for c in searched if c not in repeated),
         len(repeated),
     )
-    return searched, cells, states[len(searched) :], plan, stale
+    return _Prepared(searched, cells, states[len(searched) :], plan, stale, counted)
 
 
 def _jobs(
@@ -232,8 +248,14 @@ def compare(
     write results. With ``[tuning]``, the search's cells run first; the evaluation's wait
     until every arm is chosen (a failed search cell stops there: run again to retry)."""
     cell_runner = make_runner(pm, runner, runner_options or {}, jobs)
-    searched, cells, _states, plan, stale = _prepare(experiment, pm, out, jobs)
-    _forget_stale(stale, out, notify)
+    prepared = _prepare(experiment, pm, out, jobs)
+    searched, cells, plan, counted = (
+        prepared.searched,
+        prepared.cells,
+        prepared.plan,
+        prepared.counted,
+    )
+    _forget_stale(prepared.stale, out, notify)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / EXPERIMENT_JSON, _record(experiment, cells, out, searched))
     if on_plan is not None:
@@ -275,7 +297,9 @@ def compare(
             if on_plan is not None and searched:
                 # The first plan counted the evaluation's cells at the shared recipe; with
                 # the chosen values some of them must run again: the counts start over.
-                on_plan(_prepare(experiment, pm, out, jobs)[3])
+                again = _prepare(experiment, pm, out, jobs)
+                counted = again.counted
+                on_plan(again.plan)
         evaluated = cells
         write_json(out / EXPERIMENT_JSON, _record(experiment, cells, out, searched))
         repeats = originals(cells)
@@ -283,6 +307,10 @@ def compare(
         copy_finished(repeats, out)
         statics = static_cells(experiment, cells, out, pm)
         _forget_stale(stale_cells(statics, out), out, notify)
+        for static in statics:  # kept from before, of a grown run the plan did not count
+            directory = static.directory(out)
+            if directory not in counted and cell_state(directory) is CellState.COMPLETED:
+                report(CellOutcome(str(directory), "skipped"))
         write_json(out / EXPERIMENT_JSON, _record(experiment, [*cells, *statics], out, searched))
         # A run that did not grow has its wait twin as static final: copied, not trained.
         twins = originals(statics, before=cells)

@@ -1,14 +1,19 @@
 """``esper compare --dry-run``: the cells an experiment would run, grouped, with an estimate.
 
 The preview resolves every cell's config (unknown names and bad options fail here, all
-at once) and reads what the experiment directory already holds; it builds no task, data,
-model or policy (that check runs when the experiment does, before any cell starts), so
-it takes about a second. A group is one (task, arm) over its seeds (a tuning group: one
+at once) and reads what the experiment directory already holds; it loads no data and
+builds no model or policy (that check runs when the experiment does, before any cell
+starts) and imports no torch, so it takes about a second: a task object is made from
+its options only, to say what its host computes (charlm reads its corpus for the size
+of its vocabulary). A group is one (task, arm) over its seeds (a tuning group: one
 grid point); the runs that repeat another's settings are listed as copies of it
 (:mod:`esper_core.compare.duplicates`): ``wait``'s search and the search of the sweep's
 size of the same host, say. The estimate is measured: each group's finished runs give
-its seconds per run, else the task's finished runs give seconds per epoch; a group with
-neither is counted as unmeasured rather than guessed.
+its seconds per run; a group with none is predicted from its host's samples and FLOPs
+(:mod:`esper_core.compare.run_cost`), calibrated on the task's finished runs where there
+are some, else priced by the task's own benchmark (seconds per sample and per GFLOP on
+one CPU thread); a task that can say neither falls back on its finished runs' seconds
+per epoch, and a group with nothing at all is counted as unmeasured rather than guessed.
 """
 
 from __future__ import annotations
@@ -26,11 +31,18 @@ from esper_core.compare.duplicates import repeats
 from esper_core.compare.experiment import Cell, Experiment
 from esper_core.compare.plan import plan_cells
 from esper_core.compare.result_key import config_differences
+from esper_core.compare.run_cost import CellCosts, TaskCost
 from esper_core.compare.static_final import growing, static_cells, static_label
 from esper_core.compare.tuning import TuningCell, tuning_cells
 from esper_core.compare.tuning_results import chosen_values, search_state
 from esper_core.plugins import PluginManager
 from esper_core.run.run_dir import SUMMARY
+
+MEASURED = "measured"  # the group's own finished runs
+SCALED = "scaled"  # the task's finished runs, scaled to this group's samples and FLOPs
+PER_EPOCH = "per epoch"  # the task's finished runs' seconds per epoch
+BENCHMARK = "benchmark"  # the task's benchmark (MeasuredCost), nothing run yet
+BASES = (MEASURED, SCALED, PER_EPOCH, BENCHMARK)
 
 
 @frozen
@@ -44,7 +56,8 @@ class Group:
     # not run.
     copied: tuple[int, ...] = ()
     copy_of: str | None = None
-    seconds: float | None = None  # measured seconds per run
+    seconds: float | None = None  # seconds per run
+    basis: str = MEASURED  # where ``seconds`` comes from: one of BASES
 
     @property
     def runs(self) -> int:
@@ -82,6 +95,11 @@ class Preview:
     @property
     def unmeasured(self) -> int:
         return sum(g.left for g in self.to_run if g.seconds is None)
+
+    @property
+    def from_benchmark(self) -> bool:
+        """Whether part of the estimate is the tasks' benchmarks, not runs of this experiment."""
+        return any(g.basis == BENCHMARK for g in self.to_run if g.seconds)
 
 
 def wall_time(directory: Path) -> float | None:
@@ -131,16 +149,23 @@ def preview(
     tuned, known = search_state(experiment, pm, root, searched)
     cells = plan_cells(experiment, pm, threads, chosen_values(tuned) if known else None)
     copies = repeats(searched, cells)
+    costs = CellCosts(pm)
     per_epoch: dict[str, list[float]] = {}
+    # Per task, its finished runs' (seconds, predicted cost): the calibration on this machine.
+    done: dict[str, list[tuple[float, TaskCost]]] = {}
     groups: list[Group] = []
+    first: list[Cell] = []
     for kind, batch in (("tuning", list(searched)), ("evaluation", cells)):
         for (task, arm), members in _groups(kind, batch).items():
             own = [c for c in members if c not in copies]
             finished = [c for c in own if cell_state(c.directory(root)) is CellState.COMPLETED]
-            times = [t for c in finished if (t := wall_time(c.directory(root))) is not None]
-            for c, t in zip(finished, times):
+            timed = [(c, t) for c in finished if (t := wall_time(c.directory(root))) is not None]
+            for c, t in timed:
                 if c.config.env.max_epochs:  # unset: the task's default, unknown here
                     per_epoch.setdefault(task, []).append(t / c.config.env.max_epochs)
+                if (cost := costs(c.config)) is not None:
+                    done.setdefault(task, []).append((t, cost))
+            times = [t for _, t in timed]
             sources = dict.fromkeys(_source(copies[c]) for c in members if c in copies)
             groups.append(
                 Group(
@@ -154,19 +179,25 @@ def preview(
                     statistics.fmean(times) if times else None,
                 )
             )
-    # Each group without a measurement of its own: the task's seconds per epoch.
+            first.append(members[0])
+    # Each group without a measurement of its own: predicted from its host's cost.
     epochs = {(c.task, c.policy): c.config.env.max_epochs or 0 for c in cells}
-    for i, g in enumerate(groups):
-        if g.seconds is None and per_epoch.get(g.task):
-            length = epochs.get((g.task, g.arm.split(" ")[0]), 0)
-            if length:
-                groups[i] = attrs.evolve(g, seconds=statistics.fmean(per_epoch[g.task]) * length)
+    for i, (g, cell) in enumerate(zip(groups, first)):
+        if g.seconds is not None:
+            continue
+        estimate = _predicted(costs(cell.config), done.get(g.task, []))
+        length = epochs.get((g.task, g.arm.split(" ")[0]), 0)
+        if estimate is not None:
+            groups[i] = attrs.evolve(g, seconds=estimate[0], basis=estimate[1])
+        elif per_epoch.get(g.task) and length:
+            seconds = statistics.fmean(per_epoch[g.task]) * length
+            groups[i] = attrs.evolve(g, seconds=seconds, basis=PER_EPOCH)
     statics = static_cells(experiment, cells, root, pm) if growing(experiment) else []
     for policy in growing(experiment):
         for task_arm in experiment.tasks:
             label = task_arm.label
             grown = next((g for g in groups if g.task == label and g.arm == policy), None)
-            done = [
+            kept = [
                 c
                 for c in statics
                 if c.task == label and c.policy == static_label(policy) and _kept(c, root)
@@ -177,11 +208,34 @@ def preview(
                     label,
                     static_label(policy),
                     experiment.seeds,
-                    len(done),
+                    len(kept),
                     seconds=grown.seconds if grown else None,
+                    basis=grown.basis if grown else MEASURED,
                 )
             )
     return Preview(tuple(groups), jobs)
+
+
+def _predicted(
+    cost: TaskCost | None, finished: Sequence[tuple[float, TaskCost]]
+) -> tuple[float, str] | None:
+    """(seconds per run, basis) of a group not yet run, from its host's work: calibrated on
+    the task's finished runs (their measured seconds over what the same prediction gave
+    them), else priced by the task's benchmark; None where the task can say neither."""
+    if cost is None:
+        return None
+    if finished:
+        if cost.cost is not None:
+            # The benchmark's split between samples and FLOPs, scaled to this machine.
+            ratio = sum(t for t, _ in finished) / sum(
+                c.work.seconds(cost.cost) for _, c in finished
+            )
+            return cost.work.seconds(cost.cost) * ratio, SCALED
+        per_gflop = sum(t for t, _ in finished) / sum(c.work.gflop for _, c in finished)
+        return cost.work.gflop * per_gflop, SCALED
+    if cost.cost is not None:
+        return cost.work.seconds(cost.cost), BENCHMARK
+    return None
 
 
 def duration(seconds: float) -> str:
@@ -210,7 +264,8 @@ def preview_lines(p: Preview) -> list[str]:
         elif g.kind == "static-final" and g.left:
             waiting = "once each grown run finishes (a run that did not grow: copied from wait)"
             state = f"{state}; the rest {waiting}" if g.finished else waiting
-        cost = f", ~{duration(g.seconds)} per run" if g.seconds and g.runs else ""
+        estimated = "" if g.basis == MEASURED else " (estimated)"
+        cost = f", ~{duration(g.seconds)} per run{estimated}" if g.seconds and g.runs else ""
         lines.append(
             f"  {g.kind:<12} {g.task} / {g.arm} / seeds {seed_span(g.seeds)}: {state}{cost}"
         )
@@ -223,11 +278,17 @@ def preview_lines(p: Preview) -> list[str]:
     if not remaining:
         summary += "; every run has finished: the comparison only redraws its tables"
     elif p.estimate is not None:
-        unmeasured = f" + {p.unmeasured} runs not yet measured" if p.unmeasured else ""
+        unmeasured = f" + {p.unmeasured} runs not estimated" if p.unmeasured else ""
         summary += f"; about {duration(p.estimate)} at {p.jobs} job(s){unmeasured}"
+        if p.from_benchmark:
+            summary += (
+                " (an estimate from each task's benchmark, one CPU thread a job, growth "
+                "not counted; BENCHMARKS.md)"
+            )
     else:
         summary += (
-            "; no estimate yet: times are measured from finished runs of this experiment "
-            "(run it, then --dry-run again)"
+            "; no estimate yet: no task here has a measured cost (benchmarks/task_cost.py), "
+            "so times are measured from finished runs of this experiment (run it, then "
+            "--dry-run again)"
         )
     return [*lines, summary]

@@ -14,6 +14,13 @@ A task may name its training recipe with an optional class attribute ``default_r
 (an :class:`esper_core.recipe.Recipe`); without one it is trained with its topology's
 family recipe (:func:`esper_core.recipe.family_recipe`). Every ``[training]`` key a run
 sets overrides it.
+
+A task may say what a run of it costs before anything is built, for the estimate of
+``esper compare --dry-run``: an optional method ``training_work()`` returning a
+:class:`TrainingWork` (from its options alone: no data loaded, no model built, no torch
+imported), and an optional class attribute ``measured_cost``, a :class:`MeasuredCost`
+measured by ``benchmarks/task_cost.py``. Without them the estimate of a fresh experiment
+says the task was not estimated.
 """
 
 from __future__ import annotations
@@ -44,6 +51,31 @@ class TaskData:
     train: Split
     val: Split
     test: Split
+
+
+@frozen
+class TrainingWork:
+    """What one epoch of a task's bare host computes, known from its options alone."""
+
+    train_samples: int  # a full pass over the training split (before env.max_batches)
+    eval_samples: int  # the validation split, evaluated after every epoch
+    test_samples: int
+    # Training FLOPs (forward + backward) of one sample, as torch's FlopCounterMode counts
+    # them for the run summary's train_flops (a test holds each task to that count).
+    flops_per_sample: float
+
+
+@frozen
+class MeasuredCost:
+    """Seconds of one CPU thread a task's runs take, measured by ``benchmarks/task_cost.py``
+    on two host sizes (BENCHMARKS.md): a part per run (making the data, building the
+    host), a part per sample passed through the model (training and evaluation alike:
+    batching, the optimizer's step, bookkeeping) and a part per GFLOP computed. Small
+    hosts are dominated by the first two, large ones by the last."""
+
+    seconds_per_run: float
+    seconds_per_sample: float
+    seconds_per_gflop: float
 
 
 @frozen

@@ -9,13 +9,6 @@ from tests.cli.docs_commands import DOCS
 from tests.plugin_set import REPO
 
 TRACKER = re.compile(r"\bissues? \d+|\bissue-\d+", re.I)
-# Historical study write-ups not yet rewritten without the tracker's numbers (each still
-# names the issues its measurements were made for); a file cleaned must leave this list.
-NOT_YET = {
-    "docs/results-digits.md",
-    "docs/results/legacy-sgd.md",
-    "docs/results/ppo-glyphs.md",
-}
 
 
 def test_no_user_facing_doc_names_the_issue_tracker() -> None:
@@ -24,5 +17,4 @@ def test_no_user_facing_doc_names_the_issue_tracker() -> None:
         for path in DOCS
         if TRACKER.search(path.read_text(encoding="utf-8"))
     }
-    assert named - NOT_YET == set(), "tracker vocabulary in user-facing docs"
-    assert NOT_YET - named == set(), "clean now: remove from NOT_YET"
+    assert named == set(), "tracker vocabulary in user-facing docs"

@@ -122,6 +122,16 @@ EXPECTED: dict[str, list[str]] = {
         *(f"{side}.paired_ratio.{k}" for side in ("empty", "isolation") for k in SPREAD),
         "load_average",
     ],
+    "task_cost": [
+        "benchmark",
+        "load_before",
+        "load_after",
+        *(
+            f"tasks.*.{k}"
+            for k in ("seconds_per_run", "seconds_per_sample", "seconds_per_gflop", "settings")
+        ),
+        *(f"tasks.*.sizes.*.{k}" for k in ("epoch_s", "setup_s", "epoch_samples", "epoch_gflop")),
+    ],
     "telemetry_overhead": [
         "benchmark",
         "ratio_median",

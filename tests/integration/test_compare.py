@@ -176,6 +176,36 @@ def test_dry_run_imports_neither_the_statistics_nor_the_cell_code(tmp_path: Path
     assert done.stdout.splitlines()[-1] == "[]", done.stdout
 
 
+def test_a_fresh_dry_run_estimates_from_the_benchmarks_without_torch(tmp_path: Path) -> None:
+    """A fresh experiment gets an estimate from each task's benchmark, priced from the
+    configs alone: neither torch nor the data is loaded (``esper compare --dry-run
+    examples/growth-glyphs.toml`` takes under a second of CPU; importing torch alone
+    takes two). No time is asserted: what the preview imports is."""
+    argv = ["compare", "examples/growth-glyphs.toml", "--out", str(tmp_path / "g"), "--dry-run"]
+    code = (
+        "import sys\n"
+        "from esper_cli.main import main\n"
+        f"sys.argv = ['esper', *{argv!r}]\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
+        "print(sorted(m for m in ('torch', 'numpy', 'scipy') if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env=subprocess_env(autoload=True),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert re.search(
+        r"glyphs / sweep\.large / seeds 4000-4009: to run, ~.+ per run \(estimated\)", done.stdout
+    )
+    assert "an estimate from each task's benchmark" in lines[-2], lines[-2]
+    assert lines[-1] == "[]", done.stdout
+
+
 @pytest.mark.slow
 def test_progress_lines_off_a_terminal_carry_the_time_left(tmp_path: Path) -> None:
     args = [*FAKE_COMPONENTS, "--seeds", "2", "--max-epochs", "2", "--set", "run.telemetry=[]"]

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
-from esper_core.compare.comparison import PARETO_PLOT, compare, prepare
+from esper_core.compare.comparison import PARETO_PLOT, Plan, compare, prepare
 from esper_core.compare.experiment import build_experiment, parse_experiment, shared_config
 from esper_core.compare.metric import ACCURACY
 from esper_core.compare.pareto import COST_AXES, dominated
@@ -15,7 +16,7 @@ from esper_core.compare.preview import preview, preview_lines
 from esper_core.env.birth import seed_spec
 from esper_core.errors import ConfigError
 from esper_core.plugins import PluginManager
-from esper_core.run.run_dir import SUMMARY
+from esper_core.run.run_dir import CONFIG, SUMMARY
 from esper_core.run.summary import final_architecture
 from tests.plugin_set import FAKE_PLUGIN
 
@@ -153,3 +154,30 @@ def test_two_arms_ending_with_one_architecture_share_one_static_final_run(
     for seed in twice.seeds:
         first, second = cells["scripted.static-final", seed], cells["again.static-final", seed]
         assert first.final_test_acc == second.final_test_acc
+
+
+def test_a_rerun_counts_each_static_final_run_it_redoes_once(
+    report, pm: PluginManager, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """A static-final run made with another config is run again: the progress counter
+    once counted it as finished before the rerun and again when it finished, and went
+    past its total."""
+    out = tmp_path / "again"
+    shutil.copytree(report.directory, out)
+    static = next(c for c in report.results.cells if c.policy == "scripted.static-final").run_dir
+    stored = Path(static.replace(str(report.directory), str(out))) / CONFIG
+    stored.write_text(stored.read_text().replace("[training]", "[training]\nlr = 0.0123", 1))
+    plans: list[Plan] = []
+    counted: list[str] = []
+    compare(
+        experiment(),
+        pm,
+        out,
+        jobs=1,
+        on_plan=plans.append,
+        on_outcome=lambda o: counted.append(o.status),
+        notify=lambda _m: None,
+    )
+    (plan,) = plans
+    assert plan.completed + len(counted) == plan.total, (plan, counted)
+    assert counted == ["completed"]

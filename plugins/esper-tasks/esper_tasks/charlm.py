@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from attrs import define, field
 
-from esper_core import TaskContext, TaskData, hookimpl
+from esper_core import MeasuredCost, TaskContext, TaskData, TrainingWork, hookimpl
 from esper_core.config_limits import MAX_CORPUS
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.errors import DataError
@@ -127,6 +127,12 @@ class CharLMTask(CrossEntropyTask):
     default_max_epochs: ClassVar[int] = 30
     default_batch_size: ClassVar[int] = 64
     default_eval_batch_size: ClassVar[int] = 256
+    # Seconds of one CPU thread a run takes, for the estimate of `esper compare --dry-run`:
+    # measured by benchmarks/task_cost.py (BENCHMARKS.md, "What a run costs, per sample
+    # and per GFLOP").
+    measured_cost: ClassVar[MeasuredCost] = MeasuredCost(
+        seconds_per_run=0.57, seconds_per_sample=0.00109, seconds_per_gflop=0.03
+    )
     # Chosen on tuning seeds by validation loss (the plugin's README: what was tried).
     default_recipe: ClassVar[Recipe] = TRANSFORMER_RECIPE
 
@@ -218,6 +224,16 @@ class CharLMTask(CrossEntropyTask):
         n_test = round(n * self.options.test_fraction)
         n_train = n - n_val - n_test
         return (0, n_train), (n_train, n_train + n_val), (n_train + n_val, n)
+
+    def training_work(self) -> TrainingWork:
+        """What an epoch of the bare host computes: sequences of each split and one
+        sequence's training FLOPs (reads the corpus for its vocabulary, builds nothing)."""
+        from esper_tasks.host_flops import transformer_train_flops
+
+        bs = self.options.block_size
+        train, val, test = (max(0, (stop - start - 1) // bs) for start, stop in self.split_bounds())
+        flops = transformer_train_flops(self.num_classes, bs, self.preset)
+        return TrainingWork(train, val, test, flops_per_sample=flops)
 
     def _load_cpu(self) -> TaskData:
         import torch

@@ -154,6 +154,7 @@ class Cifar10Task(CNNPresetTask):
 
     topology: ClassVar[str] = "cnn"
     in_channels: ClassVar[int] = 3
+    image_side: ClassVar[int] = 32
     presets: ClassVar[dict[str, CNNPreset]] = PRESETS
     num_classes: ClassVar[int] = 10
     default_max_epochs: ClassVar[int] = 150
@@ -217,6 +218,10 @@ class Cifar10Task(CNNPresetTask):
                 f"downloading CIFAR-10 into {self.root} failed ({type(exc).__name__}: {exc}); "
                 "check the network, or place the python-format batches there by hand"
             ) from exc
+
+    def split_sizes(self) -> tuple[int, int, int]:
+        """CIFAR-10's 50,000 training images less the validation split, and its 10,000 tests."""
+        return 50_000 - self.options.val_size, self.options.val_size, 10_000
 
     def split_indices(self, train_labels: Any) -> tuple[Any, Any]:
         """Training and validation indices into the official training set."""

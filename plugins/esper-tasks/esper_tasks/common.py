@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from attrs import frozen
 
-from esper_core import BatchMetrics, TaskContext, TaskData
+from esper_core import BatchMetrics, TaskContext, TaskData, TrainingWork
 from esper_core.converter import check_values, in_range, options_field
 from esper_core.errors import ConfigError
 
@@ -252,6 +252,16 @@ class CNNPresetTask(CrossEntropyTask):
 
     presets: ClassVar[dict[str, CNNPreset]]
     in_channels: ClassVar[int]
+    image_side: int  # pixels of the square images the host sees
+    # Training, validation and test images, from the options alone (each task's own).
+    split_sizes: Callable[[], tuple[int, int, int]]
+
+    def training_work(self) -> TrainingWork:
+        """What an epoch of the bare host computes, without loading the data or building it."""
+        from esper_tasks.host_flops import cnn_train_flops
+
+        flops = cnn_train_flops(self.in_channels, self.num_classes, self.preset, self.image_side)
+        return TrainingWork(*self.split_sizes(), flops_per_sample=flops)
 
     @property
     def preset(self) -> CNNPreset:

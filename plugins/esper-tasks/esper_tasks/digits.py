@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 from attrs import define, field
 
-from esper_core import TaskContext, TaskData, hookimpl
+from esper_core import MeasuredCost, TaskContext, TaskData, hookimpl
 from esper_core.config_limits import MAX_SEED
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.recipe import CNN_RECIPE, Recipe
@@ -34,6 +34,10 @@ if TYPE_CHECKING:
 # the image, so it cannot see a digit's layout (~70-80% test accuracy). Seeds at its slot
 # add exactly the depth it lacks, whereas a host made narrow loses information before
 # any slot and no width-preserving seed can recover it (measured; see the README).
+# Images of scikit-learn's load_digits(), so the cost of a run is known without importing
+# scikit-learn (a test checks the count).
+DIGITS = 1797
+
 PRESETS: dict[str, CNNPreset] = {
     "base": CNNPreset(base_channels=32, n_blocks=3),
     "small": CNNPreset(base_channels=8, n_blocks=3),
@@ -90,11 +94,18 @@ class DigitsTask(CNNPresetTask):
     topology: ClassVar[str] = "cnn"
     in_channels: ClassVar[int] = 1
     presets: ClassVar[dict[str, CNNPreset]] = PRESETS
+    image_side: ClassVar[int] = 8
     num_classes: ClassVar[int] = 10
     default_max_epochs: ClassVar[int] = 30
     default_batch_size: ClassVar[int] = 64
     default_eval_batch_size: ClassVar[int] = 512
     # The CNN recipe at the rate the default controller does best with on tuning seeds
+    # Seconds of one CPU thread a run takes, for the estimate of `esper compare --dry-run`:
+    # measured by benchmarks/task_cost.py (BENCHMARKS.md, "What a run costs, per sample
+    # and per GFLOP").
+    measured_cost: ClassVar[MeasuredCost] = MeasuredCost(
+        seconds_per_run=0.23, seconds_per_sample=6.2e-05, seconds_per_gflop=0.046
+    )
     # 100-102 by validation accuracy (see the plugin's README for what was tried).
     default_recipe: ClassVar[Recipe] = attrs.evolve(CNN_RECIPE, lr=0.02)
 
@@ -102,16 +113,18 @@ class DigitsTask(CNNPresetTask):
     context: TaskContext = field(factory=TaskContext)
     _cache: dict[str, TaskData] = field(factory=dict, init=False, repr=False)
 
+    def split_sizes(self, n: int = DIGITS) -> tuple[int, int, int]:
+        """Training, validation and test images of ``n``."""
+        n_val = round(n * self.options.val_fraction)
+        n_test = round(n * self.options.test_fraction)
+        return n - n_val - n_test, n_val, n_test
+
     def split_indices(self) -> list[Any]:
         """Train, validation and test indices into ``load_digits()`` (numpy arrays)."""
         from sklearn.datasets import load_digits
 
         labels = load_digits().target
-        n = len(labels)
-        n_val = round(n * self.options.val_fraction)
-        n_test = round(n * self.options.test_fraction)
-        sizes = (n - n_val - n_test, n_val, n_test)
-        return stratified_split(labels, sizes, self.options.split_seed)
+        return stratified_split(labels, self.split_sizes(len(labels)), self.options.split_seed)
 
     def _load_cpu(self) -> TaskData:
         import torch

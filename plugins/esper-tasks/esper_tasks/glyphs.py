@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 from attrs import define, field
 
-from esper_core import TaskContext, TaskData, hookimpl
+from esper_core import MeasuredCost, TaskContext, TaskData, hookimpl
 from esper_core.config_limits import MAX_SAMPLES, MAX_SEED
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.recipe import CNN_RECIPE, Recipe
@@ -149,12 +149,26 @@ class GlyphsTask(CNNPresetTask):
     default_max_epochs: ClassVar[int] = 20
     default_batch_size: ClassVar[int] = 128
     default_eval_batch_size: ClassVar[int] = 1000
+    # Seconds of one CPU thread a run takes, for the estimate of `esper compare --dry-run`:
+    # measured by benchmarks/task_cost.py (BENCHMARKS.md, "What a run costs, per sample
+    # and per GFLOP").
+    measured_cost: ClassVar[MeasuredCost] = MeasuredCost(
+        seconds_per_run=3.98, seconds_per_sample=4.7e-05, seconds_per_gflop=0.047
+    )
     # Chosen on tuning seeds by validation accuracy (the plugin's README: what was tried).
     default_recipe: ClassVar[Recipe] = attrs.evolve(CNN_RECIPE, lr=0.1)
 
     options: GlyphsOptions = field(factory=GlyphsOptions)
     context: TaskContext = field(factory=TaskContext)
     _cache: dict[str, TaskData] = field(factory=dict, init=False, repr=False)
+
+    @property
+    def image_side(self) -> int:
+        return int(self.options.image_size)
+
+    def split_sizes(self) -> tuple[int, int, int]:
+        o = self.options
+        return o.n_train, o.n_val, o.n_test
 
     def split_arrays(self, split: str) -> tuple[Any, Any]:
         """One split's images ``[n, 1, size, size]`` and labels, as numpy arrays."""

@@ -1,0 +1,45 @@
+"""Training FLOPs per sample of the task hosts, from their shapes alone (no torch).
+
+For the estimate of ``esper compare --dry-run``, which builds no model. Each count is what
+torch's ``FlopCounterMode`` reports for a training step of the bare host (the figure a run
+summary's ``train_flops`` is made of), and a test holds every preset to it: convolutions
+and matrix products only (norms, activations, pools and embeddings lookups count zero,
+and so does causal attention on the CPU, whose kernel the counter does not price); a
+backward pass costs twice the forward (gradients of the inputs and of the weights),
+except the first layer's, whose input needs no gradient.
+"""
+
+from __future__ import annotations
+
+from esper_tasks.common import CNNPreset, TransformerPreset
+
+
+def _conv(c_in: int, c_out: int, side: int) -> int:
+    """Forward FLOPs of a 3x3 same-padding convolution on one ``side`` x ``side`` image."""
+    return 2 * 9 * c_in * c_out * side * side
+
+
+def cnn_train_flops(in_channels: int, num_classes: int, preset: CNNPreset, side: int) -> int:
+    """One sample's training FLOPs of a :class:`~esper_tasks.hosts.cnn.CNNHost`."""
+    forward, first, c_in = 0, 0, in_channels
+    for i in range(preset.n_blocks):
+        c = preset.base_channels * 2**i
+        for j in range(preset.convs_per_block):
+            flops = _conv(c_in, c, side)
+            if i == j == 0:
+                first = flops
+            forward += flops
+            c_in = c
+        side //= 2
+        forward += preset.convs_after_pool * _conv(c, c, side)
+    forward += 2 * c_in * num_classes  # the head
+    return 3 * forward - first
+
+
+def transformer_train_flops(vocab: int, block_size: int, preset: TransformerPreset) -> int:
+    """One sequence's training FLOPs of a
+    :class:`~esper_tasks.hosts.transformer.TransformerHost` (``block_size`` tokens)."""
+    d = preset.d_model
+    # Per token and block: q, k, v and the output projection (4 d^2), the MLP (8 d^2).
+    per_token = preset.n_layer * 2 * 12 * d * d + 2 * d * vocab  # and the tied head
+    return 3 * per_token * block_size
