@@ -78,4 +78,4 @@ class HostDepthGrowth(HostGrowth):
         self._install(deepening)
 
     def describe(self) -> str:
-        return f"n_layer {self.old_depth} -> {self.new_depth} ({self.mode})"
+        return f"n_layer {self.old_depth} -> {self.new_depth}, {self.mode}"

@@ -31,6 +31,8 @@ from esper_core.lifecycle.stages import Stage
 from esper_core.plugins import PluginManager
 from esper_core.run.api import run
 from esper_core.run.interrupts import Interrupted
+from esper_core.run.ledger import HostGrowthRecord
+from esper_core.run.summary import growth_verdict
 from tests.integration.test_run import stable
 
 VOCAB, BLOCK = 11, 8
@@ -374,7 +376,35 @@ def test_the_growth_event_names_n_layer(pm: PluginManager, tmp_path: Path) -> No
     events = [json.loads(line) for line in (tmp_path / "r" / "events.jsonl").open()]
     (started,) = [e for e in events if e["kind"] == "host_growth_started"]
     assert (started["growth_id"], started["operator"]) == ("depth-0", "depth")
-    assert started["plan"] == "n_layer 2 -> 4 (stack)"
+    assert started["plan"] == "n_layer 2 -> 4, stack"
     assert (started["widths_before"], started["widths_after"]) == ({"n_layer": 2}, {"n_layer": 4})
     (fossilized,) = [e for e in events if e["kind"] == "host_growth_fossilized"]
     assert fossilized["params_after"] > fossilized["params_before"]
+
+
+def test_the_growth_line_says_the_host_deepened() -> None:
+    record = HostGrowthRecord(
+        growth_id="depth-0",
+        env=0,
+        episode=0,
+        operator="depth",
+        plan="n_layer 2 -> 4, stack",
+        widths_before={"n_layer": 2},
+        widths_after={"n_layer": 4},
+        params_before=114368,
+        params_after=214336,
+        started_epoch=3,
+        fate="fossilized",
+    )
+    episode = {
+        "seeds_germinated": 0,
+        "host_params": 214336,
+        "host_params_added": 99968,
+        "params_added": 99968,
+        "train_flops": 0,
+    }
+    line = growth_verdict([episode], [], [record])
+    assert line.startswith(
+        "growth kept: host deepened 2x (n_layer 2 -> 4, stack) at epoch 3: "
+        "114,368 -> 214,336 parameters"
+    )
