@@ -408,3 +408,20 @@ def test_the_growth_line_says_the_host_deepened() -> None:
         "growth kept: host deepened 2x (n_layer 2 -> 4, stack) at epoch 3: "
         "114,368 -> 214,336 parameters"
     )
+
+
+def test_a_host_deepened_then_widened_is_the_host_built_deep_and_wide(
+    pm: PluginManager, tmp_path: Path
+) -> None:
+    base = _charlm(
+        tmp_path,
+        "env.max_epochs=4",
+        "policies.static.deepen_at=0.0",  # folded after epoch 0 (tempo 2)
+        "policies.static.deepen_tempo=2",
+        "policies.static.widen_at=0.5",  # epoch 2: widens the four blocks, folded after it
+        "policies.static.widen_tempo=2",
+    )
+    result = run(load_config(overrides=base), pm, run_dir=tmp_path / "r", quiet=True)
+    built = [*base, "tasks.charlm.n_layer=4", "tasks.charlm.d_model=32", "tasks.charlm.n_head=4"]
+    expected = make_env(load_config(overrides=built), pm).model.host_param_count()
+    assert result["episodes"][0]["host_params"] == expected
