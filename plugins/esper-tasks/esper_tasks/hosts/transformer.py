@@ -85,7 +85,9 @@ class TransformerHost(nn.Module):
 
     ``d_model`` can grow (``esper_core.components.host.WidenableTransformer``): heads
     keep their dimension ``d_model / n_head``, so their number grows with it, and the
-    MLPs' hidden width stays ``4 x d_model``.
+    MLPs' hidden width stays ``4 x d_model``. Its stack can grow deeper
+    (``esper_core.components.host.DeepenableTransformer``): new blocks go on top of the
+    last segment, so the segments need not stay equal after a depth growth.
     """
 
     topology = "transformer"
