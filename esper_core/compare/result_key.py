@@ -11,9 +11,10 @@ result are left out:
 - the blueprint set, for a policy whose architecture is fixed (``wait``, ``static``): it
   never germinates, so installing a blueprint package cannot change what it trains
   (``static`` builds only the blueprints its ``seeds`` name, which are compared);
-- ``static`` with no seeds and no width growth is ``wait`` (the host alone, as its
+- ``static`` with no seeds and no host growth is ``wait`` (the host alone, as its
   option says), and without a width growth (``widen_at`` unset) the other ``widen_*``
-  options of ``static`` shape nothing: a cell finished before they existed is kept.
+  options of ``static`` shape nothing, nor the ``deepen_*`` ones without ``deepen_at``:
+  a cell finished before they existed is kept.
 
 The thread count is not left out: it changes the order of float sums, hence the last
 digits of every result.
@@ -32,8 +33,9 @@ NEUTRAL_SECTIONS = ("telemetry",)
 # Policies that never change the architecture: they cannot germinate, and their static
 # final architecture is themselves.
 FIXED_ARCHITECTURE = ("static", "wait")
-# policies.static's width-growth options: they shape nothing unless widen_at is set.
-WIDTH_PREFIX = "widen_"
+# policies.static's host-growth options, by the option that switches each growth on:
+# they shape nothing unless it is set.
+GROWTH_PREFIXES = {"widen_at": "widen_", "deepen_at": "deepen_"}
 # Component sections of which only the selected component's options matter.
 _SELECTED = (("tasks", "task"), ("rewards", "reward"), ("executors", "executor"))
 # How much of a long value a difference shows (around where the two first differ).
@@ -60,11 +62,14 @@ def comparable(config: RunConfig) -> dict[str, Any]:
         data[section] = {chosen: data.get(section, {}).get(chosen, {})}
     policy = PolicyRef.parse(str(run.get("policy", ""))).name
     options = data.get("policies", {}).get(policy, {})
-    if policy == "static" and not options.get("seeds") and options.get("widen_at") is None:
+    grows = any(options.get(on) is not None for on in GROWTH_PREFIXES)
+    if policy == "static" and not options.get("seeds") and not grows:
         policy, options = "wait", {}
         run["policy"] = "wait"
-    if policy == "static" and options.get("widen_at") is None:
-        options = {k: v for k, v in options.items() if not k.startswith(WIDTH_PREFIX)}
+    if policy == "static":
+        for on, prefix in GROWTH_PREFIXES.items():
+            if options.get(on) is None:
+                options = {k: v for k, v in options.items() if not k.startswith(prefix)}
     data["policies"] = {policy: options}
     if policy in FIXED_ARCHITECTURE:
         data.get("env", {}).pop("blueprints", None)

@@ -143,6 +143,34 @@ class WidenableTransformer(HasWidths, Protocol):
 
 
 @runtime_checkable
+class DeepenableTransformer(Protocol):
+    """A transformer host whose stack of residual blocks can grow in depth (host depth
+    growth, :mod:`esper_core.lifecycle.host_depth`): each block maps the residual stream
+    ``x`` to ``x + f(x)``, of the same shape, so a block born behind a mask can start as
+    the identity. New blocks go on top of the stack, in :meth:`top_stage` (the last
+    segment, before the head), so every slot keeps the blocks it follows."""
+
+    def num_segments(self) -> int: ...
+
+    def residual_blocks(self) -> tuple[nn.Module, ...]:
+        """Every block of the stack, in the order of the forward pass."""
+        ...
+
+    def top_stage(self) -> nn.Sequential:
+        """The container the stack's top blocks are in: new blocks are appended to it."""
+        ...
+
+    def new_block(self, generator: torch.Generator, n_layer: int) -> nn.Module:
+        """A fresh block, initialised as the host initialises its own in a stack of
+        ``n_layer`` blocks, drawing only from ``generator``."""
+        ...
+
+    def set_depth(self, n_layer: int) -> None:
+        """The number of blocks after a depth growth changed the stack."""
+        ...
+
+
+@runtime_checkable
 class OwnsSlots(Protocol):
     """A routed host whose own module holds the slots (a user's model): that module's
     ``parameters()``, ``state_dict()``, ``.to()`` and copies then include the seeds, as

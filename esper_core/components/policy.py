@@ -99,6 +99,27 @@ class WidthGrowthSpec:
         return round(self.at * max_epochs)
 
 
+@frozen
+class DepthGrowthSpec:
+    """One host depth growth a policy schedules: at the start of epoch
+    ``round(at x max_epochs)`` a transformer host's stack of blocks grows ``factor`` times
+    as deep, the new blocks copies of the stack (``mode = "stack"``: G_stack) or fresh
+    ones (``"identity"``), each behind a mask ramped 0 -> 1 over ``tempo`` epochs along
+    ``curve``, then folded into the host. See :mod:`esper_core.lifecycle.host_depth`."""
+
+    at: float
+    mode: str = "stack"
+    factor: int = 2
+    tempo: int = 5
+    curve: str = "linear"
+
+    def epoch(self, max_epochs: int) -> int:
+        return round(self.at * max_epochs)
+
+
+HostGrowthSpec = WidthGrowthSpec | DepthGrowthSpec
+
+
 @runtime_checkable
 class SchedulesHostGrowth(Protocol):
     """Optional: a policy that grows the host itself on a schedule.
@@ -107,7 +128,7 @@ class SchedulesHostGrowth(Protocol):
     each env applies them at the epochs they name in every episode
     (``MorphogeneticEnv.schedule_host_growth``)."""
 
-    def host_growths(self) -> Sequence[WidthGrowthSpec]: ...
+    def host_growths(self) -> Sequence[HostGrowthSpec]: ...
 
 
 @runtime_checkable

@@ -4,7 +4,7 @@ FLOPs are counted by :class:`torch.utils.flop_counter.FlopCounterMode` (no hand-
 formulas): once per architecture, on a real training batch, forward and backward, and
 multiplied by the samples of every batch trained with that architecture. An
 architecture is what changes the computation: each slot's stage, blueprint and whether
-the seed's input is isolated, and the widths of a host that can grow in width. The counting pass leaves no trace: the random state is
+the seed's input is isolated, and the widths and depth of a host that can grow. The counting pass leaves no trace: the random state is
 forked, buffers (BatchNorm statistics) are restored and gradients dropped.
 """
 
@@ -17,7 +17,7 @@ import torch
 from attrs import define, field, frozen
 from torch.utils.flop_counter import FlopCounterMode
 
-from esper_core.components.host import HasWidths
+from esper_core.components.host import DeepenableTransformer, HasWidths
 from esper_core.lifecycle import rules
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.rules import BLENDED_STAGES, SEED_STAGES
@@ -29,16 +29,21 @@ Architecture = tuple[tuple[str, str, str | None, bool], ...]
 
 
 def architecture(model: MorphogeneticModel) -> Architecture:
-    """Each slot's (id, stage, blueprint, isolated); for a host that can grow in width,
-    one more entry ("host", its stage widths, the stage of a width growth in flight or
-    None, False): a widened host is a new architecture, its FLOPs counted anew."""
+    """Each slot's (id, stage, blueprint, isolated); for a host that can grow, one more
+    entry ("host", its stage widths and for a transformer its depth, the stage of a host
+    growth in flight or None, False): a widened or deepened host is a new architecture,
+    its FLOPs counted anew."""
     slots = tuple(
         (s.slot_id, s.stage.value, s.state.blueprint, rules.is_isolated(s.stage, s.state.alpha))
         for s in model.iter_slots()
     )
-    if not isinstance(model.host, HasWidths):
+    host = model.host
+    sizes = [",".join(map(str, host.stage_channels()))] if isinstance(host, HasWidths) else []
+    if isinstance(host, DeepenableTransformer):
+        sizes.append(f"depth {len(host.residual_blocks())}")
+    if not sizes:
         return slots
-    widths = ",".join(map(str, model.host.stage_channels()))
+    widths = "; ".join(sizes)
     growth = model.host_growth
     growing = growth.stage.value if growth is not None else None
     return (*slots, ("host", widths, growing, False))

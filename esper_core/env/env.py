@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from esper_core.components.blueprint import Blueprint
-from esper_core.components.policy import WidthGrowthSpec
+from esper_core.components.policy import HostGrowthSpec
 from esper_core.components.reward import RewardBreakdown, RewardFamily, checked_breakdown
 from esper_core.components.task import Task, TaskData
 from esper_core.config import RunConfig
@@ -87,7 +87,7 @@ class MorphogeneticEnv:
             tempos=tuple(lc.tempos),
             alpha_targets=tuple(lc.alpha_targets),
         )
-        self.host_growth_specs: tuple[WidthGrowthSpec, ...] = ()
+        self.host_growth_specs: tuple[HostGrowthSpec, ...] = ()
         self.fits = host_growth.slot_fits(self)
         self._started = False
         self._step: StepStart | None = None
@@ -175,8 +175,8 @@ class MorphogeneticEnv:
         episode from the next :meth:`reset` on (see :mod:`esper_core.env.birth`)."""
         self.birth_seeds = birth.parse_birth_seeds(specs, self.blueprints, self.model.slot_ids)
 
-    def schedule_host_growth(self, specs: Sequence[WidthGrowthSpec]) -> None:
-        """Grow the host's width as ``specs`` say in every episode from the next
+    def schedule_host_growth(self, specs: Sequence[HostGrowthSpec]) -> None:
+        """Grow the host (width, depth) as ``specs`` say in every episode from the next
         :meth:`reset` on (see :mod:`esper_core.env.host_growth`)."""
         self.host_growth_specs = host_growth.check_specs(specs, self)
 

@@ -12,6 +12,8 @@ from esper_core.converter import unstructure
 from esper_core.env import cost
 from esper_core.env.step import EpochMetrics
 from esper_core.lifecycle.gates import GateResult
+from esper_core.lifecycle.host_depth import HostDepthGrowth
+from esper_core.lifecycle.host_width import HostWidthGrowth
 from esper_core.lifecycle.rules import BLENDED_STAGES, INCUBATING_STAGES
 from esper_core.lifecycle.slot import SeedSlot
 from esper_core.lifecycle.slot_state import SlotReport
@@ -35,32 +37,37 @@ from esper_core.run.telemetry import (
 
 if TYPE_CHECKING:
     from esper_core.env.env import MorphogeneticEnv
-    from esper_core.lifecycle.host_width import HostWidthGrowth
-
-# The operator of a HostWidthGrowth, as the host_growth_* events name it.
-WIDTH = "width"
+    from esper_core.lifecycle.host_growth import HostGrowth
 
 
-def growth_id(env: MorphogeneticEnv, growth: HostWidthGrowth) -> str:
-    """``width-K``: the growth's operator and its index among the episode's host growths
-    (pruned ones included, so an id is never reused within an episode)."""
-    return f"{WIDTH}-{env.model.host_growths.index(growth)}"
+def growth_id(env: MorphogeneticEnv, growth: HostGrowth) -> str:
+    """``width-K`` (``depth-K``): the growth's operator and its index among the episode's
+    host growths (pruned ones included, so an id is never reused within an episode)."""
+    return f"{growth.operator}-{env.model.host_growths.index(growth)}"
 
 
-def _widths(growth: HostWidthGrowth, channels: tuple[int, ...]) -> dict[str, int]:
-    """The widths by the dimension a reader knows: a transformer's one width is d_model."""
+def _widths(growth: HostGrowth, after: bool) -> dict[str, int]:
+    """The sizes by the dimension a reader knows: a transformer's one width is d_model,
+    its depth n_layer."""
+    if isinstance(growth, HostDepthGrowth):
+        return {"n_layer": growth.new_depth if after else growth.old_depth}
+    assert isinstance(growth, HostWidthGrowth)
+    channels = growth.new_channels if after else growth.old_channels
     if isinstance(growth.host, WidenableTransformer):
         return {"d_model": channels[0]}
     return {f"stage{i}": c for i, c in enumerate(channels)}
 
 
-def _plan(growth: HostWidthGrowth) -> str:
+def _plan(growth: HostGrowth) -> str:
+    if isinstance(growth, HostDepthGrowth):
+        return growth.describe()
+    assert isinstance(growth, HostWidthGrowth)
     if isinstance(growth.host, WidenableTransformer):
         return f"d_model {growth.old_channels[0]} -> {growth.new_channels[0]}"
     return growth.plan.describe()
 
 
-def _growth_params_before(env: MorphogeneticEnv, growth: HostWidthGrowth) -> int:
+def _growth_params_before(env: MorphogeneticEnv, growth: HostGrowth) -> int:
     """The host's parameters before ``growth``, read while it is in flight."""
     return env.host_params - growth.new_param_count()
 
@@ -153,43 +160,41 @@ class StepEvents:
         record = SeedRecord.of(slot, slot.state.acc_at_stage_start)
         self.emit(SeedFossilized, slot_id=slot.slot_id, **unstructure(record))
 
-    def host_growth_started(self, env: MorphogeneticEnv, growth: HostWidthGrowth) -> None:
+    def host_growth_started(self, env: MorphogeneticEnv, growth: HostGrowth) -> None:
         """Just after ``growth`` was born (alpha 0) and the env counted the host anew."""
         self.emit(
             HostGrowthStarted,
             growth_id=growth_id(env, growth),
-            operator=WIDTH,
+            operator=growth.operator,
             plan=_plan(growth),
-            widths_before=_widths(growth, growth.old_channels),
-            widths_after=_widths(growth, growth.new_channels),
+            widths_before=_widths(growth, after=False),
+            widths_after=_widths(growth, after=True),
             params_before=_growth_params_before(env, growth),
             params_after=env.host_params,
             tempo=growth.schedule.ticks,
             curve=growth.schedule.curve,
         )
 
-    def host_growth_stage(
-        self, env: MorphogeneticEnv, growth: HostWidthGrowth, before: Stage
-    ) -> None:
+    def host_growth_stage(self, env: MorphogeneticEnv, growth: HostGrowth, before: Stage) -> None:
         if growth.stage == before:
             return
         self.emit(
             HostGrowthStageChanged,
             growth_id=growth_id(env, growth),
-            operator=WIDTH,
+            operator=growth.operator,
             from_stage=before.value,
             to_stage=growth.stage.value,
         )
 
     def host_growth_fossilized(
-        self, env: MorphogeneticEnv, growth: HostWidthGrowth, params_before: int
+        self, env: MorphogeneticEnv, growth: HostGrowth, params_before: int
     ) -> None:
         """After the fold and the env's new count; ``params_before``: the host's before the
         growth (read while it was in flight, before the fold)."""
         self.emit(
             HostGrowthFossilized,
             growth_id=growth_id(env, growth),
-            operator=WIDTH,
+            operator=growth.operator,
             started_epoch=growth.born_epoch,
             params_before=params_before,
             params_after=env.host_params,
@@ -198,7 +203,7 @@ class StepEvents:
     def host_growth_pruned(
         self,
         env: MorphogeneticEnv,
-        growth: HostWidthGrowth,
+        growth: HostGrowth,
         stage: Stage,
         params_before: int,
         reason: str,
@@ -208,7 +213,7 @@ class StepEvents:
         self.emit(
             HostGrowthPruned,
             growth_id=growth_id(env, growth),
-            operator=WIDTH,
+            operator=growth.operator,
             stage=stage.value,
             started_epoch=growth.born_epoch,
             params_before=params_before,

@@ -1,9 +1,11 @@
-"""Host growth in an env: the width growths a policy schedules (``SchedulesHostGrowth``).
+"""Host growth in an env: the width and depth growths a policy schedules
+(``SchedulesHostGrowth``).
 
 Each growth is born just before the epoch its spec names (at alpha 0: the host computes
 bit for bit what it did), takes its ramp's first tick at once, as a seed blending from
 germination does, ticks once per epoch alongside the slots' alphas, and is fossilized
-(its masks folded into plain layers of the new width) at the end of the epoch its ramp
+(its masks folded into plain layers of the new width or plain blocks of the deeper
+stack) at the end of the epoch its ramp
 reaches 1. The host optimizer follows every
 change of the host's parameter set (:meth:`EpochTrainer.host_changed`). A governor
 rollback prunes a growth in flight, like a live seed, and no snapshot is taken while one
@@ -16,19 +18,22 @@ them onto a freshly built host before it loads the weights.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+import attrs
 import torch
 from attrs import frozen
 
-from esper_core.components.policy import WidthGrowthSpec
+from esper_core.components.policy import DepthGrowthSpec, HostGrowthSpec, WidthGrowthSpec
 from esper_core.env.birth import init_seed
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.alpha import CURVES
+from esper_core.lifecycle.host_depth import HostDepthGrowth, check_depth, deepenable
+from esper_core.lifecycle.host_growth import GrowthError, HostGrowth
 from esper_core.lifecycle.host_width import HostWidthGrowth, WidthPlan, plan_by_factor, widenable
 from esper_core.lifecycle.stages import Stage
-from esper_core.lifecycle.width import CROSS_INITS, WidthError
+from esper_core.lifecycle.width import CROSS_INITS
 from esper_core.lifecycle.width_fold import FoldedParam
 
 if TYPE_CHECKING:
@@ -44,7 +49,7 @@ INIT_OFFSET = 1_000_000
 class GrowthRecord:
     """A growth of this episode, enough to rebuild it: its plan, ramp and where it is."""
 
-    stages: tuple[int, ...]
+    stages: tuple[int, ...]  # width: the stages widened, to ``channels``
     channels: tuple[int, ...]
     tempo: int
     curve: str
@@ -52,39 +57,42 @@ class GrowthRecord:
     stage: str  # Stage value: blending, holding, fossilized or pruned
     step: int  # ticks of the ramp taken
     epoch: int  # the epoch it started at
+    operator: str = HostWidthGrowth.operator  # checkpoints before depth growth: width
+    mode: str = ""  # depth: stack or identity, ``factor`` times as deep
+    factor: int = 0
 
 
 def check_specs(
-    specs: Sequence[WidthGrowthSpec], env: MorphogeneticEnv
-) -> tuple[WidthGrowthSpec, ...]:
+    specs: Sequence[HostGrowthSpec], env: MorphogeneticEnv
+) -> tuple[HostGrowthSpec, ...]:
     """The specs, or a ConfigError naming every problem (one line each)."""
     if not specs:
         return ()  # nothing scheduled: any host will do
     problems: list[str] = []
     try:
-        widenable(env.model.host)
-    except WidthError as exc:
+        if any(isinstance(spec, WidthGrowthSpec) for spec in specs):
+            widenable(env.model.host)
+        if any(isinstance(spec, DepthGrowthSpec) for spec in specs):
+            deepenable(env.model.host)
+    except GrowthError as exc:
         raise ConfigError([str(exc)]) from None
     epochs: list[int] = []
     for spec in specs:
-        name = f"width growth at {spec.at:g}"
+        kind = "width" if isinstance(spec, WidthGrowthSpec) else "depth"
+        name = f"{kind} growth at {spec.at:g}"
         if not 0 <= spec.at < 1:
             problems.append(f"{name}: `at` is a fraction of the run in [0, 1), got {spec.at}")
-        if spec.factor <= 1:
-            problems.append(f"{name}: factor {spec.factor} must exceed 1 (it widens)")
         if spec.tempo < 1:
             problems.append(f"{name}: tempo {spec.tempo}: the ramp needs at least 1 epoch")
         if spec.curve not in CURVES:
             problems.append(f"{name}: curve {spec.curve!r}; expected one of {', '.join(CURVES)}")
-        if spec.cross_init not in CROSS_INITS:
-            problems.append(
-                f"{name}: cross_init {spec.cross_init!r}; expected one of {', '.join(CROSS_INITS)}"
-            )
-        if spec.factor > 1:
-            try:  # the stages, and a transformer's head dimension
-                plan_by_factor(env.model.host, spec.factor, spec.stages)
-            except WidthError as exc:
+        if isinstance(spec, DepthGrowthSpec):
+            try:
+                check_depth(spec.mode, spec.factor)
+            except GrowthError as exc:
                 problems.append(f"{name}: {exc}")
+        else:
+            problems += _width_problems(spec, name, env)
         epochs.append(spec.epoch(env.max_epochs))
     timeline = sorted(zip(epochs, (spec.tempo for spec in specs)))
     for (earlier, tempo), (later, _) in itertools.pairwise(timeline):
@@ -92,7 +100,7 @@ def check_specs(
         # through epoch e + tempo - 2 and is folded at its end.
         if later < earlier + max(tempo - 1, 1):
             problems.append(
-                f"width growths at epochs {earlier} and {later} overlap: the first ramps "
+                f"host growths at epochs {earlier} and {later} overlap: the first ramps "
                 f"until epoch {earlier + tempo - 2}; start the second at epoch "
                 f"{earlier + max(tempo - 1, 1)} or later"
             )
@@ -101,16 +109,35 @@ def check_specs(
     return tuple(specs)
 
 
+def _width_problems(spec: WidthGrowthSpec, name: str, env: MorphogeneticEnv) -> list[str]:
+    problems = []
+    if spec.factor <= 1:
+        problems.append(f"{name}: factor {spec.factor} must exceed 1 (it widens)")
+    if spec.cross_init not in CROSS_INITS:
+        problems.append(
+            f"{name}: cross_init {spec.cross_init!r}; expected one of {', '.join(CROSS_INITS)}"
+        )
+    if spec.factor > 1:
+        try:  # the stages, and a transformer's head dimension
+            plan_by_factor(env.model.host, spec.factor, spec.stages)
+        except GrowthError as exc:
+            problems.append(f"{name}: {exc}")
+    return problems
+
+
 def start_due(env: MorphogeneticEnv, events: StepEvents) -> None:
     """Start the growth scheduled for the epoch about to train, if any: called where the
-    next observation is built, so its masks already keep seeds out of the widened slots."""
+    next observation is built, so its masks already keep seeds out of the slots it touches."""
     for spec in env.host_growth_specs:
         if spec.epoch(env.max_epochs) == env.epoch:
             try:
-                plan = plan_by_factor(env.model.host, spec.factor, spec.stages)
-                start(env, plan, spec.tempo, spec.curve, spec.cross_init)
-            except WidthError as exc:
-                raise ConfigError([f"width growth at epoch {env.epoch}: {exc}"]) from None
+                if isinstance(spec, DepthGrowthSpec):
+                    start_depth(env, spec.mode, spec.factor, spec.tempo, spec.curve)
+                else:
+                    plan = plan_by_factor(env.model.host, spec.factor, spec.stages)
+                    start(env, plan, spec.tempo, spec.curve, spec.cross_init)
+            except GrowthError as exc:
+                raise ConfigError([f"host growth at epoch {env.epoch}: {exc}"]) from None
             events.host_growth_started(env, env.model.host_growths[-1])
             # Born at alpha 0 (the host's function, bit for bit), the growth trains its
             # first epoch at the ramp's first tick, as a seed blending from germination.
@@ -119,22 +146,53 @@ def start_due(env: MorphogeneticEnv, events: StepEvents) -> None:
 
 def start(env: MorphogeneticEnv, plan: WidthPlan, tempo: int, curve: str, cross_init: str) -> None:
     """Widen the host as ``plan`` says, at alpha 0; the host optimizer follows."""
+    generator = _generator(env)
+    _born(
+        env,
+        lambda: HostWidthGrowth(
+            env.model,
+            plan,
+            tempo=tempo,
+            curve=curve,
+            cross_init=cross_init,
+            generator=generator,
+            born_epoch=env.epoch,
+        ),
+    )
+
+
+def start_depth(env: MorphogeneticEnv, mode: str, factor: int, tempo: int, curve: str) -> None:
+    """Deepen the host's stack ``factor`` times (``mode``: stack or identity), at alpha 0;
+    the host optimizer follows."""
+    generator = _generator(env)
+    _born(
+        env,
+        lambda: HostDepthGrowth(
+            env.model,
+            mode,
+            factor,
+            tempo=tempo,
+            curve=curve,
+            generator=generator,
+            born_epoch=env.epoch,
+        ),
+    )
+
+
+def _generator(env: MorphogeneticEnv) -> torch.Generator:
+    return torch.Generator().manual_seed(
+        init_seed(env.seed, INIT_OFFSET + len(env.model.host_growths))
+    )
+
+
+def _born(env: MorphogeneticEnv, grow: Callable[[], HostGrowth]) -> None:
     model = env.model
     if model.host_growth is not None:
-        raise WidthError("a width growth is still in flight; fossilize or prune it first")
-    generator = torch.Generator().manual_seed(
-        init_seed(env.seed, INIT_OFFSET + len(model.host_growths))
-    )
-    growth = HostWidthGrowth(
-        model,
-        plan,
-        tempo=tempo,
-        curve=curve,
-        cross_init=cross_init,
-        generator=generator,
-        born_epoch=env.epoch,
-    )
-    model.host_growths.append(growth)
+        raise GrowthError(
+            f"a {model.host_growth.operator} growth of the host is still in flight; "
+            "fossilize or prune it first"
+        )
+    model.host_growths.append(grow())
     host_changed(env)
 
 
@@ -179,8 +237,8 @@ def host_changed(env: MorphogeneticEnv, folded: Sequence[FoldedParam] = ()) -> N
 
 def slot_fits(env: MorphogeneticEnv) -> torch.Tensor:
     """Which blueprint can grow in which slot (the env's action masks): a branch only
-    where a segment follows, and nothing where a width growth in flight is changing the
-    activations' width."""
+    where a segment follows, and nothing where a host growth in flight is changing the
+    activations' width (or is putting gated blocks on top of the stack)."""
     keys = env.space.blueprints
     growth = env.model.host_growth
     busy = set(growth.affected_slots()) if growth is not None else set()
@@ -197,18 +255,26 @@ def slot_fits(env: MorphogeneticEnv) -> torch.Tensor:
 
 
 def records(env: MorphogeneticEnv) -> tuple[GrowthRecord, ...]:
-    return tuple(
-        GrowthRecord(
-            stages=g.plan.stages,
-            channels=g.plan.channels,
-            tempo=g.schedule.ticks,
-            curve=g.schedule.curve,
-            cross_init=g.cross_init,
-            stage=g.stage.value,
-            step=g.schedule.step,
-            epoch=g.born_epoch,
-        )
-        for g in env.model.host_growths
+    return tuple(_record(g) for g in env.model.host_growths)
+
+
+def _record(g: HostGrowth) -> GrowthRecord:
+    record = GrowthRecord(
+        stages=(),
+        channels=(),
+        tempo=g.schedule.ticks,
+        curve=g.schedule.curve,
+        cross_init="",
+        stage=g.stage.value,
+        step=g.schedule.step,
+        epoch=g.born_epoch,
+        operator=g.operator,
+    )
+    if isinstance(g, HostDepthGrowth):
+        return attrs.evolve(record, mode=g.mode, factor=g.factor)
+    assert isinstance(g, HostWidthGrowth)
+    return attrs.evolve(
+        record, stages=g.plan.stages, channels=g.plan.channels, cross_init=g.cross_init
     )
 
 
@@ -216,9 +282,12 @@ def replay(env: MorphogeneticEnv, saved: Sequence[GrowthRecord]) -> None:
     """Rebuild a checkpoint's growths on the env's fresh host, before its weights load
     (they overwrite every value set here: new weights, masks, statistics)."""
     for record in saved:
-        plan = WidthPlan(record.stages, record.channels)
         env.epoch = record.epoch
-        start(env, plan, record.tempo, record.curve, record.cross_init)
+        if record.operator == HostDepthGrowth.operator:
+            start_depth(env, record.mode, record.factor, record.tempo, record.curve)
+        else:
+            plan = WidthPlan(record.stages, record.channels)
+            start(env, plan, record.tempo, record.curve, record.cross_init)
         growth = env.model.host_growths[-1]
         if record.stage == Stage.PRUNED.value:
             prune(env)

@@ -168,10 +168,11 @@ class Grower:
                 self.env.install_at_birth(list(self.policy.birth_seeds()))
             if isinstance(self.policy, SchedulesHostGrowth) and self.policy.host_growths():
                 raise GrowerError(
-                    f"the Grower cannot widen {type(model).__name__}: host width growth "
-                    "(widen_at) rewrites the layers of Esper's own hosts (the tasks' CNNHost "
-                    "and TransformerHost), not of a module of yours; drop the widen_* options, "
-                    "or grow in width with esper run --task glyphs/charlm (docs/growth.md)"
+                    f"the Grower cannot widen or deepen {type(model).__name__}: host growth "
+                    "(widen_at, deepen_at) rewrites the layers of Esper's own hosts (the "
+                    "tasks' CNNHost and TransformerHost), not of a module of yours; drop the "
+                    "widen_*/deepen_* options, or grow the host with esper run --task "
+                    "glyphs/charlm (docs/growth.md)"
                 )
             baseline = None
             if val_data is not None:

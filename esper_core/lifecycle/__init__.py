@@ -6,5 +6,7 @@
 * ``alpha``: alpha curves, schedules and blends; ``model``: the host with its slots;
 * ``actions``: the action space and its masks; ``governor``: the safety rollback;
 * ``blueprint_check``: the checks of every seed module a blueprint builds;
-* ``views``: values copied by field name (settings from the config, reports from state).
+* ``views``: values copied by field name (settings from the config, reports from state);
+* ``host_growth``: the ramp and stages every growth of the host itself shares; its
+  operators ``host_width`` (``widening``, ``width*``) and ``host_depth`` (``deepening``).
 """

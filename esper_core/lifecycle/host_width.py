@@ -18,7 +18,7 @@ ramp runs, HOLDING at alpha 1, then FOSSILIZED or PRUNED.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 from attrs import frozen
@@ -26,10 +26,9 @@ from torch import nn
 
 from esper_core.components.host import HasWidths, WidenableHost, WidenableTransformer
 from esper_core.lifecycle import rules
-from esper_core.lifecycle.alpha import CURVES, AlphaSchedule
-from esper_core.lifecycle.stages import Stage
-from esper_core.lifecycle.widening import widening_for
-from esper_core.lifecycle.width import FoldedParam, WidthError
+from esper_core.lifecycle.host_growth import HostGrowth
+from esper_core.lifecycle.widening import Widening, widening_for
+from esper_core.lifecycle.width import WidthError
 
 if TYPE_CHECKING:
     from esper_core.lifecycle.model import MorphogeneticModel
@@ -88,12 +87,14 @@ def plan_by_factor(host: nn.Module, factor: float, stages: Sequence[int] = ()) -
     return WidthPlan(chosen, tuple(max(round(current[s] * factor), 1) for s in chosen))
 
 
-class HostWidthGrowth:
+class HostWidthGrowth(HostGrowth):
     """One width growth of ``model``'s host, in flight from construction on.
 
     ``generator`` initialises the new parameters (so a run's growth is reproducible);
     ``cross_init``: see :class:`~esper_core.lifecycle.width.MaskedConvStage`.
     """
+
+    operator: ClassVar[str] = "width"
 
     def __init__(
         self,
@@ -106,101 +107,31 @@ class HostWidthGrowth:
         generator: torch.Generator | None = None,
         born_epoch: int = 0,
     ) -> None:
-        if curve not in CURVES:
-            raise WidthError(f"curve {curve!r}: expected one of {', '.join(CURVES)}")
-        if tempo < 1:
-            raise WidthError(f"tempo {tempo}: the ramp needs at least 1 epoch")
-        self.model = model
+        super().__init__(model, tempo=tempo, curve=curve, born_epoch=born_epoch)
         self.host = widenable(model.host)
         self.plan = plan
         self.cross_init = cross_init
-        self.born_epoch = born_epoch
         self.old_channels = self.host.stage_channels()
         self.new_channels = _new_channels(self.old_channels, plan)
-        self.schedule = AlphaSchedule(curve=curve, ticks=tempo)
-        self.stage = Stage.BLENDING
-        self._widening = widening_for(
+        widening = widening_for(
             self.host, self.old_channels, self.new_channels, generator, cross_init
         )
-        self._check_slots()
-        self._widening.install()
+        self._check_slots(widening)
+        self._install(widening)
         self.host.set_stage_channels(self.new_channels)
         self._refresh_slots()
 
-    # ------------------------------------------------------------ state
-
-    @property
-    def alpha(self) -> float:
-        return self.schedule.value
-
-    @property
-    def in_flight(self) -> bool:
-        # A growth is never GERMINATED or TRAINING: live means BLENDING or HOLDING.
-        return self.stage in rules.LIVE_STAGES
-
-    def new_parameters(self) -> list[nn.Parameter]:
-        """The parameters this growth added, while it is in flight."""
-        return self._widening.new_parameters() if self.in_flight else []
-
-    def new_param_count(self) -> int:
-        return sum(p.numel() for p in self.new_parameters())
-
-    def set_alpha(self, value: float) -> None:
-        """Set every mask of the growth (a checkpoint's, or a test's)."""
-        self._widening.set_mask(value)
-
-    def tick(self) -> float:
-        """One epoch of the ramp; at its end the growth is HOLDING (alpha 1)."""
-        if not self.in_flight:
-            self._refuse("tick")
-        value = self.schedule.tick()
-        self.set_alpha(value)
-        if self.schedule.done and value == self.schedule.target:
-            self.stage = Stage.HOLDING
-        return value
-
-    # ------------------------------------------------------------ fossilize / prune
-
-    def fossilize(self) -> list[FoldedParam]:
-        """Fold the masks away: the host's modules become plain ones of the new width.
-        Returns how each new parameter was assembled, for the optimizer's state."""
-        if self.stage != Stage.HOLDING:
-            self._refuse("fossilize")
-        folded = self._widening.fold()
-        self.stage = Stage.FOSSILIZED
-        return folded
-
-    def prune(self) -> None:
-        """Put the original modules back: the host computes what the growth computed at
-        alpha 0 (its old parameters have trained on meanwhile)."""
-        if self.stage not in rules.PRUNABLE_STAGES:
-            self._refuse("prune")
-        self._widening.restore()
+    def _restored(self) -> None:
         self.host.set_stage_channels(self.old_channels)
         self._refresh_slots()
-        self.stage = Stage.PRUNED
 
-    # ------------------------------------------------------------ helpers
-
-    def _refuse(self, call: str) -> None:
-        raise rules.LifecycleError(self.stage, None, call=f"width growth {call}")
-
-    def _changed_slots(self) -> list[str]:
-        """The slots whose activations change width."""
-        return [s.slot_id for s in self.model.iter_slots() if self._widening.touches(s.spec)]
-
-    def affected_slots(self) -> list[str]:
-        """Slots that must stay empty while the growth is in flight."""
-        return self._changed_slots()
-
-    def _check_slots(self) -> None:
-        for slot_id in self._changed_slots():
-            slot = self.model.slot(slot_id)
-            if slot.stage in rules.SEED_STAGES:
+    def _check_slots(self, widening: Widening) -> None:
+        for slot in self.model.iter_slots():
+            if widening.touches(slot.spec) and slot.stage in rules.SEED_STAGES:
                 raise WidthError(
                     f"width growth ({self.plan.describe()}) changes the width at slot "
-                    f"{slot_id}, which holds a seed ({slot.stage.name}); widen other stages, "
-                    "or grow the width before germinating there"
+                    f"{slot.slot_id}, which holds a seed ({slot.stage.name}); widen other "
+                    "stages, or grow the width before germinating there"
                 )
 
     def _refresh_slots(self) -> None:

@@ -18,7 +18,7 @@ from esper_core.lifecycle.slot_state import DEFAULT_SETTINGS, SlotReport, SlotSe
 from esper_core.lifecycle.stages import Stage
 
 if TYPE_CHECKING:
-    from esper_core.lifecycle.host_width import HostWidthGrowth
+    from esper_core.lifecycle.host_growth import HostGrowth
 
 __all__ = ["HostProtocol", "InjectionSpec", "MorphogeneticModel"]
 
@@ -82,9 +82,10 @@ class MorphogeneticModel(nn.Module):
             spec.segment: spec.slot_id for spec in specs if spec.slot_id in enabled
         }
         self._routed = not segmented
-        # The host's width growths (esper_core.lifecycle.host_width), oldest first: the
-        # cost meter, the governor and the trainer ask the one in flight what the host is.
-        self.host_growths: list[HostWidthGrowth] = []
+        # The host's own growths (width: esper_core.lifecycle.host_width, depth:
+        # host_depth), oldest first: the cost meter, the governor and the trainer ask the
+        # one in flight what the host is.
+        self.host_growths: list[HostGrowth] = []
         if segmented:
             self._num_segments = cast(HostProtocol, host).num_segments()
         else:
@@ -92,8 +93,8 @@ class MorphogeneticModel(nn.Module):
             cast(RoutedHost, host).route(dict(self.slots.items()))
 
     @property
-    def host_growth(self) -> HostWidthGrowth | None:
-        """The width growth of the host in flight (ramping or holding), if any."""
+    def host_growth(self) -> HostGrowth | None:
+        """The growth of the host in flight (ramping or holding), if any."""
         last = self.host_growths[-1] if self.host_growths else None
         return last if last is not None and last.in_flight else None
 

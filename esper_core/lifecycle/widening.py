@@ -10,7 +10,7 @@ residual width.
 
 from __future__ import annotations
 
-from typing import Protocol, cast
+from typing import cast
 
 import torch
 from torch import nn
@@ -21,6 +21,7 @@ from esper_core.components.host import (
     WidenableHost,
     WidenableTransformer,
 )
+from esper_core.lifecycle.host_growth import HostOperation
 from esper_core.lifecycle.width import (
     FoldedParam,
     MaskedConvStage,
@@ -28,30 +29,8 @@ from esper_core.lifecycle.width import (
     WidthError,
 )
 
-
-class Widening(Protocol):
-    """The host side of one width growth. Built without touching the host;
-    :meth:`install` puts the masked modules in (mask 0), then exactly one of
-    :meth:`fold` (mask 1) or :meth:`restore`."""
-
-    def install(self) -> None: ...
-
-    def set_mask(self, value: float) -> None: ...
-
-    def new_parameters(self) -> list[nn.Parameter]: ...
-
-    def fold(self) -> list[FoldedParam]:
-        """Plain modules of the new width in place of the masked ones; how each of their
-        new parameters was assembled (for the optimizer's state)."""
-        ...
-
-    def restore(self) -> None:
-        """The original modules back in place."""
-        ...
-
-    def touches(self, spec: InjectionSpec) -> bool:
-        """Whether the growth changes the width at (or just after) this slot."""
-        ...
+# The host side of one width growth: the operation every host growth runs.
+Widening = HostOperation
 
 
 def widening_for(

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from esper_core.lifecycle.host_growth import GrowthError
 from esper_core.lifecycle.width_fold import (
     FoldedParam,
     cat0,
@@ -51,7 +52,7 @@ CHANNELWISE = (
 CROSS_INITS = ("random", "zero")
 
 
-class WidthError(ValueError):
+class WidthError(GrowthError):
     """A module cannot be widened (its structure is not a conv stage this supports)."""
 
 

@@ -154,6 +154,10 @@ def _host_growth(growth: HostGrowthRecord) -> str:
             + (f" {factor:g}x" if factor is not None else "")
             + ("" if every and factor is not None else f" ({growth.plan})")
         )
+    elif growth.operator == "depth":
+        verb = (
+            "host deepened" + (f" {factor:g}x" if factor is not None else "") + f" ({growth.plan})"
+        )
     return (
         f"{verb} at epoch {growth.started_epoch}: {growth.params_before:,} -> "
         f"{growth.params_after:,} parameters{HOST_FATES.get(growth.fate, '')}"

@@ -185,10 +185,10 @@ class HostGrowthStarted(EnvEvent):
 
     kind: ClassVar[str] = "host_growth_started"
     growth_id: str  # the operator and its index among the episode's host growths: "width-0"
-    operator: str  # "width"
-    plan: str  # what it changes, in words: "stage 0 -> 64, stage 1 -> 128", "d_model 64 -> 128"
+    operator: str  # "width" or "depth"
+    plan: str  # in words: "stage 0 -> 64, stage 1 -> 128", "d_model 64 -> 128", "n_layer 2 -> 4, stack"
     # Every dimension the operator acts on (a CNN: "stage0", "stage1", ... -> channels; a
-    # transformer: "d_model"),
+    # transformer: "d_model"; a depth growth: "n_layer"),
     # before and after; the ones it leaves alone appear unchanged.
     widths_before: dict[str, int]
     widths_after: dict[str, int]

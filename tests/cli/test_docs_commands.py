@@ -171,6 +171,11 @@ COMMANDS: dict[str, Way] = {
     "--set policies.static.widen_at=0.25 --set policies.static.widen_factor=2": Run(
         (*TINY, *CHARLM, "--set", "policies.static.widen_tempo=2")
     ),
+    # The depth growth born at epoch 0 of 2 at alpha 1/2, folded after it (tempo 2).
+    "esper run --task charlm --policy static --set tasks.charlm.preset=small "
+    "--set policies.static.deepen_at=0.2 --set policies.static.deepen_mode=stack": Run(
+        (*TINY, *CHARLM, "--set", "policies.static.deepen_tempo=2")
+    ),
     "esper plugins": Run(()),
     "esper blueprints --topology cnn": Run(()),
     "esper blueprints check": Run(()),

@@ -63,3 +63,17 @@ def test_width_options_without_a_width_growth_keep_an_older_static_cell() -> Non
     assert config_differences(before, now) == []
     widened = config("static", OLD, static={"seeds": seeds, "widen_at": 0.5, "widen_factor": 2.0})
     assert config_differences(before, widened) != []
+
+
+def test_static_that_deepens_the_host_is_its_own_cell() -> None:
+    deepened = {"static": {"seeds": [], "deepen_at": 0.2, "deepen_mode": "stack"}}
+    assert result_key(config("static", OLD, **deepened)) != result_key(config("wait", OLD))
+    # Depth options without a depth growth shape nothing: an older cell is kept.
+    seeds = ["conv_heavy@r0c0"]
+    before = config("static", OLD, static={"seeds": seeds})
+    now = config("static", OLD, static={"seeds": seeds, "deepen_at": None, "deepen_factor": 2})
+    assert config_differences(before, now) == []
+    identity = {"static": {"seeds": [], "deepen_at": 0.2, "deepen_mode": "identity"}}
+    assert result_key(config("static", OLD, **identity)) != result_key(
+        config("static", OLD, **deepened)
+    )

@@ -12,7 +12,11 @@ literature's baseline, "grow by operator X at a fraction f of the budget"): at e
 ``round(widen_at x max_epochs)`` the host widens by ``widen_factor`` (a CNN's conv
 stages, a transformer's ``d_model`` with its heads and MLPs) behind a mask the alpha
 ramp takes from 0 to 1 over ``widen_tempo`` epochs, then fold into the host
-(``esper_core.env.host_growth``).
+(``esper_core.env.host_growth``). With ``deepen_at`` a transformer host's stack of
+blocks grows ``deepen_factor`` times as deep at epoch ``round(deepen_at x max_epochs)``:
+the stack copied on itself (``deepen_mode = "stack"``, G_stack) or fresh blocks
+(``"identity"``), each block behind a mask ramped over ``deepen_tempo`` epochs, then
+folded in. Both may be set (at epochs whose ramps do not overlap).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from esper_core.converter import each, in_range, one_of, options_field
 from esper_tamiyo_heuristic.wait import WaitOptions, WaitPolicy
 
 if TYPE_CHECKING:
-    from esper_core.components.policy import WidthGrowthSpec
+    from esper_core.components.policy import HostGrowthSpec
 
 
 def _seed_spec(value: Any) -> str | None:
@@ -74,6 +78,28 @@ class StaticOptions(WaitOptions):
         "How the weights from new channels into existing ones start (the mask hides them "
         "either way at first).",
     )
+    deepen_at: float | None = options_field(
+        None,
+        in_range(0, 1, hi_open=True),
+        "Deepen a transformer host at this fraction of the run (epoch round(f x "
+        "max_epochs)): new blocks on top of its stack, each behind a mask ramped from 0 "
+        "(the host's function, bit for bit) to 1; none: the host keeps its depth.",
+    )
+    deepen_mode: str = options_field(
+        "stack",
+        one_of("stack", "identity"),
+        "stack: the whole stack copied on itself (G_stack, [b1,b2] -> [b1,b2,b1',b2']); "
+        "identity: as many fresh blocks, initialised as the host initialises its own.",
+    )
+    deepen_factor: int = options_field(
+        2, in_range(2, 8, integer=True), "The stack grows this many times as deep."
+    )
+    deepen_tempo: int = options_field(
+        5, in_range(1, 1000, integer=True), "Epochs the new blocks' mask ramps from 0 to 1."
+    )
+    deepen_curve: str = options_field(
+        "linear", one_of("linear", "cosine", "sigmoid"), "The mask ramp's alpha curve."
+    )
 
 
 class StaticPolicy(WaitPolicy):
@@ -93,22 +119,34 @@ class StaticPolicy(WaitPolicy):
         """The seeds every env installs at the start of each episode (``InstallsAtBirth``)."""
         return list(self.options.seeds)
 
-    def host_growths(self) -> list[WidthGrowthSpec]:
-        """The host width growth every env applies in each episode (``SchedulesHostGrowth``)."""
-        from esper_core.components.policy import WidthGrowthSpec
+    def host_growths(self) -> list[HostGrowthSpec]:
+        """The host growths every env applies in each episode (``SchedulesHostGrowth``)."""
+        from esper_core.components.policy import DepthGrowthSpec, WidthGrowthSpec
 
         o = self.options
-        if o.widen_at is None:
-            return []
-        spec = WidthGrowthSpec(
-            at=o.widen_at,
-            factor=o.widen_factor,
-            stages=tuple(o.widen_stages),
-            tempo=o.widen_tempo,
-            curve=o.widen_curve,
-            cross_init=o.widen_cross_init,
-        )
-        return [spec]
+        specs: list[HostGrowthSpec] = []
+        if o.widen_at is not None:
+            specs.append(
+                WidthGrowthSpec(
+                    at=o.widen_at,
+                    factor=o.widen_factor,
+                    stages=tuple(o.widen_stages),
+                    tempo=o.widen_tempo,
+                    curve=o.widen_curve,
+                    cross_init=o.widen_cross_init,
+                )
+            )
+        if o.deepen_at is not None:
+            specs.append(
+                DepthGrowthSpec(
+                    at=o.deepen_at,
+                    mode=o.deepen_mode,
+                    factor=o.deepen_factor,
+                    tempo=o.deepen_tempo,
+                    curve=o.deepen_curve,
+                )
+            )
+        return specs
 
 
 @hookimpl

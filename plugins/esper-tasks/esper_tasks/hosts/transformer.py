@@ -54,6 +54,27 @@ class Block(nn.Module):
         return x + self.mlp(self.ln2(x))
 
 
+def _init_module(
+    module: nn.Module,
+    std: float,
+    residual_std: float,
+    residual: tuple[str, ...],
+    generator: torch.Generator | None = None,
+) -> None:
+    """GPT-2 initialisation of ``module``'s linear layers and embeddings: normal weights,
+    zero biases, and the residual projections (names ending in ``residual``) smaller."""
+    for m in module.modules():
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, std=std, generator=generator)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Embedding):
+            nn.init.normal_(m.weight, std=std, generator=generator)
+    for name, param in module.named_parameters():
+        if name.endswith(tuple(f"{r}.weight" for r in residual)):
+            nn.init.normal_(param, std=residual_std, generator=generator)
+
+
 class TransformerHost(nn.Module):
     """Token + learned position embeddings, ``n_layer`` blocks, final LayerNorm, tied head.
 
@@ -64,7 +85,9 @@ class TransformerHost(nn.Module):
 
     ``d_model`` can grow (``esper_core.components.host.WidenableTransformer``): heads
     keep their dimension ``d_model / n_head``, so their number grows with it, and the
-    MLPs' hidden width stays ``4 x d_model``.
+    MLPs' hidden width stays ``4 x d_model``. Its stack can grow deeper
+    (``esper_core.components.host.DeepenableTransformer``): new blocks go on top of the
+    last segment, so the segments need not stay equal after a depth growth.
     """
 
     topology = "transformer"
@@ -115,16 +138,7 @@ class TransformerHost(nn.Module):
         return self.INIT_STD / math.sqrt(2 * self.n_layer)
 
     def _init_weights(self, n_layer: int) -> None:
-        for module in self.modules():
-            if isinstance(module, nn.Linear):
-                nn.init.normal_(module.weight, std=self.INIT_STD)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
-            elif isinstance(module, nn.Embedding):
-                nn.init.normal_(module.weight, std=self.INIT_STD)
-        for name, param in self.named_parameters():
-            if name.endswith(tuple(f"{r}.weight" for r in self.RESIDUAL)):
-                nn.init.normal_(param, std=self._residual_std())
+        _init_module(self, self.INIT_STD, self._residual_std(), self.RESIDUAL)
 
     # ------------------------------------------------------------ width growth
 
@@ -173,6 +187,27 @@ class TransformerHost(nn.Module):
                 ]
         sites += [WidthSite("ln_f", 1, 1), WidthSite("head", 1, 0, tied_to="tok_emb")]
         return tuple(sites)
+
+    # ------------------------------------------------------------ depth growth
+
+    def residual_blocks(self) -> tuple[nn.Module, ...]:
+        """Every block, for host depth growth (``DeepenableTransformer``)."""
+        return tuple(block for segment in self.segments for block in segment)
+
+    def top_stage(self) -> nn.Sequential:
+        top: nn.Sequential = self.segments[-1]
+        return top
+
+    def new_block(self, generator: torch.Generator, n_layer: int) -> nn.Module:
+        """A block of the current width, initialised as in a host of ``n_layer`` blocks."""
+        with torch.random.fork_rng(devices=[]):  # torch's own init draws: leave no trace
+            block = Block(self.d_model, self.d_model // self.head_dim)
+        residual = self.INIT_STD / math.sqrt(2 * n_layer)
+        _init_module(block, self.INIT_STD, residual, self.RESIDUAL, generator)
+        return block
+
+    def set_depth(self, n_layer: int) -> None:
+        self.n_layer = n_layer
 
     def num_segments(self) -> int:
         return len(self.segments)
