@@ -174,8 +174,8 @@ def _slot_problems(state: dict[str, Any], space: ActionSpace, history_length: in
     saved, ours = state.get("feature_schema"), schema(history_length)
     if saved == ours:
         return problems
-    if isinstance(saved, dict) and {**saved, "history_length": history_length} == ours:
-        trained = saved["history_length"]
+    trained = saved.get("history_length") if isinstance(saved, dict) else None
+    if isinstance(trained, int) and schema(trained) == saved:  # only the history differs
         problems.append(
             f"env.history_length: checkpoint was trained with {trained}, this run has "
             f"{history_length}; add --set env.history_length={trained}"
