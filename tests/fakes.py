@@ -89,6 +89,7 @@ class TinyTaskOptions:
     n_val: int = 128
     n_test: int = 128
     width: int = 4
+    blocks: int = 2  # = slots (r0c0, r0c1, ...)
 
 
 class TinyTask:
@@ -115,7 +116,9 @@ class TinyTask:
         return math.log(self.num_classes)
 
     def build_host(self) -> nn.Module:
-        return TinyCNNHost(width=self.options.width, classes=self.num_classes)
+        return TinyCNNHost(
+            width=self.options.width, blocks=self.options.blocks, classes=self.num_classes
+        )
 
     def _split(self, n: int, seed: int) -> TensorSplit:
         g = torch.Generator().manual_seed(seed)

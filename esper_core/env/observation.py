@@ -48,6 +48,13 @@ class Observation:
     # The last epoch's training FLOPs over the bare host's on the same samples (1: no
     # growth): what a compute-aware policy prices its seeds by.
     train_flops_ratio: float = 1.0
+    # What each blueprint IS, so a policy can describe it by its features instead of its
+    # index in the vocabulary (PPO's `slots` network): the parameters a new seed of each
+    # blueprint would have in each slot ([slot][blueprint], ActionSpace order; 0 where it
+    # cannot grow), and per blueprint whether it is the identity at birth and a branch.
+    blueprint_params: tuple[tuple[int, ...], ...] = ()
+    blueprint_identity: tuple[bool, ...] = ()
+    blueprint_branch: tuple[bool, ...] = ()
 
 
 def observe(env: MorphogeneticEnv, rolled_back: bool) -> Observation:
@@ -81,6 +88,25 @@ def observe(env: MorphogeneticEnv, rolled_back: bool) -> Observation:
             env.settings.epochs_before_blending(env.blueprints[key].identity_at_birth)
             for key in env.space.blueprints
         ),
+        blueprint_params=blueprint_params(env),
+        blueprint_identity=tuple(
+            env.blueprints[key].identity_at_birth for key in env.space.blueprints
+        ),
+        blueprint_branch=tuple(env.blueprints[key].branch for key in env.space.blueprints),
+    )
+
+
+def blueprint_params(env: MorphogeneticEnv) -> tuple[tuple[int, ...], ...]:
+    """``[slot][blueprint]``: the parameters of a new seed of each blueprint in each slot
+    (``Blueprint.estimate_for`` its slot as it is now, a widened host included), 0 where
+    it cannot grow."""
+    fits = env.fits.tolist()
+    return tuple(
+        tuple(
+            env.blueprints[key].estimate_for(env.model.slot(sid).spec) if fit else 0
+            for key, fit in zip(env.space.blueprints, fits[i])
+        )
+        for i, sid in enumerate(env.space.slot_ids)
     )
 
 

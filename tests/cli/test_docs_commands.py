@@ -99,6 +99,10 @@ Way = Run | DryRun | NotRun | RunElsewhere | Script
 
 SETUP_RUN = "esper run --out runs/run --max-epochs 2 --set env.max_batches=2"
 PPO_DIGITS = "esper train --task digits --set tasks.digits.preset=impaired --out runs/ppo-digits"
+PPO_SLOTS = (
+    "esper train --task digits --set tasks.digits.preset=impaired "
+    "--set policies.ppo.network=slots --out runs/ppo-slots"
+)
 
 # The modules of the reader's own that a doc's command imports (``tasks.dataset``'s model
 # and data), written into the working directory: a small CNN with the slots the commands
@@ -294,6 +298,10 @@ COMMANDS: dict[str, Way] = {
         "--set tasks.digits.preset=impaired"
     ): Run(),
     # plugins/esper-tamiyo-ppo/README.md
+    PPO_SLOTS: Run(TINY + PPO),
+    "esper run --task digits --set tasks.digits.n_blocks=3 --policy ppo:runs/ppo-slots": Run(
+        needs=PPO_SLOTS
+    ),
     "esper train --resume runs/ppo-digits": Run((), needs=PPO_DIGITS),
     "esper report runs/ppo-digits": Run((), needs=PPO_DIGITS),
     (

@@ -1,11 +1,18 @@
 """Reading a trained policy back: where its checkpoint is, and whether it fits this run.
 
-A PPO policy only makes sense for the task and the action vocabulary it was trained
-on: the same task, the same slot ids, the same blueprints in the same order, the same
-styles, tempos and alpha targets, and the same feature layout. Any difference is a
+A ``flat`` PPO policy only makes sense for the task and the action vocabulary it was
+trained on: the same task, the same slot ids, the same blueprints in the same order, the
+same styles, tempos and alpha targets, and the same feature layout. Any difference is a
 :class:`~esper_core.errors.CheckpointError` that says exactly what differs. (Two tasks
 can share a vocabulary, e.g. two image tasks on the same host, so the task is checked
 by name: their observations mean different things.)
+
+A ``slots`` policy has no weight sized by the slots or the blueprints, and its features
+are relative (losses over the chance loss, parameters over the host's): it is accepted
+on any task and host whose slot-feature schema (:func:`esper_tamiyo_ppo.slot_features.schema`:
+its version and the history length) and lifecycle vocabularies (styles, tempos, alpha
+targets, which size its heads) are the training run's. Whether it acts WELL on a host or
+task it never saw is a question of measurement, not of this check.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from typing import Any
 from esper_core.env.observation import feature_dim as observation_dim
 from esper_core.errors import CheckpointError
 from esper_core.lifecycle.actions import ActionSpace
+from esper_tamiyo_ppo.slot_features import schema
 
 CHECKPOINT_NAME = "checkpoint.pt"
 STATE_KIND = "esper_tamiyo_ppo"
@@ -29,6 +37,8 @@ _VOCABULARY = (
     ("tempos", "tempos"),
     ("alpha_targets", "alpha targets"),
 )
+# What sizes the slots network's heads: the lifecycle's settings, not the host's.
+_LIFECYCLE_VOCABULARY = ("styles", "tempos", "alpha_targets")
 
 
 # Tasks whose policies a run of another task accepts (the vocabulary must still match):
@@ -58,10 +68,15 @@ def _fmt(values: Sequence[Any]) -> str:
     return "[" + ", ".join(str(v) for v in values) + "]"
 
 
-def vocabulary_problems(saved: dict[str, list[Any]], space: ActionSpace) -> list[str]:
-    """One line per vocabulary that differs between a checkpoint and this run's task."""
+def vocabulary_problems(
+    saved: dict[str, list[Any]], space: ActionSpace, keys: Sequence[str] | None = None
+) -> list[str]:
+    """One line per vocabulary (of ``keys``; all when None) that differs between a
+    checkpoint and this run's task."""
     problems = []
     for key, label in _VOCABULARY:
+        if keys is not None and key not in keys:
+            continue
         theirs, ours = list(saved.get(key, [])), list(getattr(space, key))
         if theirs == ours:
             continue
@@ -81,9 +96,15 @@ def vocabulary_problems(saved: dict[str, list[Any]], space: ActionSpace) -> list
 
 
 def check_compatible(
-    state: dict[str, Any], space: ActionSpace, feature_dim: int, source: str, task: str
+    state: dict[str, Any],
+    space: ActionSpace,
+    feature_dim: int,
+    source: str,
+    task: str,
+    history_length: int | None = None,
 ) -> None:
-    """Raise :class:`CheckpointError` unless ``state`` (a PPO state dict) fits this run."""
+    """Raise :class:`CheckpointError` unless ``state`` (a PPO state dict) fits this run
+    (``history_length``: this run's, which a ``slots`` checkpoint is checked against)."""
     if not isinstance(state, dict) or state.get("kind") != STATE_KIND:
         kind = state.get("kind") if isinstance(state, dict) else type(state).__name__
         raise CheckpointError(
@@ -94,6 +115,13 @@ def check_compatible(
         raise CheckpointError(
             f"{source} holds PPO state version {state.get('version')!r}; this plugin reads version {STATE_VERSION}"
         )
+    if state.get("options", {}).get("network", "flat") == "slots":
+        if history_length is None:
+            raise ValueError("checking a slots checkpoint needs this run's history_length")
+        slot_problems = _slot_problems(state, space, history_length)
+        if slot_problems:
+            raise CheckpointError(f"{source} does not match this run: " + "; ".join(slot_problems))
+        return
     trained_on = state.get("task")  # absent in checkpoints written before it was recorded
     if trained_on is not None and trained_on != task and trained_on not in ACCEPTS.get(task, ()):
         raise CheckpointError(
@@ -137,6 +165,27 @@ def check_compatible(
                     f"; to use the checkpoint's blueprints, add --set 'env.blueprints=[{pinned}]'"
                 )
         raise CheckpointError(message)
+
+
+def _slot_problems(state: dict[str, Any], space: ActionSpace, history_length: int) -> list[str]:
+    """What keeps a ``slots`` checkpoint from this run: its feature schema or the
+    lifecycle's vocabularies (never the slots, the blueprints or the task)."""
+    problems = vocabulary_problems(state["space"], space, _LIFECYCLE_VOCABULARY)
+    saved, ours = state.get("feature_schema"), schema(history_length)
+    if saved == ours:
+        return problems
+    trained = saved.get("history_length") if isinstance(saved, dict) else None
+    if isinstance(trained, int) and schema(trained) == saved:  # only the history differs
+        problems.append(
+            f"env.history_length: checkpoint was trained with {trained}, this run has "
+            f"{history_length}; add --set env.history_length={trained}"
+        )
+    else:
+        problems.append(
+            f"observation features: checkpoint was trained on slot-feature schema {saved}, "
+            f"this plugin reads {ours}; train the policy again with this version of esper-tamiyo-ppo"
+        )
+    return problems
 
 
 def resolve_checkpoint_path(argument: str) -> Path:

@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 
 from esper_core.lifecycle.actions import HEADS, OP_HEADS, OPS, ActionMasks
+from esper_tamiyo_ppo.network import SLOT_CHILDREN
 
 if TYPE_CHECKING:
-    from esper_tamiyo_ppo.network import ActorCritic
+    from esper_tamiyo_ppo.network import PolicyNetwork
 
 MASK_VALUE = -1e4
 CANONICAL = 0  # the value of a head the chosen op does not read
 HEAD_INDEX = {name: i for i, name in enumerate(HEADS)}
-SLOT_CHILDREN = ("blueprint", "style", "tempo", "alpha_target")
 PER_SLOT = ("blueprint", "alpha_target")  # heads whose mask depends on the slot
 assert ("op", "slot", *SLOT_CHILDREN) == HEADS, "run_heads decides the heads in this order"
 
@@ -104,7 +104,7 @@ def _choose(
 
 
 def run_heads(
-    net: ActorCritic,
+    net: PolicyNetwork,
     features: torch.Tensor,
     masks: BatchMasks,
     actions: torch.Tensor | None = None,
@@ -114,14 +114,15 @@ def run_heads(
 ) -> HeadOutputs:
     """Sample (``actions=None``) or evaluate ``actions [B, n_heads]`` under the masks.
 
-    ``features`` is the trunk output ``[B, H]`` of ``net``.
+    ``features`` is what ``net`` encoded for the batch (its trunk output for the flat
+    network); ``net`` computes each head's logits, this function masks and decides them.
     """
     table = used_table if used_table is not None else used_heads_table(features.device)
     rows = torch.arange(features.shape[0], device=features.device)
     chosen, log_probs, neg_entropies = [], [], []
 
-    def decide(head: str, inputs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        logits = masked_logits(net.heads[head](inputs), mask)
+    def decide(head: str, raw_logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        logits = masked_logits(raw_logits, mask)
         given = actions[:, HEAD_INDEX[head]] if actions is not None else None
         choice, log_p, neg_entropy = _choose(logits, given, generator, deterministic)
         chosen.append(choice)
@@ -129,17 +130,17 @@ def run_heads(
         neg_entropies.append(neg_entropy)
         return choice
 
-    op = decide("op", features, masks.op)
+    op = decide("op", net.op_logits(features), masks.op)
     used = table[op]
-    slot = decide("slot", net.conditioned(features, "op", op), masks.slot[rows, op])
+    slot = decide("slot", net.slot_logits(features, op), masks.slot[rows, op])
     if actions is None:  # the children are conditioned on the canonical slot (given ones are)
         slot = chosen[1] = torch.where(used[:, 1], slot, CANONICAL)
-    slot_inputs = net.conditioned(features, "slot", slot)
+    children = net.child_logits(features, slot)
     for head in SLOT_CHILDREN:
         mask = getattr(masks, head)
         if head in PER_SLOT:
             mask = mask[rows, slot]
-        decide(head, slot_inputs, mask)
+        decide(head, children[head], mask)
     # Heads the op ignores: canonical value, and no log-prob or entropy (hence no gradient).
     choices = torch.stack(chosen, 1)
     return HeadOutputs(

@@ -46,7 +46,7 @@ from esper_tamiyo_ppo.loss import (
     Share,
     ppo_loss,
 )
-from esper_tamiyo_ppo.network import ActorCritic
+from esper_tamiyo_ppo.network import PolicyNetwork
 from esper_tamiyo_ppo.options import PPOOptions
 
 GradientSync = Callable[[list[torch.Tensor]], None]
@@ -76,7 +76,7 @@ class PPOLearner:
 
     def __init__(
         self,
-        net: ActorCritic,
+        net: PolicyNetwork,
         options: PPOOptions,
         *,
         gamma: float,

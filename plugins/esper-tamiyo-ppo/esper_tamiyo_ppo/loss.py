@@ -12,7 +12,7 @@ from attrs import frozen
 
 from esper_core.lifecycle.actions import HEADS
 from esper_tamiyo_ppo.distributions import BatchMasks, run_heads
-from esper_tamiyo_ppo.network import ActorCritic
+from esper_tamiyo_ppo.network import PolicyNetwork
 from esper_tamiyo_ppo.options import PPOOptions
 
 ADV_EPS = 1e-8
@@ -75,7 +75,7 @@ class Share:
 
 
 def ppo_loss(
-    net: ActorCritic,
+    net: PolicyNetwork,
     o: PPOOptions,
     part: torch.Tensor,
     b: FlatRollout,
@@ -92,7 +92,7 @@ def ppo_loss(
 
     # Evaluate: the trunk features of the stored (normalised) observations.
     if net.lstm is None:
-        features = net.encoder(b.obs[i])
+        features = net.encode(b.obs[i])
     else:
         shape = mb_positions.shape
         state = (b.state_h[mb_positions[0]], b.state_c[mb_positions[0]])

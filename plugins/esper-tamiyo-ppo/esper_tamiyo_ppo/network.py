@@ -1,5 +1,7 @@
-"""The factored actor-critic: a shared trunk (MLP, or MLP encoder + LSTM), one
-categorical head per action part and a separate value head.
+"""The factored actor-critic of ``network = "flat"``: a shared trunk (MLP, or MLP encoder
++ LSTM) over the flat feature vector, one categorical head per action part and a
+separate value head. (``network = "slots"`` is :mod:`esper_tamiyo_ppo.slot_network`; both
+offer the methods :func:`esper_tamiyo_ppo.distributions.run_heads` and the learner call.)
 
 The op is decided first; the slot head sees the chosen op (one-hot) and the heads that
 describe what to do in a slot (blueprint, style, tempo, alpha target) see the chosen
@@ -10,6 +12,8 @@ evaluation of the heads live in :mod:`esper_tamiyo_ppo.distributions`.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from typing import Protocol
 
 import torch
 from torch import nn
@@ -33,8 +37,66 @@ HEAD_CONDITION = {
     "tempo": "slot",
     "alpha_target": "slot",
 }
+SLOT_CHILDREN = ("blueprint", "style", "tempo", "alpha_target")  # the heads that read the slot
 POLICY_HEAD_GAIN = 0.01  # near-uniform initial policy
 VALUE_HEAD_GAIN = 1.0
+
+State = tuple[torch.Tensor, torch.Tensor]
+
+
+class PolicyNetwork(Protocol):
+    """What the heads, the loss and the policy need from a network (both kinds have it).
+
+    ``features`` is whatever :meth:`encode` returns for a step, ``[B, X]``: the trunk
+    output for the flat network; the trunk output, every slot's embedding and every
+    candidate's features for the slots network. Only the network reads inside it."""
+
+    lstm: nn.LSTM | None
+    hidden_size: int
+    head_sizes: dict[str, int]
+    value_head: nn.Linear
+
+    def encode(self, obs: torch.Tensor) -> torch.Tensor: ...
+    def initial_state(self, batch: int) -> State: ...
+    def step(self, obs: torch.Tensor, state: State) -> tuple[torch.Tensor, State]: ...
+    def unroll(self, obs: torch.Tensor, starts: torch.Tensor, state: State) -> torch.Tensor: ...
+    def value(self, features: torch.Tensor) -> torch.Tensor: ...
+    def op_logits(self, features: torch.Tensor) -> torch.Tensor: ...
+    def slot_logits(self, features: torch.Tensor, op: torch.Tensor) -> torch.Tensor: ...
+    def child_logits(
+        self, features: torch.Tensor, slot: torch.Tensor
+    ) -> dict[str, torch.Tensor]: ...
+    def parameters(self, recurse: bool = True) -> Iterator[nn.Parameter]: ...
+
+
+def make_lstm(hidden_size: int) -> nn.LSTM:
+    """The LSTM of ``trunk = "lstm"``: orthogonal weights, zero biases."""
+    lstm = nn.LSTM(hidden_size, hidden_size)
+    for name, param in lstm.named_parameters():
+        if "bias" in name:
+            nn.init.constant_(param, 0.0)
+        else:
+            nn.init.orthogonal_(param, 1.0)
+    return lstm
+
+
+def lstm_step(lstm: nn.LSTM, z: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
+    """One time step of ``z [B, H]`` from ``state``."""
+    h, c = state
+    out, (h1, c1) = lstm(z.unsqueeze(0), (h.unsqueeze(0), c.unsqueeze(0)))
+    return out.squeeze(0), (h1.squeeze(0), c1.squeeze(0))
+
+
+def lstm_unroll(lstm: nn.LSTM, z: torch.Tensor, starts: torch.Tensor, state: State) -> torch.Tensor:
+    """Outputs of ``z [L, B, H]``, the state zeroed where ``starts [L, B]`` marks the first
+    step of a segment (after a terminal)."""
+    h, c = state
+    keep = (~starts).to(z.dtype).unsqueeze(-1)
+    outputs = []
+    for t in range(z.shape[0]):
+        out, (h, c) = lstm_step(lstm, z[t], (h * keep[t], c * keep[t]))
+        outputs.append(out)
+    return torch.stack(outputs)
 
 
 class ActorCritic(nn.Module):
@@ -62,14 +124,7 @@ class ActorCritic(nn.Module):
             layers += [layer_init(nn.Linear(width, hidden_size)), nn.Tanh()]
             width = hidden_size
         self.encoder = nn.Sequential(*layers)
-        self.lstm: nn.LSTM | None = None
-        if trunk == "lstm":
-            self.lstm = nn.LSTM(hidden_size, hidden_size)
-            for name, param in self.lstm.named_parameters():
-                if "bias" in name:
-                    nn.init.constant_(param, 0.0)
-                else:
-                    nn.init.orthogonal_(param, 1.0)
+        self.lstm = make_lstm(hidden_size) if trunk == "lstm" else None
         self.heads = nn.ModuleDict(
             {
                 name: layer_init(
@@ -90,40 +145,31 @@ class ActorCritic(nn.Module):
 
     # ------------------------------------------------------------ trunk
 
-    def initial_state(self, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def initial_state(self, batch: int) -> State:
         """Zero LSTM state ``(h, c)``, each ``[batch, hidden]`` (empty tensors for the MLP)."""
         width = self.hidden_size if self.lstm is not None else 0
         zeros = torch.zeros(batch, width, device=self.value_head.weight.device)
         return zeros, zeros.clone()
 
-    def step(
-        self, obs: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]
-    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    def encode(self, obs: torch.Tensor) -> torch.Tensor:
+        """The MLP encoder's output for ``obs [..., D]`` (the features, for the MLP trunk)."""
+        out: torch.Tensor = self.encoder(obs)
+        return out
+
+    def step(self, obs: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
         """One time step for a batch of envs: ``obs [B, D]`` -> features ``[B, H]``, next state."""
         z = self.encoder(obs)
         if self.lstm is None:
             return z, state
-        h, c = state
-        out, (h1, c1) = self.lstm(z.unsqueeze(0), (h.unsqueeze(0), c.unsqueeze(0)))
-        return out.squeeze(0), (h1.squeeze(0), c1.squeeze(0))
+        return lstm_step(self.lstm, z, state)
 
-    def unroll(
-        self, obs: torch.Tensor, starts: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]
-    ) -> torch.Tensor:
+    def unroll(self, obs: torch.Tensor, starts: torch.Tensor, state: State) -> torch.Tensor:
         """Features of sequences ``obs [L, B, D]``; the LSTM state is zeroed where
         ``starts [L, B]`` marks the first step of a segment (after a terminal)."""
         z = self.encoder(obs)
         if self.lstm is None:
             return z
-        h, c = state
-        keep = (~starts).to(z.dtype).unsqueeze(-1)
-        outputs = []
-        for t in range(z.shape[0]):
-            h, c = h * keep[t], c * keep[t]
-            out, (h1, c1) = self.lstm(z[t].unsqueeze(0), (h.unsqueeze(0), c.unsqueeze(0)))
-            h, c = h1.squeeze(0), c1.squeeze(0)
-            outputs.append(out.squeeze(0))
-        return torch.stack(outputs)
+        return lstm_unroll(self.lstm, z, starts, state)
 
     # ------------------------------------------------------------ heads
 
@@ -134,3 +180,17 @@ class ActorCritic(nn.Module):
         """The input of the heads conditioned on ``parent``: features and the chosen index, one-hot."""
         onehot = nn.functional.one_hot(index, self.head_sizes[parent]).to(features.dtype)
         return torch.cat([features, onehot], dim=-1)
+
+    def op_logits(self, features: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.heads["op"](features)
+        return out
+
+    def slot_logits(self, features: torch.Tensor, op: torch.Tensor) -> torch.Tensor:
+        """``[B, n_slots]``, given the chosen ``op [B]``."""
+        out: torch.Tensor = self.heads["slot"](self.conditioned(features, "op", op))
+        return out
+
+    def child_logits(self, features: torch.Tensor, slot: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The logits of every head that reads the chosen ``slot [B]``."""
+        inputs = self.conditioned(features, "slot", slot)
+        return {head: self.heads[head](inputs) for head in SLOT_CHILDREN}

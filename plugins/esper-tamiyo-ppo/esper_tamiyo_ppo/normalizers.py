@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from esper_core.env.observation import RunningMeanStd
+from esper_tamiyo_ppo.slot_features import CANDIDATE, SLOT_DIM, SlotLayout
 
 VAR_EPS = 1e-8
 
@@ -36,6 +37,44 @@ class ObservationNormalizer:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.rms.load_state_dict(state)
+
+
+class SlotObservationNormalizer:
+    """The observation normaliser of the ``slots`` network: one running mean/std for the
+    run-level features, one shared by every slot's row and one shared by every
+    (slot, blueprint) candidate's row, so its statistics, like the network's weights,
+    fit any number of slots and blueprints. Same interface as
+    :class:`ObservationNormalizer`, on the flat vector of :class:`SlotLayout`."""
+
+    def __init__(self, layout: SlotLayout, clip: float, enabled: bool = True) -> None:
+        self.layout = layout
+        self.enabled = enabled
+        self.parts = (
+            RunningMeanStd((layout.global_dim,), clip=clip),
+            RunningMeanStd((SLOT_DIM,), clip=clip),
+            RunningMeanStd((CANDIDATE,), clip=clip),
+        )
+
+    def normalize(self, raw: torch.Tensor) -> torch.Tensor:
+        if not self.enabled:
+            return raw
+        parts = self.layout.split(raw)
+        return self.layout.join(*(rms.normalize(x) for rms, x in zip(self.parts, parts)))
+
+    def update(self, raw: torch.Tensor) -> None:
+        if self.enabled:
+            for rms, x in zip(self.parts, self.layout.split(raw)):
+                rms.update(x)  # every slot (candidate) row is one sample of its part
+
+    def state_dict(self) -> dict[str, Any]:
+        return {name: rms.state_dict() for name, rms in zip(PART_NAMES, self.parts)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for name, rms in zip(PART_NAMES, self.parts):
+            rms.load_state_dict(state[name])
+
+
+PART_NAMES = ("global", "slot", "candidate")
 
 
 class RewardNormalizer:

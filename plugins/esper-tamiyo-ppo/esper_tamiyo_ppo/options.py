@@ -15,7 +15,16 @@ from esper_core.converter import in_range, one_of, options_field
 
 # Fields that define how the network reads its input: a trained checkpoint loaded with
 # ``ppo:PATH`` brings its own values of these, whatever the evaluation config says.
-MODEL_FIELDS = ("trunk", "hidden_size", "mlp_layers", "normalize_observations", "obs_clip")
+MODEL_FIELDS = (
+    "network",
+    "trunk",
+    "hidden_size",
+    "mlp_layers",
+    "normalize_observations",
+    "obs_clip",
+)
+# What a checkpoint written before a model field existed was trained with.
+MODEL_FIELD_DEFAULTS = {"network": "flat"}
 
 
 OP_NAMES = ("WAIT", "GERMINATE", "ADVANCE", "SET_ALPHA_TARGET", "PRUNE", "FOSSILIZE")
@@ -35,6 +44,14 @@ def _op_biases(value: object) -> str | None:
 @define
 class PPOOptions:
     # ---------------------------------------------------------------- network
+    network: str = options_field(
+        "flat",
+        one_of("flat", "slots"),
+        "flat: an MLP over the flat feature vector, its heads sized by this host's slots and "
+        "blueprints; slots: a shared per-slot encoder with pooling over slots, per-slot slot "
+        "logits and blueprints scored by their features, so a checkpoint acts on hosts with "
+        "any number of slots and with blueprints installed after training.",
+    )
     trunk: str = options_field(
         "mlp", one_of("mlp", "lstm"), "Shared trunk: an MLP, or an MLP encoder + LSTM."
     )

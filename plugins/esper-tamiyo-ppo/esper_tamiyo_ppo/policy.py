@@ -41,8 +41,14 @@ from esper_tamiyo_ppo.compat import (
 from esper_tamiyo_ppo.distributions import BatchMasks, run_heads, used_heads_table
 from esper_tamiyo_ppo.learner import PPOLearner
 from esper_tamiyo_ppo.network import ActorCritic
-from esper_tamiyo_ppo.normalizers import ObservationNormalizer, RewardNormalizer
-from esper_tamiyo_ppo.options import MODEL_FIELDS, PPOOptions
+from esper_tamiyo_ppo.normalizers import (
+    ObservationNormalizer,
+    RewardNormalizer,
+    SlotObservationNormalizer,
+)
+from esper_tamiyo_ppo.options import MODEL_FIELD_DEFAULTS, MODEL_FIELDS, PPOOptions
+from esper_tamiyo_ppo.slot_features import SlotLayout, schema, slot_feature_tensor
+from esper_tamiyo_ppo.slot_network import SlotActorCritic
 
 SHUFFLE_SEED_OFFSET = 1  # the minibatch generator is seeded apart from the sampling one
 
@@ -64,32 +70,57 @@ class PPOPolicy:
         if context.argument:
             trained = load_policy_state(context.argument)
             check_compatible(
-                trained[0], context.space, context.feature_dim, trained[1], context.task
+                trained[0],
+                context.space,
+                context.feature_dim,
+                trained[1],
+                context.task,
+                context.history_length,
             )
-            saved = trained[0]["options"]
-            options = attrs.evolve(options, **{k: saved[k] for k in MODEL_FIELDS})
+            options = attrs.evolve(options, **saved_model_fields(trained[0]))
         self.options = options
         self.context = context
         self.device = torch.device(context.device)
-        n_envs, dim = context.n_envs, context.feature_dim
+        space = context.space
+        n_envs = context.n_envs
         n_steps = context.max_epochs * options.rollout_episodes  # one rollout, per env
+        # The slots network reads its own features (slot_features); their layout follows
+        # this run's slot and blueprint counts, the network's weights do not.
+        self.layout = SlotLayout(len(space.slot_ids), len(space.blueprints), context.history_length)
+        slots = options.network == "slots"
+        dim = self.layout.total if slots else context.feature_dim
 
         # Initialise the weights from the run's seed without touching the global RNG.
+        self.net: ActorCritic | SlotActorCritic
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(context.seed)
-            self.net = ActorCritic(
-                dim,
-                context.space.head_sizes,
-                options.trunk,
-                options.hidden_size,
-                options.mlp_layers,
-                options.init_op_bias,
-            ).to(self.device)
+            if slots:
+                self.net = SlotActorCritic(
+                    self.layout,
+                    space.head_sizes,
+                    options.trunk,
+                    options.hidden_size,
+                    options.mlp_layers,
+                    options.init_op_bias,
+                )
+            else:
+                self.net = ActorCritic(
+                    dim,
+                    space.head_sizes,
+                    options.trunk,
+                    options.hidden_size,
+                    options.mlp_layers,
+                    options.init_op_bias,
+                )
+            self.net.to(self.device)
         self.generator = torch.Generator(device=self.device).manual_seed(context.seed)
         self.shuffle_generator = torch.Generator().manual_seed(context.seed + SHUFFLE_SEED_OFFSET)
-        self.obs_normalizer = ObservationNormalizer(
-            dim, options.obs_clip, options.normalize_observations
+        self.obs_normalizer: ObservationNormalizer | SlotObservationNormalizer = (
+            SlotObservationNormalizer(self.layout, options.obs_clip, options.normalize_observations)
+            if slots
+            else ObservationNormalizer(dim, options.obs_clip, options.normalize_observations)
         )
+        self.feature_dim = dim
         self.reward_normalizer = RewardNormalizer(
             n_envs, context.gamma, options.reward_clip, options.normalize_rewards
         )
@@ -130,14 +161,16 @@ class PPOPolicy:
         return rows
 
     def _features(self, observations: Sequence[Observation]) -> torch.Tensor:
-        raw = feature_tensor(observations, self.context.space, self.context.history_length).to(
-            self.device
-        )
-        if raw.shape[1] != self.context.feature_dim:
+        ctx = self.context
+        if self.options.network == "slots":
+            raw = slot_feature_tensor(observations, ctx.space, ctx.history_length, ctx.topology)
+        else:
+            raw = feature_tensor(observations, ctx.space, ctx.history_length)
+        if raw.shape[1] != self.feature_dim:
             raise ValueError(
-                f"observations have {raw.shape[1]} features, the policy expects {self.context.feature_dim}"
+                f"observations have {raw.shape[1]} features, the policy expects {self.feature_dim}"
             )
-        return raw
+        return raw.to(self.device)
 
     def act(self, observations: Sequence[Observation], greedy: bool = False) -> list[Action]:
         """Sample each head and, while training, record the step; or take each head's most
@@ -259,6 +292,9 @@ class PPOPolicy:
             "space": space_to_dict(ctx.space),
             "feature_dim": ctx.feature_dim,
             "history_length": ctx.history_length,
+            # What the slots network reads, whatever the host: compat checks it instead
+            # of the vocabulary and the flat feature size.
+            "feature_schema": schema(ctx.history_length),
             "network": {k: v.detach().clone() for k, v in self.net.state_dict().items()},
             "optimizer": self.learner.optimizer.state_dict(),
             "obs_normalizer": self.obs_normalizer.state_dict(),
@@ -275,12 +311,13 @@ class PPOPolicy:
         """Restore a state of THIS run exactly (resume); see ``ppo:PATH`` for evaluation."""
         source = "the policy state of the checkpoint"
         ctx = self.context
-        check_compatible(state, ctx.space, ctx.feature_dim, source, ctx.task)
+        check_compatible(state, ctx.space, ctx.feature_dim, source, ctx.task, ctx.history_length)
         ours = unstructure(self.options)
+        saved = saved_model_fields(state)
         differ = [
-            f"policies.ppo.{k}: checkpoint {state['options'][k]!r}, this run {ours[k]!r}"
+            f"policies.ppo.{k}: checkpoint {saved[k]!r}, this run {ours[k]!r}"
             for k in MODEL_FIELDS
-            if state["options"].get(k) != ours[k]
+            if saved[k] != ours[k]
         ]
         if differ:
             raise CheckpointError(f"{source} has another network: " + "; ".join(differ))
@@ -309,3 +346,9 @@ class PPOPolicy:
                 f"hidden_size {state['options'].get('hidden_size')}): {exc}"
             ) from None
         self.obs_normalizer.load_state_dict(state["obs_normalizer"])
+
+
+def saved_model_fields(state: dict[str, Any]) -> dict[str, Any]:
+    """The network-defining options of a checkpoint (older ones lack some: their defaults)."""
+    saved = state["options"]
+    return {k: saved[k] if k in saved else MODEL_FIELD_DEFAULTS[k] for k in MODEL_FIELDS}
