@@ -139,3 +139,51 @@ def test_the_dry_run_estimate_names_a_forged_wall_time(
     args = ["compare", *FAKE_COMPONENTS, "--seeds", "2", "--out", str(out), "--dry-run"]
     line = failed_in_one_line(invoke(*args))
     assert "summary.json is damaged (wall_time = " in line
+
+
+# ---------------------------------------------------------------- training runs
+
+
+def _experiment_of(policies: list[Any]) -> Any:
+    from esper_core.compare.experiment import build_experiment
+
+    return build_experiment(parse_experiment({"policies": policies}), load_config())
+
+
+def _trained(directory: Path, content: bytes) -> Path:
+    directory.mkdir(parents=True)
+    (directory / "checkpoint.pt").write_bytes(content)
+    return directory / "checkpoint.pt"
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        "{a}/../a/checkpoint.pt",  # `..` in the path
+        "{a}/./checkpoint.pt",
+        "{a}",  # the run directory: ppo:DIR loads DIR/checkpoint.pt
+        "{link}/checkpoint.pt",  # a link to the run directory
+        "{copy}/checkpoint.pt",  # `cp -r` of the run directory
+    ],
+)
+def test_one_training_run_under_two_names_is_not_two_runs(tmp_path: Path, second: str) -> None:
+    # Each was two arms and "training runs 2 x N seeds": one run counted twice, with an
+    # interval as narrow as if two independent runs agreed.
+    a = _trained(tmp_path / "a", b"run a").parent
+    _trained(tmp_path / "copy", b"run a")
+    (tmp_path / "link").symlink_to(a)
+    name = second.format(a=a, link=tmp_path / "link", copy=tmp_path / "copy")
+    from esper_core.compare.experiment import ExperimentError
+
+    with pytest.raises(ExperimentError) as caught:
+        _experiment_of([{"name": "ppo", "checkpoints": [str(a / "checkpoint.pt"), name]}])
+    (problem,) = caught.value.problems
+    assert f"checkpoint {name!r} is the same training run as " in problem
+
+
+def test_two_training_runs_and_two_missing_files_are_still_two_runs(tmp_path: Path) -> None:
+    a = _trained(tmp_path / "a", b"run a")
+    b = _trained(tmp_path / "b", b"run b")
+    assert len(_experiment_of([{"name": "ppo", "checkpoints": [str(a), str(b)]}]).policies) == 2
+    missing = [str(tmp_path / "x" / "checkpoint.pt"), str(tmp_path / "y" / "checkpoint.pt")]
+    assert len(_experiment_of([{"name": "ppo", "checkpoints": missing}]).policies) == 2
