@@ -23,10 +23,17 @@ import torch
 from attrs import frozen
 
 from esper_core.components.policy import WidthGrowthSpec
+from esper_core.config_limits import MAX_HOST_WEIGHTS
 from esper_core.env.birth import init_seed
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.alpha import CURVES
-from esper_core.lifecycle.host_width import HostWidthGrowth, WidthPlan, plan_by_factor, widenable
+from esper_core.lifecycle.host_width import (
+    HostWidthGrowth,
+    WidthPlan,
+    plan_by_factor,
+    widenable,
+    widened_weights,
+)
 from esper_core.lifecycle.stages import Stage
 from esper_core.lifecycle.width import CROSS_INITS, WidthError
 from esper_core.lifecycle.width_fold import FoldedParam
@@ -82,10 +89,27 @@ def check_specs(
             )
         if spec.factor > 1:
             try:  # the stages, and a transformer's head dimension
-                plan_by_factor(env.model.host, spec.factor, spec.stages)
+                plan = plan_by_factor(env.model.host, spec.factor, spec.stages)
             except WidthError as exc:
                 problems.append(f"{name}: {exc}")
-        epochs.append(spec.epoch(env.max_epochs))
+            else:
+                weights = widened_weights(env.model.host, plan)
+                if weights > MAX_HOST_WEIGHTS:
+                    problems.append(
+                        f"{name}: the widened host would hold up to {weights:,} weights "
+                        f"(factor {spec.factor:g}); at most {MAX_HOST_WEIGHTS:,}, as a task "
+                        "builds a host: lower the factor or widen fewer stages"
+                    )
+        epoch = spec.epoch(env.max_epochs)
+        if epoch >= env.max_epochs:
+            # It would widen after the last epoch: a growth that never trains, reported
+            # as kept.
+            latest = (env.max_epochs - 1) / env.max_epochs
+            problems.append(
+                f"{name}: starts at epoch round({spec.at:g} x {env.max_epochs}) = {epoch}, "
+                f"after the run's last epoch ({env.max_epochs - 1}); choose at most {latest:g}"
+            )
+        epochs.append(epoch)
     timeline = sorted(zip(epochs, (spec.tempo for spec in specs)))
     for (earlier, tempo), (later, _) in itertools.pairwise(timeline):
         # Started (and ticked once) before epoch e, a growth trains at alpha below 1

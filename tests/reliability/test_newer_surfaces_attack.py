@@ -187,3 +187,75 @@ def test_two_training_runs_and_two_missing_files_are_still_two_runs(tmp_path: Pa
     assert len(_experiment_of([{"name": "ppo", "checkpoints": [str(a), str(b)]}]).policies) == 2
     missing = [str(tmp_path / "x" / "checkpoint.pt"), str(tmp_path / "y" / "checkpoint.pt")]
     assert len(_experiment_of([{"name": "ppo", "checkpoints": missing}]).policies) == 2
+
+
+# ---------------------------------------------------------------- host width growth
+
+
+def _specs_env(host: Any, max_epochs: int = 10) -> Any:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(model=SimpleNamespace(host=host), max_epochs=max_epochs)
+
+
+def _cnn(base_channels: int = 32, n_blocks: int = 1) -> Any:
+    from esper_tasks.hosts.cnn import CNNHost
+
+    return CNNHost(1, 10, base_channels, n_blocks)
+
+
+def _problems(host: Any, max_epochs: int = 10, **spec: Any) -> list[str]:
+    from esper_core.components.policy import WidthGrowthSpec
+    from esper_core.env.host_growth import check_specs
+
+    with pytest.raises(ConfigError) as caught:
+        check_specs([WidthGrowthSpec(**spec)], _specs_env(host, max_epochs))
+    return caught.value.problems
+
+
+def test_a_width_growth_due_after_the_last_epoch_is_refused_before_training() -> None:
+    # widen_at 0.9 of 4 epochs was epoch 4: the host widened after its last epoch, never
+    # trained, and the summary said "growth kept: host widened 2x".
+    (problem,) = _problems(_cnn(), 4, at=0.9)
+    assert "starts at epoch round(0.9 x 4) = 4, after the run's last epoch (3)" in problem
+    assert "choose at most 0.75" in problem
+
+
+def test_a_factor_that_adds_no_channel_is_refused_before_training() -> None:
+    # x 1.01 of 32 channels is 32 again: refused only at the growth's epoch, mid-run.
+    (problem,) = _problems(_cnn(), at=0.5, factor=1.01)
+    assert "stage 0 is 32 wide and x 1.01 rounds to 32: nothing to widen" in problem
+    factor = float(problem.rsplit("at least ", 1)[1])
+    assert round(32 * factor) > 32  # the factor it suggests does widen
+
+
+def test_a_widened_host_past_the_task_hosts_bound_is_refused_before_training() -> None:
+    from esper_core.components.policy import WidthGrowthSpec
+    from esper_core.config_limits import MAX_HOST_WEIGHTS
+    from esper_core.env.host_growth import check_specs
+
+    host = _cnn(base_channels=512, n_blocks=2)  # 4.7M weights: inside the tasks' bound
+    (problem,) = _problems(host, at=0.5, factor=8.0)  # 512 -> 4096 and 1024 -> 8192 channels
+    assert f"at most {MAX_HOST_WEIGHTS:,}" in problem and "lower the factor" in problem
+    check_specs([WidthGrowthSpec(at=0.5, factor=4.0)], _specs_env(host))  # 76M: fine
+
+
+def test_a_stage_named_twice_is_refused(invoke: Invoke) -> None:
+    line = failed_in_one_line(
+        invoke(
+            "config", "show", "--policy", "static", "--set", "policies.static.widen_stages=[0,0]"
+        )
+    )
+    assert "policies.static.widen_stages: stage(s) 0 named twice" in line
+
+
+def test_a_schedule_due_after_the_last_epoch_is_refused(invoke: Invoke, tmp_path: Path) -> None:
+    # at = 1 germinated nothing and the run was wait's, without a word.
+    args = [
+        "run", "--policy", "schedule", "--max-epochs", "4", "--quiet",
+        "--set", "run.telemetry=[]", "--set", 'policies.schedule.seeds=["conv_heavy@r0c0"]',
+        "--set", "policies.schedule.at=1", "--out", str(tmp_path / "r"),
+    ]  # fmt: skip
+    line = failed_in_one_line(invoke(*args))
+    assert "policies.schedule.at: 1 of 4 epochs is epoch 4, after the run's last epoch" in line
+    assert not (tmp_path / "r" / "checkpoint.pt").exists()
