@@ -259,3 +259,27 @@ def test_a_schedule_due_after_the_last_epoch_is_refused(invoke: Invoke, tmp_path
     line = failed_in_one_line(invoke(*args))
     assert "policies.schedule.at: 1 of 4 epochs is epoch 4, after the run's last epoch" in line
     assert not (tmp_path / "r" / "checkpoint.pt").exists()
+
+
+# ---------------------------------------------------------------- the Gymnasium adapter
+
+
+@pytest.mark.parametrize("seed", [2**40, 2**70, -1, 1.5, True])
+def test_a_seed_past_the_configs_range_leaves_the_gym_env_usable(seed: Any) -> None:
+    pytest.importorskip("gymnasium")
+    from esper_core.env.gym import EsperGymEnv
+    from tests.plugin_set import plugin_manager
+
+    env = EsperGymEnv(
+        overrides=['run.task="tiny"', 'run.policy="scripted"', "run.telemetry=[]"],
+        pm=plugin_manager("tests.fake_plugin"),
+    )
+    env.reset(seed=3)
+    # Was: 2**70 kept as the env's seed before torch refused it, and every reset() after
+    # failed with "Overflow when unpacking long long"; 2**40 overflowed at germination.
+    with pytest.raises(
+        ValueError, match=r"reset\(seed=...\) takes an integer in \[0, 4294967295\]"
+    ):
+        env.reset(seed=seed)
+    _, info = env.reset()
+    assert info["observation"].epoch == 0
