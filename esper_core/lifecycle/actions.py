@@ -76,6 +76,10 @@ class Action:
 WAIT = Action()
 
 
+def _named(entries: Sequence[object], index: int) -> str:
+    return str(entries[index]) if 0 <= index < len(entries) else f"#{index}"
+
+
 @frozen
 class ActionSpace:
     """The vocabulary of each action head for one task and host."""
@@ -98,17 +102,21 @@ class ActionSpace:
         }
 
     def describe(self, action: Action) -> str:
+        """The action in words; an index outside its head (an action the env refuses) is
+        shown as ``#i``: it raised IndexError after the epoch had trained, and -1 named
+        the last entry."""
         op = action.op
         if op == LifecycleOp.WAIT:
             return "WAIT"
-        slot = self.slot_ids[action.slot] if action.slot < len(self.slot_ids) else f"#{action.slot}"
+        slot = _named(self.slot_ids, action.slot)
         if op == LifecycleOp.GERMINATE:
             return (
-                f"GERMINATE {slot} {self.blueprints[action.blueprint]} "
-                f"{self.styles[action.style]} tempo={self.tempos[action.tempo]}"
+                f"GERMINATE {slot} {_named(self.blueprints, action.blueprint)} "
+                f"{_named(self.styles, action.style)} "
+                f"tempo={_named(self.tempos, action.tempo)}"
             )
         if op == LifecycleOp.SET_ALPHA_TARGET:
-            return f"SET_ALPHA_TARGET {slot} {self.alpha_targets[action.alpha_target]}"
+            return f"SET_ALPHA_TARGET {slot} {_named(self.alpha_targets, action.alpha_target)}"
         return f"{op.name} {slot}"
 
     def germinate(

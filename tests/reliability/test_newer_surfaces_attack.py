@@ -283,3 +283,32 @@ def test_a_seed_past_the_configs_range_leaves_the_gym_env_usable(seed: Any) -> N
         env.reset(seed=seed)
     _, info = env.reset()
     assert info["observation"].epoch == 0
+
+
+@pytest.mark.parametrize(
+    "action",
+    [[1, 0, 999, 0, 0, 0], [1, 0, 0, 99, 0, 0], [1, 0, 0, 0, 99, 0], [3, 0, 0, 0, 0, 99]],
+)
+def test_an_index_past_its_head_is_refused_not_an_index_error(action: list[int]) -> None:
+    # Was: IndexError from describing the action, after the epoch had trained.
+    pytest.importorskip("gymnasium")
+    import numpy as np
+
+    from esper_core.env.gym import EsperGymEnv
+    from tests.plugin_set import plugin_manager
+
+    env = EsperGymEnv(
+        overrides=['run.task="tiny"', 'run.policy="scripted"', "run.telemetry=[]"],
+        pm=plugin_manager("tests.fake_plugin"),
+    )
+    env.reset(seed=0)
+    *_, info = env.step(np.array(action))
+    assert "out of range" in info["refused"]
+
+
+def test_an_action_is_described_without_wrapping_a_negative_index() -> None:
+    from esper_core.lifecycle.actions import Action, ActionSpace, LifecycleOp
+
+    space = ActionSpace(("r0c0", "r0c1"), ("cnn/a", "cnn/b"), ("linear_add",), (3,), (0.5,))
+    action = Action(LifecycleOp.GERMINATE, slot=-1, blueprint=-1, style=0, tempo=0)
+    assert space.describe(action) == "GERMINATE #-1 #-1 linear_add tempo=3"
