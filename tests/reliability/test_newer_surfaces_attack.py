@@ -264,7 +264,7 @@ def test_a_schedule_due_after_the_last_epoch_is_refused(invoke: Invoke, tmp_path
 # ---------------------------------------------------------------- the Gymnasium adapter
 
 
-@pytest.mark.parametrize("seed", [2**40, 2**70, -1, 1.5, True])
+@pytest.mark.parametrize("seed", [2**40, 2**70])
 def test_a_seed_past_the_configs_range_leaves_the_gym_env_usable(seed: Any) -> None:
     pytest.importorskip("gymnasium")
     from esper_core.env.gym import EsperGymEnv
