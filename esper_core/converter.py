@@ -128,6 +128,8 @@ def _list_hook(t: Any, conv: cattrs.Converter) -> Callable[[Any, Any], Any]:
     inner = factory(t, conv)
 
     def structure_list(value: Any, cls: Any) -> Any:
+        if value == "":  # --set 'env.blueprints=' empties a list (and says if it may not)
+            return inner([], cls)
         if isinstance(value, str | bytes | dict):
             raise ValueTypeError(f"expected a list such as [...], got {_describe(value)}")
         return inner(value, cls)
@@ -211,6 +213,7 @@ class Each:
     inner: Check
     length: int | None = None  # the sequence must have exactly this many items
     non_empty: bool = False  # an empty list would leave the run nothing to choose from
+    distinct: bool = False  # an item named twice is a typo, not a request
 
     def __call__(self, value: Any) -> str | None:
         if value is None:
@@ -223,13 +226,19 @@ class Each:
             problem = self.inner(item)
             if problem:
                 return f"item {i}: {problem}"
+        if self.distinct:
+            twice = [v for i, v in enumerate(value) if v in value[:i]]
+            if twice:
+                return f"{twice[0]!r} is named twice; name each item once"
         return None
 
 
-def each(inner: Check, length: int | None = None, non_empty: bool = False) -> Each:
+def each(
+    inner: Check, length: int | None = None, non_empty: bool = False, distinct: bool = False
+) -> Each:
     """Apply ``inner`` to every element of a sequence (of exactly ``length`` items, if set;
-    of at least one with ``non_empty``)."""
-    return Each(inner, length, non_empty)
+    of at least one with ``non_empty``; none twice with ``distinct``)."""
+    return Each(inner, length, non_empty, distinct)
 
 
 def non_empty(value: Any) -> str | None:

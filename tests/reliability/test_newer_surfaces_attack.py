@@ -246,7 +246,7 @@ def test_a_stage_named_twice_is_refused(invoke: Invoke) -> None:
             "config", "show", "--policy", "static", "--set", "policies.static.widen_stages=[0,0]"
         )
     )
-    assert "policies.static.widen_stages: stage(s) 0 named twice" in line
+    assert "policies.static.widen_stages: 0 is named twice; name each item once" in line
 
 
 def test_a_schedule_due_after_the_last_epoch_is_refused(invoke: Invoke, tmp_path: Path) -> None:

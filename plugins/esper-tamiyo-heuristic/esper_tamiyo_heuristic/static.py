@@ -35,12 +35,6 @@ def _seed_spec(value: Any) -> str | None:
     return f"expected blueprint@slot[:style] such as conv_heavy@r0c0, got {value!r}"
 
 
-def _distinct(value: Any) -> str | None:
-    # [0, 0] was taken as [0]: a typo for [0, 1] widened one stage without a word.
-    twice = sorted({v for v in value if list(value).count(v) > 1})
-    return f"stage(s) {', '.join(map(str, twice))} named twice; name each once" if twice else None
-
-
 @define
 class StaticOptions(WaitOptions):
     seeds: list[str] = options_field(
@@ -64,7 +58,7 @@ class StaticOptions(WaitOptions):
     )
     widen_stages: list[int] = options_field(
         [],
-        lambda v: each(in_range(0, 64, integer=True))(v) or _distinct(v),
+        each(in_range(0, 64, integer=True), distinct=True),
         "The conv stages (blocks) to widen, from 0; empty: all of them (a transformer "
         "widens every block: leave it empty).",
     )
