@@ -69,6 +69,11 @@ class Action:
 
     @classmethod
     def from_indices(cls, values: Sequence[int]) -> Action:
+        if len(values) != len(HEADS):  # was: "not enough values to unpack (expected 6, got 3)"
+            raise ValueError(
+                f"an action is {len(HEADS)} indices, one per head ({', '.join(HEADS)}); "
+                f"got {len(values)}"
+            )
         op, slot, blueprint, style, tempo, alpha_target = (int(v) for v in values)
         return cls(LifecycleOp(op), slot, blueprint, style, tempo, alpha_target)
 

@@ -312,3 +312,13 @@ def test_an_action_is_described_without_wrapping_a_negative_index() -> None:
     space = ActionSpace(("r0c0", "r0c1"), ("cnn/a", "cnn/b"), ("linear_add",), (3,), (0.5,))
     action = Action(LifecycleOp.GERMINATE, slot=-1, blueprint=-1, style=0, tempo=0)
     assert space.describe(action) == "GERMINATE #-1 #-1 linear_add tempo=3"
+
+
+@pytest.mark.parametrize("length", [3, 9])
+def test_an_action_of_the_wrong_length_says_what_an_action_is(length: int) -> None:
+    from esper_core.lifecycle.actions import Action
+
+    with pytest.raises(
+        ValueError, match=rf"an action is 6 indices, one per head \(op, .*got {length}"
+    ):
+        Action.from_indices([0] * length)
