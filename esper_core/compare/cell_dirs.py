@@ -83,10 +83,10 @@ def summary_number(
     here: a hand-edited NaN, a negative count or an accuracy of 1e300 would otherwise
     enter its tables (and the --dry-run estimate) as if measured."""
     value = summary.get(key)
-    number = isinstance(value, int | float) and not isinstance(value, bool)
-    whole = isinstance(value, int) or not integer or (number and value.is_integer())
-    if number and whole and 0 <= value <= high and (inf_ok or not math.isinf(value)):
-        return float(value)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        whole = isinstance(value, int) or not integer or value.is_integer()
+        if whole and 0 <= value <= high and (inf_ok or not math.isinf(value)):
+            return float(value)
     expected = "a whole number" if integer else "a number"
     bound = f"in [0, {high:g}]" if high != math.inf else ">= 0"
     shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."

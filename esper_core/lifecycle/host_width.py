@@ -87,10 +87,10 @@ def plan_by_factor(host: nn.Module, factor: float, stages: Sequence[int] = ()) -
             f"stage(s) {', '.join(map(str, bad))} out of range: this host has stages "
             f"0..{len(current) - 1}"
         )
-    wide = tuple(max(round(current[s] * factor), 1) for s in chosen)
-    for s, c in zip(chosen, wide):
+    widths_after = tuple(max(round(current[s] * factor), 1) for s in chosen)
+    for s, c in zip(chosen, widths_after):
         _adds_width(f"stage {s}", current[s], c, factor)
-    return WidthPlan(chosen, wide)
+    return WidthPlan(chosen, widths_after)
 
 
 def _adds_width(what: str, old: int, new: int, factor: float) -> None:
