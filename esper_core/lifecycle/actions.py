@@ -74,11 +74,23 @@ class Action:
                 f"an action is {len(HEADS)} indices, one per head ({', '.join(HEADS)}); "
                 f"got {len(values)}"
             )
-        op, slot, blueprint, style, tempo, alpha_target = (int(v) for v in values)
+        try:
+            op, slot, blueprint, style, tempo, alpha_target = (_index(v) for v in values)
+        except (TypeError, ValueError):  # was numpy's "cannot convert float NaN to integer"
+            raise ValueError(
+                f"an action is {len(HEADS)} integer indices, one per head; got {list(values)!r}"
+            ) from None
         return cls(LifecycleOp(op), slot, blueprint, style, tempo, alpha_target)
 
 
 WAIT = Action()
+
+
+def _index(value: object) -> int:
+    number = int(value)  # type: ignore[call-overload]
+    if number != value:  # 1.5 is no index
+        raise ValueError(value)
+    return number
 
 
 def _named(entries: Sequence[object], index: int) -> str:

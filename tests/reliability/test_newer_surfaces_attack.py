@@ -322,3 +322,11 @@ def test_an_action_of_the_wrong_length_says_what_an_action_is(length: int) -> No
         ValueError, match=rf"an action is 6 indices, one per head \(op, .*got {length}"
     ):
         Action.from_indices([0] * length)
+
+
+@pytest.mark.parametrize("bad", [math.nan, "WAIT", 1.5])
+def test_an_action_that_is_not_integers_says_what_an_action_is(bad: object) -> None:
+    from esper_core.lifecycle.actions import Action
+
+    with pytest.raises(ValueError, match="an action is 6 integer indices, one per head"):
+        Action.from_indices([bad, 0, 0, 0, 0, 0])
