@@ -33,6 +33,10 @@ MAX_DEPTH = 1024  # layers, blocks and segments in plugin options
 MAX_SAMPLES = 10_000_000  # examples a task generates
 MAX_CORPUS = 100_000_000  # characters a text task reads
 MAX_PARAMS = 10**12  # parameter counts and budgets in plugin options
+# A host's weights, as built by a task or grown by a width growth: beyond, a CNN host took
+# minutes to build on a CPU, and a widening allocates them mid-run (64 x a wide host's
+# channels ran out of memory after the epochs before it).
+MAX_HOST_WEIGHTS = 100_000_000
 MAX_SECONDS = 7 * 24 * 3600.0  # timeouts and intervals in seconds: one week
 
 # Every bound above, with what it limits and why, for the configuration reference
@@ -88,6 +92,14 @@ BOUNDS: tuple[tuple[str, str, str], ...] = (
         "(tasks.*.convs_per_block 64, tasks.charlm.n_layer 128) and at most 10^8 weights",
         "every layer is built and run in every batch; convs_per_block = 1,024 took 4 minutes "
         "to build",
+    ),
+    (
+        f"{MAX_HOST_WEIGHTS:,}",
+        "weights of a task's host (CNN conv weights, a transformer's 12 x n_layer x d_model^2), "
+        "and of a host after a width growth (policies.static.widen_factor: its parameters x "
+        "the largest widening ratio squared)",
+        "a CNN host of 200M weights took 4 minutes to build on a CPU; a widening allocates its "
+        "new weights mid-run, after every epoch before it",
     ),
     (
         f"{MAX_SAMPLES:,}",

@@ -16,11 +16,14 @@ import enum
 import json
 import math
 import re
+import typing
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import attrs
 import cattrs
+from cattrs.cols import homogenous_tuple_structure_factory as tuple_factory
+from cattrs.cols import list_structure_factory
 from cattrs.errors import ClassValidationError, IterableValidationError
 
 from esper_core.errors import ConfigError
@@ -112,6 +115,31 @@ converter.register_structure_hook(enum.IntEnum, _structure_enum)
 converter.register_structure_hook(Any, lambda v, _: v)
 
 
+def _is_list(t: Any) -> bool:
+    """``list[X]`` and ``tuple[X, ...]``: what a TOML array becomes."""
+    origin, args = typing.get_origin(t), typing.get_args(t)
+    return origin is list or (origin is tuple and len(args) == 2 and args[1] is Ellipsis)
+
+
+def _list_hook(t: Any, conv: cattrs.Converter) -> Callable[[Any, Any], Any]:
+    """A list must be given as one: a string (or a table) is not split into its
+    characters (keys), which turned ``"jsonl"`` into the backends j, s, o, n and l."""
+    factory = list_structure_factory if typing.get_origin(t) is list else tuple_factory
+    inner = factory(t, conv)
+
+    def structure_list(value: Any, cls: Any) -> Any:
+        if value == "":  # --set 'env.blueprints=' empties a list (and says if it may not)
+            return inner([], cls)
+        if isinstance(value, str | bytes | dict):
+            raise ValueTypeError(f"expected a list such as [...], got {_describe(value)}")
+        return inner(value, cls)
+
+    return structure_list
+
+
+converter.register_structure_hook_factory(_is_list, _list_hook)
+
+
 # ---------------------------------------------------------------- value checks
 
 
@@ -185,6 +213,7 @@ class Each:
     inner: Check
     length: int | None = None  # the sequence must have exactly this many items
     non_empty: bool = False  # an empty list would leave the run nothing to choose from
+    distinct: bool = False  # an item named twice is a typo, not a request
 
     def __call__(self, value: Any) -> str | None:
         if value is None:
@@ -197,13 +226,19 @@ class Each:
             problem = self.inner(item)
             if problem:
                 return f"item {i}: {problem}"
+        if self.distinct:
+            twice = [v for i, v in enumerate(value) if v in value[:i]]
+            if twice:
+                return f"{twice[0]!r} is named twice; name each item once"
         return None
 
 
-def each(inner: Check, length: int | None = None, non_empty: bool = False) -> Each:
+def each(
+    inner: Check, length: int | None = None, non_empty: bool = False, distinct: bool = False
+) -> Each:
     """Apply ``inner`` to every element of a sequence (of exactly ``length`` items, if set;
-    of at least one with ``non_empty``)."""
-    return Each(inner, length, non_empty)
+    of at least one with ``non_empty``; none twice with ``distinct``)."""
+    return Each(inner, length, non_empty, distinct)
 
 
 def non_empty(value: Any) -> str | None:
@@ -300,6 +335,10 @@ def check_values(obj: Any, path: str = "") -> list[str]:
             problems.append(f"{here}: {problem}")
         if attrs.has(type(value)):
             problems.extend(check_values(value, here))
+        elif isinstance(value, list | tuple):  # [[policies]] entries: their checks too
+            for i, item in enumerate(value):
+                if attrs.has(type(item)):
+                    problems.extend(check_values(item, f"{here}.{i}"))
     validate = getattr(obj, "__esper_validate__", None)
     if validate is not None and not problems:  # cross-field rules assume valid fields
         problems.extend(f"{path}: {p}" if path else p for p in validate())

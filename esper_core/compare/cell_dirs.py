@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 from pathlib import Path
+from typing import Any
 
 from esper_core.compare.result_key import config_differences
 from esper_core.config import RunConfig, load_config
-from esper_core.errors import ConfigError
+from esper_core.errors import ConfigError, RunDirError
 from esper_core.run.run_dir import CHECKPOINT, CONFIG, SUMMARY
 
 
@@ -57,3 +59,35 @@ def can_resume(directory: Path, config: RunConfig) -> bool:
         return False
     stored = stored_config(directory)
     return stored is not None and not config_differences(stored, config)
+
+
+def damaged(directory: Path, why: str) -> RunDirError:
+    """A finished cell is never run again, so a summary that cannot be right must be named."""
+    return RunDirError(
+        f"{directory / SUMMARY} is damaged ({why}); delete that run directory to run the cell again"
+    )
+
+
+def summary_number(
+    directory: Path,
+    summary: dict[str, Any],
+    key: str,
+    high: float = math.inf,
+    *,
+    integer: bool = False,
+    inf_ok: bool = False,
+) -> float:
+    """``summary[key]``: a number in [0, ``high``] (an integer with ``integer``), finite
+    unless ``inf_ok`` (a diverged run's test loss); anything else is the
+    :func:`damaged` error. Every number a comparison reads from a finished cell passes
+    here: a hand-edited NaN, a negative count or an accuracy of 1e300 would otherwise
+    enter its tables (and the --dry-run estimate) as if measured."""
+    value = summary.get(key)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        whole = isinstance(value, int) or not integer or value.is_integer()
+        if whole and 0 <= value <= high and (inf_ok or not math.isinf(value)):
+            return float(value)
+    expected = "a whole number" if integer else "a number"
+    bound = f"in [0, {high:g}]" if high != math.inf else ">= 0"
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+    raise damaged(directory, f"{key} = {shown}, but a run writes {expected} {bound}")

@@ -9,6 +9,7 @@ the mean.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 from attrs import define, field
 
 from esper_core.compare.preview import duration, wall_time
+from esper_core.errors import RunDirError
 
 DONE = ("completed", "skipped", "failed")  # statuses that end a run's turn in the plan
 
@@ -31,9 +33,9 @@ class Eta:
             return
         self.left = max(0, self.left - 1)
         if status == "completed":
-            seconds = wall_time(Path(directory))
-            if seconds is not None:
-                self._times.append(seconds)
+            # A damaged summary is named when the comparison reads the cell.
+            with contextlib.suppress(RunDirError):
+                self._times.append(wall_time(Path(directory)))
 
     @property
     def seconds(self) -> float | None:

@@ -26,7 +26,13 @@ from pathlib import Path
 import attrs
 from attrs import frozen
 
-from esper_core.compare.cell_dirs import CellState, cell_state, stored_config
+from esper_core.compare.cell_dirs import (
+    CellState,
+    cell_state,
+    damaged,
+    stored_config,
+    summary_number,
+)
 from esper_core.compare.duplicates import repeats
 from esper_core.compare.experiment import Cell, Experiment
 from esper_core.compare.plan import plan_cells
@@ -102,11 +108,17 @@ class Preview:
         return any(g.basis == BENCHMARK for g in self.to_run if g.seconds)
 
 
-def wall_time(directory: Path) -> float | None:
+def wall_time(directory: Path) -> float:
+    """A finished run's seconds; the :func:`~esper_core.compare.cell_dirs.damaged` error
+    when its summary cannot be read or holds no time a run writes (NaN, inf and negative
+    times made the estimate a traceback or a negative duration)."""
     try:
-        return float(json.loads((directory / SUMMARY).read_text(encoding="utf-8"))["wall_time"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+        summary = json.loads((directory / SUMMARY).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise damaged(directory, f"{type(exc).__name__}: {exc}") from None
+    if not isinstance(summary, dict):
+        raise damaged(directory, "not a table")
+    return summary_number(directory, summary, "wall_time")
 
 
 def _arm(kind: str, cell: Cell) -> str:
@@ -159,7 +171,7 @@ def preview(
         for (task, arm), members in _groups(kind, batch).items():
             own = [c for c in members if c not in copies]
             finished = [c for c in own if cell_state(c.directory(root)) is CellState.COMPLETED]
-            timed = [(c, t) for c in finished if (t := wall_time(c.directory(root))) is not None]
+            timed = [(c, wall_time(c.directory(root))) for c in finished]
             for c, t in timed:
                 if c.config.env.max_epochs:  # unset: the task's default, unknown here
                     per_epoch.setdefault(task, []).append(t / c.config.env.max_epochs)

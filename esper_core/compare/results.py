@@ -30,13 +30,14 @@ the cost axes. Older results load with what they lack empty (or accuracy).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import attrs
 from attrs import frozen
 
-from esper_core.compare.cell_dirs import CellState, cell_state
+from esper_core.compare.cell_dirs import CellState, cell_state, damaged, summary_number
 from esper_core.compare.experiment import Cell, Experiment
 from esper_core.compare.frontier import TaskFrontier
 from esper_core.compare.frontier_results import frontier_section
@@ -50,7 +51,6 @@ from esper_core.compare.stats import improvement_interval, iqm_interval
 from esper_core.compare.training_runs import TrainingGroupResult, training_group_results
 from esper_core.compare.tuning_results import TuningResults
 from esper_core.converter import structure
-from esper_core.errors import RunDirError
 from esper_core.run.run_dir import SUMMARY
 
 RESULTS_SCHEMA_VERSION = 9  # 9: training_groups, a method across its training runs
@@ -192,34 +192,42 @@ def read_cell(cell: Cell, root: Path) -> CellResult | None:
     summary = json.loads((directory / SUMMARY).read_text(encoding="utf-8"))
     if summary.get("final_test_acc_mean") is None:
         return None
+
+    def number(key: str, high: float = math.inf, **kind: bool) -> float:
+        return summary_number(directory, summary, key, high, **kind)
+
+    def optional(key: str, default: float, **kind: bool) -> float:
+        return default if summary.get(key) is None else number(key, **kind)
+
     try:
-        added = float(summary["params_added_mean"] or 0.0)
-        host = float(summary.get("host_params") or 0.0)
         (episode,) = summary["episodes"]
+        added = optional("params_added_mean", 0.0)
+        host = optional("host_params", 0.0)
         return CellResult(
             task=cell.task,
             policy=cell.policy,
             seed=cell.seed,
-            final_test_acc=float(summary["final_test_acc_mean"]),
+            final_test_acc=number("final_test_acc_mean", 100.0),
             params_added=added,
-            seeds_fossilized=int(summary["seeds_fossilized"]),
-            seeds_pruned=int(summary["seeds_pruned"]),
-            wall_time=float(summary["wall_time"]),
+            seeds_fossilized=int(number("seeds_fossilized", integer=True)),
+            seeds_pruned=int(number("seeds_pruned", integer=True)),
+            wall_time=number("wall_time"),
             run_dir=str(directory),
-            final_test_loss=float(episode["final_test_loss"]),
+            final_test_loss=summary_number(directory, episode, "final_test_loss", inf_ok=True),
             # Summaries written before the cost axes existed: every seed counted.
-            params_forward=float(summary.get("params_forward_mean") or host + added),
-            params_held=float(summary.get("params_held_mean") or host + added),
-            train_flops=float(summary.get("train_flops_mean") or 0.0),
-            seeds_germinated=int(episode.get("seeds_germinated") or 0),
+            params_forward=optional("params_forward_mean", host + added),
+            params_held=optional("params_held_mean", host + added),
+            train_flops=optional("train_flops_mean", 0.0),
+            seeds_germinated=int(
+                0
+                if episode.get("seeds_germinated") is None
+                else summary_number(directory, episode, "seeds_germinated", integer=True)
+            ),
             growth_note=episode.get("growth_note"),
         )
-    except (KeyError, TypeError, ValueError) as exc:  # also: not exactly one episode
-        # A finished cell is never run again, so a hand-edited summary must be named.
-        raise RunDirError(
-            f"{directory / SUMMARY} is damaged ({type(exc).__name__}: {exc}); "
-            "delete that run directory to run the cell again"
-        ) from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        # also: not exactly one episode, or an episode that is not a table
+        raise damaged(directory, f"{type(exc).__name__}: {exc}") from None
 
 
 # ---------------------------------------------------------------- aggregation

@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 from attrs import define, frozen
 
-from esper_core.compare.labels import label_check, label_problem
+from esper_core.compare.labels import label_problem
 from esper_core.config import RunConfig, config_to_dict
 from esper_core.config_io import merge
 from esper_core.converter import one_of, options_field, structure
@@ -37,7 +37,8 @@ CELL_RUN_KEYS = ("task", "policy", "seed", "episodes", "n_envs", "quiet", "threa
 class SweepSize:
     """One static host size of the size-sweep baseline, trained for one length."""
 
-    label: str = options_field("", label_check, "Its name: cells and tables say sweep.LABEL.")
+    # Checked by resolve_sweep with the other sweep rules (missing, repeated, no name).
+    label: str = options_field("", doc="Its name: cells and tables say sweep.LABEL.")
     options: dict[str, Any] = options_field(
         {}, doc="Task options merged over each task's options, e.g. { base_channels = 8 }."
     )

@@ -10,13 +10,17 @@ policy does, not how well the training method does: that needs several.
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import attrs
 from attrs import frozen
 
 from esper_core.compare.labels import label_problem
+from esper_core.run.run_dir import CHECKPOINT
 
 if TYPE_CHECKING:
     from esper_core.compare.experiment import PolicyEntry
@@ -37,6 +41,21 @@ def run_label(label: str, k: int) -> str:
     return f"{label}.run-{k}"
 
 
+def same_run_key(checkpoint: str) -> str:
+    """What tells two entries of ``checkpoints`` apart: the file they name (a run
+    directory names its checkpoint.pt; ``./``, ``..`` and links resolved, as the policy
+    resolves them when it loads), or, for a file that exists, its content (a copied run
+    directory is the same training run)."""
+    path = Path(checkpoint).expanduser()
+    if path.is_dir():
+        path = path / CHECKPOINT
+    try:
+        with path.open("rb") as f:
+            return "sha256:" + hashlib.file_digest(f, "sha256").hexdigest()
+    except OSError:  # not there (yet): the path alone
+        return os.path.realpath(path)
+
+
 def _problem(i: int, entry: PolicyEntry, name: str) -> str | None:
     checkpoints = entry.checkpoints
     if ":" in name:
@@ -50,13 +69,21 @@ def _problem(i: int, entry: PolicyEntry, name: str) -> str | None:
             f"policies[{i}] ({name}): checkpoints lists {len(checkpoints)} training run; list "
             f'at least {MIN_TRAINING_RUNS}, or write name = "{name}:{checkpoints[0]}" for one policy'
         )
-    twice = next((c for c in checkpoints if checkpoints.count(c) > 1), None)
-    if twice is not None:
-        # The same policy twice is one training run counted twice, not two runs.
-        return (
-            f"policies[{i}] ({name}): checkpoint {twice!r} is listed twice; "
-            "list each independent training run's checkpoint once"
-        )
+    seen: dict[str, str] = {}
+    for c in checkpoints:
+        key = same_run_key(c)
+        if key in seen:
+            # The same policy twice is one training run counted twice, not two runs.
+            same = (
+                "is listed twice"
+                if seen[key] == c
+                else f"is the same training run as {seen[key]!r} (the same file, or a copy)"
+            )
+            return (
+                f"policies[{i}] ({name}): checkpoint {c!r} {same}; "
+                "list each independent training run's checkpoint once"
+            )
+        seen[key] = c
     problem = label_problem(entry.label or name)
     return f"policy {name!r}: label: {problem}; give it a `label`" if problem else None
 

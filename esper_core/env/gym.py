@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from esper_core.config import RunConfig, load_config
+from esper_core.config_limits import MAX_SEED
 from esper_core.env.env import MorphogeneticEnv
 from esper_core.env.observation import Observation, feature_dim, features
 from esper_core.lifecycle.actions import HEADS, Action, ActionMasks, LifecycleOp
@@ -187,6 +188,12 @@ class EsperGymEnv(gym.Env[np.ndarray, np.ndarray]):
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """A new episode: with ``seed``, a host and data order from that seed; without one,
         the next seed after the previous episode's, so successive episodes differ."""
+        if seed is not None and not (
+            isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed <= MAX_SEED
+        ):
+            # Checked before anything changes: a seed of 2**70 was kept, then overflowed in
+            # torch, and every later reset() failed the same way.
+            raise ValueError(f"reset(seed=...) takes an integer in [0, {MAX_SEED}], got {seed!r}")
         super().reset(seed=seed)
         if seed is None and self._segment_cut:
             # A governor rollback ended the segment, not the training run: the run goes on

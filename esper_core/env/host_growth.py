@@ -26,12 +26,19 @@ import torch
 from attrs import frozen
 
 from esper_core.components.policy import DepthGrowthSpec, HostGrowthSpec, WidthGrowthSpec
+from esper_core.config_limits import MAX_HOST_WEIGHTS
 from esper_core.env.birth import init_seed
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.alpha import CURVES
 from esper_core.lifecycle.host_depth import HostDepthGrowth, check_depth, deepenable
 from esper_core.lifecycle.host_growth import GrowthError, HostGrowth
-from esper_core.lifecycle.host_width import HostWidthGrowth, WidthPlan, plan_by_factor, widenable
+from esper_core.lifecycle.host_width import (
+    HostWidthGrowth,
+    WidthPlan,
+    plan_by_factor,
+    widenable,
+    widened_weights,
+)
 from esper_core.lifecycle.stages import Stage
 from esper_core.lifecycle.width import CROSS_INITS
 from esper_core.lifecycle.width_fold import FoldedParam
@@ -93,7 +100,16 @@ def check_specs(
                 problems.append(f"{name}: {exc}")
         else:
             problems += _width_problems(spec, name, env)
-        epochs.append(spec.epoch(env.max_epochs))
+        epoch = spec.epoch(env.max_epochs)
+        if epoch >= env.max_epochs:
+            # It would grow after the last epoch: a growth that never trains, reported
+            # as kept.
+            latest = (env.max_epochs - 1) / env.max_epochs
+            problems.append(
+                f"{name}: starts at epoch round({spec.at:g} x {env.max_epochs}) = {epoch}, "
+                f"after the run's last epoch ({env.max_epochs - 1}); choose at most {latest:g}"
+            )
+        epochs.append(epoch)
     timeline = sorted(zip(epochs, (spec.tempo for spec in specs)))
     for (earlier, tempo), (later, _) in itertools.pairwise(timeline):
         # Started (and ticked once) before epoch e, a growth trains at alpha below 1
@@ -119,9 +135,17 @@ def _width_problems(spec: WidthGrowthSpec, name: str, env: MorphogeneticEnv) -> 
         )
     if spec.factor > 1:
         try:  # the stages, and a transformer's head dimension
-            plan_by_factor(env.model.host, spec.factor, spec.stages)
+            plan = plan_by_factor(env.model.host, spec.factor, spec.stages)
         except GrowthError as exc:
             problems.append(f"{name}: {exc}")
+        else:
+            weights = widened_weights(env.model.host, plan)
+            if weights > MAX_HOST_WEIGHTS:
+                problems.append(
+                    f"{name}: the widened host would hold up to {weights:,} weights "
+                    f"(factor {spec.factor:g}); at most {MAX_HOST_WEIGHTS:,}, as a task "
+                    "builds a host: lower the factor or widen fewer stages"
+                )
     return problems
 
 

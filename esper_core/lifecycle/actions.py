@@ -69,11 +69,32 @@ class Action:
 
     @classmethod
     def from_indices(cls, values: Sequence[int]) -> Action:
-        op, slot, blueprint, style, tempo, alpha_target = (int(v) for v in values)
+        if len(values) != len(HEADS):  # was: "not enough values to unpack (expected 6, got 3)"
+            raise ValueError(
+                f"an action is {len(HEADS)} indices, one per head ({', '.join(HEADS)}); "
+                f"got {len(values)}"
+            )
+        try:
+            op, slot, blueprint, style, tempo, alpha_target = (_index(v) for v in values)
+        except (TypeError, ValueError):  # was numpy's "cannot convert float NaN to integer"
+            raise ValueError(
+                f"an action is {len(HEADS)} integer indices, one per head; got {list(values)!r}"
+            ) from None
         return cls(LifecycleOp(op), slot, blueprint, style, tempo, alpha_target)
 
 
 WAIT = Action()
+
+
+def _index(value: object) -> int:
+    number = int(value)  # type: ignore[call-overload]
+    if number != value:  # 1.5 is no index
+        raise ValueError(value)
+    return number
+
+
+def _named(entries: Sequence[object], index: int) -> str:
+    return str(entries[index]) if 0 <= index < len(entries) else f"#{index}"
 
 
 @frozen
@@ -98,17 +119,21 @@ class ActionSpace:
         }
 
     def describe(self, action: Action) -> str:
+        """The action in words; an index outside its head (an action the env refuses) is
+        shown as ``#i``: it raised IndexError after the epoch had trained, and -1 named
+        the last entry."""
         op = action.op
         if op == LifecycleOp.WAIT:
             return "WAIT"
-        slot = self.slot_ids[action.slot] if action.slot < len(self.slot_ids) else f"#{action.slot}"
+        slot = _named(self.slot_ids, action.slot)
         if op == LifecycleOp.GERMINATE:
             return (
-                f"GERMINATE {slot} {self.blueprints[action.blueprint]} "
-                f"{self.styles[action.style]} tempo={self.tempos[action.tempo]}"
+                f"GERMINATE {slot} {_named(self.blueprints, action.blueprint)} "
+                f"{_named(self.styles, action.style)} "
+                f"tempo={_named(self.tempos, action.tempo)}"
             )
         if op == LifecycleOp.SET_ALPHA_TARGET:
-            return f"SET_ALPHA_TARGET {slot} {self.alpha_targets[action.alpha_target]}"
+            return f"SET_ALPHA_TARGET {slot} {_named(self.alpha_targets, action.alpha_target)}"
         return f"{op.name} {slot}"
 
     def germinate(

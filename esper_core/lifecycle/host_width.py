@@ -17,6 +17,7 @@ ramp runs, HOLDING at alpha 1, then FOSSILIZED or PRUNED.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
@@ -71,6 +72,7 @@ def plan_by_factor(host: nn.Module, factor: float, stages: Sequence[int] = ()) -
             )
         step = widths.width_step()
         wide = round(current[0] * factor)
+        _adds_width("d_model", current[0], wide, factor)
         if wide % step:
             raise WidthError(
                 f"d_model {current[0]} x {factor:g} = {wide} is not a multiple of the head "
@@ -84,7 +86,31 @@ def plan_by_factor(host: nn.Module, factor: float, stages: Sequence[int] = ()) -
             f"stage(s) {', '.join(map(str, bad))} out of range: this host has stages "
             f"0..{len(current) - 1}"
         )
-    return WidthPlan(chosen, tuple(max(round(current[s] * factor), 1) for s in chosen))
+    widths_after = tuple(max(round(current[s] * factor), 1) for s in chosen)
+    for s, c in zip(chosen, widths_after):
+        _adds_width(f"stage {s}", current[s], c, factor)
+    return WidthPlan(chosen, widths_after)
+
+
+def _adds_width(what: str, old: int, new: int, factor: float) -> None:
+    """A factor that rounds back to the width it started from widens nothing (it was
+    refused only at the growth's epoch, after the run's first part had trained)."""
+    if new <= old:
+        least = math.ceil(((old + 0.5) / old + 1e-9) * 1000) / 1000  # round() halves to even
+        raise WidthError(
+            f"{what} is {old} wide and x {factor:g} rounds to {new}: nothing to widen; "
+            f"choose a factor of at least {least:g}"
+        )
+
+
+def widened_weights(host: nn.Module, plan: WidthPlan) -> int:
+    """An upper bound on the host's parameters once ``plan`` is done: each weight grows
+    at most with the ratio of its input and of its output widths, so at most by the
+    plan's largest ratio squared."""
+    current = widenable(host).stage_channels()
+    old = {s: current[s] for s in plan.stages}
+    ratio = max(new / old[s] for s, new in zip(plan.stages, plan.channels))
+    return math.ceil(sum(p.numel() for p in host.parameters()) * ratio**2)
 
 
 class HostWidthGrowth(HostGrowth):

@@ -332,7 +332,7 @@ def test_the_terminal_tables_never_split_a_value_at_80_columns(
     )
     cells = plan_cells(experiment, pm)
     for cell in cells:
-        _finished(cell.directory(tmp_path), 90.0 + cell.seed + len(cell.policy), params=18560)
+        _finished(cell.directory(tmp_path), 60.0 + cell.seed + len(cell.policy), params=18560)
     results = aggregate(experiment, cells, tmp_path)
     for console in (
         Console(file=io.StringIO(), width=80),  # a pipe

@@ -244,6 +244,45 @@ def _spinning_reward(d: Path) -> tuple[list[str], Check]:
     return args, check
 
 
+def _training_runs(second: str) -> Setup:
+    """A method of two "training runs" whose second names the first again (``{a}``: the
+    first's run directory; ``{copy}``: a copy of it)."""
+
+    def setup(d: Path) -> tuple[list[str], Check]:
+        for run in ("a", "copy"):
+            (d / run).mkdir()
+            (d / run / "checkpoint.pt").write_bytes(b"one training run")
+        first = d / "a" / "checkpoint.pt"
+        runs = f'["{first}", "{second.format(a=d / "a", copy=d / "copy")}"]'
+        (d / "exp.toml").write_text(
+            f'seeds = 1\nout = "{d}/exp"\n[[policies]]\nname = "ppo"\ncheckpoints = {runs}\n'
+            '[[tasks]]\nname = "digits"\n'
+        )
+        return esper_args("compare", str(d / "exp.toml"), "--dry-run"), nothing_lost
+
+    return setup
+
+
+def _forged_cell(wall_time: str) -> Setup:
+    """An experiment directory holding one finished cell whose summary says ``wall_time``."""
+
+    def setup(d: Path) -> tuple[list[str], Check]:
+        cell = d / "exp" / "cells" / "tiny" / "scripted" / "seed-0"
+        cell.mkdir(parents=True)
+        (cell / "summary.json").write_text(
+            '{"status": "completed", "final_test_acc_mean": 50.0, "wall_time": ' + wall_time + "}"
+        )
+        args = ["compare", *FAKE_COMPONENTS, "--seeds", "2", "--out", str(d / "exp")]
+        return esper_args(*args, "--dry-run"), nothing_lost
+
+    return setup
+
+
+STATIC = [
+    "run", "--policy", "static", "--quiet", "--max-epochs", "4",
+    "--set", "run.telemetry=[]", "--out", "{d}/r",
+]  # fmt: skip
+
 HUGE_LINE = ("the quick brown fox jumps over the lazy dog " * 120_000).encode()  # 5.4 MB, no \n
 
 CASES = (
@@ -441,4 +480,93 @@ CASES = (
     Case("6 charlm: binary corpus", _corpus(bytes(range(256)) * 40), says="binary"),
     Case("6 charlm: one character", _corpus(b"a" * 6000), says="one distinct character"),
     Case("6 charlm: one huge line (trains)", _corpus(HUGE_LINE, code=0), code=0),
+    # ---- Newer surfaces (RELIABILITY.md, "Issue 33: the newer surfaces").
+    Case(
+        "N run.telemetry a string, not a list",
+        _cli("config", "show", "--set", 'run.telemetry="jsonl"'),
+        says="expected a list",
+    ),
+    Case(
+        "N policies.static.seeds a string, not a list",
+        _cli("config", "show", "--policy", "static", "--set", 'policies.static.seeds="a@r0c0"'),
+        says="expected a list",
+    ),
+    Case(
+        "N policies.static.widen_at due after the last epoch",
+        _cli(*STATIC, "--set", "policies.static.widen_at=0.9"),
+        says="after the run's last epoch",
+    ),
+    Case(
+        "N policies.static.widen_factor=1.01 (adds no channel)",
+        _cli(
+            *STATIC,
+            "--set",
+            "policies.static.widen_at=0.5",
+            "--set",
+            "policies.static.widen_factor=1.01",
+        ),
+        says="nothing to widen",
+    ),
+    Case(
+        "N policies.static.widen_factor=8 of a 4.7M-weight host",
+        _cli(
+            *STATIC,
+            "--set",
+            "policies.static.widen_at=0.5",
+            "--set",
+            "policies.static.widen_factor=8",
+            "--set",
+            "tasks.digits.base_channels=512",
+            "--set",
+            "tasks.digits.n_blocks=2",
+        ),
+        says="the widened host would hold",
+    ),
+    Case(
+        "N policies.static.widen_stages=[0,0]",
+        _cli("config", "show", "--policy", "static", "--set", "policies.static.widen_stages=[0,0]"),
+        says="named twice",
+    ),
+    Case(
+        "N policies.schedule.at=1 (grows nothing)",
+        _cli(
+            "run",
+            "--policy",
+            "schedule",
+            "--quiet",
+            "--max-epochs",
+            "4",
+            "--out",
+            "{d}/r",
+            "--set",
+            "run.telemetry=[]",
+            "--set",
+            'policies.schedule.seeds=["conv_heavy@r0c0"]',
+            "--set",
+            "policies.schedule.at=1",
+        ),
+        says="after the run's last epoch",
+    ),
+    Case(
+        "N compare checkpoints: a NUL in a path",
+        _training_runs("a\\u0000b"),
+        says="without NUL bytes",
+    ),
+    Case(
+        "N compare checkpoints: a run's directory and its checkpoint.pt",
+        _training_runs("{a}"),
+        says="same training run",
+    ),
+    Case(
+        "N compare checkpoints: DIR/./checkpoint.pt",
+        _training_runs("{a}/./checkpoint.pt"),
+        says="same training run",
+    ),
+    Case(
+        "N compare checkpoints: a copied run directory",
+        _training_runs("{copy}/checkpoint.pt"),
+        says="same training run",
+    ),
+    Case("N compare --dry-run: a cell's wall_time NaN", _forged_cell("NaN"), says="is damaged"),
+    Case("N compare --dry-run: a cell's wall_time -5", _forged_cell("-5"), says="is damaged"),
 )

@@ -121,6 +121,41 @@ def _lightning_other_model(d: Path) -> None:
     raise Wrong("a grower of other slots resumed from the checkpoint")
 
 
+def _gym_env() -> Any:
+    from esper_core.env.gym import EsperGymEnv
+    from tests.plugin_set import plugin_manager
+
+    return EsperGymEnv(
+        overrides=['run.task="tiny"', 'run.policy="scripted"', "run.telemetry=[]"],
+        pm=plugin_manager("tests.fake_plugin"),
+    )
+
+
+def _gym_huge_seed(_d: Path) -> None:
+    env = _gym_env()
+    env.reset(seed=0)
+    try:
+        env.reset(seed=2**70)
+    except ValueError as exc:
+        if "takes an integer in [0, 4294967295]" not in str(exc):
+            raise
+    else:
+        raise Wrong("reset(seed=2**70) was accepted")
+    env.reset()  # the env still works
+    env.reset(seed=5)
+
+
+def _gym_index_past_its_head(_d: Path) -> None:
+    import numpy as np
+
+    env = _gym_env()
+    env.reset(seed=0)
+    for action in ([1, 0, 999, 0, 0, 0], [1, 0, 0, 0, 99, 0], [3, 0, 0, 0, 0, 99]):
+        *_, info = env.step(np.array(action))
+        if "out of range" not in str(info["refused"]):
+            raise Wrong(f"{action} was not refused: {info['refused']!r}")
+
+
 FUNCTIONS: dict[str, Callable[[Path], None]] = {
     "forged-epoch": _forged("epoch huge"),
     "forged-counter": _forged("counter negative"),
@@ -138,6 +173,8 @@ FUNCTIONS: dict[str, Callable[[Path], None]] = {
     "end-epoch-after-close": _end_epoch_after_close,
     "lightning-extended": _lightning_extended,
     "lightning-other-model": _lightning_other_model,
+    "gym-huge-seed": _gym_huge_seed,
+    "gym-index-past-its-head": _gym_index_past_its_head,
 }
 
 
@@ -180,6 +217,11 @@ CASES = (
         "6 Lightning resumed from another model's checkpoint",
         _case("lightning-other-model"),
         says="create EsperGrowth with the slots it was saved with",
+    ),
+    # ---- Newer surfaces (RELIABILITY.md, "Issue 33: the newer surfaces").
+    Case("N gym reset(seed=2**70), then reset() (works)", _case("gym-huge-seed"), code=0),
+    Case(
+        "N gym action indices past their heads (refused)", _case("gym-index-past-its-head"), code=0
     ),
 )
 

@@ -137,6 +137,16 @@ class SchedulePolicy:
         self.seeds = plan(options.seeds, context.space)
         self.tempo = context.space.tempos.index(options.tempo)
         self.start = round(options.at * context.max_epochs)
+        if self.start >= context.max_epochs:
+            # Due after the last epoch, nothing would grow: the run would be `wait`'s.
+            latest = (context.max_epochs - 1) / context.max_epochs
+            raise ConfigError(
+                [
+                    f"policies.schedule.at: {options.at:g} of {context.max_epochs} epochs is "
+                    f"epoch {self.start}, after the run's last epoch ({context.max_epochs - 1}), "
+                    f"so nothing would grow; choose at most {latest:g}"
+                ]
+            )
         # Per env: how many of the schedule's seeds have germinated this episode.
         self.germinated: dict[int, int] = {}
 

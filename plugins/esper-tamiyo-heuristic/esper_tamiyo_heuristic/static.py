@@ -62,7 +62,7 @@ class StaticOptions(WaitOptions):
     )
     widen_stages: list[int] = options_field(
         [],
-        each(in_range(0, 64, integer=True)),
+        each(in_range(0, 64, integer=True), distinct=True),
         "The conv stages (blocks) to widen, from 0; empty: all of them (a transformer "
         "widens every block: leave it empty).",
     )

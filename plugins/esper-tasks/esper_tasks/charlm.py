@@ -18,12 +18,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from attrs import define, field
 
 from esper_core import MeasuredCost, TaskContext, TaskData, TrainingWork, hookimpl
-from esper_core.config_limits import MAX_CORPUS
+from esper_core.config_limits import MAX_CORPUS, MAX_HOST_WEIGHTS
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.errors import DataError
 from esper_core.recipe import TRANSFORMER_RECIPE, Recipe
 from esper_tasks.common import (
-    MAX_HOST_WEIGHTS,
     CrossEntropyTask,
     TransformerPreset,
     resolve_preset,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from attrs import frozen
 
 from esper_core import BatchMetrics, TaskContext, TaskData, TrainingWork
+from esper_core.config_limits import MAX_HOST_WEIGHTS
 from esper_core.converter import check_values, in_range, options_field
 from esper_core.errors import ConfigError
 
@@ -48,7 +49,6 @@ CNN_HOST_FIELDS = (
 # (convs_per_block = 1024) 255 s.
 MAX_BASE_CHANNELS = 1024
 MAX_CONVS = 64
-MAX_HOST_WEIGHTS = 100_000_000
 
 
 def base_channels_option() -> Any:

@@ -21,7 +21,7 @@ from esper_core.env.gym import make_env
 from esper_core.env.optimizers import carry_state
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.actions import WAIT
-from esper_core.lifecycle.host_width import HostWidthGrowth, plan_by_factor
+from esper_core.lifecycle.host_width import HostWidthGrowth, WidthPlan, plan_by_factor
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.stages import Stage
 from esper_core.lifecycle.width import MaskedConvStage, WidthError
@@ -133,8 +133,11 @@ def test_fossilize_needs_the_ramp_done_and_refusals_say_why() -> None:
     growth.tick()
     with pytest.raises(Exception, match="fossilize is illegal from BLENDING"):
         growth.fossilize()
+    with pytest.raises(WidthError, match="nothing to widen"):
+        plan_by_factor(_model().host, 0.5)
+    narrower = WidthPlan((0,), (_model().host.stage_channels()[0] // 2,))
     with pytest.raises(WidthError, match="needs more"):
-        HostWidthGrowth(_model(), plan_by_factor(_model().host, 0.5))
+        HostWidthGrowth(_model(), narrower)
     with pytest.raises(WidthError, match="out of range"):
         plan_by_factor(model.host, 2.0, [3])
 
