@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from attrs import field, frozen
@@ -370,7 +371,11 @@ def dumps(event: Event) -> str:
 
 def read_events(path: Any) -> list[Event]:
     """Read an events.jsonl file back into typed events."""
-    events = []
+    return [event for _, _, event in iter_event_lines(path)]
+
+
+def iter_event_lines(path: Any) -> Iterator[tuple[int, dict[str, Any], Event]]:
+    """Each event of an events.jsonl file with its line number and its JSON object."""
     with open(path, encoding="utf-8") as fh:
         for number, line in enumerate(fh, start=1):
             line = line.strip()
@@ -380,5 +385,4 @@ def read_events(path: Any) -> list[Event]:
                 data = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise SchemaError(f"{path}:{number}: not valid JSON ({exc})") from None
-            events.append(event_from_dict(data, f"{path}:{number}"))
-    return events
+            yield number, data, event_from_dict(data, f"{path}:{number}")

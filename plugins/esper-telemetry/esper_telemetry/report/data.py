@@ -8,6 +8,7 @@ from pathlib import Path
 from attrs import define, field
 
 from esper_core.errors import RunDirError
+from esper_core.run.event_fields import read_checked_events
 from esper_core.run.ledger import HostGrowthLedger, SeedLedger
 from esper_core.run.telemetry import (
     EpisodeFinished,
@@ -24,7 +25,6 @@ from esper_core.run.telemetry import (
     SeedFossilized,
     SeedGerminated,
     SeedPruned,
-    read_events,
 )
 from esper_telemetry.jsonl import EVENTS_FILE
 
@@ -119,7 +119,7 @@ def load_run(run_dir: Path) -> RunData:
             "without the jsonl telemetry backend (it is on by default; --telemetry jsonl adds it)"
         )
     try:
-        events = read_events(path)
+        events = read_checked_events(path)
     except UnicodeDecodeError:
         raise RunDirError(f"{path} is not a text file of JSON lines") from None
     except OSError as exc:
