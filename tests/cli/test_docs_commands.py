@@ -256,6 +256,22 @@ COMMANDS: dict[str, Way] = {
     ".venv/bin/python paired.py runs/ppo-glyphs-compare/results.json ppo heuristic": Script(
         "paired.py", "import json, sys", "runs/ppo-glyphs-compare/results.json"
     ),
+    # docs/results/ppo-digits.md
+    (
+        "esper train --task digits --set tasks.digits.preset=impaired --seed 200 "
+        "--out runs/ppo-digits-s200"
+    ): Run(TINY + PPO),
+    (
+        "esper train --task digits --set tasks.digits.preset=impaired --seed 201 "
+        "--out runs/ppo-digits-s201"
+    ): NotRun("the seed-200 command with another training seed"),
+    (
+        "esper train --task digits --set tasks.digits.preset=impaired --seed 202 "
+        "--out runs/ppo-digits-s202"
+    ): NotRun("the seed-200 command with another training seed"),
+    "esper compare examples/ppo-digits.toml --jobs 2": NotRun(
+        "it needs the three trained checkpoints; test_every_example_experiment_plans plans it"
+    ),
     # docs/results-digits.md
     "esper train --task digits --set tasks.digits.preset=impaired --out runs/ppo-digits": Run(
         TINY + PPO
