@@ -68,6 +68,11 @@ def damaged(directory: Path, why: str) -> RunDirError:
     )
 
 
+# The longest wall time a finished run's summary may claim (about 32 years): more is a
+# forged or corrupted summary, whose figure would make the --dry-run estimate absurd.
+MAX_WALL_TIME_S = 1e9
+
+
 def summary_number(
     directory: Path,
     summary: dict[str, Any],

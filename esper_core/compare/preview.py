@@ -27,6 +27,7 @@ import attrs
 from attrs import frozen
 
 from esper_core.compare.cell_dirs import (
+    MAX_WALL_TIME_S,
     CellState,
     cell_state,
     damaged,
@@ -118,7 +119,7 @@ def wall_time(directory: Path) -> float:
         raise damaged(directory, f"{type(exc).__name__}: {exc}") from None
     if not isinstance(summary, dict):
         raise damaged(directory, "not a table")
-    return summary_number(directory, summary, "wall_time")
+    return summary_number(directory, summary, "wall_time", MAX_WALL_TIME_S)
 
 
 def _arm(kind: str, cell: Cell) -> str:

@@ -37,7 +37,13 @@ from pathlib import Path
 import attrs
 from attrs import frozen
 
-from esper_core.compare.cell_dirs import CellState, cell_state, damaged, summary_number
+from esper_core.compare.cell_dirs import (
+    MAX_WALL_TIME_S,
+    CellState,
+    cell_state,
+    damaged,
+    summary_number,
+)
 from esper_core.compare.experiment import Cell, Experiment
 from esper_core.compare.frontier import TaskFrontier
 from esper_core.compare.frontier_results import frontier_section
@@ -211,7 +217,7 @@ def read_cell(cell: Cell, root: Path) -> CellResult | None:
             params_added=added,
             seeds_fossilized=int(number("seeds_fossilized", integer=True)),
             seeds_pruned=int(number("seeds_pruned", integer=True)),
-            wall_time=number("wall_time"),
+            wall_time=number("wall_time", MAX_WALL_TIME_S),
             run_dir=str(directory),
             final_test_loss=summary_number(directory, episode, "final_test_loss", inf_ok=True),
             # Summaries written before the cost axes existed: every seed counted.

@@ -97,6 +97,13 @@ def explain(
             f"out of device memory ({_first_line(exc)}). Lower env.batch_size, put fewer envs on each "
             f"device (--devices), or enable mixed precision (--set training.amp=bf16).{hint}"
         )
+    if isinstance(exc, RuntimeError) and "DefaultCPUAllocator" in str(exc):
+        # torch's CPU allocator raises a plain RuntimeError, not OutOfMemoryError: left to
+        # blame() it named every plugin of the package whose frame ran out (the host's).
+        return ResourceError(
+            f"out of memory ({_first_line(exc)}). Lower env.batch_size, or the host's size "
+            f"(a preset, or a width growth's factor).{hint}"
+        )
     if isinstance(exc, RuntimeError) and "DataLoader worker" in str(exc):
         return DataError(
             f"a data-loading worker process died ({_first_line(exc)}). This is often the OS killing it "

@@ -77,6 +77,7 @@ FORGED = [
     (START, "params_after", -5),
     (START, "tempo", -5),
     (START, "growth_id", "x"),
+    (START, "curve", "x"),
     (START, "time", float("nan")),
     (STAGE, "epoch", -5),
     (STAGE, "epoch", 10**9),

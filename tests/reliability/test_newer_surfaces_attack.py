@@ -107,6 +107,7 @@ def test_an_intact_cell_record_is_read(tmp_path: Path) -> None:
         ({"seeds_fossilized": 1.5}, "seeds_fossilized = 1.5"),
         ({"wall_time": math.nan}, "wall_time = nan"),
         ({"wall_time": True}, "wall_time = True"),
+        ({"wall_time": 1e308}, "wall_time = 1e+308"),
         ({"episodes": [{"final_test_loss": math.nan}]}, "final_test_loss = nan"),
         ({"episodes": ["x"]}, "AttributeError"),
     ],
@@ -127,7 +128,7 @@ def test_a_diverged_runs_infinite_test_loss_is_still_read(tmp_path: Path) -> Non
     assert result is not None and result.final_test_loss == math.inf
 
 
-@pytest.mark.parametrize("forged", [math.nan, math.inf, -5.0, "12"])
+@pytest.mark.parametrize("forged", [math.nan, math.inf, -5.0, "12", 1e308])
 def test_the_dry_run_estimate_names_a_forged_wall_time(
     invoke: Invoke, tmp_path: Path, forged: object
 ) -> None:

@@ -188,3 +188,20 @@ def test_telemetry_backend_raising_is_disabled_and_the_run_finishes(tmp_path: Pa
     # A bug disables the backend (an OSError, a failed write, would stop the run: see
     # test_records_kept.py); the summary names it.
     assert "a bug in the backend" in summary["telemetry_disabled"]["bad"]
+
+
+def test_the_cpu_allocator_running_out_is_named_as_memory_not_a_plugin() -> None:
+    # torch's CPU allocator raises a plain RuntimeError; it was blamed on every task plugin
+    # of the package whose host ran out ("plugin tasks.charlm / tasks.cifar10 / ...").
+    from esper_core.run.failures import ResourceError, explain
+
+    try:
+        raise RuntimeError(
+            "[enforce fail at alloc_cpu.cpp:121] data. DefaultCPUAllocator: not enough memory: "
+            "you tried to allocate 17179869184 bytes."
+        )
+    except RuntimeError as exc:
+        explained = explain(exc, {"tasks.glyphs": __name__, "tasks.digits": __name__}, None, "run")
+    assert isinstance(explained, ResourceError)
+    assert str(explained).startswith("out of memory (") and "env.batch_size" in str(explained)
+    assert "plugin" not in str(explained)
