@@ -29,8 +29,8 @@ from esper_core.compare.pareto import COST_AXES
 from esper_core.compare.stats import iqm
 
 if TYPE_CHECKING:
+    from esper_core.compare.cell_result import CellResult
     from esper_core.compare.experiment import Experiment
-    from esper_core.compare.results import CellResult
 
 
 def _summary_point(runs: Sequence[CellResult], axis: str, metric: str) -> Point:

@@ -66,8 +66,8 @@ from esper_core.run.telemetry import (
 )
 
 if TYPE_CHECKING:
+    from esper_core.compare.cell_result import CellResult
     from esper_core.compare.experiment import Experiment
-    from esper_core.compare.results import CellResult
 
 EVENTS_FILE = "events.jsonl"  # the jsonl telemetry backend's file in a run directory
 # Slot stages as the events spell them.

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from esper_core.compare.result_key import FIXED_ARCHITECTURE
 
 if TYPE_CHECKING:
+    from esper_core.compare.cell_result import CellResult
     from esper_core.compare.experiment import Experiment
-    from esper_core.compare.results import CellResult
 
 
 def can_grow(experiment: Experiment) -> list[str]:

@@ -18,7 +18,7 @@ from esper_core.compare.metric import higher_is_better, oriented
 from esper_core.compare.stats import iqm_interval
 
 if TYPE_CHECKING:
-    from esper_core.compare.results import CellResult
+    from esper_core.compare.cell_result import CellResult
 
 
 @frozen

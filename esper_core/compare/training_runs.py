@@ -26,8 +26,8 @@ from esper_core.compare.paired import PairedDifference
 from esper_core.compare.stats import IQM_TRIM, Interval, iqm
 
 if TYPE_CHECKING:
+    from esper_core.compare.cell_result import CellResult
     from esper_core.compare.experiment import Experiment
-    from esper_core.compare.results import CellResult
     from esper_core.compare.training_group import TrainingGroup
 
 # Values drawn per block of resamples: bounds memory for many runs x seeds x resamples.

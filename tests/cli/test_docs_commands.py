@@ -525,7 +525,8 @@ def test_a_command_not_run_here_still_parses(text: str) -> None:
 def _fake_results(path: Path) -> None:
     """A results.json of the real format (the one converter) with a few cells of two
     policies: what the doc's script reads."""
-    from esper_core.compare.results import RESULTS_SCHEMA_VERSION, CellResult, ComparisonResults
+    from esper_core.compare.cell_result import CellResult
+    from esper_core.compare.results import RESULTS_SCHEMA_VERSION, ComparisonResults
     from esper_core.converter import unstructure
 
     cells = [

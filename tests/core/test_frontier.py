@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from esper_core.compare.cell_result import CellResult
 from esper_core.compare.experiment import Arm, Experiment
 from esper_core.compare.frontier import (
     dominators,
@@ -22,7 +23,6 @@ from esper_core.compare.frontier import (
     frontier_value,
 )
 from esper_core.compare.frontier_results import frontier_section
-from esper_core.compare.results import CellResult
 from esper_core.compare.sweep_spec import SweepArm
 from esper_core.config import RunConfig
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 from rich.console import Console
 
+from esper_core.compare.cell_result import CellResult
 from esper_core.compare.eta import Eta
 from esper_core.compare.no_growth import no_growth
-from esper_core.compare.results import CellResult, ComparisonResults
+from esper_core.compare.results import ComparisonResults
 from esper_core.compare.tables import to_markdown
 from esper_core.config import load_config
 from esper_core.run.api import run

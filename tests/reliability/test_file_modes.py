@@ -32,7 +32,9 @@ def test_a_compare_label_is_a_whole_plain_name(label: str) -> None:
     from esper_core.compare.experiment import build_experiment, parse_experiment, shared_config
     from esper_core.errors import ConfigError
 
-    spec = parse_experiment({"policies": [{"name": "wait", "label": label}]})
+    # Refused when the entry is read (every list entry's fields are checked) or, at the
+    # latest, when the experiment is built.
     with pytest.raises(ConfigError) as info:
+        spec = parse_experiment({"policies": [{"name": "wait", "label": label}]})
         build_experiment(spec, shared_config(spec))
     assert "label" in str(info.value) and "\n" not in str(info.value)

@@ -13,9 +13,9 @@ from typing import Any, cast
 
 import pytest
 
+from esper_core.compare.cell_result import read_cell
 from esper_core.compare.experiment import Cell, parse_experiment
 from esper_core.compare.preview import wall_time
-from esper_core.compare.results import read_cell
 from esper_core.config import RunConfig, load_config
 from esper_core.errors import ConfigError, RunDirError
 from tests.conftest import Invoke
