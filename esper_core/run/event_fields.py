@@ -18,7 +18,6 @@ from typing import Any
 import attrs
 
 from esper_core.errors import RunDirError
-from esper_core.lifecycle.alpha import CURVES
 from esper_core.lifecycle.stages import Stage
 from esper_core.run.telemetry import (
     EnvEvent,
@@ -135,12 +134,22 @@ def _check_fields(raw: dict[str, Any], event: Event, where: str, max_epochs: int
                 )
         elif name == "time" and not (math.isfinite(value) and value >= 0):
             raise _damaged(where, event, name, value, "a finite time >= 0")
-        elif name == "curve" and value not in CURVES:
-            raise _damaged(where, event, name, value, "an alpha curve (" + ", ".join(CURVES) + ")")
+        elif name == "curve" and value not in _curves():
+            raise _damaged(
+                where, event, name, value, "an alpha curve (" + ", ".join(_curves()) + ")"
+            )
         elif name in STAGE_FIELDS and isinstance(event, EnvEvent) and value not in STAGES:
             raise _damaged(
                 where, event, name, value, "a lifecycle stage (" + ", ".join(STAGES) + ")"
             )
+
+
+def _curves() -> tuple[str, ...]:
+    # Imported here: the lifecycle's alpha module needs torch, and the CLI's listings that
+    # import this module must stay torch-free.
+    from esper_core.lifecycle.alpha import CURVES
+
+    return CURVES
 
 
 def _damaged(where: str, event: Event, field: str, value: Any, expected: str) -> EventFieldError:
