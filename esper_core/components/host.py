@@ -171,6 +171,29 @@ class DeepenableTransformer(Protocol):
 
 
 @runtime_checkable
+class DeepenableCNN(Protocol):
+    """A CNN host whose conv stages can grow in depth (host depth growth,
+    :mod:`esper_core.lifecycle.deepening_cnn`): ``depth_stages()[i]`` is an
+    ``nn.Sequential`` of conv layers (Conv2d, BatchNorm2d, channel-wise modules), then
+    its pool, if any, and any layers after the pool. New layers keep the stage's width
+    and resolution, so they go after the stage's last layer before the pool; a layer
+    born behind a mask starts as the identity."""
+
+    def num_segments(self) -> int: ...
+
+    def injection_specs(self) -> tuple[InjectionSpec, ...]: ...
+
+    def stage_channels(self) -> tuple[int, ...]: ...
+
+    def depth_stages(self) -> nn.ModuleList: ...
+
+    def new_layer(self, channels: int, generator: torch.Generator) -> nn.Sequential:
+        """A fresh ``channels -> channels`` layer, initialised as the host initialises its
+        own, drawing only from ``generator``."""
+        ...
+
+
+@runtime_checkable
 class OwnsSlots(Protocol):
     """A routed host whose own module holds the slots (a user's model): that module's
     ``parameters()``, ``state_dict()``, ``.to()`` and copies then include the seeds, as

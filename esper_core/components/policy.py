@@ -105,13 +105,16 @@ class DepthGrowthSpec:
     ``round(at x max_epochs)`` a transformer host's stack of blocks grows ``factor`` times
     as deep, the new blocks copies of the stack (``mode = "stack"``: G_stack) or fresh
     ones (``"identity"``), each behind a mask ramped 0 -> 1 over ``tempo`` epochs along
-    ``curve``, then folded into the host. See :mod:`esper_core.lifecycle.host_depth`."""
+    ``curve``, then folded into the host. A CNN host's ``stages`` (all when empty) each
+    grow ``factor`` times as deep before their pools. See
+    :mod:`esper_core.lifecycle.host_depth`."""
 
     at: float
     mode: str = "stack"
     factor: int = 2
     tempo: int = 5
     curve: str = "linear"
+    stages: tuple[int, ...] = ()
 
     def epoch(self, max_epochs: int) -> int:
         return round(self.at * max_epochs)

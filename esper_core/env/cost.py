@@ -17,8 +17,9 @@ import torch
 from attrs import define, field, frozen
 from torch.utils.flop_counter import FlopCounterMode
 
-from esper_core.components.host import DeepenableTransformer, HasWidths
+from esper_core.components.host import DeepenableCNN, DeepenableTransformer, HasWidths
 from esper_core.lifecycle import rules
+from esper_core.lifecycle.deepening_cnn import stage_depths
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.rules import BLENDED_STAGES, SEED_STAGES
 
@@ -41,6 +42,8 @@ def architecture(model: MorphogeneticModel) -> Architecture:
     sizes = [",".join(map(str, host.stage_channels()))] if isinstance(host, HasWidths) else []
     if isinstance(host, DeepenableTransformer):
         sizes.append(f"depth {len(host.residual_blocks())}")
+    elif isinstance(host, DeepenableCNN):
+        sizes.append("depth " + ",".join(map(str, stage_depths(host))))
     if not sizes:
         return slots
     widths = "; ".join(sizes)

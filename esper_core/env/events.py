@@ -48,9 +48,9 @@ def growth_id(env: MorphogeneticEnv, growth: HostGrowth) -> str:
 
 def _widths(growth: HostGrowth, after: bool) -> dict[str, int]:
     """The sizes by the dimension a reader knows: a transformer's one width is d_model,
-    its depth n_layer."""
+    its depth n_layer; a CNN stage's depth its layers (stage0_layers)."""
     if isinstance(growth, HostDepthGrowth):
-        return {"n_layer": growth.new_depth if after else growth.old_depth}
+        return growth.sizes(after)
     assert isinstance(growth, HostWidthGrowth)
     channels = growth.new_channels if after else growth.old_channels
     if isinstance(growth.host, WidenableTransformer):

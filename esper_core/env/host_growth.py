@@ -30,7 +30,7 @@ from esper_core.config_limits import MAX_HOST_WEIGHTS
 from esper_core.env.birth import init_seed
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.alpha import CURVES
-from esper_core.lifecycle.host_depth import HostDepthGrowth, check_depth, deepenable
+from esper_core.lifecycle.host_depth import HostDepthGrowth, check_plan, deepenable
 from esper_core.lifecycle.host_growth import GrowthError, HostGrowth
 from esper_core.lifecycle.host_width import (
     HostWidthGrowth,
@@ -56,7 +56,7 @@ INIT_OFFSET = 1_000_000
 class GrowthRecord:
     """A growth of this episode, enough to rebuild it: its plan, ramp and where it is."""
 
-    stages: tuple[int, ...]  # width: the stages widened, to ``channels``
+    stages: tuple[int, ...]  # the stages widened (to ``channels``) or deepened
     channels: tuple[int, ...]
     tempo: int
     curve: str
@@ -95,7 +95,7 @@ def check_specs(
             problems.append(f"{name}: curve {spec.curve!r}; expected one of {', '.join(CURVES)}")
         if isinstance(spec, DepthGrowthSpec):
             try:
-                check_depth(spec.mode, spec.factor)
+                check_plan(env.model.host, spec.mode, spec.factor, spec.stages)
             except GrowthError as exc:
                 problems.append(f"{name}: {exc}")
         else:
@@ -156,7 +156,9 @@ def start_due(env: MorphogeneticEnv, events: StepEvents) -> None:
         if spec.epoch(env.max_epochs) == env.epoch:
             try:
                 if isinstance(spec, DepthGrowthSpec):
-                    start_depth(env, spec.mode, spec.factor, spec.tempo, spec.curve)
+                    start_depth(
+                        env, spec.mode, spec.factor, spec.tempo, spec.curve, spec.stages
+                    )
                 else:
                     plan = plan_by_factor(env.model.host, spec.factor, spec.stages)
                     start(env, plan, spec.tempo, spec.curve, spec.cross_init)
@@ -185,9 +187,16 @@ def start(env: MorphogeneticEnv, plan: WidthPlan, tempo: int, curve: str, cross_
     )
 
 
-def start_depth(env: MorphogeneticEnv, mode: str, factor: int, tempo: int, curve: str) -> None:
-    """Deepen the host's stack ``factor`` times (``mode``: stack or identity), at alpha 0;
-    the host optimizer follows."""
+def start_depth(
+    env: MorphogeneticEnv,
+    mode: str,
+    factor: int,
+    tempo: int,
+    curve: str,
+    stages: tuple[int, ...] = (),
+) -> None:
+    """Deepen the host's stack (a CNN's ``stages``) ``factor`` times (``mode``: stack or
+    identity), at alpha 0; the host optimizer follows."""
     generator = _generator(env)
     _born(
         env,
@@ -195,6 +204,7 @@ def start_depth(env: MorphogeneticEnv, mode: str, factor: int, tempo: int, curve
             env.model,
             mode,
             factor,
+            stages=stages,
             tempo=tempo,
             curve=curve,
             generator=generator,
@@ -295,7 +305,7 @@ def _record(g: HostGrowth) -> GrowthRecord:
         operator=g.operator,
     )
     if isinstance(g, HostDepthGrowth):
-        return attrs.evolve(record, mode=g.mode, factor=g.factor)
+        return attrs.evolve(record, mode=g.mode, factor=g.factor, stages=g.stages)
     assert isinstance(g, HostWidthGrowth)
     return attrs.evolve(
         record, stages=g.plan.stages, channels=g.plan.channels, cross_init=g.cross_init
@@ -308,7 +318,9 @@ def replay(env: MorphogeneticEnv, saved: Sequence[GrowthRecord]) -> None:
     for record in saved:
         env.epoch = record.epoch
         if record.operator == HostDepthGrowth.operator:
-            start_depth(env, record.mode, record.factor, record.tempo, record.curve)
+            start_depth(
+                env, record.mode, record.factor, record.tempo, record.curve, record.stages
+            )
         else:
             plan = WidthPlan(record.stages, record.channels)
             start(env, plan, record.tempo, record.curve, record.cross_init)

@@ -16,7 +16,9 @@ ramp takes from 0 to 1 over ``widen_tempo`` epochs, then fold into the host
 blocks grows ``deepen_factor`` times as deep at epoch ``round(deepen_at x max_epochs)``:
 the stack copied on itself (``deepen_mode = "stack"``, G_stack) or fresh blocks
 (``"identity"``), each block behind a mask ramped over ``deepen_tempo`` epochs, then
-folded in. Both may be set (at epochs whose ramps do not overlap).
+folded in; a CNN host's conv stages (``deepen_stages``) each grow ``deepen_factor`` times
+as deep in their layers before the pool (fresh conv+BN+ReLU layers, or copies of the
+stage's channel-preserving ones). Both may be set (at epochs whose ramps do not overlap).
 """
 
 from __future__ import annotations
@@ -81,18 +83,29 @@ class StaticOptions(WaitOptions):
     deepen_at: float | None = options_field(
         None,
         in_range(0, 1, hi_open=True),
-        "Deepen a transformer host at this fraction of the run (epoch round(f x "
-        "max_epochs)): new blocks on top of its stack, each behind a mask ramped from 0 "
-        "(the host's function, bit for bit) to 1; none: the host keeps its depth.",
+        "Deepen the host at this fraction of the run (epoch round(f x max_epochs)): new "
+        "blocks on top of a transformer's stack, or new conv layers before each CNN stage's "
+        "pool, each behind a mask ramped from 0 (the host's function, bit for bit) to 1; "
+        "none: the host keeps its depth.",
     )
     deepen_mode: str = options_field(
         "stack",
         one_of("stack", "identity"),
-        "stack: the whole stack copied on itself (G_stack, [b1,b2] -> [b1,b2,b1',b2']); "
-        "identity: as many fresh blocks, initialised as the host initialises its own.",
+        "stack: the whole stack copied on itself (G_stack, [b1,b2] -> [b1,b2,b1',b2']; a CNN "
+        "stage copies its channel-preserving layers); identity: fresh blocks (a CNN: fresh "
+        "conv+BN+ReLU layers), initialised as the host initialises its own.",
     )
     deepen_factor: int = options_field(
-        2, in_range(2, 8, integer=True), "The stack grows this many times as deep."
+        2,
+        in_range(2, 8, integer=True),
+        "The stack grows this many times as deep (a CNN stage of k layers before its pool "
+        "gains (factor - 1) x k fresh layers, or factor - 1 copies of its C->C layers).",
+    )
+    deepen_stages: list[int] = options_field(
+        [],
+        each(in_range(0, 64, integer=True), distinct=True),
+        "The CNN stages (blocks) to deepen, from 0; empty: all of them (a transformer "
+        "deepens its whole stack: leave it empty).",
     )
     deepen_tempo: int = options_field(
         5, in_range(1, 1000, integer=True), "Epochs the new blocks' mask ramps from 0 to 1."
@@ -144,6 +157,7 @@ class StaticPolicy(WaitPolicy):
                     factor=o.deepen_factor,
                     tempo=o.deepen_tempo,
                     curve=o.deepen_curve,
+                    stages=tuple(o.deepen_stages),
                 )
             )
         return specs

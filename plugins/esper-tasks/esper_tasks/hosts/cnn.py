@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -13,6 +15,10 @@ def conv_bn_relu(c_in: int, c_out: int) -> list[nn.Module]:
     builds the same layer, so a seed-grown host and its static twin start alike)."""
     # No conv bias: the BatchNorm shift that follows makes it redundant.
     return [nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU()]
+
+
+def _is_pool(module: nn.Module) -> bool:
+    return isinstance(module, (nn.MaxPool2d, nn.AvgPool2d))
 
 
 def _block(c_in: int, c_out: int, convs: int, after_pool: int) -> nn.Sequential:
@@ -67,9 +73,9 @@ class CNNHost(nn.Module):
             c_in = c
         self.blocks = nn.ModuleList(blocks)
         self.head = nn.Linear(self.channels[-1], num_classes)
-        # Where a block splits into the part before its slot and the part after it (its
-        # pool and any convs after the pool), when the slot sits before the pool.
-        self._split = 3 * convs_per_block if slots_before_pool else None
+        # With the slot before the pool, a block splits at its pool into the part before
+        # its slot and the part after it (the pool and any convs after it).
+        self._before_pool = slots_before_pool
         self._specs = self._injection_specs()
 
     def _injection_specs(self) -> tuple[InjectionSpec, ...]:
@@ -91,7 +97,7 @@ class CNNHost(nn.Module):
 
     def conv_stages(self) -> nn.ModuleList:
         """The blocks, for host width growth (``esper_core.components.host.WidenableHost``)."""
-        if self._split is not None:
+        if self._before_pool:
             from esper_core.lifecycle.width import WidthError
 
             # A widened block is one masked module: it cannot be cut at its pool.
@@ -111,27 +117,48 @@ class CNNHost(nn.Module):
         self.channels = tuple(channels)
         self._specs = self._injection_specs()
 
+    # ------------------------------------------------------------ depth growth
+
+    def depth_stages(self) -> nn.ModuleList:
+        """The blocks, for host depth growth (``esper_core.components.host.DeepenableCNN``):
+        a new layer goes before a block's pool, so its slot stays where it is."""
+        return self.blocks
+
+    def new_layer(self, channels: int, generator: torch.Generator) -> nn.Sequential:
+        """A ``channels -> channels`` conv3x3+BN+ReLU, torch's default init drawn from
+        ``generator`` (the host's own layers have that init, from the global stream)."""
+        with torch.random.fork_rng(devices=[]):  # torch's own init draws: leave no trace
+            layer = nn.Sequential(*conv_bn_relu(channels, channels))
+        conv = layer[0]
+        assert isinstance(conv, nn.Conv2d)
+        with torch.no_grad():
+            nn.init.kaiming_uniform_(conv.weight, a=math.sqrt(5), generator=generator)
+        weight = self.head.weight
+        return layer.to(device=weight.device, dtype=weight.dtype)
+
     def num_segments(self) -> int:
         return len(self.blocks)
 
     def injection_specs(self) -> tuple[InjectionSpec, ...]:
         return self._specs
 
-    def _layers(self, index: int, before_slot: bool, split: int) -> list[nn.Module]:
+    def _layers(self, index: int, before_slot: bool) -> list[nn.Module]:
         block = list(self.blocks[index])
+        # At the pool: a depth growth may have put more layers before it.
+        split = next(i for i, m in enumerate(block) if _is_pool(m))
         return block[:split] if before_slot else block[split:]
 
     def forward_segment(self, index: int, x: torch.Tensor) -> torch.Tensor:
-        if self._split is None:
+        if not self._before_pool:
             return self.blocks[index](x)
-        layers = self._layers(index - 1, False, self._split) if index > 0 else []
-        for layer in (*layers, *self._layers(index, True, self._split)):
+        layers = self._layers(index - 1, False) if index > 0 else []
+        for layer in (*layers, *self._layers(index, True)):
             x = layer(x)
         return x
 
     def forward_head(self, x: torch.Tensor) -> torch.Tensor:
-        if self._split is not None:
-            for layer in self._layers(len(self.blocks) - 1, False, self._split):
+        if self._before_pool:
+            for layer in self._layers(len(self.blocks) - 1, False):
                 x = layer(x)
         return self.head(x.mean(dim=(2, 3)))
 
