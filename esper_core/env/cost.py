@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 
 import torch
 from attrs import define, field, frozen
+from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from esper_core.components.host import DeepenableCNN, DeepenableTransformer, HasWidths
 from esper_core.lifecycle import rules
-from esper_core.lifecycle.deepening_cnn import stage_depths
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.rules import BLENDED_STAGES, SEED_STAGES
 
@@ -43,7 +43,9 @@ def architecture(model: MorphogeneticModel) -> Architecture:
     if isinstance(host, DeepenableTransformer):
         sizes.append(f"depth {len(host.residual_blocks())}")
     elif isinstance(host, DeepenableCNN):
-        sizes.append("depth " + ",".join(map(str, stage_depths(host))))
+        # Counted through any module a width growth wraps a stage in.
+        convs = (sum(isinstance(m, nn.Conv2d) for m in s.modules()) for s in host.depth_stages())
+        sizes.append("depth " + ",".join(map(str, convs)))
     if not sizes:
         return slots
     widths = "; ".join(sizes)

@@ -156,9 +156,7 @@ def start_due(env: MorphogeneticEnv, events: StepEvents) -> None:
         if spec.epoch(env.max_epochs) == env.epoch:
             try:
                 if isinstance(spec, DepthGrowthSpec):
-                    start_depth(
-                        env, spec.mode, spec.factor, spec.tempo, spec.curve, spec.stages
-                    )
+                    start_depth(env, spec.mode, spec.factor, spec.tempo, spec.curve, spec.stages)
                 else:
                     plan = plan_by_factor(env.model.host, spec.factor, spec.stages)
                     start(env, plan, spec.tempo, spec.curve, spec.cross_init)
@@ -318,9 +316,7 @@ def replay(env: MorphogeneticEnv, saved: Sequence[GrowthRecord]) -> None:
     for record in saved:
         env.epoch = record.epoch
         if record.operator == HostDepthGrowth.operator:
-            start_depth(
-                env, record.mode, record.factor, record.tempo, record.curve, record.stages
-            )
+            start_depth(env, record.mode, record.factor, record.tempo, record.curve, record.stages)
         else:
             plan = WidthPlan(record.stages, record.channels)
             start(env, plan, record.tempo, record.curve, record.cross_init)

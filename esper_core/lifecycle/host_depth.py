@@ -95,20 +95,22 @@ class HostDepthGrowth(HostGrowth):
         check_plan(model.host, mode, factor, stages)
         host = deepenable(model.host)
         self.mode, self.factor = mode, factor
+        self.stages: tuple[int, ...] = ()
+        self.old_depths: tuple[int, ...]
+        self.new_depths: tuple[int, ...]
+        self.host: DeepenableTransformer | DeepenableCNN
+        operation: StackDeepening | ConvDeepening
         if isinstance(host, DeepenableTransformer):
-            deepening: StackDeepening | ConvDeepening = StackDeepening(
-                host, mode, factor, generator
-            )
-            self.stages: tuple[int, ...] = ()
-            self.old_depths: tuple[int, ...] = (deepening.old_depth,)
-            self.new_depths: tuple[int, ...] = (deepening.new_depth,)
+            stack = StackDeepening(host, mode, factor, generator)
+            self.old_depths, self.new_depths = (stack.old_depth,), (stack.new_depth,)
+            self.host, operation = host, stack
         else:
-            deepening = ConvDeepening(host, mode, factor, stages, generator)
+            convs = ConvDeepening(host, mode, factor, stages, generator)
             # As asked (empty: every stage), so a checkpoint replays the same plan.
             self.stages = tuple(stages)
-            self.old_depths, self.new_depths = deepening.old_depths, deepening.new_depths
-        self.host = host
-        self._install(deepening)
+            self.old_depths, self.new_depths = convs.old_depths, convs.new_depths
+            self.host, operation = host, convs
+        self._install(operation)
 
     @property
     def old_depth(self) -> int:

@@ -211,11 +211,9 @@ def test_the_cost_meter_counts_the_new_blocks() -> None:
 
 
 def test_a_host_or_a_plan_that_cannot_deepen_is_refused_in_one_line() -> None:
-    from esper_tasks.hosts.cnn import CNNHost
-
-    cnn = MorphogeneticModel(CNNHost(3, 4, 4, 2), _no_blueprint)
-    with pytest.raises(DepthError, match="CNNHost cannot grow in depth") as caught:
-        HostDepthGrowth(cnn)
+    # A CNN host deepens too (test_host_depth_cnn.py); a transformer has no stages to name.
+    with pytest.raises(DepthError, match="leave deepen_stages empty") as caught:
+        HostDepthGrowth(_model(), "identity", stages=(0,))
     assert "\n" not in str(caught.value)
     with pytest.raises(DepthError, match="expected one of stack, identity"):
         HostDepthGrowth(_model(), "copy")
@@ -292,7 +290,7 @@ def test_a_schedule_that_cannot_deepen_is_refused_in_one_line(
         "run.telemetry=[]",
     ]
     env = make_env(load_config(overrides=glyphs), pm)
-    with pytest.raises(ConfigError, match="cannot grow in depth") as caught:
+    with pytest.raises(ConfigError, match="stage 0 has no channel-preserving layer") as caught:
         env.schedule_host_growth([DepthGrowthSpec(at=0.2)])
     assert "\n" not in str(caught.value)
     env = make_env(load_config(overrides=_charlm(tmp_path, "env.max_epochs=10")), pm)
