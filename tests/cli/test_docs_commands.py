@@ -180,6 +180,11 @@ COMMANDS: dict[str, Way] = {
     "--set policies.static.deepen_at=0.2 --set policies.static.deepen_mode=stack": Run(
         (*TINY, *CHARLM, "--set", "policies.static.deepen_tempo=2")
     ),
+    # A CNN's stages deepened, born at epoch 0 of 2 at alpha 1/2, folded after it.
+    "esper run --task glyphs --policy static --set tasks.glyphs.preset=small "
+    "--set policies.static.deepen_at=0.25 --set policies.static.deepen_mode=identity": Run(
+        (*TINY, *GLYPHS, "--set", "policies.static.deepen_tempo=2")
+    ),
     "esper plugins": Run(()),
     "esper blueprints --topology cnn": Run(()),
     "esper blueprints check": Run(()),
