@@ -8,5 +8,6 @@
 * ``blueprint_check``: the checks of every seed module a blueprint builds;
 * ``views``: values copied by field name (settings from the config, reports from state);
 * ``host_growth``: the ramp and stages every growth of the host itself shares; its
-  operators ``host_width`` (``widening``, ``width*``) and ``host_depth`` (``deepening``).
+  operators ``host_width`` (``widening``, ``width*``) and ``host_depth`` (``deepening``,
+  ``deepening_cnn``).
 """

@@ -6,7 +6,7 @@ puts the originals back.
 The operators: :class:`~esper_core.lifecycle.host_width.HostWidthGrowth` (the width of a
 CNN's stages or a transformer's ``d_model``) and
 :class:`~esper_core.lifecycle.host_depth.HostDepthGrowth` (a transformer's stack of
-blocks). At birth alpha is 0 and the host computes bit for bit what it computed before.
+blocks, or the conv layers of a CNN's stages). At birth alpha is 0 and the host computes bit for bit what it computed before.
 """
 
 from __future__ import annotations
