@@ -98,6 +98,13 @@ def check_specs(
                 check_plan(env.model.host, spec.mode, spec.factor, spec.stages)
             except GrowthError as exc:
                 problems.append(f"{name}: {exc}")
+            # At most factor x the host's weights (each stage or the stack grows that much).
+            weights = spec.factor * sum(p.numel() for p in env.model.host.parameters())
+            if weights > MAX_HOST_WEIGHTS:
+                problems.append(
+                    f"{name}: the deepened host would hold up to {weights:,} weights (factor "
+                    f"{spec.factor}); at most {MAX_HOST_WEIGHTS:,}: lower the factor"
+                )
         else:
             problems += _width_problems(spec, name, env)
         epoch = spec.epoch(env.max_epochs)

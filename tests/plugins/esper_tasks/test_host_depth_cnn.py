@@ -17,7 +17,7 @@ from torch import nn
 from esper_core.components.blueprint import Blueprint
 from esper_core.components.policy import DepthGrowthSpec
 from esper_core.config import load_config
-from esper_core.env import epoch_end
+from esper_core.env import epoch_end, host_growth
 from esper_core.env.cost import CostMeter, architecture, params_forward
 from esper_core.env.events import StepEvents
 from esper_core.env.gym import make_env
@@ -320,11 +320,15 @@ def test_an_env_deepens_at_its_epoch_and_folds_after_the_ramp(pm: PluginManager)
     assert trained == {id(p) for p in env.model.host.parameters()}
 
 
-def test_a_schedule_that_cannot_deepen_is_refused_in_one_line(pm: PluginManager) -> None:
+def test_a_schedule_that_cannot_deepen_is_refused_in_one_line(
+    pm: PluginManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
     env = make_env(load_config(overrides=_glyphs("env.max_epochs=10")), pm)
+    monkeypatch.setattr(host_growth, "MAX_HOST_WEIGHTS", 3 * env.host_params)
     for spec, match in (
         (DepthGrowthSpec(at=0.2), "stage 0 has no channel-preserving layer to stack"),
         (DepthGrowthSpec(at=0.2, mode="identity", stages=(4,)), "out of range"),
+        (DepthGrowthSpec(at=0.2, mode="identity", factor=4), "lower the factor"),
     ):
         with pytest.raises(ConfigError, match=match) as caught:
             env.schedule_host_growth([spec])
