@@ -126,9 +126,9 @@ def _structure_request(value: Any, _: Any) -> HostGrowthSpec | None:
     # Both specs need only ``at``, so cattrs cannot tell them apart; depth alone has a mode.
     if value is None:
         return None
-    kind = DepthGrowthSpec if isinstance(value, dict) and "mode" in value else WidthGrowthSpec
-    spec: HostGrowthSpec = converter.structure(value, kind)
-    return spec
+    if isinstance(value, dict) and "mode" in value:
+        return converter.structure(value, DepthGrowthSpec)
+    return converter.structure(value, WidthGrowthSpec)
 
 
 # An action's request (Action.host_growth) round-trips through cattrs (the Grower's state).

@@ -145,9 +145,9 @@ def test_its_memory_survives_a_checkpoint(build, tmp_path: Path, cut: int) -> No
 
 
 def test_its_options_are_checked(build) -> None:
-    with pytest.raises(ConfigError, match="host_growth_max_at .* at least host_growth_min_at"):
+    with pytest.raises(ConfigError, match=r"host_growth_max_at .* at least host_growth_min_at"):
         structure({"host_growth_min_at": 0.5, "host_growth_max_at": 0.3}, HeuristicOptions)
-    with pytest.raises(ConfigError, match="whole number of times as deep, 2 to 8; got 2.5"):
+    with pytest.raises(ConfigError, match=r"whole number of times as deep, 2 to 8; got 2\.5"):
         structure({"host_growth": "deepen", "host_growth_factor": 2.5}, HeuristicOptions)
     with pytest.raises(ConfigError, match="host_growth"):
         structure({"host_growth": "wider"}, HeuristicOptions)
