@@ -182,7 +182,7 @@ COMMANDS: dict[str, Way] = {
     ),
     # The heuristic's trigger made to fire at epoch 1 of 2 (a one-epoch window, any drop).
     "esper run --task charlm --policy heuristic --set tasks.charlm.preset=small "
-    "--set policies.heuristic.host_growth=widen --set policies.heuristic.host_growth_drop=0.1": Run(
+    "--set policies.heuristic.host_growth=widen": Run(
         (
             *TINY,
             *CHARLM,
