@@ -171,7 +171,7 @@ class HeuristicPolicy:
         """Why this env's episode germinated nothing, in one clause (the run summary and
         ``esper compare`` show it); None when the env made no decision this episode."""
         memory = self.memory.get(int(env_index))
-        if memory is None:
+        if memory is None or memory.host_growth_epoch >= 0:  # it grew the host instead
             return None
         o = self.options
         if memory.late_trigger:

@@ -71,6 +71,11 @@ def test_it_grows_once_at_the_first_epoch_of_its_window_where_the_loss_slowed(bu
     assert "slowed down" in d.action.reason and "window 4-12" in d.action.reason
     assert "no host growth before epoch 4" in decisions[3].action.reason
     assert "still learning" in decisions[8].action.reason
+    # The episode grew (the host), so the run's summary gives no reason it did not.
+    assert p.why_no_growth(0) is None
+    p.reset([0])
+    episode(p, build, [3.0 * 0.8**e for e in range(MAX_EPOCHS)])  # never slows down
+    assert p.why_no_growth(0) is not None
     # A lower threshold waits for a slower loss: the 1 % epochs do not qualify at 0.5 %.
     assert grown(episode(policy(build, host_growth_drop=0.005), build, _losses())) == []
 
