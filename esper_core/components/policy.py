@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from attrs import frozen
 
+from esper_core.converter import converter
+
 if TYPE_CHECKING:  # the env modules import torch; a plugin's import must stay light
     from esper_core.env.observation import Observation
     from esper_core.env.step import StepResult
@@ -123,6 +125,19 @@ class DepthGrowthSpec:
 HostGrowthSpec = WidthGrowthSpec | DepthGrowthSpec
 
 
+def _structure_request(value: Any, _: Any) -> HostGrowthSpec | None:
+    # Both specs need only ``at``, so cattrs cannot tell them apart; depth alone has a mode.
+    if value is None:
+        return None
+    if isinstance(value, dict) and "mode" in value:
+        return converter.structure(value, DepthGrowthSpec)
+    return converter.structure(value, WidthGrowthSpec)
+
+
+# An action's request (Action.host_growth) round-trips through cattrs (the Grower's state).
+converter.register_structure_hook_func(lambda t: t == HostGrowthSpec | None, _structure_request)
+
+
 @runtime_checkable
 class SchedulesHostGrowth(Protocol):
     """Optional: a policy that grows the host itself on a schedule.
@@ -132,6 +147,32 @@ class SchedulesHostGrowth(Protocol):
     (``MorphogeneticEnv.schedule_host_growth``)."""
 
     def host_growths(self) -> Sequence[HostGrowthSpec]: ...
+
+
+@runtime_checkable
+class GrowsHostOnline(Protocol):
+    """Optional: a policy that chooses while the run goes on when (and how) the host itself
+    grows, rather than on a schedule.
+
+    It asks with an action: ``Action(..., host_growth=spec)`` starts ``spec`` at once,
+    before the epoch the action trains, exactly as a growth scheduled for that epoch
+    starts (its ``at`` must name it: ``observation.epoch / observation.max_epochs``). A
+    request the env cannot honour (a growth still in flight, a seed where the width
+    changes, past the last epoch) is a ConfigError: the policy checks first. The session
+    checks what :meth:`online_host_growths` declares against the host before the run
+    starts, so a host that cannot grow so fails at once, in one line."""
+
+    def online_host_growths(self) -> Sequence[HostGrowthSpec]:
+        """Every growth the policy may ask for (their ``at`` is not read); none: it never
+        asks."""
+        ...
+
+
+def grows_host(policy: object) -> bool:
+    """Whether ``policy`` grows the host itself, on a schedule or when it chooses."""
+    if isinstance(policy, SchedulesHostGrowth) and policy.host_growths():
+        return True
+    return isinstance(policy, GrowsHostOnline) and bool(policy.online_host_growths())
 
 
 @runtime_checkable

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from attrs import frozen
 
 from esper_core.components.reward import SlotSnapshot
+from esper_core.env import host_growth_online
 from esper_core.env.birth import init_seed
 from esper_core.env.evaluation import EvalResult
 from esper_core.env.events import SeedRecord, StepEvents
@@ -66,7 +67,16 @@ def stack_source(env: MorphogeneticEnv, slot_id: str, blueprint: Blueprint) -> n
 
 
 def apply(env: MorphogeneticEnv, action: Action, events: StepEvents) -> ActionOutcome:
-    """Apply ``action`` if the observation's masks allow it; count refusals and failed gates."""
+    """Apply ``action``, then start the host growth it asks for (if any): after the op, so
+    a seed it germinates where the width would change is refused in one line rather than
+    let into a slot the observation's masks did not yet close."""
+    outcome = _apply_op(env, action, events)
+    host_growth_online.request(env, action.host_growth, events)
+    return outcome
+
+
+def _apply_op(env: MorphogeneticEnv, action: Action, events: StepEvents) -> ActionOutcome:
+    """Apply the op if the observation's masks allow it; count refusals and failed gates."""
     reason = refusal_reason(action, env.observation.masks, env.space)
     if reason is not None:
         env.stats.n_refused += 1

@@ -161,18 +161,23 @@ def start_due(env: MorphogeneticEnv, events: StepEvents) -> None:
     next observation is built, so its masks already keep seeds out of the slots it touches."""
     for spec in env.host_growth_specs:
         if spec.epoch(env.max_epochs) == env.epoch:
-            try:
-                if isinstance(spec, DepthGrowthSpec):
-                    start_depth(env, spec.mode, spec.factor, spec.tempo, spec.curve, spec.stages)
-                else:
-                    plan = plan_by_factor(env.model.host, spec.factor, spec.stages)
-                    start(env, plan, spec.tempo, spec.curve, spec.cross_init)
-            except GrowthError as exc:
-                raise ConfigError([f"host growth at epoch {env.epoch}: {exc}"]) from None
-            events.host_growth_started(env, env.model.host_growths[-1])
-            # Born at alpha 0 (the host's function, bit for bit), the growth trains its
-            # first epoch at the ramp's first tick, as a seed blending from germination.
-            tick(env, events)
+            start_spec(env, spec, events, "host growth")
+
+
+def start_spec(env: MorphogeneticEnv, spec: HostGrowthSpec, events: StepEvents, who: str) -> None:
+    """Start ``spec`` now, before the epoch ``env.epoch`` trains (``who`` asked for it)."""
+    try:
+        if isinstance(spec, DepthGrowthSpec):
+            start_depth(env, spec.mode, spec.factor, spec.tempo, spec.curve, spec.stages)
+        else:
+            plan = plan_by_factor(env.model.host, spec.factor, spec.stages)
+            start(env, plan, spec.tempo, spec.curve, spec.cross_init)
+    except GrowthError as exc:
+        raise ConfigError([f"{who} at epoch {env.epoch}: {exc}"]) from None
+    events.host_growth_started(env, env.model.host_growths[-1])
+    # Born at alpha 0 (the host's function, bit for bit), the growth trains its
+    # first epoch at the ramp's first tick, as a seed blending from germination.
+    tick(env, events)
 
 
 def start(env: MorphogeneticEnv, plan: WidthPlan, tempo: int, curve: str, cross_init: str) -> None:

@@ -28,7 +28,7 @@ import torch
 from attrs import frozen
 from torch import nn
 
-from esper_core.components.policy import InstallsAtBirth, SchedulesHostGrowth
+from esper_core.components.policy import InstallsAtBirth, grows_host
 from esper_core.config import RunConfig, config_to_dict, load_config
 from esper_core.config_io import merge
 from esper_core.env.observation import Observation
@@ -166,13 +166,13 @@ class Grower:
             self.policy.reset([0])
             if isinstance(self.policy, InstallsAtBirth):
                 self.env.install_at_birth(list(self.policy.birth_seeds()))
-            if isinstance(self.policy, SchedulesHostGrowth) and self.policy.host_growths():
+            if grows_host(self.policy):
                 raise GrowerError(
                     f"the Grower cannot widen or deepen {type(model).__name__}: host growth "
-                    "(widen_at, deepen_at) rewrites the layers of Esper's own hosts (the "
-                    "tasks' CNNHost and TransformerHost), not of a module of yours; drop the "
-                    "widen_*/deepen_* options, or grow the host with esper run --task "
-                    "glyphs/charlm (docs/growth.md)"
+                    "(widen_at, deepen_at, host_growth) rewrites the layers of Esper's own "
+                    "hosts (the tasks' CNNHost and TransformerHost), not of a module of "
+                    "yours; drop the widen_*/deepen_*/host_growth options, or grow the host "
+                    "with esper run --task glyphs/charlm (docs/growth.md)"
                 )
             baseline = None
             if val_data is not None:

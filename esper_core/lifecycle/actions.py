@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 from attrs import evolve, field, frozen
 
+# A value class with no dependency of its own: cattrs resolves the annotation at run time.
+from esper_core.components.policy import HostGrowthSpec
 from esper_core.lifecycle import rules
 
 if TYPE_CHECKING:
@@ -57,6 +59,9 @@ class Action:
     style: int = 0
     tempo: int = 0
     alpha_target: int = 0
+    # A policy that grows the host when it chooses (GrowsHostOnline) asks here: the
+    # growth starts before the epoch this action trains. Part of the decision, so compared.
+    host_growth: HostGrowthSpec | None = field(default=None, kw_only=True)
     # Neither compared nor in the repr: it explains the decision and is not part of it.
     reason: str = field(default="", eq=False, repr=False, kw_only=True)
 

@@ -14,7 +14,12 @@ from attrs import define
 
 from esper_core import __version__
 from esper_core.components.executor import MultiProcessExecutor
-from esper_core.components.policy import InstallsAtBirth, SchedulesHostGrowth, check_trainable
+from esper_core.components.policy import (
+    GrowsHostOnline,
+    InstallsAtBirth,
+    SchedulesHostGrowth,
+    check_trainable,
+)
 from esper_core.config import RunConfig, config_to_dict, dump_toml
 from esper_core.converter import unstructure
 from esper_core.errors import CheckpointError, RunDirError
@@ -253,6 +258,7 @@ def open_session(
     """Resolve and build every component, prepare (or resume) the run directory."""
     import torch
 
+    from esper_core.env import host_growth_online
     from esper_core.env.env import MorphogeneticEnv
 
     resolved = resolve(config, pm)
@@ -294,6 +300,8 @@ def open_session(
     if isinstance(policy, SchedulesHostGrowth):  # the host itself grows on a schedule
         for env in envs:
             env.schedule_host_growth(policy.host_growths())
+    if isinstance(policy, GrowsHostOnline):  # ...or when the policy chooses: can it?
+        host_growth_online.check_declared(envs, policy.online_host_growths())
     lock = prepare_run_dir(path, config, resume) if writer else None
     try:
         backends = resolved.make_telemetry(path, quiet) if writer else []

@@ -185,6 +185,17 @@ COMMANDS: dict[str, Way] = {
     "--set policies.static.deepen_at=0.25 --set policies.static.deepen_mode=identity": Run(
         (*TINY, *GLYPHS, "--set", "policies.static.deepen_tempo=2")
     ),
+    # The heuristic's trigger made to fire at epoch 1 of 2 (a one-epoch window, any drop).
+    "esper run --task charlm --policy heuristic --set tasks.charlm.preset=small "
+    "--set policies.heuristic.host_growth=widen": Run(
+        (
+            *TINY,
+            *CHARLM,
+            *("--set", "policies.heuristic.host_growth_window=1"),
+            *("--set", "policies.heuristic.host_growth_drop=10"),
+            *("--set", "policies.heuristic.host_growth_tempo=1"),
+        )
+    ),
     "esper plugins": Run(()),
     "esper blueprints --topology cnn": Run(()),
     "esper blueprints check": Run(()),

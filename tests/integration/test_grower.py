@@ -308,3 +308,22 @@ def test_a_width_growth_schedule_is_refused_in_one_line_and_the_module_left_as_g
     message = str(caught.value)
     assert "\n" not in message and "cannot widen" in message and "widen_*" in message
     assert [name for name, _ in model.named_modules()] == before
+
+
+def test_a_heuristic_that_grows_the_host_is_refused_in_one_line() -> None:
+    """policies.heuristic with host_growth would ask for a host growth mid-run: refused
+    at construction, as a schedule is, not when the request comes."""
+    build, slots, batches = CASES["resnet18"]
+    model = build()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    kwargs = grower_kwargs(overrides=['policies.heuristic.host_growth="widen"'], max_epochs=4)
+    with pytest.raises(GrowerError, match=r"cannot widen or deepen.*host_growth") as caught:
+        Grower(
+            model,
+            slots,
+            example_input=batches(1, 1)[0][0],
+            policy="heuristic",
+            optimizer=opt,
+            **kwargs,
+        )
+    assert "\n" not in str(caught.value)

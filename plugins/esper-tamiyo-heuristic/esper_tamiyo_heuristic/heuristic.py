@@ -61,6 +61,7 @@ from esper_core.lifecycle.rules import (
     epochs_to_full_alpha,
 )
 from esper_core.lifecycle.stages import Stage
+from esper_tamiyo_heuristic import host_growth
 from esper_tamiyo_heuristic.memory import Decision, EnvMemory, SeenSeed, resolve_blueprint_order
 from esper_tamiyo_heuristic.options import HeuristicOptions
 from esper_tamiyo_heuristic.signals import (
@@ -72,7 +73,7 @@ from esper_tamiyo_heuristic.signals import (
 )
 
 if TYPE_CHECKING:
-    from esper_core.components.policy import PolicyContext
+    from esper_core.components.policy import HostGrowthSpec, PolicyContext
     from esper_core.env.observation import Observation
     from esper_core.env.step import StepResult
     from esper_core.lifecycle.actions import Action, ActionSpace
@@ -110,6 +111,12 @@ class HeuristicPolicy:
             problems.append(
                 f"policies.heuristic.gain_window: {options.gain_window} needs "
                 f"env.history_length >= {options.gain_window + 1}, got {context.history_length}"
+            )
+        if options.host_growth != "off" and context.history_length < options.host_growth_window + 1:
+            problems.append(
+                f"policies.heuristic.host_growth_window: {options.host_growth_window} needs "
+                f"env.history_length >= {options.host_growth_window + 1}, got "
+                f"{context.history_length}"
             )
         if problems:
             raise ConfigError(problems)
@@ -155,11 +162,16 @@ class HeuristicPolicy:
             ) from None
         self.memory = memory
 
+    def online_host_growths(self) -> list[HostGrowthSpec]:
+        """The host growth it may ask for (``GrowsHostOnline``): none when host_growth is off."""
+        request = host_growth.spec(self.options, 0.0)
+        return [] if request is None else [request]
+
     def why_no_growth(self, env_index: int) -> str | None:
         """Why this env's episode germinated nothing, in one clause (the run summary and
         ``esper compare`` show it); None when the env made no decision this episode."""
         memory = self.memory.get(int(env_index))
-        if memory is None:
+        if memory is None or memory.host_growth_epoch >= 0:  # it grew the host instead
             return None
         o = self.options
         if memory.late_trigger:
@@ -193,7 +205,9 @@ class HeuristicPolicy:
         memory = self.memory.setdefault(obs.env_index, EnvMemory())
         self._note_removed_seeds(memory, obs)
         self._note_epoch(memory, obs)
-        decision = self._choose(memory, obs)
+        decision = host_growth.with_host_growth(
+            self.options, memory, obs, self._choose(memory, obs)
+        )
         decision = evolve(decision, action=decision.action.because(decision.reason))
         if decision.rule == "germinate":
             key = self.space.blueprints[decision.action.blueprint]
@@ -416,6 +430,8 @@ class HeuristicPolicy:
         o = self.options
         if any(r.stage in LIVE_STAGES for r in obs.slots):
             return ""  # one seed at a time: the live seed's own note says why it waits
+        if host_growth.pending(o, memory, obs):
+            return "no germination before the host grows (host_growth)"
         if obs.epoch < o.min_epoch:
             return f"no germination before epoch {o.min_epoch} (min_epoch)"
         if obs.epochs_since_prune < o.prune_cooldown:

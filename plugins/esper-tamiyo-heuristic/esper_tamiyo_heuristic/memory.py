@@ -44,6 +44,10 @@ class EnvMemory:
     # first time it fired too late to judge a seed: [epoch, epochs left, epochs needed].
     trigger_asked: bool = False
     late_trigger: list[int] = field(factory=list)
+    # The epoch the host growth (``host_growth``) was asked for; -1: not this episode.
+    # Remembered, not read from the host, so that a growth a rollback pruned is not
+    # asked for again: once per episode.
+    host_growth_epoch: int = -1
 
 
 @frozen

@@ -1,0 +1,68 @@
+"""Host growth a policy asks for while the run goes on (``GrowsHostOnline``).
+
+The request travels with the action (``Action.host_growth``), so every executor and loop
+delivers it as it delivers the action, and it starts before the epoch that action
+trains. It passes the checks a scheduled growth passes (:func:`host_growth.check_specs`,
+against the schedule too) and starts as a scheduled growth does
+(:func:`host_growth.start_spec`): the same lifecycle, ramp, fold and governor rollback,
+and the same :class:`~esper_core.env.host_growth.GrowthRecord` with its epoch, which a
+checkpoint replays. A request the env cannot honour is a ConfigError: a policy that grows
+online checks first, so one that asks anyway is misconfigured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from esper_core.components.policy import HostGrowthSpec
+from esper_core.env.host_growth import check_specs, start_spec
+from esper_core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from esper_core.env.env import MorphogeneticEnv
+    from esper_core.env.events import StepEvents
+
+
+def _who(env: MorphogeneticEnv) -> str:
+    return f"run.policy {env.config.run.policy!r}: its host growth request"
+
+
+def request(env: MorphogeneticEnv, spec: HostGrowthSpec | None, events: StepEvents) -> None:
+    """Start ``spec`` (an action's ``host_growth``; None: nothing asked) before this epoch."""
+    if spec is None:
+        return
+    who = _who(env)
+    epoch = spec.epoch(env.max_epochs)
+    if epoch != env.epoch:
+        raise ConfigError(
+            [
+                f"{who} names epoch {epoch} (at {spec.at:g}) in the action of epoch "
+                f"{env.epoch}; a request starts before the epoch its action trains: set "
+                f"at = {env.epoch}/{env.max_epochs}"
+            ]
+        )
+    try:
+        check_specs((*env.host_growth_specs, spec), env)
+    except ConfigError as exc:
+        raise ConfigError([f"{who}: {problem}" for problem in exc.problems]) from None
+    start_spec(env, spec, events, who)
+
+
+def check_declared(envs: Sequence[Any], specs: Sequence[HostGrowthSpec]) -> None:
+    """Refuse, before the run starts, a growth the policy may ask for that the host cannot
+    take (its shape, the factor, the mode): every env of a run has the same host."""
+    # Another rank's env is a stand-in without a model; this rank's own envs have one.
+    env = next((e for e in envs if getattr(e, "model", None) is not None), None)
+    if env is None:
+        return
+    try:
+        for spec in specs:
+            check_specs([attrs.evolve(spec, at=0.0)], env)
+    except ConfigError as exc:
+        policy = env.config.run.policy
+        raise ConfigError(
+            [f"run.policy {policy!r} may grow the host so: {p}" for p in exc.problems]
+        ) from None

@@ -1,0 +1,106 @@
+"""The heuristic's growth of the host itself (``host_growth``), once per episode, at the
+moment the validation loss says the host alone has slowed down (``GrowsHostOnline``).
+
+It asks only when the env can honour the request, so a request is never refused: in
+the window ``host_growth_min_at`` .. ``host_growth_max_at`` of the run (the last epoch is
+never in it), not after it asked once, and while no slot holds a seed (a seed, even a
+fossil, may sit where the width changes: which slots a growth touches is the env's to
+know, so the heuristic asks only when none holds one). Until it has grown, or its
+window has closed, no seed germinates, so a seed cannot shut the window.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from attrs import evolve
+
+from esper_core.lifecycle.rules import SEED_STAGES
+from esper_tamiyo_heuristic.memory import Decision, EnvMemory
+from esper_tamiyo_heuristic.options import HeuristicOptions
+from esper_tamiyo_heuristic.signals import Trigger, capacity_check
+
+if TYPE_CHECKING:
+    from esper_core.components.policy import HostGrowthSpec
+    from esper_core.env.observation import Observation
+
+
+def spec(o: HeuristicOptions, at: float) -> HostGrowthSpec | None:
+    """The growth ``o`` asks for, starting at ``at``; None when ``host_growth`` is off."""
+    from esper_core.components.policy import DepthGrowthSpec, WidthGrowthSpec
+
+    if o.host_growth == "widen":
+        return WidthGrowthSpec(
+            at=at, factor=o.host_growth_factor, tempo=o.host_growth_tempo, curve=o.host_growth_curve
+        )
+    if o.host_growth == "deepen":
+        return DepthGrowthSpec(
+            at=at,
+            mode=o.host_growth_mode,
+            factor=int(o.host_growth_factor),
+            tempo=o.host_growth_tempo,
+            curve=o.host_growth_curve,
+        )
+    return None
+
+
+def window(o: HeuristicOptions, max_epochs: int) -> tuple[int, int]:
+    """The first and last epoch a growth may start at (as a schedule's ``at`` rounds)."""
+    return round(o.host_growth_min_at * max_epochs), round(o.host_growth_max_at * max_epochs)
+
+
+def pending(o: HeuristicOptions, memory: EnvMemory, obs: Observation) -> bool:
+    """Whether the host may still grow this episode (germination waits for it)."""
+    if o.host_growth == "off" or memory.host_growth_epoch >= 0:
+        return False
+    return obs.epoch <= window(o, obs.max_epochs)[1]
+
+
+def trigger(o: HeuristicOptions, obs: Observation) -> Trigger:
+    """The validation loss fell by less than ``host_growth_drop`` of itself per epoch over
+    the last ``host_growth_window`` epochs."""
+    return capacity_check(
+        obs.loss_history,
+        obs.chance_loss,
+        loss_ratio=0.0,
+        window=o.host_growth_window,
+        max_drop=o.host_growth_drop,
+        signal="validation loss",
+        limit="slowed down",
+    )
+
+
+def with_host_growth(
+    o: HeuristicOptions, memory: EnvMemory, obs: Observation, decision: Decision
+) -> Decision:
+    """``decision``, asking for the host growth too when its moment has come (then
+    remembered), or with why it has not come added to a WAIT's reason."""
+    from esper_core.lifecycle.actions import LifecycleOp
+
+    if not pending(o, memory, obs):
+        return decision
+    first, last = window(o, obs.max_epochs)
+    why = ""
+    fired = None
+    seeded = [r.slot_id for r in obs.slots if r.stage in SEED_STAGES]
+    if obs.epoch < first:
+        why = f"no host growth before epoch {first} (host_growth_min_at)"
+    elif seeded:
+        why = f"no host growth while {', '.join(seeded)} holds a seed"
+    elif decision.action.op != LifecycleOp.WAIT:  # a seed's own action goes first
+        why = "no host growth with a seed action"
+    else:
+        fired = trigger(o, obs)
+        why = f"host growth: {fired.why}"
+    if fired is None or not fired.fired:
+        if decision.rule != "wait":
+            return decision
+        return evolve(decision, reason="; ".join(r for r in (decision.reason, why) if r))
+    request = spec(o, obs.epoch / obs.max_epochs)
+    memory.host_growth_epoch = obs.epoch
+    size = f"x{o.host_growth_factor:g}"
+    return Decision(
+        evolve(decision.action, host_growth=request),
+        "host_growth",
+        f"{o.host_growth} {size} at epoch {obs.epoch} (window {first}-{last}): {fired.why}",
+    )
