@@ -318,6 +318,7 @@ COMMANDS: dict[str, Way] = {
     "esper run --task digits --set tasks.digits.n_blocks=3 --policy ppo:runs/ppo-slots": Run(
         needs=PPO_SLOTS
     ),
+    "esper run --task digits --set tasks.digits.n_blocks=2 --policy ppo:pretrained": Run(),
     "esper train --resume runs/ppo-digits": Run((), needs=PPO_DIGITS),
     "esper report runs/ppo-digits": Run((), needs=PPO_DIGITS),
     (
