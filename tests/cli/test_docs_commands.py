@@ -104,6 +104,37 @@ PPO_SLOTS = (
     "--set policies.ppo.network=slots --out runs/ppo-slots"
 )
 
+# The chain that trained ppo:pretrained (docs/results/ppo-pretrained.md): 37 minutes of
+# training, so each stage is parsed (flags and values), not run.
+_PINNED_CNN = (
+    '--set \'env.blueprints=["cnn/noop","cnn/norm","cnn/attention","cnn/depthwise",'
+    '"cnn/bottleneck","cnn/conv_small","cnn/conv_light","cnn/conv_heavy","cnn/conv_layer",'
+    '"cnn/widen","cnn/widen4x"]\' --set policies.ppo.network=slots '
+    "--set policies.ppo.hidden_size=64 --set policies.ppo.target_kl=0.03"
+)
+PRETRAINED_A = (
+    f"esper train --task digits --set tasks.digits.preset=impaired {_PINNED_CNN} "
+    "--seed 200 --updates 20 --out runs/pretrained-a"
+)
+PRETRAINED_B = (
+    f"esper train --task digits --set tasks.digits.preset=small {_PINNED_CNN} "
+    "--set policies.ppo.init_from=runs/pretrained-a --seed 201 --updates 10 --out runs/pretrained-b"
+)
+PRETRAINED_C = (
+    "esper train --task glyphs --set tasks.glyphs.n_blocks=4 --set tasks.glyphs.n_train=2000 "
+    f"--set tasks.glyphs.n_val=1000 --set tasks.glyphs.n_test=1000 {_PINNED_CNN} "
+    "--set policies.ppo.rollout_episodes=2 --set train.eval_every=0 "
+    "--set policies.ppo.init_from=runs/pretrained-b --seed 202 --updates 4 --out runs/pretrained-c"
+)
+PRETRAINED_WHY = (
+    "a stage of the 37-minute training chain of ppo:pretrained; init_from is tested in "
+    "tests/plugins/esper_tamiyo_ppo/test_init_from.py"
+)
+PRETRAINED_GROWER_WHY = (
+    "30 runs of a user's model through the Grower; its --smoke mode runs in "
+    "tests/integration/test_benchmark_smoke.py"
+)
+
 # The modules of the reader's own that a doc's command imports (``tasks.dataset``'s model
 # and data), written into the working directory: a small CNN with the slots the commands
 # name, and 8x8 images in two classes.
@@ -334,6 +365,27 @@ COMMANDS: dict[str, Way] = {
     "esper run --task digits --set tasks.digits.n_blocks=3 --policy ppo:runs/ppo-slots": Run(
         needs=PPO_SLOTS
     ),
+    "esper run --task digits --set tasks.digits.n_blocks=2 --policy ppo:pretrained": Run(),
+    # docs/results/ppo-pretrained.md: the chain that trained ppo:pretrained, its export and
+    # its evaluation (init_from and the shipped file are tested in test_init_from.py and
+    # test_pretrained.py)
+    PRETRAINED_A: NotRun(PRETRAINED_WHY),
+    PRETRAINED_B: NotRun(PRETRAINED_WHY),
+    PRETRAINED_C: NotRun(PRETRAINED_WHY),
+    (
+        "python -m esper_tamiyo_ppo.pretrained runs/pretrained-c/checkpoint.pt "
+        "plugins/esper-tamiyo-ppo/esper_tamiyo_ppo/pretrained/checkpoint.pt"
+    ): NotRun("it would overwrite the shipped checkpoint; test_pretrained.py exports one"),
+    "esper compare examples/ppo-pretrained-digits.toml --jobs 1": DryRun(30),
+    "esper compare examples/ppo-pretrained-glyphs.toml --jobs 1": DryRun(30),
+    (
+        "python benchmarks/ppo_pretrained_grower.py --model mlp --seeds 3000-3009 "
+        "--out runs/pretrained-grower-mlp.json"
+    ): NotRun(PRETRAINED_GROWER_WHY),
+    (
+        "python benchmarks/ppo_pretrained_grower.py --model cnn --seeds 3000-3009 "
+        "--out runs/pretrained-grower-cnn.json"
+    ): NotRun(PRETRAINED_GROWER_WHY),
     "esper train --resume runs/ppo-digits": Run((), needs=PPO_DIGITS),
     "esper report runs/ppo-digits": Run((), needs=PPO_DIGITS),
     (

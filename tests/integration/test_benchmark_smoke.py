@@ -54,6 +54,15 @@ EXPECTED: dict[str, list[str]] = {
         "peak_rss_mib_per_rank_2_ranks",
         "runs",
     ],
+    "ppo_pretrained_grower": [
+        "model",
+        "runs.*.test_acc",
+        "runs.*.params",
+        "runs.*.train_flops",
+        "summary.*.test_acc",
+        "summary.*.params",
+        "summary.*.train_flops",
+    ],
     "grower_overhead": [
         "benchmark",
         "reps",

@@ -18,6 +18,7 @@ task it never saw is a question of measurement, not of this check.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,10 @@ from esper_core.lifecycle.actions import ActionSpace
 from esper_tamiyo_ppo.slot_features import schema
 
 CHECKPOINT_NAME = "checkpoint.pt"
+# ``ppo:pretrained`` names the slots checkpoint shipped inside this package (PRETRAINED.md
+# says how it was trained); a directory of that name is reached as ``ppo:./pretrained``.
+PRETRAINED = "pretrained"
+PRETRAINED_DIR = "pretrained"
 STATE_KIND = "esper_tamiyo_ppo"
 STATE_VERSION = 1
 
@@ -95,16 +100,8 @@ def vocabulary_problems(
     return problems
 
 
-def check_compatible(
-    state: dict[str, Any],
-    space: ActionSpace,
-    feature_dim: int,
-    source: str,
-    task: str,
-    history_length: int | None = None,
-) -> None:
-    """Raise :class:`CheckpointError` unless ``state`` (a PPO state dict) fits this run
-    (``history_length``: this run's, which a ``slots`` checkpoint is checked against)."""
+def check_kind(state: Any, source: str) -> None:
+    """Raise :class:`CheckpointError` unless ``state`` is a PPO state this plugin reads."""
     if not isinstance(state, dict) or state.get("kind") != STATE_KIND:
         kind = state.get("kind") if isinstance(state, dict) else type(state).__name__
         raise CheckpointError(
@@ -115,6 +112,19 @@ def check_compatible(
         raise CheckpointError(
             f"{source} holds PPO state version {state.get('version')!r}; this plugin reads version {STATE_VERSION}"
         )
+
+
+def check_compatible(
+    state: dict[str, Any],
+    space: ActionSpace,
+    feature_dim: int,
+    source: str,
+    task: str,
+    history_length: int | None = None,
+) -> None:
+    """Raise :class:`CheckpointError` unless ``state`` (a PPO state dict) fits this run
+    (``history_length``: this run's, which a ``slots`` checkpoint is checked against)."""
+    check_kind(state, source)
     if state.get("options", {}).get("network", "flat") == "slots":
         if history_length is None:
             raise ValueError("checking a slots checkpoint needs this run's history_length")
@@ -188,8 +198,23 @@ def _slot_problems(state: dict[str, Any], space: ActionSpace, history_length: in
     return problems
 
 
+def pretrained_path() -> Path:
+    """The shipped checkpoint, found through the package (editable or installed alike)."""
+    # A wheel installs package data as plain files, so the resource is a real path.
+    return Path(str(resources.files("esper_tamiyo_ppo") / PRETRAINED_DIR / CHECKPOINT_NAME))
+
+
 def resolve_checkpoint_path(argument: str) -> Path:
-    """``ppo:PATH`` may name a checkpoint file or the run directory that holds one."""
+    """``ppo:PATH`` may name a checkpoint file or the run directory that holds one;
+    ``ppo:pretrained`` names the checkpoint this package ships."""
+    if argument.strip() == PRETRAINED:
+        path = pretrained_path()
+        if not path.is_file():
+            raise CheckpointError(
+                f"the pretrained PPO checkpoint {path} is missing from this installation of "
+                "esper-tamiyo-ppo; reinstall it (pip install --force-reinstall esper-tamiyo-ppo)"
+            )
+        return path
     path = Path(argument).expanduser()
     if path.is_dir():
         path = path / CHECKPOINT_NAME

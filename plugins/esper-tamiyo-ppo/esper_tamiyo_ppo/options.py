@@ -153,6 +153,13 @@ class PPOOptions:
         doc="Outside training, take the most likely action of each head (false: sample, as in "
         "training).",
     )
+    init_from: str = options_field(
+        "",
+        doc="Start this training run from a slots checkpoint's network weights and "
+        "observation statistics (a fresh optimiser): a checkpoint.pt, its run directory, or "
+        "`pretrained` (the shipped one); its network options must be this run's. Empty: "
+        "random weights.",
+    )
     allow_untrained: bool = options_field(
         False,
         doc="Let `esper run` evaluate a policy with no checkpoint (random weights); without it "

@@ -11,8 +11,10 @@ the run's γ and the PPO epochs, then updates the normaliser with the rollout's 
 features. ``state_dict`` holds everything (network, optimiser, normalisers, generators,
 buffer and position, LSTM states) so a run interrupted mid-rollout resumes exactly.
 
-``--policy ppo:DIR/checkpoint.pt`` (or ``ppo:DIR``) loads a trained policy's network and
-observation normaliser for evaluation; the checkpoint's architecture options win.
+``--policy ppo:DIR/checkpoint.pt`` (or ``ppo:DIR``, or ``ppo:pretrained``, the shipped one)
+loads a trained policy's network and observation normaliser for evaluation; the
+checkpoint's architecture options win. ``policies.ppo.init_from`` loads the same two
+into a new training run (:mod:`esper_tamiyo_ppo.init_from`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from esper_tamiyo_ppo.compat import (
     space_to_dict,
 )
 from esper_tamiyo_ppo.distributions import BatchMasks, run_heads, used_heads_table
+from esper_tamiyo_ppo.init_from import load_init_state
 from esper_tamiyo_ppo.learner import PPOLearner
 from esper_tamiyo_ppo.network import ActorCritic
 from esper_tamiyo_ppo.normalizers import (
@@ -58,7 +61,8 @@ class PPOPolicy:
 
     def __init__(self, options: PPOOptions, context: PolicyContext) -> None:
         trained: tuple[dict[str, Any], str] | None = None
-        if not context.argument and context.total_updates == 0 and not options.allow_untrained:
+        untrained = not context.argument and not options.init_from
+        if untrained and context.total_updates == 0 and not options.allow_untrained:
             # Evaluating random weights is almost never what was meant.
             raise ConfigError(
                 [
@@ -78,6 +82,8 @@ class PPOPolicy:
                 context.history_length,
             )
             options = attrs.evolve(options, **saved_model_fields(trained[0]))
+        elif options.init_from:  # a new run from a trained slots network (init_from.py)
+            trained = load_init_state(options, context)
         self.options = options
         self.context = context
         self.device = torch.device(context.device)
@@ -140,7 +146,7 @@ class PPOPolicy:
         self.training = False
         self._used_table = used_heads_table(self.device)
         self._rollout_started: float | None = None
-        if trained is not None:  # evaluation (or fine-tuning): weights and feature statistics
+        if trained is not None:  # evaluation or init_from: weights and feature statistics
             self._load_network(*trained)
 
     # ------------------------------------------------------------ Policy
