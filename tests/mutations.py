@@ -172,7 +172,7 @@ MUTATIONS = (
     Mutation(
         "heuristic-min-epoch-ignored",
         HEURISTIC,
-        "heuristic.py",
+        "germination.py",
         "if obs.epoch < o.min_epoch:",
         "if False:",
         HEURISTIC_TESTS,
@@ -180,7 +180,7 @@ MUTATIONS = (
     Mutation(
         "heuristic-prune-cooldown-ignored",
         HEURISTIC,
-        "heuristic.py",
+        "germination.py",
         "if obs.epochs_since_prune < o.prune_cooldown:",
         "if False:",
         HEURISTIC_TESTS,
@@ -204,7 +204,7 @@ MUTATIONS = (
     Mutation(
         "heuristic-several-seeds-at-once",
         HEURISTIC,
-        "heuristic.py",
+        "germination.py",
         "if any(r.stage in LIVE_STAGES for r in obs.slots):",
         "if False:",
         HEURISTIC_TESTS,
@@ -294,7 +294,7 @@ MUTATIONS = (
     Mutation(
         "heuristic-slowdown-uses-flat-max-drop",
         HEURISTIC,
-        "heuristic.py",
+        "germination.py",
         "max_drop=o.slowdown_drop,",
         "max_drop=o.flat_max_drop,",
         HEURISTIC_TESTS,

@@ -58,16 +58,14 @@ from esper_core.lifecycle.rules import (
     LIVE_STAGES,
     SEED_STAGES,
     WATCHED_STAGES,
-    epochs_to_full_alpha,
 )
 from esper_core.lifecycle.stages import Stage
-from esper_tamiyo_heuristic import host_growth
+from esper_tamiyo_heuristic import germination, host_growth
 from esper_tamiyo_heuristic.memory import Decision, EnvMemory, SeenSeed, resolve_blueprint_order
 from esper_tamiyo_heuristic.options import HeuristicOptions
 from esper_tamiyo_heuristic.signals import (
     Trigger,
     baseline_of,
-    capacity_check,
     relative_gain,
     required_gain,
 )
@@ -168,35 +166,8 @@ class HeuristicPolicy:
         return [] if request is None else [request]
 
     def why_no_growth(self, env_index: int) -> str | None:
-        """Why this env's episode germinated nothing, in one clause (the run summary and
-        ``esper compare`` show it); None when the env made no decision this episode."""
-        memory = self.memory.get(int(env_index))
-        if memory is None or memory.host_growth_epoch >= 0:  # it grew the host instead
-            return None
-        o = self.options
-        if memory.late_trigger:
-            epoch, left, needed = memory.late_trigger
-            return (
-                f"the heuristic's trigger first fired at epoch {epoch} with {left} epochs left, "
-                f"and a seed needs {needed} to blend and be judged: raise env.max_epochs"
-            )
-        if not memory.trigger_asked:
-            return (
-                f"the episode ended before the heuristic could germinate (it waits for "
-                f"min_epoch={o.min_epoch}, no live seed and prune_cooldown={o.prune_cooldown} "
-                "epochs after a prune): raise env.max_epochs"
-            )
-        if o.trigger == "slowdown":
-            return (
-                "the heuristic's trigger never fired: the validation loss kept falling by more "
-                f"than slowdown_drop={o.slowdown_drop} of itself per epoch"
-            )
-        return (
-            "the heuristic's trigger never fired: the host showed no capacity limit (training "
-            f"loss at least underfit_loss_ratio={o.underfit_loss_ratio} x chance and falling "
-            f"less than flat_max_drop={o.flat_max_drop} per epoch over flat_window="
-            f"{o.flat_window} epochs)"
-        )
+        """Why this env's episode germinated nothing (``germination.why_no_growth``)."""
+        return germination.why_no_growth(self.options, self.memory.get(int(env_index)))
 
     # ------------------------------------------------------------ memory
 
@@ -394,94 +365,29 @@ class HeuristicPolicy:
         return self.trigger(memory, obs).fired
 
     def trigger(self, memory: EnvMemory, obs: Observation) -> Trigger:
-        """The trigger and its numbers: the host underfits on a flat training curve
-        (``trigger = capacity``), or its validation loss falls by less than
-        ``slowdown_drop`` per epoch (``trigger = slowdown``, the compute-aware recipe:
-        more epochs of this model buy little, so grow now rather than at the end)."""
-        o = self.options
-        if o.trigger == "slowdown":
-            return capacity_check(
-                obs.loss_history,
-                obs.chance_loss,
-                loss_ratio=0.0,
-                window=o.flat_window,
-                max_drop=o.slowdown_drop,
-                signal="validation loss",
-                limit="slowed down",
-            )
-        return capacity_check(
-            memory.train_losses,
-            obs.chance_loss,
-            loss_ratio=o.underfit_loss_ratio,
-            window=o.flat_window,
-            max_drop=o.flat_max_drop,
-        )
+        """The trigger and its numbers (``germination.trigger``)."""
+        return germination.trigger(self.options, memory, obs)
 
     def epochs_to_judge(self, obs: Observation, blueprint: int) -> int:
         """Epochs from a germination of ``blueprint`` until its seed can be judged."""
-        before = obs.epochs_before_blending[blueprint] if obs.epochs_before_blending else 0
         tempo = self.space.tempos[self.tempo_index]
-        return epochs_to_full_alpha(before, tempo) + self.options.min_holding_epochs
+        return germination.epochs_to_judge(self.options, obs, blueprint, tempo)
 
     def _germination(self, memory: EnvMemory, obs: Observation) -> Decision | str:
         """The germination the trigger asks for, or why there is none."""
-        from esper_core.lifecycle.actions import Action, LifecycleOp
-
-        o = self.options
-        if any(r.stage in LIVE_STAGES for r in obs.slots):
-            return ""  # one seed at a time: the live seed's own note says why it waits
-        if host_growth.pending(o, memory, obs):
-            return "no germination before the host grows (host_growth)"
-        if obs.epoch < o.min_epoch:
-            return f"no germination before epoch {o.min_epoch} (min_epoch)"
-        if obs.epochs_since_prune < o.prune_cooldown:
-            return (
-                f"no germination {obs.epochs_since_prune} epoch(s) after a prune "
-                f"(prune_cooldown {o.prune_cooldown})"
-            )
-        memory.trigger_asked = True
-        trigger = self.trigger(memory, obs)
-        if not trigger.fired:
-            return trigger.why
-        legal_slots = obs.masks.slot[LifecycleOp.GERMINATE].tolist()
-        if not bool(obs.masks.op[LifecycleOp.GERMINATE]) or not any(legal_slots):
-            return f"{trigger.why}, but no slot may take a seed now (env.max_seeds, stages)"
-        key = self.next_blueprint(memory, obs.epoch)
-        if key is None:
-            return (
-                f"{trigger.why}, but every blueprint was pruned recently (blueprint_penalty_epochs)"
-            )
-        blueprint = self.space.blueprints.index(key)
-        # The first slot where this blueprint can grow (a branch needs a following segment).
-        legal_slots = [
-            ok and fit for ok, fit in zip(legal_slots, obs.masks.blueprint[:, blueprint].tolist())
-        ]
-        if not any(legal_slots):
-            return f"{trigger.why}, but {key} fits no free slot"
-        left, needed = obs.max_epochs - obs.epoch, self.epochs_to_judge(obs, blueprint)
-        if left < needed:
-            if not memory.late_trigger:
-                memory.late_trigger = [obs.epoch, left, needed]
-            # It could not be judged, let alone kept, before the episode ends.
-            return f"{trigger.why}, but {left} epoch(s) left < {needed} to blend and judge a seed"
-        slot = legal_slots.index(True)
-        action = Action(
-            LifecycleOp.GERMINATE,
-            slot=slot,
-            blueprint=blueprint,
-            style=self.style_index,
-            tempo=self.tempo_index,
+        return germination.germination(
+            self.options,
+            memory,
+            obs,
+            space=self.space,
+            order=self.blueprint_order,
+            style_index=self.style_index,
+            tempo_index=self.tempo_index,
         )
-        return Decision(action, "germinate", f"{self.space.slot_ids[slot]}: {key}: {trigger.why}")
 
     def next_blueprint(self, memory: EnvMemory, epoch: int) -> str | None:
         """The next blueprint of the rotation that is not penalised at ``epoch``."""
-        order = self.blueprint_order
-        for step in range(len(order)):
-            key = order[(memory.rotation + step) % len(order)]
-            if memory.penalties.get(key, 0) <= epoch:
-                return key
-        return None
+        return germination.next_blueprint(self.blueprint_order, memory, epoch)
 
 
 @hookimpl
