@@ -30,10 +30,9 @@ from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.stages import Stage
 from esper_core.plugins import PluginManager
 from esper_core.run.api import run
-from esper_core.run.interrupts import Interrupted
 from esper_core.run.ledger import HostGrowthRecord
 from esper_core.run.summary import growth_verdict
-from tests.integration.test_run import stable
+from tests.plugins.esper_tasks.resume_check import assert_resumes_identically
 
 VOCAB, BLOCK = 11, 8
 
@@ -321,12 +320,7 @@ def test_a_deepened_run_resumes_mid_ramp_identically(
     built_deep = make_env(load_config(overrides=deep), pm).model.host_param_count()
     assert reference["episodes"][0]["host_params"] == built_deep
     # Interrupted mid-ramp (after epoch 2), resumed: the same run to the last bit.
-    cut = [*base, 'run.telemetry=["interrupter"]', "telemetry.interrupter.at_epoch=2"]
-    with pytest.raises(Interrupted):
-        run(load_config(overrides=cut), pm, run_dir=tmp_path / "cut", quiet=True)
-    config = load_config(tmp_path / "cut" / "config.toml", ["run.telemetry=[]"])
-    resumed = run(config, pm, run_dir=tmp_path / "cut", resume=True, quiet=True)
-    assert stable(resumed) == stable(reference)
+    assert_resumes_identically(pm, tmp_path, base, reference)
 
 
 def test_a_rollback_prunes_a_growth_in_flight_and_restores_the_snapshot(

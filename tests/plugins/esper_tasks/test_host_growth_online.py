@@ -18,8 +18,7 @@ from esper_core.errors import ConfigError
 from esper_core.lifecycle.actions import WAIT, Action
 from esper_core.plugins import PluginManager
 from esper_core.run.api import run
-from esper_core.run.interrupts import Interrupted
-from tests.integration.test_run import stable
+from tests.plugins.esper_tasks.resume_check import assert_resumes_identically
 from tests.plugins.esper_tasks.test_transformer_width import _charlm
 
 SPEC = WidthGrowthSpec(at=0.4, tempo=3)  # epoch 2 of 5
@@ -137,12 +136,7 @@ def test_a_run_the_heuristic_grew_resumes_mid_ramp_exactly(
     )
     reference = run(load_config(overrides=base), pm, run_dir=tmp_path / "ref", quiet=True)
     assert reference["episodes"][0]["host_params_added"] > 0
-    cut = [*base, 'run.telemetry=["interrupter"]', "telemetry.interrupter.at_epoch=2"]
-    with pytest.raises(Interrupted):
-        run(load_config(overrides=cut), pm, run_dir=tmp_path / "cut", quiet=True)
-    config = load_config(tmp_path / "cut" / "config.toml", ["run.telemetry=[]"])
-    resumed = run(config, pm, run_dir=tmp_path / "cut", resume=True, quiet=True)
-    assert stable(resumed) == stable(reference)
+    assert_resumes_identically(pm, tmp_path, base, reference)
 
 
 def test_a_host_the_policy_could_not_grow_is_refused_before_the_run(

@@ -27,8 +27,7 @@ from esper_core.lifecycle.stages import Stage
 from esper_core.lifecycle.width import MaskedConvStage, WidthError
 from esper_core.plugins import PluginManager
 from esper_core.run.api import run
-from esper_core.run.interrupts import Interrupted
-from tests.integration.test_run import stable
+from tests.plugins.esper_tasks.resume_check import assert_resumes_identically
 
 
 def _no_blueprint(key: str) -> Blueprint:
@@ -325,12 +324,7 @@ def test_a_run_widened_at_epoch_k_ends_with_the_wide_host_and_resumes_identicall
     wide = _model(base=8).host_param_count()
     assert reference["episodes"][0]["host_params"] == wide
     # Interrupted mid-ramp (after epoch 2), resumed: the same run to the last bit.
-    cut = [*base, 'run.telemetry=["interrupter"]', "telemetry.interrupter.at_epoch=2"]
-    with pytest.raises(Interrupted):
-        run(load_config(overrides=cut), pm, run_dir=tmp_path / "cut", quiet=True)
-    config = load_config(tmp_path / "cut" / "config.toml", ["run.telemetry=[]"])
-    resumed = run(config, pm, run_dir=tmp_path / "cut", resume=True, quiet=True)
-    assert stable(resumed) == stable(reference)
+    assert_resumes_identically(pm, tmp_path, base, reference)
 
 
 def test_a_rollback_prunes_a_growth_in_flight_and_restores_the_snapshot(
