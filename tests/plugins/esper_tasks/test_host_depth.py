@@ -21,7 +21,6 @@ from esper_core.env import epoch_end, host_growth
 from esper_core.env.cost import CostMeter, architecture, params_forward
 from esper_core.env.events import StepEvents
 from esper_core.env.gym import make_env
-from esper_core.env.optimizers import carry_state
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.actions import WAIT
 from esper_core.lifecycle.deepening import GatedBlock
@@ -32,7 +31,10 @@ from esper_core.plugins import PluginManager
 from esper_core.run.api import run
 from esper_core.run.ledger import HostGrowthRecord
 from esper_core.run.summary import growth_verdict
-from tests.plugins.esper_tasks.resume_check import assert_resumes_identically
+from tests.plugins.esper_tasks.growth_checks import (
+    assert_resumes_identically,
+    grown_with_state_carried,
+)
 
 VOCAB, BLOCK = 11, 8
 
@@ -157,21 +159,9 @@ def test_pruning_restores_the_old_function_and_parameters() -> None:
 
 def test_old_parameters_keep_their_state_new_ones_start_fresh() -> None:
     model = _model()
-    old_opt = torch.optim.AdamW(model.host.parameters(), lr=0.01)
-    for _ in range(2):
-        old_opt.zero_grad()
-        _loss(model).backward()
-        old_opt.step()
-    saved = {p: {k: v.clone() for k, v in old_opt.state[p].items()} for p in old_opt.state}
-    growth = _grow(model)
-    growth.set_alpha(1.0)  # so the new blocks get gradients at once
-    opt = torch.optim.AdamW(model.host.parameters(), lr=0.01)
-    carry_state(old_opt, opt)
-    assert saved and all(
-        torch.equal(opt.state[p][k], v) for p, state in saved.items() for k, v in state.items()
-    )
+    growth, opt = grown_with_state_carried(model, _loss, _grow)
     new = growth.new_parameters()
-    assert len(new) == len(saved) - 4  # the blocks' (not the two embeddings, nor ln_f's two)
+    assert len(new) == len(opt.state) - 4  # the blocks' (not the two embeddings, nor ln_f's two)
     assert all(p not in opt.state for p in new)
     opt.zero_grad()
     _loss(model).backward()

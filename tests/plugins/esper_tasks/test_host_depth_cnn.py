@@ -21,7 +21,6 @@ from esper_core.env import epoch_end, host_growth
 from esper_core.env.cost import CostMeter, architecture, params_forward
 from esper_core.env.events import StepEvents
 from esper_core.env.gym import make_env
-from esper_core.env.optimizers import carry_state
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.actions import WAIT
 from esper_core.lifecycle.deepening_cnn import GatedLayer
@@ -31,7 +30,10 @@ from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.stages import Stage
 from esper_core.plugins import PluginManager
 from esper_core.run.api import run
-from tests.plugins.esper_tasks.resume_check import assert_resumes_identically
+from tests.plugins.esper_tasks.growth_checks import (
+    assert_resumes_identically,
+    grown_with_state_carried,
+)
 
 CLASSES = 5
 X = torch.randn(6, 3, 16, 16, generator=torch.Generator().manual_seed(3))
@@ -198,19 +200,7 @@ def test_pruning_restores_the_old_function_and_parameters() -> None:
 
 def test_old_parameters_keep_their_state_new_ones_start_fresh() -> None:
     model = _model()
-    old_opt = torch.optim.AdamW(model.host.parameters(), lr=0.01)
-    for _ in range(2):
-        old_opt.zero_grad()
-        _loss(model).backward()
-        old_opt.step()
-    saved = {p: {k: v.clone() for k, v in old_opt.state[p].items()} for p in old_opt.state}
-    growth = _grow(model)
-    growth.set_alpha(1.0)  # so the new layers get gradients at once
-    opt = torch.optim.AdamW(model.host.parameters(), lr=0.01)
-    carry_state(old_opt, opt)
-    assert saved and all(
-        torch.equal(opt.state[p][k], v) for p, state in saved.items() for k, v in state.items()
-    )
+    growth, opt = grown_with_state_carried(model, _loss, _grow)
     new = growth.new_parameters()
     assert len(new) == 9  # a conv weight and a BatchNorm's two, in each of three stages
     assert all(p not in opt.state for p in new)

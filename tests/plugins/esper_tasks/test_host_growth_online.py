@@ -18,7 +18,7 @@ from esper_core.errors import ConfigError
 from esper_core.lifecycle.actions import WAIT, Action
 from esper_core.plugins import PluginManager
 from esper_core.run.api import run
-from tests.plugins.esper_tasks.resume_check import assert_resumes_identically
+from tests.plugins.esper_tasks.growth_checks import assert_resumes_identically
 from tests.plugins.esper_tasks.test_transformer_width import _charlm
 
 SPEC = WidthGrowthSpec(at=0.4, tempo=3)  # epoch 2 of 5

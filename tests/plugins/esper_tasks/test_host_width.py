@@ -27,7 +27,7 @@ from esper_core.lifecycle.stages import Stage
 from esper_core.lifecycle.width import MaskedConvStage, WidthError
 from esper_core.plugins import PluginManager
 from esper_core.run.api import run
-from tests.plugins.esper_tasks.resume_check import assert_resumes_identically
+from tests.plugins.esper_tasks.growth_checks import assert_resumes_identically
 
 
 def _no_blueprint(key: str) -> Blueprint:

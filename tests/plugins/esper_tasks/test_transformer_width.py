@@ -33,7 +33,10 @@ from esper_core.lifecycle.width_transformer_modules import (
 )
 from esper_core.plugins import PluginManager
 from esper_core.run.api import run
-from tests.plugins.esper_tasks.resume_check import assert_resumes_identically
+from tests.plugins.esper_tasks.growth_checks import (
+    assert_resumes_identically,
+    grown_with_state_carried,
+)
 
 VOCAB, BLOCK = 11, 8
 
@@ -202,19 +205,7 @@ def test_a_width_that_splits_no_heads_and_named_stages_are_refused_in_one_line()
 
 def test_old_parameters_keep_their_state_new_ones_start_fresh() -> None:
     model = _model()
-    old_opt = torch.optim.AdamW(model.host.parameters(), lr=0.01)
-    for _ in range(2):
-        old_opt.zero_grad()
-        _loss(model).backward()
-        old_opt.step()
-    saved = {p: {k: v.clone() for k, v in old_opt.state[p].items()} for p in old_opt.state}
-    growth = _grow(model)
-    growth.set_alpha(1.0)  # so the new slices get gradients at once
-    opt = torch.optim.AdamW(model.host.parameters(), lr=0.01)
-    carry_state(old_opt, opt)
-    assert saved and all(
-        torch.equal(opt.state[p][k], v) for p, state in saved.items() for k, v in state.items()
-    )
+    growth, opt = grown_with_state_carried(model, _loss, _grow)
     new = growth.new_parameters()
     assert new and all(p not in opt.state for p in new)
     # The embedding's new columns are an embedding table for the weight-decay rule.
