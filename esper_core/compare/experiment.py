@@ -12,6 +12,7 @@ flags (``esper compare --policy heuristic --policy wait --task digits --seeds 5`
     name = "heuristic"             # or "ppo:runs/x/checkpoint.pt"
     label = "heuristic"            # directory and table name (default: derived from name)
     options = { min_epoch = 5 }
+    config = { env = { max_epochs = 24 } }   # this policy's cells only (a shorter budget)
 
     [[policies]]                   # one method from independent training runs: arms
     name = "ppo"                   # ppo.run-1, ppo.run-2, also reported across the runs
@@ -58,7 +59,13 @@ import attrs
 from attrs import define, frozen
 
 from esper_core.compare.labels import label_check, label_problem
-from esper_core.compare.sweep_spec import SIZE_SWEEP, SweepArm, SweepFile, resolve_sweep
+from esper_core.compare.sweep_spec import (
+    SIZE_SWEEP,
+    SweepArm,
+    SweepFile,
+    config_problems,
+    resolve_sweep,
+)
 from esper_core.compare.training_group import (
     TrainingGroup,
     expand_training_groups,
@@ -103,6 +110,11 @@ class PolicyEntry:
         "Trained policies of one method from independent training runs, one checkpoint "
         "each: an arm LABEL.run-i per checkpoint (NAME:CHECKPOINT, name a bare component), "
         "also reported across the runs.",
+    )
+    config: dict[str, Any] = options_field(
+        {},
+        doc="A partial run config merged over the shared [config] for this policy's cells "
+        "(a training length: {env = {max_epochs = 12}}); its static-final baseline keeps it.",
     )
 
 
@@ -199,7 +211,7 @@ class Arm:
     name: str  # the component name ("ppo")
     options: dict[str, Any] = attrs.field(factory=dict)
     # A partial run config merged over the shared one for this arm's cells (a sweep
-    # point's training length); empty for the policies.
+    # point's or a policy's training length); empty for the tasks.
     config: dict[str, Any] = attrs.field(factory=dict)
 
 
@@ -254,7 +266,9 @@ def policy_label(spec: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", f"{name}-{stem}").strip("-")
 
 
-def _arms(entries: Sequence[PolicyEntry | TaskEntry], kind: str) -> tuple[list[Arm], list[str]]:
+def _arms(
+    entries: Sequence[PolicyEntry | TaskEntry], kind: str, base: RunConfig
+) -> tuple[list[Arm], list[str]]:
     arms: list[Arm] = []
     problems: list[str] = []
     for i, entry in enumerate(entries):
@@ -268,7 +282,9 @@ def _arms(entries: Sequence[PolicyEntry | TaskEntry], kind: str) -> tuple[list[A
         problem = label_problem(label) if label else "expected a name"
         if problem:
             problems.append(f"{kind} {entry.name!r}: label: {problem}; give it a `label`")
-        arms.append(Arm(label, entry.name.strip(), name, dict(entry.options)))
+        config = dict(entry.config) if isinstance(entry, PolicyEntry) else {}
+        problems += config_problems(config, base, f"policies.{i}.config")
+        arms.append(Arm(label, entry.name.strip(), name, dict(entry.options), config))
     seen: dict[str, str] = {}
     for arm in arms:
         if arm.label in seen:
@@ -304,8 +320,8 @@ def build_experiment(
     """Check labels, the baseline and the lists; fill defaults (the config's task)."""
     tasks = spec.tasks or [TaskEntry(name=base.run.task)]
     policies, groups, problems = expand_training_groups(spec.policies)
-    policy_arms, policy_problems = _arms(policies, "policy")
-    task_arms, task_problems = _arms(tasks, "task")
+    policy_arms, policy_problems = _arms(policies, "policy", base)
+    task_arms, task_problems = _arms(tasks, "task", base)
     problems += policy_problems + task_problems
     if not spec.policies:
         problems.append(

@@ -32,7 +32,7 @@ Chosen = Mapping[tuple[str, str], Mapping[str, Any]]
 
 
 def _cell_data(base: RunConfig, task: Arm, policy: Arm, seed: int, threads: int) -> dict[str, Any]:
-    # A sweep point's own run config (its training length) over the shared one.
+    # An arm's own run config (a sweep point's or a policy's training length) over the shared one.
     data = merge(config_to_dict(base), policy.config)
     data.pop("schema_version", None)
     run = data.setdefault("run", {})

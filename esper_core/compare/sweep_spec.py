@@ -107,7 +107,7 @@ def resolve_sweep(
         elif problem := label_problem(size.label):
             # A list's items are not checked field by field: the label is checked here.
             problems.append(f"sweep.sizes.{i}.label: {problem}")
-        problems += _config_problems(size.config, base, f"sweep.sizes.{i}.config")
+        problems += config_problems(size.config, base, f"sweep.sizes.{i}.config")
         unknown = [t for t in size.tasks if t not in tasks]
         if unknown:
             problems.append(
@@ -127,16 +127,15 @@ def resolve_sweep(
     return tuple(arms), problems
 
 
-def _config_problems(config: dict[str, Any], base: RunConfig, where: str) -> list[str]:
-    """A sweep point's config, checked as the run config its cells will have (merged over
-    the shared one), so a typo fails before any cell runs."""
+def config_problems(config: dict[str, Any], base: RunConfig, where: str) -> list[str]:
+    """An arm's partial config (a sweep point's or a policy's), checked as the run config
+    its cells will have (merged over the shared one), so a typo fails before any cell runs."""
     if not config:
         return []
     owned = [k for k in CELL_RUN_KEYS if k in (config.get("run") or {})]
     if owned:
         return [
-            f"{where}.run: {', '.join(owned)} is set by each cell of the experiment, "
-            "not by a sweep size"
+            f"{where}.run: {', '.join(owned)} is set by each cell of the experiment, not by one arm"
         ]
     data = config_to_dict(base)
     data.pop("schema_version", None)

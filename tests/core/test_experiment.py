@@ -460,6 +460,40 @@ def test_one_size_at_two_training_lengths_is_two_sweep_points(pm: PluginManager)
             assert c.config.tasks["tiny"]["width"] == 2 and c.config.run.seed == c.seed
 
 
+def test_a_policy_trained_for_its_own_length_keeps_it_in_every_cell(pm: PluginManager) -> None:
+    data = {
+        "policies": [
+            "scripted",
+            {"name": "scripted", "label": "short", "config": {"env": {"max_epochs": 2}}},
+        ],
+        "tasks": ["tiny"],
+        "seeds": 2,
+        "config": SHARED,
+    }
+    cells = plan_cells(experiment_of(data), pm, threads=1)
+    epochs = {(c.policy, c.seed): c.config.env.max_epochs for c in cells}
+    assert epochs == {(p, s): n for s in (0, 1) for p, n in (("scripted", 3), ("short", 2))}
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ({"env": {"max_epochs": 0}}, "policies.1.config.env.max_epochs: expected an integer"),
+        ({"env": {"max_epoch": 9}}, "policies.1.config.env: unknown key(s) max_epoch"),
+        ({"run": {"seed": 9}}, "policies.1.config.run: seed is set by each cell of the experiment"),
+    ],
+)
+def test_a_policys_config_is_checked_before_any_cell(config: dict, expected: str) -> None:
+    data = {
+        "policies": ["scripted", {"name": "scripted", "label": "b", "config": config}],
+        "tasks": ["tiny"],
+        "config": SHARED,
+    }
+    with pytest.raises(ConfigError) as info:
+        experiment_of(data)
+    assert expected in str(info.value)
+
+
 def test_a_size_option_the_task_does_not_know_is_the_tasks_error(pm: PluginManager) -> None:
     data = {**SWEEP, "sweep": {"sizes": [{"label": "deep", "options": {"depth": 3}}]}}
     with pytest.raises(ConfigError) as info:
