@@ -2,7 +2,11 @@
 
 FLOPs are counted by :class:`torch.utils.flop_counter.FlopCounterMode` (no hand-written
 formulas): once per architecture, on a real training batch, forward and backward, and
-multiplied by the samples of every batch trained with that architecture. An
+multiplied by the samples of every batch trained with that architecture. Attention is
+counted through its math kernel (two batched matmuls forward, four backward) on every
+device: torch gives the CPU's fused attention kernel no FLOP formula (it would count
+zero) and counts CUDA's with its backward's recomputation, so a fused kernel would make a
+run's FLOPs depend on where it ran. An
 architecture is what changes the computation: each slot's stage, blueprint and whether
 the seed's input is isolated, and the widths and depth of a host that can grow. The counting pass leaves no trace: the random state is
 forked, buffers (BatchNorm statistics) are restored and gradients dropped.
@@ -16,6 +20,7 @@ from typing import TYPE_CHECKING
 import torch
 from attrs import define, field, frozen
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from esper_core.components.host import DeepenableCNN, DeepenableTransformer, HasWidths
@@ -91,7 +96,11 @@ def _count(
         p.grad = None
     devices = [inputs.device] if inputs.device.type == "cuda" else []
     try:
-        with torch.random.fork_rng(devices=devices), FlopCounterMode(display=False) as counter:
+        with (
+            torch.random.fork_rng(devices=devices),
+            sdpa_kernel(SDPBackend.MATH),
+            FlopCounterMode(display=False) as counter,
+        ):
             loss_fn(model(inputs), targets).backward()
     finally:
         with torch.no_grad():

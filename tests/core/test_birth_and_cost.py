@@ -168,6 +168,35 @@ def test_train_flops_are_flop_counter_mode_times_samples() -> None:
     assert env.stats.train_flops == per_batch * (samples // env.batch_size)
 
 
+class _Attention(torch.nn.Module):
+    """Causal self-attention through torch's fused entry point, as the transformer host's."""
+
+    def __init__(self, heads: int = 2, dim: int = 8) -> None:
+        super().__init__()
+        self.heads, self.qkv = heads, torch.nn.Linear(dim, 3 * dim, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return y.transpose(1, 2).reshape(b, t, d)
+
+
+def test_attention_is_counted_as_its_math_on_every_device() -> None:
+    # torch gives the CPU's fused attention kernel no FLOP formula: counted as it runs, the
+    # attention itself would be free. Its math is two batched matmuls forward and four
+    # backward, each 2 * b * heads * t * t * head_dim FLOPs.
+    b, t, heads, dim = 3, 16, 2, 8
+    model, x = _Attention(heads, dim), torch.randn(b, t, dim)
+    with FlopCounterMode(display=False) as fused:
+        model(x).sum().backward()
+    projection = 2 * 2 * b * t * dim * 3 * dim  # the qkv Linear: forward, weight gradient
+    assert fused.get_total_flops() == projection  # the attention counted as zero
+    counted = cost.count_train_flops(model, lambda out, _: out.sum(), x, x)
+    attention = 6 * 2 * b * heads * t * t * (dim // heads)
+    assert counted == projection + attention
+
+
 def test_train_flops_follow_every_architecture_change() -> None:
     env = make_env("env.max_epochs=12")
     before = env.stats.train_flops
