@@ -37,6 +37,7 @@ policy's IQM point, which stays on top.
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,9 @@ from esper_core.run.checkpoint import atomic_writer
 DPI = 150
 PANEL = (5.2, 3.8)
 MARKER = 5  # points: every policy's marker, in the plot and in the legend
+CHARS_PER_INCH = 12  # of the 10-point title: about 0.55 em a character
+LEGEND_INSIDE = 8  # legend entries that fit inside a panel; more go below it
+LEGEND_ROW = 0.2  # inches: one row of a 7-point legend, with its share of the panel
 DODGE = 0.012  # decades between policies of equal cost on a log axis
 MARGIN = 0.08  # of the value range, above and below it
 
@@ -75,6 +79,7 @@ def pareto_figure(results: ComparisonResults) -> Any:
         figsize=(PANEL[0] * len(COST_AXES), PANEL[1] * len(tasks)), dpi=DPI, layout="constrained"
     )
     axes = fig.subplots(len(tasks), len(COST_AXES), squeeze=False)
+    legend_rows = 0
     frontiers = {f.task: f for f in results.frontier}
     clipped = False
     for row_axes, task in zip(axes, tasks):
@@ -154,9 +159,19 @@ def pareto_figure(results: ComparisonResults) -> Any:
             ax.set_title(task, fontsize=10)
             ax.grid(alpha=0.3, which="both")
             ax.tick_params(labelsize=8)
-            if handles:
+            legend_rows = max(legend_rows, math.ceil(len(handles) / 2))
+            if len(handles) > LEGEND_INSIDE:
+                # Too many entries to sit inside the axes without covering the points.
+                ax.legend(
+                    handles=handles,
+                    fontsize=7,
+                    loc="upper center",
+                    bbox_to_anchor=(0.5, -0.2),  # below the cost axis's label
+                    ncol=2,
+                )
+            elif handles:
                 ax.legend(handles=handles, fontsize=7, loc="best")
-    fig.suptitle(
+    title = (
         f"IQM value ({results.confidence:.0%} bootstrap CI) and mean cost over "
         f"{len(results.seeds)} seed(s); hollow: dominated on that axis"
         + ("; grey: the size sweep and its frontier" if frontiers else "")
@@ -172,9 +187,14 @@ def pareto_figure(results: ComparisonResults) -> Any:
             )
             if results.paths
             else ""
-        ),
-        fontsize=10,
+        )
     )
+    if legend_rows > math.ceil(LEGEND_INSIDE / 2):
+        # Legends below the panels: the figure grows by their height, the panels keep theirs.
+        fig.set_figheight(fig.get_figheight() + (LEGEND_ROW * legend_rows + 0.5) * len(tasks))
+    # The figure is as wide as its panels: a line longer than that would be cut at both edges.
+    width = round(fig.get_figwidth() * CHARS_PER_INCH)
+    fig.suptitle("\n".join(textwrap.fill(line, width) for line in title.split("\n")), fontsize=10)
     return fig
 
 

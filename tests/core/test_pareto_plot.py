@@ -89,6 +89,16 @@ def test_the_value_axis_is_set_by_the_points_not_by_a_path_from_chance() -> None
     assert 1e8 < flops.get_xlim()[0] < 1e9 and flops.get_xlim()[1] > 8e9
 
 
+def test_the_title_fits_the_figures_width() -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    figure = pareto_figure(_results())
+    renderer = FigureCanvasAgg(figure).get_renderer()
+    title = figure._suptitle
+    assert len(title.get_text().splitlines()) > 3  # its long lines wrapped
+    assert title.get_window_extent(renderer).width <= figure.bbox.width
+
+
 def test_points_are_small_with_their_intervals_as_error_bars() -> None:
     ax = pareto_figure(_results()).axes[0]
     bars = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
