@@ -376,15 +376,19 @@ COMMANDS: dict[str, Way] = {
         "python -m esper_tamiyo_ppo.pretrained runs/pretrained-c/checkpoint.pt "
         "plugins/esper-tamiyo-ppo/esper_tamiyo_ppo/pretrained/checkpoint.pt"
     ): NotRun("it would overwrite the shipped checkpoint; test_pretrained.py exports one"),
-    "esper compare examples/ppo-pretrained-digits.toml --jobs 1": DryRun(30),
-    "esper compare examples/ppo-pretrained-glyphs.toml --jobs 1": DryRun(30),
+    "esper compare examples/ppo-pretrained-digits.toml --jobs 1": DryRun(50),
+    "esper compare examples/ppo-pretrained-glyphs.toml --jobs 1": DryRun(70),
     (
         "python benchmarks/ppo_pretrained_grower.py --model mlp --seeds 3000-3009 "
-        "--out runs/pretrained-grower-mlp.json"
+        "--policy ppo:pretrained --policy ppo:docs/results/checkpoints/ppo-pretrained-run-2.pt "
+        "--policy ppo:docs/results/checkpoints/ppo-pretrained-run-3.pt --policy heuristic "
+        "--policy wait --out runs/pretrained-grower-mlp.json"
     ): NotRun(PRETRAINED_GROWER_WHY),
     (
         "python benchmarks/ppo_pretrained_grower.py --model cnn --seeds 3000-3009 "
-        "--out runs/pretrained-grower-cnn.json"
+        "--policy ppo:pretrained --policy ppo:docs/results/checkpoints/ppo-pretrained-run-2.pt "
+        "--policy ppo:docs/results/checkpoints/ppo-pretrained-run-3.pt --policy heuristic "
+        "--policy wait --out runs/pretrained-grower-cnn.json"
     ): NotRun(PRETRAINED_GROWER_WHY),
     "esper train --resume runs/ppo-digits": Run((), needs=PPO_DIGITS),
     "esper report runs/ppo-digits": Run((), needs=PPO_DIGITS),

@@ -42,4 +42,7 @@ def transformer_train_flops(vocab: int, block_size: int, preset: TransformerPres
     d = preset.d_model
     # Per token and block: q, k, v and the output projection (4 d^2), the MLP (8 d^2).
     per_token = preset.n_layer * 2 * 12 * d * d + 2 * d * vocab  # and the tied head
-    return 3 * per_token * block_size
+    # Per block, attention's two batched matmuls over every pair of positions (counted
+    # through the math kernel, causal mask and all: esper_core.env.cost).
+    attention = preset.n_layer * 2 * 2 * block_size * block_size * d
+    return 3 * (per_token * block_size + attention)
