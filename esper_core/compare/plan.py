@@ -133,14 +133,28 @@ def stale_cells(cells: Sequence[Cell], root: Path) -> dict[Path, list[str]]:
     return stale
 
 
-def check_constructible(experiment: Experiment, cells: Sequence[Cell], pm: PluginManager) -> None:
+def _finished(cell: Cell, root: Path) -> bool:
+    """The cell has run to the end with the config it has now: it is read, not run."""
+    directory = cell.directory(root)
+    if cell_state(directory) is not CellState.COMPLETED:
+        return False
+    stored = stored_config(directory)
+    return stored is not None and not config_differences(stored, cell.config)
+
+
+def check_constructible(
+    experiment: Experiment, cells: Sequence[Cell], pm: PluginManager, root: Path | None = None
+) -> None:
     """Build each (task, policy) once as a cell would (task data, env, policy) in a scratch
     directory: a missing dataset or a PPO checkpoint that does not fit fails here, before
-    any cell starts."""
+    any cell starts. A (task, policy) whose every cell under ``root`` has finished is only
+    read, so it is not built: an experiment run on GPUs is reported where there are none."""
     problems: list[str] = []
     firsts: dict[tuple[str, str], Cell] = {}
+    pending = {(c.task, c.policy) for c in cells if root is None or not _finished(c, root)}
     for cell in cells:
-        firsts.setdefault((cell.task, cell.policy), cell)
+        if (cell.task, cell.policy) in pending:
+            firsts.setdefault((cell.task, cell.policy), cell)
     with tempfile.TemporaryDirectory(prefix="esper-compare-check-") as scratch:
         for i, ((task, policy), cell) in enumerate(firsts.items()):
             config = attrs.evolve(
@@ -168,5 +182,5 @@ def validate(
 ) -> list[Cell]:
     """Plan the cells and check everything that can be checked before one starts."""
     cells = plan_cells(experiment, pm, threads, chosen)
-    check_constructible(experiment, cells, pm)
+    check_constructible(experiment, cells, pm, root)
     return cells

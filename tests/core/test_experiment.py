@@ -193,6 +193,31 @@ def test_missing_ppo_checkpoint_fails_validation(pm: PluginManager, tmp_path: Pa
     assert not (tmp_path / "out").exists()
 
 
+def test_an_experiment_whose_cells_all_finished_is_reported_without_its_device(
+    pm: PluginManager, tmp_path: Path
+) -> None:
+    # Run on a machine with eight GPUs, reported on this one: nothing is built again.
+    data = {"policies": ["scripted"], "tasks": ["tiny"], "seeds": 2, "config": SHARED}
+    experiment = experiment_of(data, sets=("run.device=cuda:7",))
+    root = tmp_path / "out"
+    cells = plan_cells(experiment, pm)
+    with pytest.raises(ExperimentError, match=r"scripted on tiny: run\.device: 'cuda:7'"):
+        validate(experiment, pm, root)  # nothing finished: it would have to run here
+    for cell in cells:
+        directory = cell.directory(root)
+        directory.mkdir(parents=True)
+        (directory / "summary.json").write_text(json.dumps({"status": "completed"}))
+        (directory / "config.toml").write_text(dump_toml(cell.config))
+    assert [c.directory(root) for c in validate(experiment, pm, root)] == [
+        c.directory(root) for c in cells
+    ]
+    # One cell finished with another config runs again: the arm is built, and refused.
+    other = attrs.evolve(cells[0].config, env=attrs.evolve(cells[0].config.env, max_epochs=9))
+    (cells[0].directory(root) / "config.toml").write_text(dump_toml(other))
+    with pytest.raises(ExperimentError, match="cuda:7"):
+        validate(experiment, pm, root)
+
+
 def test_finished_cells_of_another_config_or_blueprint_set_are_stale(
     pm: PluginManager, tmp_path: Path
 ) -> None:
