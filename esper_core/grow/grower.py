@@ -35,7 +35,7 @@ from esper_core.env.observation import Observation
 from esper_core.env.step import StepResult
 from esper_core.errors import CheckpointError, ConfigError, GrowerError
 from esper_core.grow.loop_env import LoopEnv, LoopTask
-from esper_core.grow.module_host import ModuleHost, host_from_module
+from esper_core.grow.module_host import ModuleHost, host_from_module, layer_names
 from esper_core.lifecycle.actions import WAIT
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.slot_state import SlotReport
@@ -168,11 +168,12 @@ class Grower:
                 self.env.install_at_birth(list(self.policy.birth_seeds()))
             if grows_host(self.policy):
                 raise GrowerError(
-                    f"the Grower cannot widen or deepen {type(model).__name__}: host growth "
-                    "(widen_at, deepen_at, host_growth) rewrites the layers of Esper's own "
-                    "hosts (the tasks' CNNHost and TransformerHost), not of a module of "
-                    "yours; drop the widen_*/deepen_*/host_growth options, or grow the host "
-                    "with esper run --task glyphs/charlm (docs/growth.md)"
+                    f"the Grower cannot widen or deepen {type(model).__name__} "
+                    f"({layer_names(model)}): host growth (widen_at, deepen_at, host_growth) "
+                    "rewrites the layers of Esper's own hosts (the tasks' CNNHost and "
+                    "TransformerHost), not of a module of yours; drop the "
+                    "widen_*/deepen_*/host_growth options, or grow the host with esper run "
+                    "--task glyphs/charlm (docs/growth.md)"
                 )
             baseline = None
             if val_data is not None:

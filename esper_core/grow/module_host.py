@@ -303,3 +303,21 @@ def host_from_module(
     # would pass for a class count. 0 makes the Grower refuse them.
     features = int(out.shape[-1]) if isinstance(out, torch.Tensor) and out.dim() >= 2 else 0
     return ModuleHost(model, list(slots), tuple(specs), features)
+
+
+# The layers a host growth would have to rewrite; the rest only pass their width on.
+_RESHAPED = (nn.Conv2d, nn.Linear, nn.Embedding, nn.MultiheadAttention)
+
+
+def layer_names(model: nn.Module, shown: int = 4) -> str:
+    """The user's layers a host growth would have to rewrite, by name, for an error: the
+    first ``shown`` of them and how many more."""
+    names = [
+        f"{name} ({type(m).__name__})"
+        for name, m in model.named_modules()
+        if isinstance(m, _RESHAPED)
+    ]
+    if not names:
+        return "no Conv2d, Linear or Embedding layer"
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more

@@ -327,3 +327,8 @@ def test_a_heuristic_that_grows_the_host_is_refused_in_one_line() -> None:
             **kwargs,
         )
     assert "\n" not in str(caught.value)
+    # It names the user's layers it would have to rewrite (ResNet-18: 20 convs and its fc).
+    assert "(conv1 (Conv2d), layer1.0.conv1 (Conv2d), layer1.0.conv2 (Conv2d), " in str(
+        caught.value
+    )
+    assert "layer1.1.conv1 (Conv2d) and 17 more)" in str(caught.value)
