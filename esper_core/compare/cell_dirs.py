@@ -53,6 +53,15 @@ def stored_config(directory: Path) -> RunConfig | None:
         return None
 
 
+def finished_as_planned(directory: Path, config: RunConfig) -> bool:
+    """The cell ran to the end with ``config``: it is read, not run again (one made with
+    other settings runs again)."""
+    if cell_state(directory) is not CellState.COMPLETED:
+        return False
+    stored = stored_config(directory)
+    return stored is not None and not config_differences(stored, config)
+
+
 def can_resume(directory: Path, config: RunConfig) -> bool:
     """Whether the cell's checkpoint may be continued: it exists and its config matches."""
     if cell_state(directory) is not CellState.RESUMABLE:

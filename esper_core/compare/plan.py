@@ -15,7 +15,13 @@ from typing import Any
 
 import attrs
 
-from esper_core.compare.cell_dirs import CellState, cell_state, config_differences, stored_config
+from esper_core.compare.cell_dirs import (
+    CellState,
+    cell_state,
+    config_differences,
+    finished_as_planned,
+    stored_config,
+)
 from esper_core.compare.experiment import Arm, Cell, Experiment, ExperimentError
 from esper_core.compare.size_sweep import sweep_arms
 from esper_core.compare.tuning_grid import apply_point
@@ -133,15 +139,6 @@ def stale_cells(cells: Sequence[Cell], root: Path) -> dict[Path, list[str]]:
     return stale
 
 
-def _finished(cell: Cell, root: Path) -> bool:
-    """The cell has run to the end with the config it has now: it is read, not run."""
-    directory = cell.directory(root)
-    if cell_state(directory) is not CellState.COMPLETED:
-        return False
-    stored = stored_config(directory)
-    return stored is not None and not config_differences(stored, cell.config)
-
-
 def check_constructible(
     experiment: Experiment, cells: Sequence[Cell], pm: PluginManager, root: Path | None = None
 ) -> None:
@@ -151,7 +148,11 @@ def check_constructible(
     read, so it is not built: an experiment run on GPUs is reported where there are none."""
     problems: list[str] = []
     firsts: dict[tuple[str, str], Cell] = {}
-    pending = {(c.task, c.policy) for c in cells if root is None or not _finished(c, root)}
+    pending = {
+        (c.task, c.policy)
+        for c in cells
+        if root is None or not finished_as_planned(c.directory(root), c.config)
+    }
     for cell in cells:
         if (cell.task, cell.policy) in pending:
             firsts.setdefault((cell.task, cell.policy), cell)

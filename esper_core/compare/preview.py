@@ -31,13 +31,12 @@ from esper_core.compare.cell_dirs import (
     CellState,
     cell_state,
     damaged,
-    stored_config,
+    finished_as_planned,
     summary_number,
 )
 from esper_core.compare.duplicates import repeats
 from esper_core.compare.experiment import Cell, Experiment
 from esper_core.compare.plan import plan_cells
-from esper_core.compare.result_key import config_differences
 from esper_core.compare.run_cost import CellCosts, TaskCost
 from esper_core.compare.static_final import growing, static_cells, static_label
 from esper_core.compare.tuning import TuningCell, tuning_cells
@@ -143,13 +142,8 @@ def _source(original: Cell) -> str:
 
 
 def _kept(cell: Cell, root: Path) -> bool:
-    """Whether a static-final cell already finished with the settings planned for it (a
-    cell made with other settings runs again)."""
-    directory = cell.directory(root)
-    if cell_state(directory) is not CellState.COMPLETED:
-        return False
-    stored = stored_config(directory)
-    return stored is not None and not config_differences(stored, cell.config)
+    """Whether a static-final cell already finished with the settings planned for it."""
+    return finished_as_planned(cell.directory(root), cell.config)
 
 
 def preview(
