@@ -282,8 +282,10 @@ def _arms(
         problem = label_problem(label) if label else "expected a name"
         if problem:
             problems.append(f"{kind} {entry.name!r}: label: {problem}; give it a `label`")
-        config = dict(entry.config) if isinstance(entry, PolicyEntry) else {}
-        problems += config_problems(config, base, f"policies.{i}.config")
+        config: dict[str, Any] = {}
+        if isinstance(entry, PolicyEntry):
+            config = dict(entry.config)
+            problems += config_problems(config, base, f"policies.{i}.config")
         arms.append(Arm(label, entry.name.strip(), name, dict(entry.options), config))
     seen: dict[str, str] = {}
     for arm in arms:

@@ -79,7 +79,7 @@ def pareto_figure(results: ComparisonResults) -> Any:
         figsize=(PANEL[0] * len(COST_AXES), PANEL[1] * len(tasks)), dpi=DPI, layout="constrained"
     )
     axes = fig.subplots(len(tasks), len(COST_AXES), squeeze=False)
-    legend_rows = 0
+    below_rows = 0  # rows of the tallest legend set below its panel
     frontiers = {f.task: f for f in results.frontier}
     clipped = False
     for row_axes, task in zip(axes, tasks):
@@ -159,9 +159,9 @@ def pareto_figure(results: ComparisonResults) -> Any:
             ax.set_title(task, fontsize=10)
             ax.grid(alpha=0.3, which="both")
             ax.tick_params(labelsize=8)
-            legend_rows = max(legend_rows, math.ceil(len(handles) / 2))
             if len(handles) > LEGEND_INSIDE:
                 # Too many entries to sit inside the axes without covering the points.
+                below_rows = max(below_rows, math.ceil(len(handles) / 2))
                 ax.legend(
                     handles=handles,
                     fontsize=7,
@@ -189,9 +189,9 @@ def pareto_figure(results: ComparisonResults) -> Any:
             else ""
         )
     )
-    if legend_rows > math.ceil(LEGEND_INSIDE / 2):
+    if below_rows:
         # Legends below the panels: the figure grows by their height, the panels keep theirs.
-        fig.set_figheight(fig.get_figheight() + (LEGEND_ROW * legend_rows + 0.5) * len(tasks))
+        fig.set_figheight(fig.get_figheight() + (LEGEND_ROW * below_rows + 0.5) * len(tasks))
     # The figure is as wide as its panels: a line longer than that would be cut at both edges.
     width = round(fig.get_figwidth() * CHARS_PER_INCH)
     fig.suptitle("\n".join(textwrap.fill(line, width) for line in title.split("\n")), fontsize=10)

@@ -140,7 +140,7 @@ def stale_cells(cells: Sequence[Cell], root: Path) -> dict[Path, list[str]]:
 
 
 def check_constructible(
-    experiment: Experiment, cells: Sequence[Cell], pm: PluginManager, root: Path | None = None
+    experiment: Experiment, cells: Sequence[Cell], pm: PluginManager, root: Path
 ) -> None:
     """Build each (task, policy) once as a cell would (task data, env, policy) in a scratch
     directory: a missing dataset or a PPO checkpoint that does not fit fails here, before
@@ -149,9 +149,7 @@ def check_constructible(
     problems: list[str] = []
     firsts: dict[tuple[str, str], Cell] = {}
     pending = {
-        (c.task, c.policy)
-        for c in cells
-        if root is None or not finished_as_planned(c.directory(root), c.config)
+        (c.task, c.policy) for c in cells if not finished_as_planned(c.directory(root), c.config)
     }
     for cell in cells:
         if (cell.task, cell.policy) in pending:

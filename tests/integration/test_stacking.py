@@ -15,8 +15,7 @@ from esper_core.config import load_config
 from esper_core.env.gym import make_env
 from esper_core.plugins import PluginManager
 from esper_core.run.api import run
-from esper_core.run.interrupts import Interrupted
-from tests.integration.test_run import stable
+from tests.plugins.esper_tasks.growth_checks import assert_resumes_identically
 
 
 def _charlm(tmp_path: Path, *overrides: str) -> list[str]:
@@ -93,12 +92,7 @@ def test_a_stacked_run_resumes_identically(pm: PluginManager, tmp_path: Path) ->
     base = _charlm(tmp_path, "run.policy=random", "env.max_epochs=6", "run.checkpoint_every=1")
     reference = run(load_config(overrides=base), pm, run_dir=tmp_path / "ref", quiet=True)
     assert reference["episodes"][0]["seeds_germinated"] > 0
-    cut = [*base, 'run.telemetry=["interrupter"]', "telemetry.interrupter.at_epoch=3"]
-    with pytest.raises(Interrupted):
-        run(load_config(overrides=cut), pm, run_dir=tmp_path / "cut", quiet=True)
-    config = load_config(tmp_path / "cut" / "config.toml", ["run.telemetry=[]"])
-    resumed = run(config, pm, run_dir=tmp_path / "cut", resume=True, quiet=True)
-    assert stable(resumed) == stable(reference)
+    assert_resumes_identically(pm, tmp_path, base, reference, at_epoch=3)
 
 
 def test_a_stacked_seed_is_isolated_like_any_seed_that_is_not_the_identity(
