@@ -5,7 +5,8 @@ protocols, the context each kind of component is constructed with
 (``cls(options, context)``) and the values those protocols exchange. Every name but
 ``hookimpl`` loads on first use (PEP 562), so importing a plugin module stays cheap and
 never imports torch (``esper --help`` stays fast). The library API, growth in the
-user's own model and loop, is here too: :class:`Grower` and :func:`host_from_module`.
+user's own model and loop, is here too: :class:`Grower`, :func:`host_from_module` and
+:func:`widenable_layers`.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from esper_core.config import RunConfig
     from esper_core.env.observation import Observation
     from esper_core.grow.grower import Grower, GrowthDecision
+    from esper_core.grow.layer_pairs import widenable_layers
     from esper_core.grow.module_host import host_from_module
     from esper_core.lifecycle.actions import Action, LifecycleOp
     from esper_core.lifecycle.stages import Stage
@@ -66,6 +68,7 @@ _HOMES = {
     # The library API: growth in the user's own model and loop (imports torch).
     "esper_core.grow.grower": ["Grower", "GrowthDecision"],
     "esper_core.grow.module_host": ["host_from_module"],
+    "esper_core.grow.layer_pairs": ["widenable_layers"],
     "esper_core.lifecycle.actions": ["Action", "LifecycleOp"],
     "esper_core.lifecycle.stages": ["Stage"],
 }
@@ -118,4 +121,5 @@ __all__ = [
     "__version__",
     "hookimpl",
     "host_from_module",
+    "widenable_layers",
 ]

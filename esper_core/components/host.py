@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from attrs import frozen
 
@@ -102,6 +102,22 @@ class WidenableHost(HasWidths, Protocol):
     head: nn.Module
 
     def conv_stages(self) -> nn.ModuleList: ...
+
+
+@runtime_checkable
+class WidensItsLayers(HasWidths, Protocol):
+    """A host that builds its own width growth: the Grower's host over a user's module,
+    whose widths are its layer pairs' (:mod:`esper_core.grow.layer_pairs`).
+    :meth:`layer_widening` returns the
+    :class:`~esper_core.lifecycle.host_growth.HostOperation` from widths ``old`` to ``new``."""
+
+    def layer_widening(
+        self,
+        old: tuple[int, ...],
+        new: tuple[int, ...],
+        generator: torch.Generator | None,
+        cross_init: str,
+    ) -> Any: ...
 
 
 @frozen

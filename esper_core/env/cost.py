@@ -44,7 +44,8 @@ def architecture(model: MorphogeneticModel) -> Architecture:
         for s in model.iter_slots()
     )
     host = model.host
-    sizes = [",".join(map(str, host.stage_channels()))] if isinstance(host, HasWidths) else []
+    widths = host.stage_channels() if isinstance(host, HasWidths) else ()
+    sizes = [",".join(map(str, widths))] if widths else []  # a user's module: pairs, or none
     if isinstance(host, DeepenableTransformer):
         sizes.append(f"depth {len(host.residual_blocks())}")
     elif isinstance(host, DeepenableCNN):
@@ -53,10 +54,9 @@ def architecture(model: MorphogeneticModel) -> Architecture:
         sizes.append("depth " + ",".join(map(str, convs)))
     if not sizes:
         return slots
-    widths = "; ".join(sizes)
     growth = model.host_growth
     growing = growth.stage.value if growth is not None else None
-    return (*slots, ("host", widths, growing, False))
+    return (*slots, ("host", "; ".join(sizes), growing, False))
 
 
 def params_forward(model: MorphogeneticModel) -> int:

@@ -375,7 +375,9 @@ class MorphogeneticEnv:
         state = env_state(data)
         self.seed, self.episode = state.seed, state.episode
         self._build(self.seed)
-        host_growth.replay(self, state.growths)
+        # A fresh host (every env builds one) replays them all; the Grower's kept one
+        # holds those it has grown already (LoopEnv checks they are the state's).
+        host_growth.replay(self, state.growths[len(self.model.host_growths) :])
         self.fits = host_growth.slot_fits(self)
         load_torch_state(self, data)
         self.epoch = state.epoch

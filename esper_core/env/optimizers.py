@@ -96,12 +96,12 @@ def carry_state(
             if p in old.state:
                 new.state[p] = dict(old.state[p])
             elif id(p) in assembled:
-                state = _assembled_state(old, assembled[id(p)])
+                state = assembled_state(old, assembled[id(p)])
                 if state:
                     new.state[p] = state
 
 
-def _assembled_state(old: torch.optim.Optimizer, fold: FoldedParam) -> dict[str, Any]:
+def assembled_state(old: torch.optim.Optimizer, fold: FoldedParam) -> dict[str, Any]:
     """The state of a folded parameter: every per-element tensor (momentum, Adam moments)
     assembled from the pieces' (zeros for a piece without one yet); any other entry
     (Adam's step count) from the first piece that has it, the old parameter, which has

@@ -34,8 +34,9 @@ from esper_core.config_io import merge
 from esper_core.env.observation import Observation
 from esper_core.env.step import StepResult
 from esper_core.errors import CheckpointError, ConfigError, GrowerError
+from esper_core.grow.layer_growth import allow_layer_growth
 from esper_core.grow.loop_env import LoopEnv, LoopTask
-from esper_core.grow.module_host import ModuleHost, host_from_module, layer_names
+from esper_core.grow.module_host import ModuleHost, host_from_module
 from esper_core.lifecycle.actions import WAIT
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.slot_state import SlotReport
@@ -167,14 +168,7 @@ class Grower:
             if isinstance(self.policy, InstallsAtBirth):
                 self.env.install_at_birth(list(self.policy.birth_seeds()))
             if grows_host(self.policy):
-                raise GrowerError(
-                    f"the Grower cannot widen or deepen {type(model).__name__} "
-                    f"({layer_names(model)}): host growth (widen_at, deepen_at, host_growth) "
-                    "rewrites the layers of Esper's own hosts (the tasks' CNNHost and "
-                    "TransformerHost), not of a module of yours; drop the "
-                    "widen_*/deepen_*/host_growth options, or grow the host with esper run "
-                    "--task glyphs/charlm (docs/growth.md)"
-                )
+                allow_layer_growth(self.env, self.policy, host, example_input)
             baseline = None
             if val_data is not None:
                 self.env.use_validation(val_data)

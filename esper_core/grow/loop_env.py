@@ -24,7 +24,7 @@ from esper_core.components.reward import RewardFamily, SlotSnapshot
 from esper_core.components.task import BatchMetrics, TaskData
 from esper_core.config import RunConfig
 from esper_core.converter import structure, unstructure
-from esper_core.env import birth
+from esper_core.env import birth, host_growth
 from esper_core.env.apply import ActionOutcome, StepStart
 from esper_core.env.cost import CostMeter, account_training
 from esper_core.env.env import MorphogeneticEnv
@@ -33,9 +33,10 @@ from esper_core.env.evaluation import EvalResult, validate_pending
 from esper_core.env.events import StepEvents
 from esper_core.env.observation import observe
 from esper_core.env.pending import Pending, fetch
+from esper_core.env.state import env_state
 from esper_core.env.step import StepResult
 from esper_core.env.training import TrainStats
-from esper_core.errors import GrowerError
+from esper_core.errors import CheckpointError, GrowerError
 from esper_core.grow.loop_trainer import LoopTrainer
 from esper_core.grow.module_host import ModuleHost
 from esper_core.lifecycle.actions import Action
@@ -139,6 +140,19 @@ class LoopEnv(MorphogeneticEnv):
         self.cost = CostMeter()
         self.generator = torch.Generator().manual_seed(seed)
 
+    def load_state_dict(self, data: dict[str, Any]) -> None:
+        """The env's load, on the kept model: the user's module, widened by the growths it
+        has had, can take only a state of those same growths (or of more, if it had none)."""
+        if self._kept is not None and self._kept[0].host_growths:
+            self.model = self._kept[0]
+            if tuple(env_state(data).growths) != host_growth.records(self):
+                raise CheckpointError(
+                    "the grower state has other layer growths than this grower's model, "
+                    "which has widened since it was built; load it into a new Grower over a "
+                    "freshly built model"
+                )
+        super().load_state_dict(data)
+
     @property
     def loop_trainer(self) -> LoopTrainer:
         assert self._kept is not None
@@ -201,8 +215,9 @@ class LoopEnv(MorphogeneticEnv):
             self._record_validation(baseline)
         events = StepEvents(env=self.env_index, episode=self.episode, epoch=0)
         birth.install(self, self.birth_seeds, events)  # a static policy's architecture
-        self._birth_events = events.events
         self.governor.take_snapshot(self.model, 0)
+        host_growth.start_due(self, events)  # one scheduled at epoch 0, as reset() does
+        self._birth_events = events.events
         self._started = True
         self._observation = observe(self, rolled_back=False)
 

@@ -35,7 +35,7 @@ from torch import nn
 
 from esper_core.config import TrainingSection
 from esper_core.env.gradients import measure_seed_gradients, seed_accumulators, total_grad_norm
-from esper_core.env.optimizers import embedding_parameters, param_kind
+from esper_core.env.optimizers import assembled_state, embedding_parameters, param_kind
 from esper_core.env.pending import Pending
 from esper_core.env.training import train_stats
 from esper_core.errors import GrowerError
@@ -112,12 +112,13 @@ class LoopTrainer:
                     return host.module.get_submodule(name)
         return None
 
-    def _host_group_by_kind(self, slot_id: str) -> dict[str, int]:
+    def _host_group_by_kind(self, slot_id: str | None) -> dict[str, int]:
         """For each parameter kind, the host group (its position among the host groups)
-        this slot's seed parameters of that kind join (see the module docstring)."""
+        this slot's seed parameters of that kind join (see the module docstring); with
+        no slot, the host's new parameters of a width growth."""
         assert self.optimizer is not None
         where = {id(p): i for i, g in enumerate(_host_groups(self.optimizer)) for p in g["params"]}
-        module = self._slot_module(slot_id)
+        module = self._slot_module(slot_id) if slot_id is not None else None
         near = [p for p in (module.parameters() if module else ()) if id(p) in where]
         held = [p for p in self._host_params if id(p) in where]
         anywhere = where[id((near or held)[0])] if near or held else 0
@@ -178,12 +179,39 @@ class LoopTrainer:
         self.sync_optimizers()
 
     def host_changed(self, folded: Sequence[FoldedParam] = ()) -> None:
-        """Host growth would change the parameters of the user's own optimizer, which the
-        Grower does not rebuild: refused until it can."""
-        raise GrowerError(
-            "host width growth is not available in your own training loop yet; "
-            "use `esper run` with policies.schedule, or grow with seeds"
-        )
+        """A width growth changed the user's layers: the user's optimizer follows, as the
+        env's host optimizer does (:func:`~esper_core.env.optimizers.carry_state`). A
+        folded parameter takes the place of its old piece in that piece's group, its state
+        assembled from the pieces'; the parameters that are gone leave with their state;
+        a growth's new parameters join the host group of their kind, with fresh state."""
+        before = self._host_params
+        self._host_params = self.model.host_parameters()
+        self._n_host = sum(p.numel() for p in self._host_params)
+        with self.model.host_own():
+            self._host_embeddings = embedding_parameters(self.model.host.modules())
+        if self.optimizer is None:
+            return  # an optimizer attached later is built over the model as it is then
+        optimizer = self.optimizer
+        now = {id(p) for p in self._host_params}
+        gone = {id(p): p for p in before if id(p) not in now}
+        hosts = _host_groups(optimizer)
+        group_of = {id(p): group for group in hosts for p in group["params"]}
+        for fold in folded:
+            group = group_of.get(id(fold.pieces[0]))
+            if group is not None:
+                group["params"].append(fold.merged)
+                state = assembled_state(optimizer, fold)
+                if state:
+                    optimizer.state[fold.merged] = state
+        for group in optimizer.param_groups:
+            group["params"] = [p for p in group["params"] if id(p) not in gone]
+        for p in gone.values():
+            optimizer.state.pop(p, None)
+        held = {id(p) for group in optimizer.param_groups for p in group["params"]}
+        by_kind = self._host_group_by_kind(None)
+        for p in self._host_params:
+            if id(p) not in held:
+                hosts[by_kind[param_kind(p, self._host_embeddings)]]["params"].append(p)
 
     def group_order(self) -> list[str]:
         """The slots whose seeds are in the optimizer, in the order they joined."""

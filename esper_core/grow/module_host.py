@@ -27,11 +27,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import attrs
 import torch
 from torch import nn
 
 from esper_core.components.host import InjectionSpec
 from esper_core.errors import HostError
+from esper_core.grow.layer_pairs import LayerPair
+from esper_core.grow.layer_widening import LayerWidening
 
 Route = Callable[[torch.Tensor], torch.Tensor]
 
@@ -110,6 +113,53 @@ class ModuleHost(nn.Module):
         self._routes: dict[str, Route] = {}
         self._handles: list[torch.utils.hooks.RemovableHandle] = []
         self._counter = SampleCounter()
+        # The layer pairs a width growth may widen (none until the Grower asks), and
+        # their widths now: implements WidensItsLayers.
+        self.pairs: tuple[LayerPair, ...] = ()
+        self._widths: tuple[int, ...] = ()
+
+    # ------------------------------------------------------------ width growth
+
+    def enable_width(self, pairs: Sequence[LayerPair]) -> None:
+        """Let width growth widen these pairs of the user's module (``widen_stages``
+        index them)."""
+        self.pairs = tuple(pairs)
+        self._widths = tuple(pair.width for pair in pairs)
+
+    def stage_channels(self) -> tuple[int, ...]:
+        return self._widths
+
+    def set_stage_channels(self, channels: tuple[int, ...]) -> None:
+        """The pairs' widths after a growth; a slot on a module that carries a pair's
+        channels takes the pair's new width."""
+        self._widths = tuple(channels)
+        per_channel = {
+            slot_id_of(name): (width, times)
+            for pair, width in zip(self.pairs, channels)
+            for name, times in pair.inside
+        }
+        self._specs = tuple(
+            attrs.evolve(spec, channels=per_channel[spec.slot_id][0] * per_channel[spec.slot_id][1])
+            if spec.slot_id in per_channel
+            else spec
+            for spec in self._specs
+        )
+
+    def layer_widening(
+        self,
+        old: tuple[int, ...],
+        new: tuple[int, ...],
+        generator: torch.Generator | None,
+        cross_init: str,
+    ) -> LayerWidening:
+        return LayerWidening(
+            self.module, self.pairs, old, new, generator, cross_init, self._rehook, slot_id_of
+        )
+
+    def _rehook(self) -> None:
+        """The slots' hooks back on the modules now at their names (a growth swapped some)."""
+        if self.routed:
+            self.route(self._routes)
 
     def injection_specs(self) -> tuple[InjectionSpec, ...]:
         return self._specs

@@ -25,7 +25,12 @@ import torch
 from attrs import frozen
 from torch import nn
 
-from esper_core.components.host import HasWidths, WidenableHost, WidenableTransformer
+from esper_core.components.host import (
+    HasWidths,
+    WidenableHost,
+    WidenableTransformer,
+    WidensItsLayers,
+)
 from esper_core.lifecycle import rules
 from esper_core.lifecycle.host_growth import HostGrowth
 from esper_core.lifecycle.widening import Widening, widening_for
@@ -49,7 +54,7 @@ class WidthPlan:
 
 def widenable(host: nn.Module) -> HasWidths:
     """``host`` as a host that can grow in width, or a one-line error saying it is not one."""
-    if not isinstance(host, (WidenableHost, WidenableTransformer)):
+    if not isinstance(host, (WidenableHost, WidenableTransformer, WidensItsLayers)):
         raise WidthError(
             f"{type(host).__name__} cannot grow in width: host width growth needs a CNN "
             "host (esper_core.components.host.WidenableHost, such as the tasks' CNNHost) or "

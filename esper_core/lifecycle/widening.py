@@ -20,6 +20,7 @@ from esper_core.components.host import (
     InjectionSpec,
     WidenableHost,
     WidenableTransformer,
+    WidensItsLayers,
 )
 from esper_core.lifecycle.host_growth import HostOperation
 from esper_core.lifecycle.width import (
@@ -41,6 +42,8 @@ def widening_for(
     cross_init: str,
 ) -> Widening:
     """The widening of ``host`` from widths ``old`` to ``new``."""
+    if isinstance(host, WidensItsLayers):
+        return cast(Widening, host.layer_widening(old, new, generator, cross_init))
     if isinstance(host, WidenableTransformer):
         from esper_core.lifecycle.width_transformer import ResidualWidening
 

@@ -99,7 +99,7 @@ def _layers(stage: nn.Sequential) -> list[tuple[int, int | None, list[int]]]:
     return layers
 
 
-def _uniform(
+def uniform_init(
     shape: tuple[int, ...], fan_in: int, like: torch.Tensor, gen: torch.Generator | None
 ) -> torch.Tensor:
     """torch's default Conv2d/Linear init (kaiming-uniform, a=sqrt(5)): U(-1/sqrt(fan_in), ..)."""
@@ -156,7 +156,7 @@ class MaskedConvStage(nn.Module):
             w = conv.weight
             if new_in:
                 shape = (conv.out_channels, new_in, *conv.kernel_size)
-                cross = _uniform(shape, fan_in, w, generator)
+                cross = uniform_init(shape, fan_in, w, generator)
                 if cross_init == "zero":
                     cross.zero_()
                 self._cross_of.append(len(self.cross_weight))
@@ -165,10 +165,12 @@ class MaskedConvStage(nn.Module):
                 self._cross_of.append(None)
             if out_extra:
                 shape = (out_extra, conv.in_channels + new_in, *conv.kernel_size)
-                self.out_weight.append(nn.Parameter(_uniform(shape, fan_in, w, generator)))
+                self.out_weight.append(nn.Parameter(uniform_init(shape, fan_in, w, generator)))
                 if conv.bias is not None:
                     self._bias_of.append(len(self.out_bias))
-                    self.out_bias.append(nn.Parameter(_uniform((out_extra,), fan_in, w, generator)))
+                    self.out_bias.append(
+                        nn.Parameter(uniform_init((out_extra,), fan_in, w, generator))
+                    )
                 else:
                     self._bias_of.append(None)
                 if ni is not None:
@@ -313,7 +315,7 @@ class MaskedLinearInput(nn.Module):
         self.in_features = int(base.in_features)
         self.in_extra = in_extra
         fan_in = base.in_features + in_extra
-        cross = _uniform((base.out_features, in_extra), fan_in, base.weight, generator)
+        cross = uniform_init((base.out_features, in_extra), fan_in, base.weight, generator)
         if cross_init == "zero":
             cross.zero_()
         self.cross_weight = nn.Parameter(cross)

@@ -285,39 +285,17 @@ def test_the_last_epoch_finishes_the_episode_with_the_users_host_counted() -> No
     assert last.done and (finished.params_added, finished.host_params_added) == (0, 0)
 
 
-def test_a_width_growth_schedule_is_refused_in_one_line_and_the_module_left_as_given() -> None:
-    """policies.static with widen_at rewrites Esper's own hosts' layers: the Grower says it
-    cannot do that to a user's module instead of silently never widening it."""
+def test_a_heuristic_that_may_deepen_the_host_is_refused_in_one_line() -> None:
+    """policies.heuristic with host_growth="deepen" may ask for a depth growth mid-run,
+    which the Grower cannot do to a user's module: refused at construction, naming the
+    user's layers, as a schedule is, not when the request comes. (Width growth of a
+    user's layer pairs: tests/integration/test_grower_width.py.)"""
     build, slots, batches = CASES["resnet18"]
     model = build()
     before = [name for name, _ in model.named_modules()]
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    kwargs = grower_kwargs(
-        overrides=["policies.static.widen_at=0.5", "policies.static.widen_factor=2.0"],
-        max_epochs=4,
-    )
-    with pytest.raises(GrowerError) as caught:
-        Grower(
-            model,
-            slots,
-            example_input=batches(1, 1)[0][0],
-            policy="static",
-            optimizer=opt,
-            **kwargs,
-        )
-    message = str(caught.value)
-    assert "\n" not in message and "cannot widen" in message and "widen_*" in message
-    assert [name for name, _ in model.named_modules()] == before
-
-
-def test_a_heuristic_that_grows_the_host_is_refused_in_one_line() -> None:
-    """policies.heuristic with host_growth would ask for a host growth mid-run: refused
-    at construction, as a schedule is, not when the request comes."""
-    build, slots, batches = CASES["resnet18"]
-    model = build()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    kwargs = grower_kwargs(overrides=['policies.heuristic.host_growth="widen"'], max_epochs=4)
-    with pytest.raises(GrowerError, match=r"cannot widen or deepen.*host_growth") as caught:
+    kwargs = grower_kwargs(overrides=['policies.heuristic.host_growth="deepen"'], max_epochs=4)
+    with pytest.raises(GrowerError, match=r"cannot deepen ResNet.*widen instead") as caught:
         Grower(
             model,
             slots,
@@ -332,3 +310,4 @@ def test_a_heuristic_that_grows_the_host_is_refused_in_one_line() -> None:
         caught.value
     )
     assert "layer1.1.conv1 (Conv2d) and 17 more)" in str(caught.value)
+    assert [name for name, _ in model.named_modules()] == before

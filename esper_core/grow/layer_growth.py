@@ -1,0 +1,91 @@
+"""Host width growth in the user's own loop: the policy's growth widens the user's layer
+pairs (:mod:`~esper_core.grow.layer_pairs`), after a check on a copy of the model that
+the widening keeps its function (bit for bit at mask 0) and runs at mask 1."""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from esper_core.components.policy import DepthGrowthSpec, GrowsHostOnline, SchedulesHostGrowth
+from esper_core.env.host_growth_online import check_declared
+from esper_core.errors import ConfigError, GrowerError
+from esper_core.grow.layer_pairs import LayerPair, WidthReport, find_pairs
+from esper_core.grow.layer_widening import LayerWidening
+from esper_core.grow.module_host import ModuleHost, layer_names
+
+if TYPE_CHECKING:
+    from esper_core.env.env import MorphogeneticEnv
+
+
+def keeps_function(model: nn.Module, pairs: list[LayerPair], example_input: torch.Tensor) -> bool:
+    """Whether widening ``pairs`` of a copy of ``model`` by one channel each leaves its
+    output bit for bit at mask 0 and runs at mask 1 (what a forward the walk misread,
+    such as a mean over channels, would break)."""
+    twin = copy.deepcopy(model).eval()
+    with torch.no_grad():
+        before = twin(example_input)
+        widening = LayerWidening(
+            twin, pairs, [p.width for p in pairs], [p.width + 1 for p in pairs], None, "random"
+        )
+        widening.install()
+        try:
+            if not torch.equal(twin(example_input), before):
+                return False
+            widening.set_mask(1.0)
+            after = twin(example_input)
+        except RuntimeError:
+            return False
+    return bool(after.shape == before.shape)
+
+
+def verified(model: nn.Module, report: WidthReport, example_input: torch.Tensor) -> WidthReport:
+    """``report`` without the pairs whose widening fails :func:`keeps_function`."""
+    pairs = list(report.pairs)
+    if not pairs or keeps_function(model, pairs, example_input):
+        return report
+    kept = [pair for pair in pairs if keeps_function(model, [pair], example_input)]
+    failed = [
+        f"{pair.describe()}: widening it changes the output (an operation between reads "
+        "across channels)"
+        for pair in pairs
+        if pair not in kept
+    ]
+    return WidthReport(tuple(kept), (*report.refused, *failed))
+
+
+def allow_layer_growth(
+    env: MorphogeneticEnv, policy: Any, host: ModuleHost, example_input: torch.Tensor
+) -> None:
+    """Let ``policy``'s host growth widen the user's layer pairs; refuse in one line,
+    naming the layers and why, what the user's module cannot take."""
+    model = host.module
+    name = type(model).__name__
+    scheduled = policy.host_growths() if isinstance(policy, SchedulesHostGrowth) else ()
+    online = policy.online_host_growths() if isinstance(policy, GrowsHostOnline) else ()
+    if any(isinstance(spec, DepthGrowthSpec) for spec in (*scheduled, *online)):
+        raise GrowerError(
+            f"the Grower cannot deepen {name} ({layer_names(model)}): depth growth "
+            "(deepen_at, a depth host_growth) rewrites the stack of Esper's own hosts; widen "
+            "instead (widen_at), or grow the host with esper run --task glyphs/charlm"
+        )
+    report = verified(model, find_pairs(model, example_input), example_input)
+    if not report.pairs:
+        why = "; ".join(report.refused[:3]) or "it has no Linear or Conv2d layer"
+        raise GrowerError(
+            f"the Grower cannot widen {name}: no Linear or Conv2d feeds a single other one "
+            f"through per-channel operations ({why}); grow it with seeds instead"
+        )
+    host.enable_width(report.pairs)
+    try:
+        if scheduled:
+            env.schedule_host_growth(scheduled)
+        if online:
+            check_declared([env], online)
+    except ConfigError as exc:
+        raise GrowerError(
+            f"{exc.problems[0]}; the stages {name} can widen are {report.describe()}"
+        ) from None
