@@ -10,6 +10,11 @@ happened to the seeds and what the policy does next, and why.
 
     python examples/own_model_mlp.py                  # the heuristic
     python examples/own_model_mlp.py --policy random  # any installed policy
+    python examples/own_model_mlp.py --widen-at 0.25  # widen the MLP's own layers 2x
+
+``--widen-at`` grows the model's own width instead of adding seeds (policies.static with
+``widen_at``): its layer pairs (``body.0 -> body.2 -> head``) widen from 16 to 32
+features behind a mask that ramps in over 3 epochs (docs/own-model.md).
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ import esper_core
 from esper_core.run.telemetry import (
     Event,
     GovernorRollback,
+    HostGrowthFossilized,
+    HostGrowthStarted,
     SeedFossilized,
     SeedGerminated,
     SeedPruned,
@@ -100,6 +107,10 @@ def describe(event: Event) -> str | None:
         return f"{event.slot_id}: fossilized {event.blueprint}: it stays"
     if isinstance(event, SeedPruned):
         return f"{event.slot_id}: pruned {event.blueprint} from {event.stage} ({event.reason})"
+    if isinstance(event, HostGrowthStarted):
+        return f"the model's own layers start to widen: {event.plan}"
+    if isinstance(event, HostGrowthFossilized):
+        return f"widened: {event.params_before:,} -> {event.params_after:,} parameters"
     if isinstance(event, GovernorRollback):
         return f"governor rollback to epoch {event.snapshot_epoch}: {event.reason}"
     return None
@@ -111,7 +122,19 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=24)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--save", help="write grower.state_dict() here (load_state_dict resumes)")
+    parser.add_argument(
+        "--widen-at", type=float, help="widen the layers 2x at this fraction of the run instead"
+    )
     args = parser.parse_args()
+    overrides = []
+    if args.widen_at is not None:
+        args.policy = "static"
+        overrides = [f"policies.static.widen_at={args.widen_at}", "policies.static.widen_tempo=3"]
+    elif args.policy == "heuristic":
+        # The compute-aware trigger: grow once the validation loss stops falling (this
+        # small MLP fits well below chance, so the default capacity trigger would wait,
+        # and say so); a short ramp suits a 24-epoch run.
+        overrides = ["policies.heuristic.trigger=slowdown", "policies.heuristic.tempo=3"]
 
     torch.manual_seed(args.seed)
     train, val, test = make_splits(args.seed)
@@ -129,12 +152,7 @@ def main() -> None:
         optimizer=opt,
         max_epochs=args.epochs,
         seed=args.seed,
-        # The compute-aware trigger: grow once the validation loss stops falling (this
-        # small MLP fits well below chance, so the default capacity trigger would wait,
-        # and say so); a short ramp suits a 24-epoch run.
-        overrides=["policies.heuristic.trigger=slowdown", "policies.heuristic.tempo=3"]
-        if args.policy == "heuristic"
-        else [],
+        overrides=overrides,
     )
     print(grower.decision)
 

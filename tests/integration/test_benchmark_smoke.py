@@ -63,6 +63,15 @@ EXPECTED: dict[str, list[str]] = {
         "summary.*.params",
         "summary.*.train_flops",
     ],
+    "grower_widen": [
+        "model",
+        "chosen_lr",
+        "chosen_growth",
+        "summary.*.arm",
+        "summary.*.test_acc",
+        "summary.*.params",
+        "summary.*.train_flops",
+    ],
     "grower_overhead": [
         "benchmark",
         "reps",

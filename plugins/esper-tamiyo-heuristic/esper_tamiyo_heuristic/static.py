@@ -132,6 +132,17 @@ class StaticPolicy(WaitPolicy):
         """The seeds every env installs at the start of each episode (``InstallsAtBirth``)."""
         return list(self.options.seeds)
 
+    def reason(self) -> str:
+        o = self.options
+        plan = [
+            f"{word} at {at:g} of the run" if at is not None else ""
+            for word, at in (("widens", o.widen_at), ("deepens", o.deepen_at))
+        ]
+        planned = " and ".join(p for p in plan if p)
+        if not planned:
+            return self.why
+        return f"policies.static: the seeds were fixed at birth, and the host {planned}"
+
     def host_growths(self) -> list[HostGrowthSpec]:
         """The host growths every env applies in each episode (``SchedulesHostGrowth``)."""
         from esper_core.components.policy import DepthGrowthSpec, WidthGrowthSpec

@@ -42,7 +42,11 @@ class WaitPolicy:
     def act(self, observations: Sequence[Observation]) -> list[Action]:
         from esper_core.lifecycle.actions import WAIT
 
-        return [WAIT.because(self.why) for _ in observations]
+        return [WAIT.because(self.reason()) for _ in observations]
+
+    def reason(self) -> str:
+        """The reason every action carries (a subclass may say more than :attr:`why`)."""
+        return self.why
 
     def observe(self, results: Sequence[StepResult]) -> None:
         """Outcomes change nothing."""

@@ -263,3 +263,29 @@ def test_a_seed_born_mid_fit_moves_with_every_scheduler(name: str, tmp_path: Pat
     assert len({host for host, _ in grown}) > 1, "the schedule moved the rate while it grew"
     for host, seeds in grown:
         assert seeds == [host] * len(seeds)
+
+
+def test_a_scheduled_widening_of_the_users_layers_inside_fit(tmp_path: Path) -> None:
+    """policies.static with widen_at widens SmallNet's layer pairs (conv -> BN -> ReLU ->
+    conv, conv -> ReLU -> mean -> head) mid-fit; the trainer's optimizer holds exactly the
+    widened module's parameters afterwards."""
+    torch.manual_seed(0)
+    module = SmallNet()
+    growth = EsperGrowth(
+        ["features.2"],
+        policy="static",
+        overrides=["policies.static.widen_at=0.34", "policies.static.widen_tempo=1"],
+        plugins=first_party(),
+        max_epochs=3,
+    )
+    train, val = _loaders()
+    trainer = _trainer(3, tmp_path, [growth])
+    trainer.fit(module, train, val)
+    assert module.features[0].out_channels == 16 and module.features[1].num_features == 16
+    assert module.features[3].in_channels == 16 and module.head.in_features == 32
+    held = sorted(id(p) for g in trainer.optimizers[0].param_groups for p in g["params"])
+    assert held == sorted(id(p) for p in module.parameters())
+    assert (
+        growth.grower is not None
+        and growth.grower.env.model.host_growths[0].stage.value == "FOSSILIZED"
+    )

@@ -76,6 +76,10 @@ def test_the_other_built_in_policies_give_reasons(build) -> None:
     for policy, words in [
         (WaitPolicy(WaitOptions(), context), "never grows"),
         (StaticPolicy(StaticOptions(), context), "fixed at birth"),
+        (
+            StaticPolicy(StaticOptions(widen_at=0.25), context),
+            "seeds were fixed at birth, and the host widens at 0.25 of the run",
+        ),
         (RandomPolicy(RandomOptions(), context), "random legal action"),
     ]:
         assert words in policy.act([obs])[0].reason
