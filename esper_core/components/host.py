@@ -111,6 +111,10 @@ class WidensItsLayers(HasWidths, Protocol):
     :meth:`layer_widening` returns the
     :class:`~esper_core.lifecycle.host_growth.HostOperation` from widths ``old`` to ``new``."""
 
+    def stage_names(self) -> tuple[str, ...]:
+        """Each width's name for a reader (a pair's ``producer -> consumer``)."""
+        ...
+
     def layer_widening(
         self,
         old: tuple[int, ...],

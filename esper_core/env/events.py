@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import define, field, frozen
 
-from esper_core.components.host import WidenableTransformer
+from esper_core.components.host import WidenableTransformer, WidensItsLayers
 from esper_core.converter import unstructure
 from esper_core.env import cost
 from esper_core.env.step import EpochMetrics
@@ -64,6 +64,11 @@ def _plan(growth: HostGrowth) -> str:
     assert isinstance(growth, HostWidthGrowth)
     if isinstance(growth.host, WidenableTransformer):
         return f"d_model {growth.old_channels[0]} -> {growth.new_channels[0]}"
+    if isinstance(growth.host, WidensItsLayers):  # a user's layer pairs, by their names
+        names, old = growth.host.stage_names(), growth.old_channels
+        return ", ".join(
+            f"{names[s]}: {old[s]} -> {c}" for s, c in zip(growth.plan.stages, growth.plan.channels)
+        )
     return growth.plan.describe()
 
 

@@ -129,6 +129,9 @@ class ModuleHost(nn.Module):
     def stage_channels(self) -> tuple[int, ...]:
         return self._widths
 
+    def stage_names(self) -> tuple[str, ...]:
+        return tuple(f"{pair.producer} -> {pair.consumer}" for pair in self.pairs)
+
     def set_stage_channels(self, channels: tuple[int, ...]) -> None:
         """The pairs' widths after a growth; a slot on a module that carries a pair's
         channels takes the pair's new width."""

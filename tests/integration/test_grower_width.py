@@ -19,6 +19,7 @@ from esper_core.grow.grower import Grower
 from esper_core.grow.layer_pairs import find_pairs, widenable_layers
 from esper_core.grow.layer_widening import LayerWidening
 from esper_core.lifecycle.stages import Stage
+from esper_core.run.telemetry import HostGrowthStarted
 from tests.integration.own_model_helpers import (
     MLP_SLOTS,
     RESNET_SLOTS,
@@ -188,7 +189,9 @@ def test_a_scheduled_widening_of_a_user_mlp_and_the_optimizer_following_it() -> 
         "body.0 -> body.2 (32 wide)",
         "body.2 -> head (32 wide)",
     ]
-    _epochs(grower, opt, train, val, 2)
+    results = _epochs(grower, opt, train, val, 2)
+    (started,) = [e for e in results[1].events if isinstance(e, HostGrowthStarted)]
+    assert started.plan == "body.0 -> body.2: 32 -> 64, body.2 -> head: 32 -> 64"
     growth = grower.env.model.host_growth  # born before epoch 2, one tick taken
     assert growth is not None and growth.stage == Stage.BLENDING
     _optimizer_holds_the_model(grower, opt)
