@@ -183,6 +183,13 @@ class _Run:
             model.train(was_training)
         self.root = getattr(self.output, "grad_fn", None)
         self.readers = _readers(self.root) if self.root is not None else {}
+        # Modules whose parameters another module holds too (tied weights), by name.
+        owners: dict[int, list[str]] = {}
+        for name, module in self.modules.items():
+            for param in module.parameters(recurse=False):
+                owners.setdefault(id(param), []).append(name)
+        self.sharing = {n: o for names in owners.values() if len(names) > 1 for n in names
+                        for o in names if o != n}  # fmt: skip
         # The node of each leaf module's one output: which module an autograd node is.
         self.by_node: dict[int, str] = {}
         for name, module in self.modules.items():
@@ -234,6 +241,11 @@ def _pair(run: _Run, consumer: str) -> LayerPair | tuple[str, str] | None:
     producer, norms, nodes = walked
     p, c = run.modules[producer], run.modules[consumer]
     width = _features(p, outputs=True)
+    for name in (producer, *norms, consumer):
+        other = run.sharing.get(name)
+        if other:
+            # A fold makes new parameters: the tie would silently come undone.
+            return producer, f"{producer} -> {consumer}: {name} shares its parameters with {other}"
     for layer in (p, c):
         if isinstance(layer, nn.Conv2d) and (layer.groups != 1 or layer.padding_mode != "zeros"):
             return producer, f"{producer} -> {consumer}: only convs with groups=1 and zero padding"

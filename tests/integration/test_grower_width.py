@@ -311,3 +311,12 @@ def test_a_widening_scheduled_at_epoch_0_starts_before_the_first_epoch() -> None
     _optimizer_holds_the_model(grower, opt)
     _epochs(grower, opt, train, val, 3)
     assert growth.stage == Stage.FOSSILIZED
+
+
+def test_a_layer_that_shares_its_weight_is_not_widened() -> None:
+    """A fold builds new parameters, which would untie a tied weight: refused, named."""
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
+    model[2].weight = model[0].weight
+    report = find_pairs(model, torch.randn(4, 8))
+    assert [p.producer for p in report.pairs] == []
+    assert "0 -> 2: 0 shares its parameters with 2" in report.refused
