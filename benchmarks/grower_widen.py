@@ -42,7 +42,7 @@ from torch.utils.data import DataLoader
 REPO = Path(__file__).resolve().parents[1]
 TUNING_SEEDS = (100, 101, 102)
 EVAL_SEEDS = tuple(range(3000, 3010))
-LRS = {"mlp": (1e-3, 3e-3, 1e-2, 3e-2), "cnn": (0.02, 0.05, 0.1)}
+LRS = {"mlp": (1e-3, 3e-3, 1e-2, 3e-2), "cnn": (0.01, 0.02, 0.05, 0.1)}
 AT = (0.1, 0.25, 0.5)
 
 

@@ -130,6 +130,10 @@ PRETRAINED_WHY = (
     "a stage of the 37-minute training chain of ppo:pretrained; init_from is tested in "
     "tests/plugins/esper_tamiyo_ppo/test_init_from.py"
 )
+GROWER_WIDEN_WHY = (
+    "130 or 90 runs of a user's model through the Grower; its --smoke mode runs in "
+    "tests/integration/test_benchmark_smoke.py"
+)
 PRETRAINED_GROWER_WHY = (
     "30 runs of a user's model through the Grower; its --smoke mode runs in "
     "tests/integration/test_benchmark_smoke.py"
@@ -390,6 +394,12 @@ COMMANDS: dict[str, Way] = {
         "--policy ppo:docs/results/checkpoints/ppo-pretrained-run-3.pt --policy heuristic "
         "--policy wait --out runs/pretrained-grower-cnn.json"
     ): NotRun(PRETRAINED_GROWER_WHY),
+    "python benchmarks/grower_widen.py --model mlp --out runs/grower-widen-mlp.json": NotRun(
+        GROWER_WIDEN_WHY
+    ),
+    "python benchmarks/grower_widen.py --model cnn --out runs/grower-widen-cnn.json": NotRun(
+        GROWER_WIDEN_WHY
+    ),
     "esper train --resume runs/ppo-digits": Run((), needs=PPO_DIGITS),
     "esper report runs/ppo-digits": Run((), needs=PPO_DIGITS),
     (
