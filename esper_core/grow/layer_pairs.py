@@ -194,7 +194,10 @@ class _Run:
         self.by_node: dict[int, str] = {}
         for name, module in self.modules.items():
             call = self.once(name)
-            if call is not None and call.output is not None and not any(module.children()):
+            # A module that returns its input (Identity, Dropout in eval mode) made no node.
+            made = call is not None and call.output is not None and call.output is not call.input
+            if made and not any(module.children()):
+                assert call is not None
                 self.by_node.setdefault(id(call.output), name)
 
     def once(self, name: str) -> _Call | None:

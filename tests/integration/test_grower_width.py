@@ -320,3 +320,12 @@ def test_a_layer_that_shares_its_weight_is_not_widened() -> None:
     report = find_pairs(model, torch.randn(4, 8))
     assert [p.producer for p in report.pairs] == []
     assert "0 -> 2: 0 shares its parameters with 2" in report.refused
+
+
+def test_modules_that_return_their_input_pass_the_walk() -> None:
+    """Identity and eval-mode Dropout return their input tensor, making no autograd node:
+    the walk passes them (it used to loop forever on torchvision's MobileNetV2)."""
+    model = nn.Sequential(
+        nn.Linear(8, 16), nn.Dropout(0.1), nn.ReLU(), nn.Identity(), nn.Linear(16, 2)
+    )
+    assert _pairs(model, torch.randn(4, 8)) == [("0", "4", 16, 1)]
