@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from esper_core.config import RunConfig
     from esper_core.env.observation import Observation
     from esper_core.grow.grower import Grower, GrowthDecision
-    from esper_core.grow.layer_pairs import widenable_layers
+    from esper_core.grow.layer_growth import widenable_layers
     from esper_core.grow.module_host import host_from_module
     from esper_core.lifecycle.actions import Action, LifecycleOp
     from esper_core.lifecycle.stages import Stage
@@ -68,7 +68,7 @@ _HOMES = {
     # The library API: growth in the user's own model and loop (imports torch).
     "esper_core.grow.grower": ["Grower", "GrowthDecision"],
     "esper_core.grow.module_host": ["host_from_module"],
-    "esper_core.grow.layer_pairs": ["widenable_layers"],
+    "esper_core.grow.layer_growth": ["widenable_layers"],
     "esper_core.lifecycle.actions": ["Action", "LifecycleOp"],
     "esper_core.lifecycle.stages": ["Stage"],
 }

@@ -21,10 +21,13 @@ if TYPE_CHECKING:
     from esper_core.env.env import MorphogeneticEnv
 
 
-def keeps_function(model: nn.Module, pairs: list[LayerPair], example_input: torch.Tensor) -> bool:
-    """Whether widening ``pairs`` of a copy of ``model`` by one channel each leaves its
-    output bit for bit at mask 0 and runs at mask 1 (what a forward the walk misread,
-    such as a mean over channels, would break)."""
+def widening_problem(
+    model: nn.Module, pairs: list[LayerPair], example_input: torch.Tensor
+) -> str | None:
+    """Why widening ``pairs`` of a copy of ``model`` by one channel each fails: its output
+    at mask 0 is not bit for bit the model's (a forward the walk misread, such as a mean
+    over channels), or a forward fails at all (a fused fast path that reads a layer's
+    ``weight`` itself, as ``nn.TransformerEncoderLayer`` does in eval mode). None: fine."""
     twin = copy.deepcopy(model).eval()
     with torch.no_grad():
         before = twin(example_input)
@@ -34,27 +37,35 @@ def keeps_function(model: nn.Module, pairs: list[LayerPair], example_input: torc
         widening.install()
         try:
             if not torch.equal(twin(example_input), before):
-                return False
+                return "widening it changes the model's output (an operation between reads across channels)"
             widening.set_mask(1.0)
             after = twin(example_input)
-        except RuntimeError:
-            return False
-    return bool(after.shape == before.shape)
+        except Exception as exc:  # whatever the user's forward raises on the masked layers
+            first = (str(exc).strip().splitlines() or [""])[0]
+            return (
+                f"the model's forward fails on the widened layers ({type(exc).__name__}: {first})"
+            )
+    return None if after.shape == before.shape else "widening it changes the output's shape"
 
 
 def verified(model: nn.Module, report: WidthReport, example_input: torch.Tensor) -> WidthReport:
-    """``report`` without the pairs whose widening fails :func:`keeps_function`."""
+    """``report`` without the pairs whose widening fails on a copy of the model
+    (:func:`widening_problem`), each named in ``refused`` with why."""
     pairs = list(report.pairs)
-    if not pairs or keeps_function(model, pairs, example_input):
+    if not pairs or widening_problem(model, pairs, example_input) is None:
         return report
-    kept = [pair for pair in pairs if keeps_function(model, [pair], example_input)]
-    failed = [
-        f"{pair.describe()}: widening it changes the output (an operation between reads "
-        "across channels)"
-        for pair in pairs
-        if pair not in kept
-    ]
-    return WidthReport(tuple(kept), (*report.refused, *failed))
+    problems = {pair: widening_problem(model, [pair], example_input) for pair in pairs}
+    kept = tuple(pair for pair in pairs if problems[pair] is None)
+    failed = [f"{pair.describe()}: {why}" for pair, why in problems.items() if why is not None]
+    return WidthReport(kept, (*report.refused, *failed))
+
+
+def widenable_layers(model: nn.Module, example_input: torch.Tensor) -> WidthReport:
+    """Which layer pairs of ``model`` a Grower can widen (``widen_stages`` index them, in
+    the order of ``model.named_modules()``), and which layers it cannot and why: the pairs
+    the autograd walk finds (:func:`~esper_core.grow.layer_pairs.find_pairs`), each
+    checked on a copy of the model."""
+    return verified(model, find_pairs(model, example_input), example_input)
 
 
 def allow_layer_growth(
@@ -72,7 +83,7 @@ def allow_layer_growth(
             "(deepen_at, a depth host_growth) rewrites the stack of Esper's own hosts; widen "
             "instead (widen_at), or grow the host with esper run --task glyphs/charlm"
         )
-    report = verified(model, find_pairs(model, example_input), example_input)
+    report = widenable_layers(model, example_input)
     if not report.pairs:
         why = "; ".join(report.refused[:3]) or "it has no Linear or Conv2d layer"
         raise GrowerError(

@@ -285,7 +285,10 @@ def _why_not(run: _Run, layer: str) -> str:
     operation that is not per-channel, or to a second reader."""
     called = run.once(layer)
     if called is None:
-        return f"{layer}: runs {len(run.calls[layer])} times per forward (a shared module)"
+        times = len(run.calls[layer])
+        if times == 0:
+            return f"{layer}: never called (its owner reads its weight itself, as attention does)"
+        return f"{layer}: runs {times} times per forward (a shared module)"
     node = called.output
     while node is not None:
         readers = run.readers.get(id(node), [])
@@ -331,10 +334,3 @@ def find_pairs(
             why[found[0]] = found[1]
     refused = [why.get(name) or _why_not(run, name) for name in layers if name not in pairs]
     return WidthReport(tuple(pairs[n] for n in layers if n in pairs), tuple(refused))
-
-
-def widenable_layers(model: nn.Module, example_input: torch.Tensor) -> WidthReport:
-    """Which layers of ``model`` a Grower can widen (``widen_stages`` index the pairs in
-    this order: the producers' order in ``model.named_modules()``), and which it cannot
-    and why."""
-    return find_pairs(model, example_input)

@@ -16,7 +16,8 @@ from torch import nn
 from esper_core.env import host_growth
 from esper_core.errors import CheckpointError, GrowerError
 from esper_core.grow.grower import Grower
-from esper_core.grow.layer_pairs import find_pairs, widenable_layers
+from esper_core.grow.layer_growth import widenable_layers
+from esper_core.grow.layer_pairs import find_pairs
 from esper_core.grow.layer_widening import LayerWidening
 from esper_core.lifecycle.stages import Stage
 from esper_core.run.telemetry import HostGrowthStarted
@@ -28,7 +29,9 @@ from tests.integration.own_model_helpers import (
     mlp,
     resnet,
     tabular_batches,
+    token_batches,
     train_one_epoch,
+    transformer,
 )
 
 
@@ -329,3 +332,19 @@ def test_modules_that_return_their_input_pass_the_walk() -> None:
         nn.Linear(8, 16), nn.Dropout(0.1), nn.ReLU(), nn.Identity(), nn.Linear(16, 2)
     )
     assert _pairs(model, torch.randn(4, 8)) == [("0", "4", 16, 1)]
+
+
+def test_a_pair_inside_a_fused_transformer_layer_is_refused_with_why() -> None:
+    """nn.TransformerEncoderLayer's eval-mode fast path reads linear1.weight itself: its
+    linear1 -> linear2 pair is found by the walk but fails on a copy, and is refused."""
+    from esper_core.grow.layer_growth import verified
+
+    model = transformer()
+    x = token_batches(1, 1)[0][0]
+    report = verified(model, find_pairs(model, x), x)
+    assert report.pairs == ()
+    assert any(
+        "encoder.layers.0.linear1 -> encoder.layers.0.linear2" in line
+        and "forward fails on the widened layers (AttributeError" in line
+        for line in report.refused
+    ), report.refused
