@@ -307,6 +307,17 @@ COMMANDS: dict[str, Way] = {
     ".venv/bin/python paired.py runs/ppo-glyphs-compare/results.json ppo heuristic": Script(
         "paired.py", "import json, sys", "runs/ppo-glyphs-compare/results.json"
     ),
+    # docs/results/ppo-glyphs.md: three training runs
+    "esper train --task glyphs --seed 200 --out runs/ppo-glyphs-s200": Run(TINY + PPO + GLYPHS),
+    "esper train --task glyphs --seed 201 --out runs/ppo-glyphs-s201": NotRun(
+        "the seed-200 command with another training seed"
+    ),
+    "esper train --task glyphs --seed 202 --out runs/ppo-glyphs-s202": NotRun(
+        "the seed-200 command with another training seed"
+    ),
+    "esper compare examples/ppo-glyphs-runs.toml --jobs 2": NotRun(
+        "it needs the three trained checkpoints; test_every_example_experiment_plans plans it"
+    ),
     # docs/results/ppo-digits.md
     (
         "esper train --task digits --set tasks.digits.preset=impaired --seed 200 "
