@@ -24,8 +24,14 @@ from torch import nn
 
 from esper_core.components.host import InjectionSpec
 from esper_core.grow.layer_pairs import LayerPair
-from esper_core.lifecycle.width import CROSS_INITS, WidthError, uniform_init
-from esper_core.lifecycle.width_fold import FoldedParam, cat0, conv_assembler, set_assembled
+from esper_core.lifecycle.width import WidthError, check_extra, uniform_init
+from esper_core.lifecycle.width_fold import (
+    FoldedParam,
+    cat0,
+    conv_assembler,
+    fold_norm,
+    set_assembled,
+)
 
 Norm = nn.BatchNorm1d | nn.BatchNorm2d
 
@@ -45,12 +51,7 @@ class MaskedLayer(nn.Module):
         cross_init: str = "random",
     ) -> None:
         super().__init__()
-        if in_extra < 0 or out_extra < 0 or in_extra + out_extra == 0:
-            raise WidthError(
-                f"a masked layer needs new features, got in {in_extra}, out {out_extra}"
-            )
-        if cross_init not in CROSS_INITS:
-            raise WidthError(f"cross_init {cross_init!r}: expected one of {', '.join(CROSS_INITS)}")
+        check_extra("layer", in_extra, out_extra, cross_init)
         self.mask: torch.Tensor
         self.base = base
         self.in_extra, self.out_extra = in_extra, out_extra
@@ -154,31 +155,12 @@ class WidenedNorm(nn.Module):
 
     def fold(self) -> tuple[nn.Module, list[FoldedParam]]:
         folded: list[FoldedParam] = []
-        wide = _fold_norm(self.base, cast(Norm, self.extra), folded)
+        wide: nn.Module
+        if isinstance(self.base, nn.BatchNorm1d):
+            wide = fold_norm(self.base, cast(nn.BatchNorm1d, self.extra), folded)
+        else:
+            wide = fold_norm(self.base, cast(nn.BatchNorm2d, self.extra), folded)
         return wide.train(self.training), folded
-
-
-def _fold_norm(old: Norm, new: Norm, folded: list[FoldedParam]) -> Norm:
-    """One norm over the old channels then the new, statistics included."""
-    wide = type(old)(
-        old.num_features + new.num_features, old.eps, old.momentum, old.affine,
-        old.track_running_stats,
-    )  # fmt: skip
-    like = next(iter([*old.parameters(), *old.buffers()]))
-    wide = wide.to(device=like.device)
-    if old.affine:
-        folded.append(set_assembled(wide, "weight", (old.weight, new.weight), cat0))
-        folded.append(set_assembled(wide, "bias", (old.bias, new.bias), cat0))
-    if old.track_running_stats:
-        assert old.running_mean is not None and new.running_mean is not None
-        assert old.running_var is not None and new.running_var is not None
-        assert wide.running_mean is not None and wide.running_var is not None
-        assert wide.num_batches_tracked is not None and old.num_batches_tracked is not None
-        with torch.no_grad():
-            wide.running_mean.copy_(torch.cat([old.running_mean, new.running_mean]))
-            wide.running_var.copy_(torch.cat([old.running_var, new.running_var]))
-            wide.num_batches_tracked.copy_(old.num_batches_tracked)
-    return wide
 
 
 def put(root: nn.Module, name: str, module: nn.Module) -> nn.Module:

@@ -56,6 +56,14 @@ class WidthError(GrowthError):
     """A module cannot be widened (its structure is not a conv stage this supports)."""
 
 
+def check_extra(what: str, in_extra: int, out_extra: int, cross_init: str) -> None:
+    """A masked ``what`` gains new inputs or outputs (none negative), and a known cross init."""
+    if in_extra < 0 or out_extra < 0 or in_extra + out_extra == 0:
+        raise WidthError(f"a masked {what} needs new channels, got in {in_extra}, out {out_extra}")
+    if cross_init not in CROSS_INITS:
+        raise WidthError(f"cross_init {cross_init!r}: expected one of {', '.join(CROSS_INITS)}")
+
+
 def stage_out_channels(stage: nn.Module) -> int:
     """The output channels of a conv stage (plain or masked)."""
     if isinstance(stage, MaskedConvStage):
@@ -130,12 +138,7 @@ class MaskedConvStage(nn.Module):
     ) -> None:
         super().__init__()
         self.mask: torch.Tensor
-        if in_extra < 0 or out_extra < 0 or in_extra + out_extra == 0:
-            raise WidthError(
-                f"a masked stage needs new channels, got in {in_extra}, out {out_extra}"
-            )
-        if cross_init not in CROSS_INITS:
-            raise WidthError(f"cross_init {cross_init!r}: expected one of {', '.join(CROSS_INITS)}")
+        check_extra("stage", in_extra, out_extra, cross_init)
         self.base = base
         self.in_extra, self.out_extra = in_extra, out_extra
         self._layers = _layers(base)

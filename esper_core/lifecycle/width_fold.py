@@ -5,6 +5,7 @@ pieces can be assembled the same way (:func:`esper_core.env.optimizers.carry_sta
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import torch
 from attrs import frozen
@@ -61,11 +62,13 @@ def set_assembled(
     return FoldedParam(merged, pieces, assemble)
 
 
-def fold_norm(
-    old: nn.BatchNorm2d, new: nn.BatchNorm2d, folded: list[FoldedParam]
-) -> nn.BatchNorm2d:
-    """One BatchNorm2d over the old channels then the new, statistics included."""
-    wide = nn.BatchNorm2d(
+Norm = TypeVar("Norm", nn.BatchNorm1d, nn.BatchNorm2d)
+
+
+def fold_norm(old: Norm, new: Norm, folded: list[FoldedParam]) -> Norm:
+    """One BatchNorm (1d or 2d, as ``old``) over the old channels then the new, statistics
+    included."""
+    wide = type(old)(
         old.num_features + new.num_features,
         old.eps,
         old.momentum,
