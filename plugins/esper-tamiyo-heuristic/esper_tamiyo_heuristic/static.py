@@ -66,7 +66,8 @@ class StaticOptions(WaitOptions):
         [],
         each(in_range(0, 64, integer=True), distinct=True),
         "The conv stages (blocks) to widen, from 0; empty: all of them (a transformer "
-        "widens every block: leave it empty).",
+        "widens every block: leave it empty; a Grower's model: its layer pairs, as "
+        "esper_core.widenable_layers lists them).",
     )
     widen_tempo: int = options_field(
         5, in_range(1, 1000, integer=True), "Epochs the new channels' mask ramps from 0 to 1."
