@@ -56,3 +56,20 @@ def test_the_mlp_example_grows_and_says_why(tmp_path: Path) -> None:
     assert "next: WAIT: " in out
     assert "test accuracy (the grown model)" in out
     assert state.is_file()
+
+
+def test_the_mlp_example_widens_its_own_layers() -> None:
+    # --widen-at: the MLP's layer pairs widen 16 -> 32 at epoch 6 of 24 and are folded.
+    done = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "own_model_mlp.py"), "--widen-at", "0.25"],
+        env=subprocess_env(autoload=True),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "the model's own layers start to widen: body.0 -> body.2: 16 -> 32" in out
+    assert "widened: 693 -> 1,893 parameters" in out
+    assert "the host widens at 0.25 of the run" in out
