@@ -36,10 +36,10 @@ def test_the_resnet18_example_runs_and_saves_a_resumable_state(tmp_path: Path) -
     assert state.is_file()
 
 
-def _mlp_example(*args: str) -> str:
-    """examples/own_model_mlp.py run with ``args``: its output (it must succeed)."""
+def _example(script: str, *args: str) -> str:
+    """``examples/<script>`` run with ``args``: its output (it must succeed)."""
     done = subprocess.run(
-        [sys.executable, str(REPO / "examples" / "own_model_mlp.py"), *args],
+        [sys.executable, str(REPO / "examples" / script), *args],
         env=subprocess_env(autoload=True),
         capture_output=True,
         text=True,
@@ -54,7 +54,7 @@ def test_the_mlp_example_grows_and_says_why(tmp_path: Path) -> None:
     # Seconds of one core (issue 34): the heuristic grows a residual seed in a hidden
     # layer, and every epoch prints its events and the next decision with its reason.
     state = tmp_path / "grower.pt"
-    out = _mlp_example("--save", str(state))
+    out = _example("own_model_mlp.py", "--save", str(state))
     assert "epoch 0: WAIT: the first epoch trains the model as it was given" in out
     assert "germinated mlp/residual" in out
     assert "next: GERMINATE body/1 mlp/residual" in out and "slowed down" in out
@@ -65,7 +65,7 @@ def test_the_mlp_example_grows_and_says_why(tmp_path: Path) -> None:
 
 def test_the_mlp_example_widens_its_own_layers() -> None:
     # --widen-at: the MLP's layer pairs widen 16 -> 32 at epoch 6 of 24 and are folded.
-    out = _mlp_example("--widen-at", "0.25")
+    out = _example("own_model_mlp.py", "--widen-at", "0.25")
     assert "the model's own layers start to widen: body.0 -> body.2: 16 -> 32" in out
     assert "widened: 693 -> 1,893 parameters" in out
     assert "the host widens at 0.25 of the run" in out
