@@ -189,11 +189,11 @@ class LayerWidening:
         swapped: Callable[[], None] = lambda: None,
         slot_id: Callable[[str], str] = str,
     ) -> None:
-        self.root, self.swapped, self.slot_id = root, swapped, slot_id
+        self.root, self.swapped = root, swapped
         extra = [n - o for n, o in zip(new, old)]
         ins: dict[str, int] = {}
         outs: dict[str, int] = {}
-        self.touched: set[str] = set()
+        touched: set[str] = set()
         norms: dict[str, int] = {}
         for pair, more in zip(pairs, extra):
             if more <= 0:
@@ -201,7 +201,7 @@ class LayerWidening:
             outs[pair.producer] = more
             ins[pair.consumer] = more * pair.spread
             norms.update(dict.fromkeys(pair.norms, more))
-            self.touched.update(name for name, _ in pair.inside)
+            touched.update(name for name, _ in pair.inside)
         self._masked: dict[str, MaskedLayer | WidenedNorm] = {}
         for name in dict.fromkeys([*outs, *ins]):
             layer = root.get_submodule(name)
@@ -213,6 +213,9 @@ class LayerWidening:
         for name, more in norms.items():
             self._masked[name] = WidenedNorm(cast(Norm, root.get_submodule(name)), more)
         self._originals: dict[str, nn.Module] = {}
+        # A slot on a module whose output carries a widened pair's channels changes width
+        # (asked for every slot at every epoch's masks: computed once).
+        self._touched = frozenset(slot_id(name) for name in touched)
 
     def install(self) -> None:
         for name, module in self._masked.items():
@@ -244,5 +247,4 @@ class LayerWidening:
         self.swapped()
 
     def touches(self, spec: InjectionSpec) -> bool:
-        # A slot on a module whose output carries the pair's channels changes width.
-        return spec.slot_id in {self.slot_id(name) for name in self.touched}
+        return spec.slot_id in self._touched
