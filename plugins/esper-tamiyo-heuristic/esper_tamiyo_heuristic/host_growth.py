@@ -27,21 +27,16 @@ if TYPE_CHECKING:
 
 def spec(o: HeuristicOptions, at: float) -> HostGrowthSpec | None:
     """The growth ``o`` asks for, starting at ``at``; None when ``host_growth`` is off."""
-    from esper_core.components.policy import DepthGrowthSpec, WidthGrowthSpec
+    from esper_core.components.policy import growth_request
 
-    if o.host_growth == "widen":
-        return WidthGrowthSpec(
-            at=at, factor=o.host_growth_factor, tempo=o.host_growth_tempo, curve=o.host_growth_curve
-        )
-    if o.host_growth == "deepen":
-        return DepthGrowthSpec(
-            at=at,
-            mode=o.host_growth_mode,
-            factor=int(o.host_growth_factor),
-            tempo=o.host_growth_tempo,
-            curve=o.host_growth_curve,
-        )
-    return None
+    return growth_request(
+        o.host_growth,
+        at,
+        o.host_growth_factor,
+        o.host_growth_mode,
+        o.host_growth_tempo,
+        o.host_growth_curve,
+    )
 
 
 def window(o: HeuristicOptions, max_epochs: int) -> tuple[int, int]:

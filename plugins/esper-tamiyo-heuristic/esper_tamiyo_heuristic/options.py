@@ -6,11 +6,11 @@ from typing import Any
 
 from attrs import define
 
+from esper_core.components.policy import HOST_GROWTHS, growth_request_problems
 from esper_core.config_limits import MAX_EPOCHS, MAX_FACTOR
 from esper_core.converter import each, in_range, non_empty, one_of, options_field
 
 TRIGGERS = ("capacity", "slowdown")
-HOST_GROWTHS = ("off", "widen", "deepen")
 PRICES = ("params", "flops")
 
 # CNN: measured on digits with the impaired host (benchmarks/growth_study.py): seeds
@@ -207,19 +207,12 @@ class HeuristicOptions:
     )
 
     def __esper_validate__(self) -> list[str]:
-        problems = []
-        if self.host_growth_max_at < self.host_growth_min_at:
-            problems.append(
-                f"host_growth_max_at ({self.host_growth_max_at:g}) must be at least "
-                f"host_growth_min_at ({self.host_growth_min_at:g})"
-            )
-        if self.host_growth == "deepen" and not (
-            self.host_growth_factor.is_integer() and 2 <= self.host_growth_factor <= 8
-        ):
-            problems.append(
-                f"host_growth_factor: deepen grows the stack a whole number of times as deep, "
-                f"2 to 8; got {self.host_growth_factor:g}"
-            )
+        problems = growth_request_problems(
+            self.host_growth,
+            self.host_growth_factor,
+            self.host_growth_min_at,
+            self.host_growth_max_at,
+        )
         if self.max_holding_epochs < self.min_holding_epochs:
             problems.append(
                 f"max_holding_epochs ({self.max_holding_epochs}) must be at least "

@@ -16,6 +16,7 @@ import attrs
 import torch
 
 from esper_tamiyo_ppo.distributions import BatchMasks
+from esper_tamiyo_ppo.network import GROWTH_CHOICES
 
 
 @attrs.define(eq=False)
@@ -38,6 +39,7 @@ class RolloutBuffer:
     mask_style: torch.Tensor
     mask_tempo: torch.Tensor
     mask_alpha_target: torch.Tensor
+    mask_host_growth: torch.Tensor  # [.., 2] with a host-growth head, [.., 0] without
     step: int = 0  # the time index being filled
     acted: bool = False  # actions of ``step`` recorded, outcome not yet
 
@@ -50,8 +52,10 @@ class RolloutBuffer:
         head_sizes: dict[str, int],
         state_size: int,
         device: torch.device | str = "cpu",
+        host_growth: bool = False,
     ) -> RolloutBuffer:
         s = head_sizes
+        n_heads = len(s) + int(host_growth)  # the growth head's column comes last
 
         def zeros(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
             return torch.zeros(n_envs, n_steps, *shape, dtype=dtype, device=device)
@@ -59,8 +63,8 @@ class RolloutBuffer:
         return cls(
             obs=zeros(feature_dim),
             raw_obs=zeros(feature_dim),
-            actions=zeros(len(s), dtype=torch.long),
-            log_probs=zeros(len(s)),
+            actions=zeros(n_heads, dtype=torch.long),
+            log_probs=zeros(n_heads),
             values=zeros(),
             rewards=zeros(),
             terminals=zeros(dtype=torch.bool),
@@ -73,6 +77,7 @@ class RolloutBuffer:
             mask_style=zeros(s["style"], dtype=torch.bool),
             mask_tempo=zeros(s["tempo"], dtype=torch.bool),
             mask_alpha_target=zeros(s["slot"], s["alpha_target"], dtype=torch.bool),
+            mask_host_growth=zeros(GROWTH_CHOICES if host_growth else 0, dtype=torch.bool),
         )
 
     @property
@@ -100,6 +105,7 @@ class RolloutBuffer:
             style=self.mask_style,
             tempo=self.mask_tempo,
             alpha_target=self.mask_alpha_target,
+            host_growth=self.mask_host_growth if self.mask_host_growth.shape[-1] else None,
         )
 
     def tensors(self) -> dict[str, torch.Tensor]:
@@ -141,7 +147,10 @@ class RolloutBuffer:
         put(self.state_h, state[0])
         put(self.state_c, state[1])
         for stored, mask in zip(self.masks(), masks, strict=True):
-            put(stored, mask)
+            if (stored is None) != (mask is None):
+                raise ValueError("host-growth masks are given exactly when the buffer has the head")
+            if stored is not None and mask is not None:
+                put(stored, mask)
         self.acted = True
 
     def add_outcomes(

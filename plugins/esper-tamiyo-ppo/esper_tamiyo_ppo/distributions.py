@@ -10,6 +10,12 @@ The op is chosen first; the slot head uses ``masks.slot[op]``, the blueprint hea
 ``masks.blueprint[slot]`` and the alpha-target head ``masks.alpha_target[slot]``. Heads the op does not read (:data:`OP_HEADS`) are set to
 the canonical value 0 and their log-probabilities and entropies are excluded (zeroed),
 so they neither change the ratio nor receive gradient.
+
+A policy that grows the host (``host_growth`` on) has one more head, decided last and
+recorded after the others: ``host_growth``, 0 (not now) or 1 (grow the host now), legal
+when ``masks.host_growth`` says so and only with WAIT (a growth and a seed's action in the
+same step would both touch the slots). It reads the trunk and is always used: where only
+"not now" is legal its log-probability and entropy are 0 anyway.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
-from esper_core.lifecycle.actions import HEADS, OP_HEADS, OPS, ActionMasks
+from esper_core.lifecycle.actions import HEADS, OP_HEADS, OPS, ActionMasks, LifecycleOp
 from esper_tamiyo_ppo.network import SLOT_CHILDREN
 
 if TYPE_CHECKING:
@@ -28,6 +34,14 @@ if TYPE_CHECKING:
 MASK_VALUE = -1e4
 CANONICAL = 0  # the value of a head the chosen op does not read
 HEAD_INDEX = {name: i for i, name in enumerate(HEADS)}
+GROWTH_HEAD = "host_growth"
+
+
+def head_names(host_growth: bool) -> tuple[str, ...]:
+    """The heads of a policy's action, in the order of its columns."""
+    return (*HEADS, GROWTH_HEAD) if host_growth else HEADS
+
+
 PER_SLOT = ("blueprint", "alpha_target")  # heads whose mask depends on the slot
 assert ("op", "slot", *SLOT_CHILDREN) == HEADS, "run_heads decides the heads in this order"
 
@@ -54,9 +68,12 @@ class BatchMasks(NamedTuple):
     style: torch.Tensor  # [B, n_styles]
     tempo: torch.Tensor  # [B, n_tempos]
     alpha_target: torch.Tensor  # [B, n_slots, n_targets]
+    host_growth: torch.Tensor | None = None  # [B, 2] not now / now; None: no such head
 
     @classmethod
-    def stack(cls, masks: Sequence[ActionMasks]) -> BatchMasks:
+    def stack(
+        cls, masks: Sequence[ActionMasks], host_growth: torch.Tensor | None = None
+    ) -> BatchMasks:
         return cls(
             op=torch.stack([m.op for m in masks]),
             slot=torch.stack([m.slot for m in masks]),
@@ -64,11 +81,12 @@ class BatchMasks(NamedTuple):
             style=_at_least_one(torch.stack([m.style for m in masks])),
             tempo=_at_least_one(torch.stack([m.tempo for m in masks])),
             alpha_target=_at_least_one(torch.stack([m.alpha_target for m in masks])),
+            host_growth=host_growth,
         )
 
     def map(self, fn: object) -> BatchMasks:
         """Apply a tensor function (indexing, reshaping, ``.to``) to every mask."""
-        return BatchMasks(*(fn(m) for m in self))  # type: ignore[operator]
+        return BatchMasks(*(None if m is None else fn(m) for m in self))  # type: ignore[operator]
 
 
 def _at_least_one(mask: torch.Tensor) -> torch.Tensor:
@@ -123,7 +141,7 @@ def run_heads(
 
     def decide(head: str, raw_logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         logits = masked_logits(raw_logits, mask)
-        given = actions[:, HEAD_INDEX[head]] if actions is not None else None
+        given = actions[:, len(chosen)] if actions is not None else None
         choice, log_p, neg_entropy = _choose(logits, given, generator, deterministic)
         chosen.append(choice)
         log_probs.append(log_p)
@@ -141,6 +159,14 @@ def run_heads(
         if head in PER_SLOT:
             mask = mask[rows, slot]
         decide(head, children[head], mask)
+    if net.growth_head is not None:
+        if masks.host_growth is None:
+            raise ValueError("a network with a host-growth head needs masks.host_growth")
+        now = masks.host_growth[:, 1] & (op == int(LifecycleOp.WAIT))
+        decide(
+            GROWTH_HEAD, net.growth_logits(features), torch.stack([masks.host_growth[:, 0], now], 1)
+        )
+        used = torch.cat([used, torch.ones_like(used[:, :1])], dim=1)
     # Heads the op ignores: canonical value, and no log-prob or entropy (hence no gradient).
     choices = torch.stack(chosen, 1)
     return HeadOutputs(

@@ -34,12 +34,10 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from esper_core.lifecycle.actions import HEADS
 from esper_tamiyo_ppo.buffer import RolloutBuffer
-from esper_tamiyo_ppo.distributions import used_heads_table
+from esper_tamiyo_ppo.distributions import head_names, used_heads_table
 from esper_tamiyo_ppo.gae import compute_gae
 from esper_tamiyo_ppo.loss import (
-    N_HEADS,
     N_SCALARS,
     SCALAR_STATS,
     FlatRollout,
@@ -84,6 +82,8 @@ class PPOLearner:
         generator: torch.Generator,
     ) -> None:
         self.net = net
+        # The action's heads, in the order of their columns (the growth head last, if any).
+        self.heads = head_names(net.growth_head is not None)
         self.options = options
         self.gamma = gamma  # the run's γ: GAE discounts with the γ the rewards were shaped with
         self.total_updates = total_updates
@@ -197,7 +197,7 @@ class PPOLearner:
                 break
 
         # ---- 3. Diagnostics: means over the minibatches run, per head and per epoch.
-        diagnostics = self._diagnostics(epochs, stop, b_values, b_returns, lr, ent_coef)
+        diagnostics = self._diagnostics(self.heads, epochs, stop, b_values, b_returns, lr, ent_coef)
         diagnostics["update_time"] = time.perf_counter() - started
         return diagnostics
 
@@ -222,7 +222,9 @@ class PPOLearner:
         if part.numel() == 0:  # a minibatch of fewer chunks than ranks: nothing here
             device = b.values.device
             loss = sum((p.sum() * 0.0 for p in net.parameters()), torch.zeros((), device=device))
-            stats = torch.zeros(N_SCALARS + 2 * N_HEADS, device=device, dtype=b.values.dtype)
+            stats = torch.zeros(
+                N_SCALARS + 2 * len(self.heads), device=device, dtype=b.values.dtype
+            )
         else:
             loss, stats = ppo_loss(
                 net, o, part, b, ent_coef, share, whole_i, whole_weight, self._used_table
@@ -251,6 +253,7 @@ class PPOLearner:
 
     @staticmethod
     def _diagnostics(
+        heads: tuple[str, ...],
         epochs: list[list[torch.Tensor]],
         stop: bool,
         b_values: torch.Tensor,
@@ -270,8 +273,8 @@ class PPOLearner:
             epoch_sums = [torch.stack(e).sum(0) for e in epochs]
             total = torch.stack(epoch_sums).sum(0)
             pg, v, ent, kl, _, n_clip, n_ratios = total[:N_SCALARS].tolist()
-            entropy_per_head = total[N_SCALARS : N_SCALARS + N_HEADS].tolist()
-            head_used = total[N_SCALARS + N_HEADS :]
+            entropy_per_head = total[N_SCALARS : N_SCALARS + len(heads)].tolist()
+            head_used = total[N_SCALARS + len(heads) :]
             n_mb = diagnostics["minibatches_run"]
             diagnostics.update(
                 {
@@ -283,7 +286,7 @@ class PPOLearner:
                 }
             )
             for head, summed, count in zip(
-                HEADS, entropy_per_head, head_used.tolist(), strict=True
+                heads, entropy_per_head, head_used.tolist(), strict=True
             ):
                 diagnostics[f"entropy/{head}"] = summed / count if count else 0.0
             for k, e in enumerate(epoch_sums, start=1):

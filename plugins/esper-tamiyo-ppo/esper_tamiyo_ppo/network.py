@@ -39,6 +39,8 @@ HEAD_CONDITION = {
 }
 SLOT_CHILDREN = ("blueprint", "style", "tempo", "alpha_target")  # the heads that read the slot
 POLICY_HEAD_GAIN = 0.01  # near-uniform initial policy
+# The host-growth head (``host_growth`` on): 0 = not now, 1 = grow the host now.
+GROWTH_CHOICES = 2
 VALUE_HEAD_GAIN = 1.0
 
 State = tuple[torch.Tensor, torch.Tensor]
@@ -55,6 +57,7 @@ class PolicyNetwork(Protocol):
     hidden_size: int
     head_sizes: dict[str, int]
     value_head: nn.Linear
+    growth_head: nn.Linear | None  # None: the policy does not grow the host
 
     def encode(self, obs: torch.Tensor) -> torch.Tensor: ...
     def initial_state(self, batch: int) -> State: ...
@@ -66,7 +69,25 @@ class PolicyNetwork(Protocol):
     def child_logits(
         self, features: torch.Tensor, slot: torch.Tensor
     ) -> dict[str, torch.Tensor]: ...
+    def growth_logits(self, features: torch.Tensor) -> torch.Tensor: ...
     def parameters(self, recurse: bool = True) -> Iterator[nn.Parameter]: ...
+
+
+def make_growth_head(hidden_size: int, host_growth: bool) -> nn.Linear | None:
+    """The host-growth head over the trunk, or None. Built after every other layer, so a
+    network without it draws the same initial weights as before it existed."""
+    if not host_growth:
+        return None
+    return layer_init(nn.Linear(hidden_size, GROWTH_CHOICES), gain=POLICY_HEAD_GAIN)
+
+
+def trunk_growth_logits(net: PolicyNetwork, features: torch.Tensor) -> torch.Tensor:
+    """``[B, 2]``: not now / now, from the trunk part of ``features`` (both networks put
+    the trunk output first)."""
+    if net.growth_head is None:
+        raise ValueError("this policy network has no host-growth head (host_growth = off)")
+    out: torch.Tensor = net.growth_head(features[..., : net.hidden_size])
+    return out
 
 
 def make_lstm(hidden_size: int) -> nn.LSTM:
@@ -111,6 +132,7 @@ class ActorCritic(nn.Module):
         hidden_size: int = 128,
         mlp_layers: int = 2,
         op_bias: dict[str, float] | None = None,
+        host_growth: bool = False,
     ) -> None:
         super().__init__()
         if trunk not in ("mlp", "lstm"):
@@ -138,6 +160,7 @@ class ActorCritic(nn.Module):
         with torch.no_grad():  # a prior over the ops, before any update
             for op, bias in (op_bias or {}).items():
                 self.heads["op"].bias[int(LifecycleOp[op])] = float(bias)
+        self.growth_head = make_growth_head(hidden_size, host_growth)
 
     def _condition_size(self, head: str) -> int:
         condition = HEAD_CONDITION[head]
@@ -194,3 +217,6 @@ class ActorCritic(nn.Module):
         """The logits of every head that reads the chosen ``slot [B]``."""
         inputs = self.conditioned(features, "slot", slot)
         return {head: self.heads[head](inputs) for head in SLOT_CHILDREN}
+
+    def growth_logits(self, features: torch.Tensor) -> torch.Tensor:
+        return trunk_growth_logits(self, features)

@@ -10,9 +10,19 @@ from __future__ import annotations
 
 from attrs import define
 
+from esper_core.components.policy import HOST_GROWTHS, growth_request_problems
 from esper_core.config_limits import MAX_BATCH, MAX_DEPTH, MAX_EPOCHS, MAX_FACTOR, MAX_LR, MAX_WIDTH
 from esper_core.converter import in_range, one_of, options_field
 
+GROWTH_FIELDS = (
+    "host_growth",
+    "host_growth_factor",
+    "host_growth_mode",
+    "host_growth_min_at",
+    "host_growth_max_at",
+    "host_growth_tempo",
+    "host_growth_curve",
+)
 # Fields that define how the network reads its input: a trained checkpoint loaded with
 # ``ppo:PATH`` brings its own values of these, whatever the evaluation config says.
 MODEL_FIELDS = (
@@ -22,9 +32,10 @@ MODEL_FIELDS = (
     "mlp_layers",
     "normalize_observations",
     "obs_clip",
+    # The growth head exists only with host_growth on, and a trained policy asks for the
+    # growth it was trained to ask for: a checkpoint brings these too.
+    *GROWTH_FIELDS,
 )
-# What a checkpoint written before a model field existed was trained with.
-MODEL_FIELD_DEFAULTS = {"network": "flat"}
 
 
 OP_NAMES = ("WAIT", "GERMINATE", "ADVANCE", "SET_ALPHA_TARGET", "PRUNE", "FOSSILIZE")
@@ -165,3 +176,54 @@ class PPOOptions:
         doc="Let `esper run` evaluate a policy with no checkpoint (random weights); without it "
         "`--policy ppo` must name one: ppo:DIR/checkpoint.pt.",
     )
+    # ---------------------------------------------------------------- host growth
+    host_growth: str = options_field(
+        "off",
+        one_of(*HOST_GROWTHS),
+        "Let the policy grow the host itself, once per episode, at the epoch it chooses "
+        "(a head of its own: grow now or not, asked with WAIT while no slot holds a seed): "
+        "widen (a CNN's conv stages, a transformer's d_model), deepen (host_growth_mode) "
+        "or off (no such head: the shipped checkpoints' layout).",
+    )
+    host_growth_factor: float = options_field(
+        2.0,
+        in_range(1, 64, lo_open=True),
+        "widen: the channels (d_model) are multiplied by this; deepen: the stack grows this "
+        "many times as deep (a whole number, 2 to 8).",
+    )
+    host_growth_mode: str = options_field(
+        "stack",
+        one_of("stack", "identity"),
+        "deepen: stack (the stack copied on itself, G_stack) or identity (fresh blocks).",
+    )
+    host_growth_min_at: float = options_field(
+        0.0,
+        in_range(0, 1, hi_open=True),
+        "The policy may grow the host from epoch round(f x max_epochs)...",
+    )
+    host_growth_max_at: float = options_field(
+        0.6,
+        in_range(0, 1, hi_open=True),
+        "...until epoch round(f x max_epochs), this f.",
+    )
+    host_growth_tempo: int = options_field(
+        5, in_range(1, 1000, integer=True), "Epochs the growth's mask ramps from 0 to 1."
+    )
+    host_growth_curve: str = options_field(
+        "linear", one_of("linear", "cosine", "sigmoid"), "The mask ramp's alpha curve."
+    )
+
+    def __esper_validate__(self) -> list[str]:
+        return growth_request_problems(
+            self.host_growth,
+            self.host_growth_factor,
+            self.host_growth_min_at,
+            self.host_growth_max_at,
+        )
+
+
+# What a checkpoint written before a model field existed was trained with.
+MODEL_FIELD_DEFAULTS = {
+    "network": "flat",
+    **{name: getattr(PPOOptions(), name) for name in GROWTH_FIELDS},
+}

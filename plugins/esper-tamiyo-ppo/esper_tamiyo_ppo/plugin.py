@@ -15,7 +15,7 @@ from esper_core import hookimpl
 from esper_tamiyo_ppo.options import PPOOptions
 
 if TYPE_CHECKING:
-    from esper_core.components.policy import PolicyContext
+    from esper_core.components.policy import HostGrowthSpec, PolicyContext
     from esper_core.env.observation import Observation
     from esper_core.env.step import StepResult
     from esper_core.lifecycle.actions import Action
@@ -58,6 +58,10 @@ class PPO:
     def episodes_per_update(self) -> int:
         """Episodes of every env in one rollout (``rollout_episodes``): read by ``esper train``."""
         return self.policy.options.rollout_episodes
+
+    def online_host_growths(self) -> list[HostGrowthSpec]:
+        """The host growth it may ask for (``GrowsHostOnline``; host_growth off: none)."""
+        return self.policy.online_host_growths()
 
     def set_training(self, training: bool) -> None:
         self.policy.set_training(training)

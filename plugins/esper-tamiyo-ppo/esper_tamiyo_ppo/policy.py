@@ -26,12 +26,12 @@ from typing import Any
 import attrs
 import torch
 
-from esper_core.components.policy import PolicyContext
+from esper_core.components.policy import HostGrowthSpec, PolicyContext
 from esper_core.converter import unstructure
 from esper_core.env.observation import Observation, feature_tensor
 from esper_core.env.step import StepResult
 from esper_core.errors import CheckpointError, ConfigError
-from esper_core.lifecycle.actions import Action
+from esper_core.lifecycle.actions import HEADS, Action
 from esper_tamiyo_ppo.buffer import RolloutBuffer
 from esper_tamiyo_ppo.compat import (
     STATE_KIND,
@@ -41,6 +41,7 @@ from esper_tamiyo_ppo.compat import (
     space_to_dict,
 )
 from esper_tamiyo_ppo.distributions import BatchMasks, run_heads, used_heads_table
+from esper_tamiyo_ppo.host_growth import HostGrowthChoice
 from esper_tamiyo_ppo.init_from import load_init_state
 from esper_tamiyo_ppo.learner import PPOLearner
 from esper_tamiyo_ppo.network import ActorCritic
@@ -87,6 +88,7 @@ class PPOPolicy:
         self.options = options
         self.context = context
         self.device = torch.device(context.device)
+        self.grows_host = options.host_growth != "off"
         space = context.space
         n_envs = context.n_envs
         n_steps = context.max_epochs * options.rollout_episodes  # one rollout, per env
@@ -108,6 +110,7 @@ class PPOPolicy:
                     options.hidden_size,
                     options.mlp_layers,
                     options.init_op_bias,
+                    host_growth=self.grows_host,
                 )
             else:
                 self.net = ActorCritic(
@@ -117,6 +120,7 @@ class PPOPolicy:
                     options.hidden_size,
                     options.mlp_layers,
                     options.init_op_bias,
+                    host_growth=self.grows_host,
                 )
             self.net.to(self.device)
         self.generator = torch.Generator(device=self.device).manual_seed(context.seed)
@@ -139,8 +143,15 @@ class PPOPolicy:
         )
         self.recurrent_state = self.net.initial_state(n_envs)
         self.buffer = RolloutBuffer.allocate(
-            n_envs, n_steps, dim, self.net.head_sizes, self.recurrent_state[0].shape[1], self.device
+            n_envs,
+            n_steps,
+            dim,
+            self.net.head_sizes,
+            self.recurrent_state[0].shape[1],
+            self.device,
+            host_growth=self.grows_host,
         )
+        self.growth = HostGrowthChoice(options, n_envs, self.device)
         self.segment_start = torch.ones(n_envs, dtype=torch.bool, device=self.device)
         self.updates_done = 0
         self.training = False
@@ -159,6 +170,12 @@ class PPOPolicy:
         for part in self.recurrent_state:
             part[rows] = 0.0
         self.segment_start[rows] = True
+        self.growth.reset(rows)
+
+    def online_host_growths(self) -> list[HostGrowthSpec]:
+        """The host growth it may ask for (``GrowsHostOnline``): none when host_growth is off."""
+        request = self.growth.request(0.0)
+        return [] if request is None else [request]
 
     def _rows(self, env_indices: Sequence[int]) -> torch.Tensor:
         rows = torch.as_tensor(list(env_indices), dtype=torch.long, device=self.device)
@@ -185,7 +202,9 @@ class PPOPolicy:
         rows = self._rows([o.env_index for o in observations])
         raw = self._features(observations)
         obs = self.obs_normalizer.normalize(raw)  # frozen statistics during a rollout
-        masks = BatchMasks.stack([o.masks for o in observations]).map(lambda m: m.to(self.device))
+        masks = BatchMasks.stack(
+            [o.masks for o in observations], self.growth.masks(observations, rows)
+        ).map(lambda m: m.to(self.device))
         state = (self.recurrent_state[0][rows], self.recurrent_state[1][rows])
         deterministic = greedy or (self.options.deterministic and not self.training)
         with torch.no_grad():
@@ -221,10 +240,15 @@ class PPOPolicy:
         how = "greedy" if deterministic else "sampled"
         chance = out.log_probs.sum(dim=1).exp()
         numbers = torch.stack([chance, values.reshape(len(rows), -1)[:, 0]], dim=1).tolist()
-        return [
-            Action.from_indices(a).because(f"PPO {how}: probability {p:.2f}, value {v:+.3f}")
-            for a, (p, v) in zip(out.actions.tolist(), numbers)
-        ]
+        actions = []
+        for obs, row, a, (p, v) in zip(
+            observations, rows.tolist(), out.actions.tolist(), numbers, strict=True
+        ):
+            action = Action.from_indices(a[: len(HEADS)]).because(
+                f"PPO {how}: probability {p:.2f}, value {v:+.3f}"
+            )
+            actions.append(self.growth.apply(action, a[len(HEADS) :], obs, row))
+        return actions
 
     def observe(self, results: Sequence[StepResult]) -> None:
         rows = self._rows([r.env_index for r in results])
@@ -311,6 +335,7 @@ class PPOPolicy:
             "buffer": self.buffer.state_dict(),
             "recurrent_state": [part.clone() for part in self.recurrent_state],
             "segment_start": self.segment_start.clone(),
+            **self.growth.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -342,6 +367,7 @@ class PPOPolicy:
         for part, saved in zip(self.recurrent_state, state["recurrent_state"], strict=True):
             part.copy_(saved)
         self.segment_start.copy_(state["segment_start"])
+        self.growth.load_state_dict(state)
 
     def _load_network(self, state: dict[str, Any], source: str) -> None:
         try:

@@ -34,7 +34,9 @@ from esper_tamiyo_ppo.network import (
     layer_init,
     lstm_step,
     lstm_unroll,
+    make_growth_head,
     make_lstm,
+    trunk_growth_logits,
 )
 from esper_tamiyo_ppo.slot_features import CANDIDATE, SLOT_DIM, SlotLayout
 
@@ -61,6 +63,7 @@ class SlotActorCritic(nn.Module):
         hidden_size: int = 128,
         mlp_layers: int = 2,
         op_bias: dict[str, float] | None = None,
+        host_growth: bool = False,
     ) -> None:
         super().__init__()
         if trunk not in ("mlp", "lstm"):
@@ -96,6 +99,7 @@ class SlotActorCritic(nn.Module):
         with torch.no_grad():  # a prior over the ops, before any update
             for op, bias in (op_bias or {}).items():
                 self.heads["op"].bias[int(LifecycleOp[op])] = float(bias)
+        self.growth_head = make_growth_head(h, host_growth)
 
     # ------------------------------------------------------------ trunk
 
@@ -175,3 +179,6 @@ class SlotActorCritic(nn.Module):
             pairs = torch.cat([u.unsqueeze(1).expand(-1, mine.shape[1], -1), mine], dim=-1)
             logits["blueprint"] = self.heads["blueprint"](pairs).squeeze(-1)
         return {name: logits[name] for name in SLOT_CHILDREN}
+
+    def growth_logits(self, features: torch.Tensor) -> torch.Tensor:
+        return trunk_growth_logits(self, features)

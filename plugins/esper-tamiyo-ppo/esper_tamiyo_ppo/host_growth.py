@@ -1,0 +1,87 @@
+"""The PPO policy's growth of the host itself (``host_growth`` on; ``GrowsHostOnline``).
+
+The network has one more head, "grow the host now" (0: not now, 1: now); this module
+says when "now" is legal and turns the choice into the action's request. A request is
+legal once per episode, in the window ``host_growth_min_at`` .. ``host_growth_max_at`` of
+the run (never at the last epoch), and only while no slot holds a seed: which slots a
+growth touches is the env's to know, so, like the heuristic, the policy asks only when
+none can be in the way, and the env never refuses it. The head is decided with WAIT only
+(:func:`~esper_tamiyo_ppo.distributions.run_heads`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from attrs import evolve
+
+from esper_core.components.policy import HostGrowthSpec, growth_request
+from esper_core.env.observation import Observation
+from esper_core.lifecycle.actions import Action
+from esper_core.lifecycle.rules import SEED_STAGES
+from esper_tamiyo_ppo.options import PPOOptions
+
+
+class HostGrowthChoice:
+    """What each env's episode has asked, and the growth head's masks and requests."""
+
+    def __init__(self, options: PPOOptions, n_envs: int, device: torch.device) -> None:
+        self.options = options
+        self.enabled = options.host_growth != "off"
+        self.device = device
+        self.asked = torch.zeros(n_envs, dtype=torch.bool, device=device)
+
+    def request(self, at: float) -> HostGrowthSpec | None:
+        """The growth the options ask for, starting at ``at`` (None: host_growth off)."""
+        o = self.options
+        return growth_request(
+            o.host_growth,
+            at,
+            o.host_growth_factor,
+            o.host_growth_mode,
+            o.host_growth_tempo,
+            o.host_growth_curve,
+        )
+
+    def reset(self, rows: torch.Tensor) -> None:
+        """New episodes in ``rows``: each may grow its host once again."""
+        self.asked[rows] = False
+
+    def masks(self, observations: Sequence[Observation], rows: torch.Tensor) -> torch.Tensor | None:
+        """``[B, 2]``: "not now" always legal, "now" as the module docstring says; None
+        without the head."""
+        if not self.enabled:
+            return None
+        o = self.options
+        legal = [
+            round(o.host_growth_min_at * obs.max_epochs)
+            <= obs.epoch
+            <= round(o.host_growth_max_at * obs.max_epochs)
+            and obs.epoch < obs.max_epochs - 1
+            and not any(r.stage in SEED_STAGES for r in obs.slots)
+            for obs in observations
+        ]
+        now = torch.tensor(legal, dtype=torch.bool, device=self.device) & ~self.asked[rows]
+        return torch.stack([torch.ones_like(now), now], dim=1)
+
+    def apply(self, action: Action, choice: Sequence[int], obs: Observation, row: int) -> Action:
+        """``action`` with the request when the head's ``choice`` (its column, or none
+        without the head) says "now"; the env's episode then has asked."""
+        if list(choice) != [1]:
+            return action
+        self.asked[row] = True
+        o = self.options
+        return evolve(
+            action,
+            host_growth=self.request(obs.epoch / obs.max_epochs),
+            reason=f"{action.reason}; grows the host: {o.host_growth} x{o.host_growth_factor:g}",
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"host_grown": self.asked.clone()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if "host_grown" in state:  # written before host growth existed: none asked
+            self.asked.copy_(state["host_grown"])
