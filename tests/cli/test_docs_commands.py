@@ -318,6 +318,11 @@ COMMANDS: dict[str, Way] = {
     "esper compare examples/ppo-glyphs-runs.toml --jobs 2": NotRun(
         "it needs the three trained checkpoints; test_every_example_experiment_plans plans it"
     ),
+    # docs/growth.md: PPO chooses the moment of the host's growth
+    (
+        "esper train --task digits --set training.lr=0.4 "
+        "--set policies.ppo.host_growth=widen --set policies.ppo.host_growth_factor=4"
+    ): Run(TINY + PPO),
     # docs/results/ppo-digits.md
     (
         "esper train --task digits --set tasks.digits.preset=impaired --seed 200 "

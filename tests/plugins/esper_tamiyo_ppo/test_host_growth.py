@@ -1,0 +1,201 @@
+"""PPO choosing the host's growth (``policies.ppo.host_growth``, issue 36): a head of its
+own, off by default with the shipped layout unchanged; "now" legal once per episode, in
+its window, while no slot holds a seed, and only with WAIT; what it samples is what the
+learner re-evaluates; and a training run that grew the host resumes to the last bit."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import torch
+from esper_tamiyo_ppo.distributions import run_heads
+from esper_tamiyo_ppo.options import PPOOptions
+from esper_tamiyo_ppo.policy import saved_model_fields
+
+from esper_core.components.policy import WidthGrowthSpec, grows_host
+from esper_core.config import load_config
+from esper_core.converter import structure, unstructure
+from esper_core.errors import ConfigError
+from esper_core.lifecycle.actions import HEADS, LifecycleOp
+from esper_core.lifecycle.stages import Stage
+from esper_core.plugins import PluginManager
+from esper_core.run import api
+from esper_core.run.checkpoint import load_checkpoint
+from esper_core.run.executor import SerialExecutor
+from esper_core.run.interrupts import Interrupted
+from esper_core.run.run_dir import CHECKPOINT, load_run_config
+from tests.plugins.esper_tasks.test_transformer_width import _charlm
+
+from .helpers import BanditEnv, make_policy
+from .test_checkpoint import assert_same
+
+WIDEN = PPOOptions(host_growth="widen", hidden_size=16)
+
+
+def _observation(epoch: int, max_epochs: int = 10, seeded: bool = False):  # type: ignore[no-untyped-def]
+    env = BanditEnv(0, max_epochs)
+    obs = env.reset(0)
+    slots = obs.slots
+    if seeded:
+        slots = (attrs.evolve(slots[0], stage=Stage.TRAINING), slots[1])
+    else:
+        slots = tuple(attrs.evolve(s, stage=Stage.DORMANT) for s in slots)
+    return attrs.evolve(obs, epoch=epoch, slots=slots)
+
+
+def _bias(policy, op: LifecycleOp, grow: int) -> None:  # type: ignore[no-untyped-def]
+    """Make ``op`` and growth choice ``grow`` all but certain."""
+    with torch.no_grad():
+        policy.net.heads["op"].bias.fill_(-20.0)
+        policy.net.heads["op"].bias[int(op)] = 20.0
+        policy.net.growth_head.bias.fill_(-20.0)
+        policy.net.growth_head.bias[grow] = 20.0
+
+
+def test_off_keeps_the_shipped_layout_and_on_adds_only_the_head() -> None:
+    off = make_policy(PPOOptions(hidden_size=16), n_envs=2)
+    on = make_policy(WIDEN, n_envs=2)
+    plain, grown = off.net.state_dict(), on.net.state_dict()
+    assert off.net.growth_head is None and not any("growth" in k for k in plain)
+    assert set(grown) - set(plain) == {"growth_head.weight", "growth_head.bias"}
+    # Built after every other layer: the same seed draws the same weights for the rest.
+    assert all(torch.equal(plain[k], grown[k]) for k in plain)
+    assert off.buffer.actions.shape[-1] == len(HEADS) == on.buffer.actions.shape[-1] - 1
+    assert off.online_host_growths() == [] and not grows_host(off)
+    assert on.online_host_growths() == [WidthGrowthSpec(at=0.0, factor=2.0)]
+    # A checkpoint written before the option existed was trained without the head.
+    older = {k: v for k, v in unstructure(PPOOptions()).items() if "growth" not in k}
+    assert saved_model_fields({"options": older})["host_growth"] == "off"
+
+
+def test_now_is_legal_once_an_episode_in_its_window_while_no_slot_holds_a_seed() -> None:
+    options = attrs.evolve(WIDEN, host_growth_min_at=0.2, host_growth_max_at=0.5)
+    policy = make_policy(options, n_envs=2, max_epochs=10)
+    rows = torch.tensor([0])
+
+    def legal(obs) -> bool:  # type: ignore[no-untyped-def]
+        masks = policy.growth.masks([obs], rows)
+        assert masks is not None and bool(masks[0, 0])  # "not now" always
+        return bool(masks[0, 1])
+
+    assert [legal(_observation(e)) for e in range(10)] == [e in (2, 3, 4, 5) for e in range(10)]
+    assert not legal(_observation(3, seeded=True))
+    assert not legal(attrs.evolve(_observation(3), max_epochs=4))  # the last epoch
+    policy.growth.asked[0] = True
+    assert not legal(_observation(3))
+    policy.reset([0])
+    assert legal(_observation(3))
+    assert make_policy(PPOOptions(), n_envs=1).growth.masks([_observation(3)], rows) is None
+
+
+def test_it_asks_with_wait_only_and_the_learner_sees_what_it_sampled() -> None:
+    policy = make_policy(WIDEN, n_envs=1, max_epochs=10)
+    policy.set_training(True)
+    policy.reset([0])
+    obs = _observation(2)
+    policy.begin_rollout([obs])
+    _bias(policy, LifecycleOp.GERMINATE, grow=1)
+    (action,) = policy.act([obs])
+    assert action.op == LifecycleOp.GERMINATE and action.host_growth is None
+    assert policy.buffer.actions[0, 0, -1] == 0 and policy.buffer.log_probs[0, 0, -1] == 0
+    policy.buffer.add_outcomes(torch.tensor([0]), torch.zeros(1), torch.zeros(1, dtype=torch.bool))
+
+    _bias(policy, LifecycleOp.WAIT, grow=1)
+    (action,) = policy.act([_observation(3)])
+    assert action.op == LifecycleOp.WAIT
+    assert action.host_growth == WidthGrowthSpec(at=0.3, factor=2.0)
+    assert "grows the host: widen x2" in action.reason
+    policy.buffer.add_outcomes(torch.tensor([0]), torch.zeros(1), torch.zeros(1, dtype=torch.bool))
+    # Asked once: the next epoch's head cannot say "now", however biased.
+    (action,) = policy.act([_observation(4)])
+    assert action.host_growth is None and policy.buffer.actions[0, 2, -1] == 0
+
+    # What each episode has asked survives a checkpoint.
+    resumed = make_policy(WIDEN, n_envs=1, max_epochs=10)
+    resumed.load_state_dict(policy.state_dict())
+    assert resumed.growth.asked.tolist() == [True]
+    # Re-evaluated by the learner (the network as it acted on steps 1 and 2).
+    buffer, net = policy.buffer, policy.net
+    with torch.no_grad():
+        features = net.encode(buffer.obs[0, 1:3])
+        masks = buffer.masks().map(lambda m: m[0, 1:3])
+        out = run_heads(net, features, masks, actions=buffer.actions[0, 1:3])
+    assert torch.equal(out.actions, buffer.actions[0, 1:3])
+    assert torch.allclose(out.log_probs, buffer.log_probs[0, 1:3], atol=1e-6)
+    assert out.used[:, -1].all() and buffer.actions[0, 1, -1] == 1
+
+
+def test_its_options_are_checked() -> None:
+    with pytest.raises(ConfigError, match="host_growth_max_at"):
+        structure(
+            {"host_growth": "widen", "host_growth_min_at": 0.5, "host_growth_max_at": 0.2},
+            PPOOptions,
+        )
+    with pytest.raises(ConfigError, match="whole number"):
+        structure({"host_growth": "deepen", "host_growth_factor": 1.5}, PPOOptions)
+
+
+# ---------------------------------------------------------------- through esper train
+
+
+def _config(tmp_path: Path):  # type: ignore[no-untyped-def]
+    overrides = _charlm(
+        tmp_path,
+        'run.policy="ppo"',
+        'run.reward="loss"',
+        "run.n_envs=2",
+        "run.seed=3",
+        "env.max_epochs=4",
+        "train.updates=2",
+        "train.checkpoint_every=1",
+        "train.eval_every=0",
+        'policies.ppo.host_growth="widen"',
+        "policies.ppo.host_growth_tempo=2",
+        "policies.ppo.hidden_size=16",
+        "policies.ppo.num_minibatches=2",
+        "policies.ppo.rollout_episodes=1",
+    )
+    return load_config(overrides=overrides)
+
+
+def _train(
+    pm: PluginManager, tmp_path: Path, run_dir: Path, resume: bool = False
+) -> dict[str, Any]:
+    config = load_run_config(run_dir) if resume else _config(tmp_path)
+    return api.train(config, pm, run_dir=run_dir, resume=resume, quiet=True, notify=lambda _m: None)
+
+
+def test_a_training_run_that_grew_the_host_resumes_exactly(
+    pm: PluginManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reference = _train(pm, tmp_path, tmp_path / "straight")
+    grown = [e["host_params_added"] for e in reference["episodes"]]
+    assert any(added > 0 for added in grown), grown  # the untrained policy grew somewhere
+
+    calls = {"n": 0}
+    step = SerialExecutor.step
+
+    def interrupting_step(self, envs, actions):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] == 2:  # epoch 1 of update 0: both envs have asked (at 0 and 1)
+            signal.raise_signal(signal.SIGINT)
+        return step(self, envs, actions)
+
+    monkeypatch.setattr(SerialExecutor, "step", interrupting_step)
+    run_dir = tmp_path / "interrupted"
+    with pytest.raises(Interrupted):
+        _train(pm, tmp_path, run_dir)
+    mid = load_checkpoint(run_dir / CHECKPOINT)
+    assert mid["epoch"] == 2 and mid["policy"]["host_grown"].tolist() == [True, True]
+    resumed = _train(pm, tmp_path, run_dir, resume=True)
+    final_a = load_checkpoint(tmp_path / "straight" / CHECKPOINT)["policy"]
+    final_b = load_checkpoint(run_dir / CHECKPOINT)["policy"]
+    assert_same(final_a, final_b, "policy")
+    keys = ("final_val_loss", "host_params_added", "train_flops")
+    assert [{k: e[k] for k in keys} for e in reference["episodes"]] == [
+        {k: e[k] for k in keys} for e in resumed["episodes"]
+    ]
