@@ -6,6 +6,14 @@ For every finished cell of a growing policy, the seeds in its forward pass at th
 and seed init, the final architecture from epoch 0. Its label is
 ``<policy>.static-final``, so every table answers "is growing better than just training
 what you end with?".
+
+A run whose host itself grew (a policy that grows online: the heuristic's or PPO's
+``host_growth``) ended with another host: its twin starts that growth at epoch 0 with a
+one-epoch ramp (``policies.static``'s ``widen_at = 0`` or ``deepen_at = 0``, ``identity``
+blocks: fresh ones, as a host built deep would have), so it trains the grown host from
+the first epoch. A run that kept more than one growth, or seeds beside a grown host (the
+seeds were built for the host as it was when they germinated), has no twin: its
+:func:`why_no_twin` says so in the results.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -22,12 +31,14 @@ from esper_core.compare.result_key import FIXED_ARCHITECTURE
 from esper_core.config import RunConfig, config_to_dict
 from esper_core.converter import structure
 from esper_core.plugins import PluginManager
+from esper_core.run.ledger import HostGrowthRecord
 from esper_core.run.resolve import resolve
 from esper_core.run.run_dir import SUMMARY
 from esper_core.run.summary import final_architecture
 
 STATIC_FINAL = "static-final"
 STATIC_POLICY = "static"
+KEPT_FATES = ("fossilized", "live")
 
 
 def static_label(policy: str) -> str:
@@ -41,13 +52,70 @@ def growing(experiment: Experiment) -> list[str]:
     return [p.label for p in experiment.policies if p.name not in FIXED_ARCHITECTURE]
 
 
-def static_config(grown: RunConfig, architecture: Sequence[str], pm: PluginManager) -> RunConfig:
-    """The grown cell's config with ``policies.static`` installing ``architecture``."""
+def static_config(
+    grown: RunConfig,
+    architecture: Sequence[str],
+    pm: PluginManager,
+    host: dict[str, Any] | None = None,
+) -> RunConfig:
+    """The grown cell's config with ``policies.static`` installing ``architecture`` (and
+    growing the host at epoch 0 as ``host``, :func:`host_at_birth`, says)."""
     data = config_to_dict(grown)
     data.pop("schema_version", None)
     data["run"]["policy"] = STATIC_POLICY
-    data.setdefault("policies", {})[STATIC_POLICY] = {"seeds": list(architecture)}
+    data.setdefault("policies", {})[STATIC_POLICY] = {"seeds": list(architecture), **(host or {})}
     return resolve(structure(data, RunConfig), pm).config
+
+
+def _kept(summary: dict[str, Any]) -> list[HostGrowthRecord]:
+    return [
+        structure(row, HostGrowthRecord)
+        for row in summary.get("host_growths", [])
+        # The episode final_architecture reads (a compare cell's one env and episode); a
+        # growth still ramping at the end counts, as a seed left half-blended does.
+        if row.get("fate") in KEPT_FATES and row["env"] == 0 and row["episode"] == 0
+    ]
+
+
+def why_no_twin(summary: dict[str, Any]) -> str | None:
+    """Why the run whose ``summary`` this is has no static-final twin (None: it has one)."""
+    kept = _kept(summary)
+    if not kept:
+        return None
+    if len(kept) > 1:
+        return f"its host kept {len(kept)} growths; a twin replays one at epoch 0"
+    if final_architecture(summary["seeds"]):
+        return "it grew seeds beside a grown host; a twin installs seeds on the host at birth"
+    if kept[0].factor() is None:
+        return "its host's dimensions grew by different factors"
+    return None
+
+
+def host_at_birth(summary: dict[str, Any]) -> dict[str, Any]:
+    """``policies.static`` options that grow the host at epoch 0 as the run's one kept
+    growth did (empty: the host did not grow); call only where :func:`why_no_twin` is None."""
+    kept = _kept(summary)
+    if not kept:
+        return {}
+    (record,) = kept
+    factor = record.factor()
+    assert factor is not None
+    changed = [k for k, v in record.widths_before.items() if record.widths_after.get(k, v) != v]
+    stages = [] if len(changed) == len(record.widths_before) else [_stage(k) for k in changed]
+    if record.operator == "depth":
+        return {
+            "deepen_at": 0.0,
+            "deepen_factor": round(factor),
+            "deepen_mode": "identity",
+            "deepen_stages": stages,
+            "deepen_tempo": 1,
+        }
+    return {"widen_at": 0.0, "widen_factor": factor, "widen_stages": stages, "widen_tempo": 1}
+
+
+def _stage(key: str) -> int:
+    """``stage2`` or ``stage2_layers`` -> 2."""
+    return int(key.removeprefix("stage").split("_")[0])
 
 
 def static_cells(
@@ -61,8 +129,10 @@ def static_cells(
         if cell.policy not in policies or cell_state(directory) is not CellState.COMPLETED:
             continue
         summary = json.loads((directory / SUMMARY).read_text(encoding="utf-8"))
+        if why_no_twin(summary) is not None:
+            continue
         architecture = final_architecture(summary["seeds"])
-        config = static_config(cell.config, architecture, pm)
+        config = static_config(cell.config, architecture, pm, host_at_birth(summary))
         config = attrs.evolve(config, run=attrs.evolve(config.run, seed=cell.seed))
         out.append(Cell(cell.task, static_label(cell.policy), cell.seed, config))
     return out

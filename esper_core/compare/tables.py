@@ -181,7 +181,9 @@ def describe(results: ComparisonResults) -> list[str]:
             "(policies.static: same host init, data order and seed init). The difference "
             "column is POLICY's run minus that run in the task's metric (a negative test "
             "loss difference is a win): IQM of the paired differences [CI] "
-            "(wins/ties/losses)."
+            "(wins/ties/losses). A run whose host itself grew: its twin grows the host so at "
+            "epoch 0 with a one-epoch ramp; a run that kept two host growths, or seeds beside "
+            "a grown host, has no twin (the row pairs fewer runs)."
         )
     lines.append(
         "Costs: parameters in the forward pass and held at the end, training FLOPs "
