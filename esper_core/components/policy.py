@@ -137,37 +137,6 @@ def _structure_request(value: Any, _: Any) -> HostGrowthSpec | None:
 # An action's request (Action.host_growth) round-trips through cattrs (the Grower's state).
 converter.register_structure_hook_func(lambda t: t == HostGrowthSpec | None, _structure_request)
 
-# What a policy that grows the host online may ask for (its ``host_growth`` option).
-HOST_GROWTHS = ("off", "widen", "deepen")
-
-
-def growth_request(
-    kind: str, at: float, factor: float, mode: str, tempo: int, curve: str
-) -> HostGrowthSpec | None:
-    """The growth a policy's ``host_growth*`` options ask for, starting at ``at``; None
-    when ``kind`` is ``off``. ``factor``: widen multiplies the channels (``d_model``) by
-    it; deepen grows the stack that many times as deep (``mode``: stack or identity)."""
-    if kind == "widen":
-        return WidthGrowthSpec(at=at, factor=factor, tempo=tempo, curve=curve)
-    if kind == "deepen":
-        return DepthGrowthSpec(at=at, mode=mode, factor=int(factor), tempo=tempo, curve=curve)
-    return None
-
-
-def growth_request_problems(kind: str, factor: float, min_at: float, max_at: float) -> list[str]:
-    """What is wrong with a policy's ``host_growth*`` options (empty: nothing)."""
-    problems = []
-    if max_at < min_at:
-        problems.append(
-            f"host_growth_max_at ({max_at:g}) must be at least host_growth_min_at ({min_at:g})"
-        )
-    if kind == "deepen" and not (factor.is_integer() and 2 <= factor <= 8):
-        problems.append(
-            f"host_growth_factor: deepen grows the stack a whole number of times as deep, "
-            f"2 to 8; got {factor:g}"
-        )
-    return problems
-
 
 @runtime_checkable
 class SchedulesHostGrowth(Protocol):

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from attrs import evolve
 
+from esper_core.components.host_growth_options import growth_request
 from esper_core.lifecycle.rules import SEED_STAGES
 from esper_tamiyo_heuristic.memory import Decision, EnvMemory
 from esper_tamiyo_heuristic.options import HeuristicOptions
@@ -27,16 +28,7 @@ if TYPE_CHECKING:
 
 def spec(o: HeuristicOptions, at: float) -> HostGrowthSpec | None:
     """The growth ``o`` asks for, starting at ``at``; None when ``host_growth`` is off."""
-    from esper_core.components.policy import growth_request
-
-    return growth_request(
-        o.host_growth,
-        at,
-        o.host_growth_factor,
-        o.host_growth_mode,
-        o.host_growth_tempo,
-        o.host_growth_curve,
-    )
+    return growth_request(o, at)
 
 
 def window(o: HeuristicOptions, max_epochs: int) -> tuple[int, int]:

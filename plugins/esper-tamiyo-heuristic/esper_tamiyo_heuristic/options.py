@@ -6,7 +6,7 @@ from typing import Any
 
 from attrs import define
 
-from esper_core.components.policy import HOST_GROWTHS, growth_request_problems
+from esper_core.components import host_growth_options as growth
 from esper_core.config_limits import MAX_EPOCHS, MAX_FACTOR
 from esper_core.converter import each, in_range, non_empty, one_of, options_field
 
@@ -158,25 +158,14 @@ class HeuristicOptions:
         in_range(1, MAX_EPOCHS, integer=True),
         "Prune a seed whose gate has not passed after this many epochs in TRAINING or BLENDING.",
     )
-    host_growth: str = options_field(
-        "off",
-        one_of(*HOST_GROWTHS),
+    host_growth: str = growth.kind_field(
         "Grow the host itself once per episode, at the moment the host_growth_* trigger "
         "says: widen (a CNN's conv stages, a transformer's d_model), deepen (a transformer's "
         "stack, host_growth_mode) or off. Before it grows (or its window closes) no seed "
-        "germinates, and it grows only while no slot holds a seed.",
+        "germinates, and it grows only while no slot holds a seed."
     )
-    host_growth_factor: float = options_field(
-        2.0,
-        in_range(1, 64, lo_open=True),
-        "widen: the channels (d_model) are multiplied by this; deepen: the stack grows this "
-        "many times as deep (a whole number, 2 to 8).",
-    )
-    host_growth_mode: str = options_field(
-        "stack",
-        one_of("stack", "identity"),
-        "deepen: stack (the stack copied on itself, G_stack) or identity (fresh blocks).",
-    )
+    host_growth_factor: float = growth.factor_field()
+    host_growth_mode: str = growth.mode_field()
     # Chosen on charlm's tuning seeds (docs/results/growth-charlm-300k.md): 0.02 never
     # fired in the window there, 0.05 fired at epoch 5, 0.1 at epochs 3-4 and did best.
     host_growth_drop: float = options_field(
@@ -188,31 +177,20 @@ class HeuristicOptions:
     host_growth_window: int = options_field(
         2, in_range(1, MAX_EPOCHS, integer=True), "...measured over this many epochs..."
     )
-    host_growth_min_at: float = options_field(
+    host_growth_min_at: float = growth.at_field(
         0.2,
-        in_range(0, 1, hi_open=True),
         "...but not before this fraction of the run (the growth starting at epoch "
         "round(f x max_epochs) at the earliest)...",
     )
-    host_growth_max_at: float = options_field(
+    host_growth_max_at: float = growth.at_field(
         0.6,
-        in_range(0, 1, hi_open=True),
         "...nor after this one (if the trigger has not fired by then, the host keeps its size).",
     )
-    host_growth_tempo: int = options_field(
-        5, in_range(1, 1000, integer=True), "Epochs the growth's mask ramps from 0 to 1."
-    )
-    host_growth_curve: str = options_field(
-        "linear", one_of("linear", "cosine", "sigmoid"), "The mask ramp's alpha curve."
-    )
+    host_growth_tempo: int = growth.tempo_field()
+    host_growth_curve: str = growth.curve_field()
 
     def __esper_validate__(self) -> list[str]:
-        problems = growth_request_problems(
-            self.host_growth,
-            self.host_growth_factor,
-            self.host_growth_min_at,
-            self.host_growth_max_at,
-        )
+        problems = growth.growth_problems(self)
         if self.max_holding_epochs < self.min_holding_epochs:
             problems.append(
                 f"max_holding_epochs ({self.max_holding_epochs}) must be at least "

@@ -17,7 +17,8 @@ from typing import Any
 import torch
 from attrs import evolve
 
-from esper_core.components.policy import HostGrowthSpec, growth_request
+from esper_core.components.host_growth_options import growth_request
+from esper_core.components.policy import HostGrowthSpec
 from esper_core.env.observation import Observation
 from esper_core.lifecycle.actions import Action
 from esper_core.lifecycle.rules import SEED_STAGES
@@ -35,15 +36,7 @@ class HostGrowthChoice:
 
     def request(self, at: float) -> HostGrowthSpec | None:
         """The growth the options ask for, starting at ``at`` (None: host_growth off)."""
-        o = self.options
-        return growth_request(
-            o.host_growth,
-            at,
-            o.host_growth_factor,
-            o.host_growth_mode,
-            o.host_growth_tempo,
-            o.host_growth_curve,
-        )
+        return growth_request(self.options, at)
 
     def reset(self, rows: torch.Tensor) -> None:
         """New episodes in ``rows``: each may grow its host once again."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from attrs import define
 
-from esper_core.components.policy import HOST_GROWTHS, growth_request_problems
+from esper_core.components import host_growth_options as growth
 from esper_core.config_limits import MAX_BATCH, MAX_DEPTH, MAX_EPOCHS, MAX_FACTOR, MAX_LR, MAX_WIDTH
 from esper_core.converter import in_range, one_of, options_field
 
@@ -177,49 +177,25 @@ class PPOOptions:
         "`--policy ppo` must name one: ppo:DIR/checkpoint.pt.",
     )
     # ---------------------------------------------------------------- host growth
-    host_growth: str = options_field(
-        "off",
-        one_of(*HOST_GROWTHS),
+    host_growth: str = growth.kind_field(
         "Let the policy grow the host itself, once per episode, at the epoch it chooses "
         "(a head of its own: grow now or not, asked with WAIT while no slot holds a seed): "
         "widen (a CNN's conv stages, a transformer's d_model), deepen (host_growth_mode) "
-        "or off (no such head: the shipped checkpoints' layout).",
+        "or off (no such head: the shipped checkpoints' layout)."
     )
-    host_growth_factor: float = options_field(
-        2.0,
-        in_range(1, 64, lo_open=True),
-        "widen: the channels (d_model) are multiplied by this; deepen: the stack grows this "
-        "many times as deep (a whole number, 2 to 8).",
+    host_growth_factor: float = growth.factor_field()
+    host_growth_mode: str = growth.mode_field()
+    host_growth_min_at: float = growth.at_field(
+        0.0, "The policy may grow the host from epoch round(f x max_epochs)..."
     )
-    host_growth_mode: str = options_field(
-        "stack",
-        one_of("stack", "identity"),
-        "deepen: stack (the stack copied on itself, G_stack) or identity (fresh blocks).",
+    host_growth_max_at: float = growth.at_field(
+        0.6, "...until epoch round(f x max_epochs), this f."
     )
-    host_growth_min_at: float = options_field(
-        0.0,
-        in_range(0, 1, hi_open=True),
-        "The policy may grow the host from epoch round(f x max_epochs)...",
-    )
-    host_growth_max_at: float = options_field(
-        0.6,
-        in_range(0, 1, hi_open=True),
-        "...until epoch round(f x max_epochs), this f.",
-    )
-    host_growth_tempo: int = options_field(
-        5, in_range(1, 1000, integer=True), "Epochs the growth's mask ramps from 0 to 1."
-    )
-    host_growth_curve: str = options_field(
-        "linear", one_of("linear", "cosine", "sigmoid"), "The mask ramp's alpha curve."
-    )
+    host_growth_tempo: int = growth.tempo_field()
+    host_growth_curve: str = growth.curve_field()
 
     def __esper_validate__(self) -> list[str]:
-        return growth_request_problems(
-            self.host_growth,
-            self.host_growth_factor,
-            self.host_growth_min_at,
-            self.host_growth_max_at,
-        )
+        return growth.growth_problems(self)
 
 
 # What a checkpoint written before a model field existed was trained with.
