@@ -323,6 +323,22 @@ COMMANDS: dict[str, Way] = {
         "esper train --task digits --set training.lr=0.4 "
         "--set policies.ppo.host_growth=widen --set policies.ppo.host_growth_factor=4"
     ): Run(TINY + PPO),
+    # docs/results/host-growth-digits.md: three PPO training runs that may grow the host
+    (
+        "esper train --task digits --set training.lr=0.4 --set policies.ppo.host_growth=widen "
+        "--set policies.ppo.host_growth_factor=4 --seed 200 --out runs/ppo-hg-digits-s200"
+    ): Run(TINY + PPO),
+    (
+        "esper train --task digits --set training.lr=0.4 --set policies.ppo.host_growth=widen "
+        "--set policies.ppo.host_growth_factor=4 --seed 201 --out runs/ppo-hg-digits-s201"
+    ): NotRun("the seed-200 command with another training seed"),
+    (
+        "esper train --task digits --set training.lr=0.4 --set policies.ppo.host_growth=widen "
+        "--set policies.ppo.host_growth_factor=4 --seed 202 --out runs/ppo-hg-digits-s202"
+    ): NotRun("the seed-200 command with another training seed"),
+    "esper compare examples/host-growth-digits.toml --jobs 2": NotRun(
+        "it needs the six trained checkpoints; test_every_example_experiment_plans plans it"
+    ),
     # docs/results/ppo-digits.md
     (
         "esper train --task digits --set tasks.digits.preset=impaired --seed 200 "
