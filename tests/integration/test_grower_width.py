@@ -348,3 +348,31 @@ def test_a_pair_inside_a_fused_transformer_layer_is_refused_with_why() -> None:
         and "forward fails on the widened layers (AttributeError" in line
         for line in report.refused
     ), report.refused
+
+
+def test_ppo_that_may_widen_grows_a_user_mlp_in_the_users_loop() -> None:
+    """policies.ppo with host_growth="widen": its "grow now" head widens the user's layer
+    pairs through the same request as the heuristic's, and the user's optimizer follows."""
+    model = mlp()
+    before = model.body[0].out_features
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    train, val = tabular_batches(3, 1, size=16), tabular_batches(2, 2, size=16)
+    overrides = [
+        'policies.ppo.host_growth="widen"',
+        "policies.ppo.host_growth_tempo=2",
+        "policies.ppo.allow_untrained=true",
+        "policies.ppo.deterministic=false",  # sampled: the untrained head is near 50/50
+        "env.max_seeds=0",  # the growth head alone decides
+    ]
+    grower = Grower(
+        model, MLP_SLOTS, example_input=train[0][0], policy="ppo", optimizer=opt,
+        **grower_kwargs(overrides=overrides, max_epochs=8),
+    )  # fmt: skip
+    for _ in range(8):
+        train_one_epoch(grower.module, opt, train)
+        grower.end_epoch(val)
+    # It asked once (then the head is masked): 32 -> 64.
+    assert (before, grower.module.body[0].out_features) == (32, 64)
+    (growth,) = grower.env.model.host_growths
+    assert growth.stage == Stage.FOSSILIZED
+    _optimizer_holds_the_model(grower, opt)
