@@ -70,7 +70,37 @@ class EsperGrowth(Callback):
 
     # ------------------------------------------------------------ fit
 
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        # Lightning loads a resumed checkpoint's state_dict into the module strictly, as it
+        # was built, before any callback hook: a checkpoint saved after this callback grew
+        # the module's own layers cannot load, and Lightning's "Missing key(s)" wall says
+        # nothing of why. The module's on_load_checkpoint is the one hook that sees the
+        # checkpoint first: wrapped on this instance until on_fit_start, it refuses such a
+        # checkpoint in one line.
+        if stage != "fit":
+            return
+        own = pl_module.on_load_checkpoint
+
+        def refuse_grown_layers(checkpoint: dict[str, Any]) -> None:
+            self._refuse_grown_layers(checkpoint)
+            own(checkpoint)
+
+        pl_module.on_load_checkpoint = refuse_grown_layers  # type: ignore[method-assign]
+
+    def _refuse_grown_layers(self, checkpoint: dict[str, Any]) -> None:
+        saved = checkpoint.get("callbacks", {}).get(self.state_key, {}).get("grower")
+        growths = (saved or {}).get("env", {}).get("growths") or []
+        if growths:
+            raise CheckpointError(
+                f"this checkpoint was saved after EsperGrowth grew the module's own layers "
+                f"({len(growths)} growth(s)), and Lightning loads a checkpoint's state_dict "
+                "into the module as it was built, before any callback can grow it again: "
+                "resume from a checkpoint saved before the growth started, or save "
+                "growth.grower.state_dict() and resume with esper_core.Grower in your own loop"
+            )
+
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        pl_module.__dict__.pop("on_load_checkpoint", None)  # setup's wrapper: done with
         example = self.example_input
         if example is None:
             example = pl_module.example_input_array  # type: ignore[assignment]
