@@ -24,6 +24,7 @@ from torch import nn
 
 from esper_core.components.host import InjectionSpec
 from esper_core.grow.layer_pairs import LayerPair
+from esper_core.lifecycle.module_swap import ModuleSwap, put
 from esper_core.lifecycle.width import WidthError, check_extra, uniform_init
 from esper_core.lifecycle.width_fold import (
     FoldedParam,
@@ -163,16 +164,7 @@ class WidenedNorm(nn.Module):
         return wide.train(self.training), folded
 
 
-def put(root: nn.Module, name: str, module: nn.Module) -> nn.Module:
-    """Put ``module`` at the dotted ``name`` in ``root``; return what was there."""
-    parent_name, _, child = name.rpartition(".")
-    parent = root.get_submodule(parent_name)
-    old = parent.get_submodule(child)
-    setattr(parent, child, module)
-    return old
-
-
-class LayerWidening:
+class LayerWidening(ModuleSwap[str]):
     """The width growth of ``pairs`` of ``root`` from ``old`` to ``new`` widths (one per
     pair): a :class:`~esper_core.lifecycle.host_growth.HostOperation`. ``swapped`` runs
     after every exchange of modules (the host puts its slot hooks back on them);
@@ -189,6 +181,7 @@ class LayerWidening:
         swapped: Callable[[], None] = lambda: None,
         slot_id: Callable[[str], str] = str,
     ) -> None:
+        super().__init__()
         self.root, self.swapped = root, swapped
         extra = [n - o for n, o in zip(new, old)]
         ins: dict[str, int] = {}
@@ -202,7 +195,6 @@ class LayerWidening:
             ins[pair.consumer] = more * pair.spread
             norms.update(dict.fromkeys(pair.norms, more))
             touched.update(name for name, _ in pair.inside)
-        self._masked: dict[str, MaskedLayer | WidenedNorm] = {}
         for name in dict.fromkeys([*outs, *ins]):
             layer = root.get_submodule(name)
             if not isinstance(layer, (nn.Linear, nn.Conv2d)):
@@ -212,38 +204,14 @@ class LayerWidening:
             )
         for name, more in norms.items():
             self._masked[name] = WidenedNorm(cast(Norm, root.get_submodule(name)), more)
-        self._originals: dict[str, nn.Module] = {}
         # A slot on a module whose output carries a widened pair's channels changes width
         # (asked for every slot at every epoch's masks: computed once).
         self._touched = frozenset(slot_id(name) for name in touched)
 
-    def install(self) -> None:
-        for name, module in self._masked.items():
-            self._originals[name] = put(self.root, name, module)
-        self.swapped()
+    def _put(self, key: str, module: nn.Module) -> nn.Module:
+        return put(self.root, key, module)
 
-    def set_mask(self, value: float) -> None:
-        for module in self._masked.values():
-            if isinstance(module, MaskedLayer):
-                module.mask.fill_(value)
-
-    def new_parameters(self) -> list[nn.Parameter]:
-        return [p for m in self._masked.values() for p in m.new_parameters()]
-
-    def fold(self) -> list[FoldedParam]:
-        folded: list[FoldedParam] = []
-        for name, module in self._masked.items():
-            plain, parts = module.fold()
-            put(self.root, name, plain)
-            folded.extend(parts)
-        self._masked.clear()
-        self.swapped()
-        return folded
-
-    def restore(self) -> None:
-        for name, module in self._originals.items():
-            put(self.root, name, module)
-        self._masked.clear()
+    def _swapped(self) -> None:
         self.swapped()
 
     def touches(self, spec: InjectionSpec) -> bool:

@@ -23,8 +23,8 @@ from esper_core.components.host import (
     WidensItsLayers,
 )
 from esper_core.lifecycle.host_growth import HostOperation
+from esper_core.lifecycle.module_swap import ModuleSwap
 from esper_core.lifecycle.width import (
-    FoldedParam,
     MaskedConvStage,
     MaskedLinearInput,
     WidthError,
@@ -51,9 +51,10 @@ def widening_for(
     return ConvWidening(cast(WidenableHost, host), old, new, generator, cross_init)
 
 
-class ConvWidening:
+class ConvWidening(ModuleSwap[int]):
     """A CNN's widened conv stages (:class:`MaskedConvStage`), and its head reading the
-    last one's new channels (:class:`MaskedLinearInput`)."""
+    last one's new channels (:class:`MaskedLinearInput`), keyed by stage index (-1: the
+    head)."""
 
     def __init__(
         self,
@@ -63,10 +64,9 @@ class ConvWidening:
         generator: torch.Generator | None,
         cross_init: str,
     ) -> None:
+        super().__init__()
         self.host = host
         self.old, self.new = old, new
-        self._originals: dict[int, nn.Module] = {}  # stage index (or -1: head) -> module
-        self._masked: dict[int, MaskedConvStage | MaskedLinearInput] = {}
         extra = [n - o for n, o in zip(new, old)]
         for i, base in enumerate(host.conv_stages()):
             in_extra = extra[i - 1] if i > 0 else 0
@@ -81,32 +81,6 @@ class ConvWidening:
                     f"the head is a {type(head).__name__}; width growth needs nn.Linear"
                 )
             self._masked[-1] = MaskedLinearInput(head, extra[-1], generator, cross_init)
-
-    def install(self) -> None:
-        for i, module in self._masked.items():
-            self._originals[i] = self._put(i, module)
-
-    def set_mask(self, value: float) -> None:
-        for module in self._masked.values():
-            if isinstance(module, MaskedConvStage):
-                module.mask.fill_(value)
-
-    def new_parameters(self) -> list[nn.Parameter]:
-        return [p for m in self._masked.values() for p in m.new_parameters()]
-
-    def fold(self) -> list[FoldedParam]:
-        folded: list[FoldedParam] = []
-        for i, module in self._masked.items():
-            plain, parts = module.fold()
-            self._put(i, plain)
-            folded.extend(parts)
-        self._masked.clear()
-        return folded
-
-    def restore(self) -> None:
-        for i, module in self._originals.items():
-            self._put(i, module)
-        self._masked.clear()
 
     def touches(self, spec: InjectionSpec) -> bool:
         # After a widened stage, or before one (a branch seed there produces the next

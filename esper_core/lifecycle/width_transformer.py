@@ -39,6 +39,7 @@ import torch
 from torch import nn
 
 from esper_core.components.host import InjectionSpec, WidenableTransformer, WidthSite
+from esper_core.lifecycle.module_swap import ModuleSwap, put
 from esper_core.lifecycle.width import WidthError
 from esper_core.lifecycle.width_fold import FoldedParam
 from esper_core.lifecycle.width_transformer_modules import (
@@ -49,7 +50,7 @@ from esper_core.lifecycle.width_transformer_modules import (
 )
 
 
-class ResidualWidening:
+class ResidualWidening(ModuleSwap[str]):
     """A transformer's ``d_model`` from ``old`` to ``new`` in every module of its
     :meth:`~esper_core.components.host.WidenableTransformer.width_sites` (see the module
     docstring). Every slot sits on the residual stream: the growth touches them all."""
@@ -68,12 +69,12 @@ class ResidualWidening:
                 f"d_model {old} -> {new}: a transformer widens to a larger multiple of its "
                 f"head dimension {step}"
             )
+        super().__init__()
         self.host = cast(nn.Module, host)
         self.old, self.new = (old,), (new,)
         extra = new - old
-        self._masked: dict[str, Widened] = {}
-        self._originals: dict[str, nn.Module] = {}
         self._tied: dict[str, str] = {}  # linear path -> embedding path
+        self._tables: dict[str, nn.Parameter] = {}  # embedding path -> its folded table
         for site in host.width_sites():
             module = self.host.get_submodule(site.path)
             self._masked[site.path] = self._widen(site, module, old, extra, generator, cross_init)
@@ -130,49 +131,18 @@ class ResidualWidening:
             shared=shared,
         )
 
-    def install(self) -> None:
-        for path, module in self._masked.items():
-            self._originals[path] = self._put(path, module)
-
-    def set_mask(self, value: float) -> None:
-        for module in self._masked.values():
-            if not isinstance(module, WidenedEmbedding):
-                module.mask.fill_(value)
-
-    def new_parameters(self) -> list[nn.Parameter]:
-        # A tied head's new columns are its embedding's: each parameter once.
-        unique = {id(p): p for m in self._masked.values() for p in m.new_parameters()}
-        return list(unique.values())
-
-    def fold(self) -> list[FoldedParam]:
-        folded: list[FoldedParam] = []
-        tables: dict[str, nn.Parameter] = {}
-        for path, module in self._masked.items():
-            plain: nn.Module
-            if isinstance(module, MaskedLinear):
-                tied = self._tied.get(path)
-                plain, parts = module.fold(tables[tied] if tied is not None else None)
-            else:
-                plain, parts = module.fold()
-                if isinstance(plain, nn.Embedding):
-                    tables[path] = cast(nn.Parameter, plain.weight)
-            self._put(path, plain)
-            folded.extend(parts)
-        self._masked.clear()
-        return folded
-
-    def restore(self) -> None:
-        for path, module in self._originals.items():
-            self._put(path, module)
-        self._masked.clear()
+    def _fold_one(self, key: str, module: nn.Module) -> tuple[nn.Module, list[FoldedParam]]:
+        # A tied head folds onto its embedding's new table (folded before it).
+        if isinstance(module, MaskedLinear):
+            tied = self._tied.get(key)
+            return module.fold(self._tables[tied] if tied is not None else None)
+        plain, parts = module.fold()  # type: ignore[operator]
+        if isinstance(plain, nn.Embedding):
+            self._tables[key] = cast(nn.Parameter, plain.weight)
+        return plain, parts
 
     def touches(self, spec: InjectionSpec) -> bool:
         return True
 
-    def _put(self, path: str, module: nn.Module) -> nn.Module:
-        """Put ``module`` at ``path`` in the host; return what was there."""
-        parent, _, name = path.rpartition(".")
-        owner = self.host.get_submodule(parent) if parent else self.host
-        old = owner.get_submodule(name)
-        setattr(owner, name, module)
-        return old
+    def _put(self, key: str, module: nn.Module) -> nn.Module:
+        return put(self.host, key, module)
