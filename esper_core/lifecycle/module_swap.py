@@ -9,6 +9,7 @@ a module there (:meth:`ModuleSwap._put`) and builds ``_masked`` in its construct
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
@@ -28,7 +29,7 @@ def put(root: nn.Module, name: str, module: nn.Module) -> nn.Module:
     return old
 
 
-class ModuleSwap(Generic[K]):
+class ModuleSwap(ABC, Generic[K]):
     """``_masked``: the growth's modules by place, each with ``new_parameters()`` and
     ``fold() -> (plain module, folded parameters)``, and a ``mask`` buffer where the
     growth's alpha gates it (a module that only reads masked channels has none)."""
@@ -37,9 +38,9 @@ class ModuleSwap(Generic[K]):
         self._masked: dict[K, nn.Module] = {}
         self._originals: dict[K, nn.Module] = {}
 
+    @abstractmethod
     def _put(self, key: K, module: nn.Module) -> nn.Module:
         """Put ``module`` at ``key`` in the host; return what was there."""
-        raise NotImplementedError
 
     def _swapped(self) -> None:
         """After every exchange of modules (a host that hooks its modules re-hooks here)."""

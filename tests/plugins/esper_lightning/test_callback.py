@@ -270,18 +270,8 @@ def test_a_scheduled_widening_of_the_users_layers_inside_fit(tmp_path: Path) -> 
     """policies.static with widen_at widens SmallNet's layer pairs (conv -> BN -> ReLU ->
     conv, conv -> ReLU -> mean -> head) mid-fit; the trainer's optimizer holds exactly the
     widened module's parameters afterwards."""
-    torch.manual_seed(0)
-    module = SmallNet()
-    growth = EsperGrowth(
-        ["features.2"],
-        policy="static",
-        overrides=["policies.static.widen_at=0.34", "policies.static.widen_tempo=1"],
-        plugins=first_party(),
-        max_epochs=3,
-    )
-    train, val = _loaders()
-    trainer = _trainer(3, tmp_path, [growth])
-    trainer.fit(module, train, val)
+    widen = ["policies.static.widen_at=0.34", "policies.static.widen_tempo=1"]
+    module, growth, trainer = _widening_fit(3, tmp_path, overrides=widen)
     assert module.features[0].out_channels == 16 and module.features[1].num_features == 16
     assert module.features[3].in_channels == 16 and module.head.in_features == 32
     held = sorted(id(p) for g in trainer.optimizers[0].param_groups for p in g["params"])
@@ -292,20 +282,29 @@ def test_a_scheduled_widening_of_the_users_layers_inside_fit(tmp_path: Path) -> 
     )
 
 
-def _widening_fit(epochs: int, root: Path, ckpt: str | None = None, extra: list[Callback] | None = None):  # fmt: skip
+# Started at the end of epoch 1 (before epoch 2 of 4), ramped over two epochs.
+MID_RUN = ["policies.static.widen_at=0.5", "policies.static.widen_tempo=2"]
+
+
+def _widening_fit(
+    epochs: int,
+    root: Path,
+    ckpt: str | None = None,
+    extra: list[Callback] | None = None,
+    overrides: list[str] = MID_RUN,
+) -> tuple[SmallNet, EsperGrowth, pl.Trainer]:
+    """SmallNet fit with ``policies.static`` widening its layer pairs as ``overrides`` say."""
     torch.manual_seed(0)
     module = SmallNet()
     growth = EsperGrowth(
         ["features.2"],
         policy="static",
-        # Started at the end of epoch 1 (before epoch 2 of 4), ramped over two epochs.
-        overrides=["policies.static.widen_at=0.5", "policies.static.widen_tempo=2"],
+        overrides=overrides,
         plugins=first_party(),
         max_epochs=epochs,
     )
-    train, val = _loaders()
     trainer = _trainer(epochs, root, [growth, *(extra or [])])
-    trainer.fit(module, train, val, ckpt_path=ckpt)
+    trainer.fit(module, *_loaders(), ckpt_path=ckpt)
     return module, growth, trainer
 
 
