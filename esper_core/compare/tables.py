@@ -319,8 +319,9 @@ def describe_training_runs(results: ComparisonResults) -> str:
         "Each method trained in several independent runs (one arm METHOD.run-i per "
         "checkpoint, in the tables above one by one): the IQM of every (training run, "
         "evaluation seed) value pooled, and the lowest and highest IQM of a single run. "
-        "The interval is a two-level bootstrap: each resample draws the training runs with "
-        "replacement, then the evaluation seeds of each drawn run with replacement, so it "
+        "The interval is a crossed bootstrap: each resample draws the training runs with "
+        "replacement and one draw of the evaluation seeds that every drawn run (and the "
+        "baseline) shares, expanded for the few runs a study has (docs/growth.md), so it "
         f"holds the spread between training runs as well as between seeds.{versus}"
     )
 
