@@ -115,6 +115,10 @@ class WidensItsLayers(HasWidths, Protocol):
         """Each width's name for a reader (a pair's ``producer -> consumer``)."""
         ...
 
+    def width_refusal(self) -> str:
+        """Why no width can grow, one line (read when :meth:`stage_channels` is empty)."""
+        ...
+
     def layer_widening(
         self,
         old: tuple[int, ...],

@@ -90,7 +90,7 @@ def allow_layer_growth(
             f"the Grower cannot widen {name}: no Linear or Conv2d feeds a single other one "
             f"through per-channel operations ({why}); grow it with seeds instead"
         )
-    host.enable_width(report.pairs)
+    host.enable_width(report.pairs, report.refused)
     try:
         if scheduled:
             env.schedule_host_growth(scheduled)

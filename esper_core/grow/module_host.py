@@ -117,14 +117,25 @@ class ModuleHost(nn.Module):
         # their widths now: implements WidensItsLayers.
         self.pairs: tuple[LayerPair, ...] = ()
         self._widths: tuple[int, ...] = ()
+        self._refused: tuple[str, ...] = ()
 
     # ------------------------------------------------------------ width growth
 
-    def enable_width(self, pairs: Sequence[LayerPair]) -> None:
+    def enable_width(self, pairs: Sequence[LayerPair], refused: Sequence[str] = ()) -> None:
         """Let width growth widen these pairs of the user's module (``widen_stages``
-        index them)."""
+        index them); ``refused``: why its other layers cannot widen, one line each."""
         self.pairs = tuple(pairs)
         self._widths = tuple(pair.width for pair in pairs)
+        self._refused = tuple(refused)
+
+    def width_refusal(self) -> str:
+        """Why no width of the user's module can grow (read when it has no pair)."""
+        name = type(self.module).__name__
+        why = "; ".join(self._refused[:3]) or "it has no Linear or Conv2d layer"
+        return (
+            f"{name} cannot grow in width: no Linear or Conv2d of it feeds a single other one "
+            f"through per-channel operations ({why}); grow it with seeds instead"
+        )
 
     def stage_channels(self) -> tuple[int, ...]:
         return self._widths

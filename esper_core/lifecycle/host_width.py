@@ -60,6 +60,9 @@ def widenable(host: nn.Module) -> HasWidths:
             "host (esper_core.components.host.WidenableHost, such as the tasks' CNNHost) or "
             "a transformer host (WidenableTransformer, such as the tasks' TransformerHost)"
         )
+    if isinstance(host, WidensItsLayers) and not host.stage_channels():
+        # A user's module with no layer pair that can widen: a plan would widen nothing.
+        raise WidthError(host.width_refusal())
     return host
 
 

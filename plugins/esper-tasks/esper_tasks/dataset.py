@@ -230,6 +230,13 @@ class DatasetTask(CrossEntropyTask):
     context: TaskContext = field(factory=TaskContext)
     _cache: dict[str, TaskData] = field(factory=dict, init=False, repr=False)
     _classes: int | None = field(default=None, init=False, repr=False)
+    # The model's layer pairs that can widen, and why the rest cannot: found on the first
+    # build (every build of the factory has the same layers), so a width growth
+    # (policies.static.widen_at, policies.ppo.host_growth=widen) widens them as a
+    # Grower's does.
+    _widths: tuple[tuple[Any, ...], tuple[str, ...]] | None = field(
+        default=None, init=False, repr=False
+    )
 
     @property
     def topology(self) -> str:
@@ -278,7 +285,8 @@ class DatasetTask(CrossEntropyTask):
                     f"tasks.dataset.model: {self.options.model} returned a {type(model).__name__}, not an nn.Module"
                 ]
             )
-        host = host_from_module(model, self.options.slots, self._example())
+        example = self._example()
+        host = host_from_module(model, self.options.slots, example)
         if host.topology != self.options.topology:
             raise ConfigError(
                 [
@@ -296,6 +304,9 @@ class DatasetTask(CrossEntropyTask):
         if self._classes is None:
             self._check_labels(host.output_features)
         self._classes = host.output_features
+        if self._widths is None:
+            self._widths = _layer_pairs(model, example)
+        host.enable_width(*self._widths)
         return host
 
     def _check_labels(self, classes: int) -> None:
@@ -354,6 +365,25 @@ class DatasetTask(CrossEntropyTask):
                 f"({shown}); give train/, val/ and test/ the same class folders"
             )
         return folders[0], folders[1], folders[2]
+
+
+def _layer_pairs(
+    model: nn.Module, example: torch.Tensor
+) -> tuple[tuple[Any, ...], tuple[str, ...]]:
+    """The pairs of ``model`` a width growth may widen, and why its other layers cannot
+    (:func:`esper_core.grow.layer_growth.widenable_layers`). The check widens a copy with
+    fresh random weights: the random state is forked, so a run draws what it drew before."""
+    import torch
+
+    from esper_core.errors import HostError
+    from esper_core.grow.layer_growth import widenable_layers
+
+    try:
+        with torch.random.fork_rng(devices=[]):
+            report = widenable_layers(model, example)
+    except HostError as exc:  # a model that cannot be copied: it grows with seeds only
+        return (), (str(exc),)
+    return report.pairs, report.refused
 
 
 def _open_image(path: str) -> Any:

@@ -101,3 +101,8 @@ def label_missing_from_train() -> tuple[TensorDataset, TensorDataset, TensorData
     a, b, c = splits()
     keep = a.tensors[1] != 3
     return TensorDataset(a.tensors[0][keep], a.tensors[1][keep]), b, c
+
+
+def one_layer() -> nn.Module:
+    """A linear model: its one layer writes the output, so no layer pair can widen."""
+    return nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 4))
