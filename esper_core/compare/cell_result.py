@@ -43,9 +43,14 @@ class CellResult:
     train_flops: float = 0.0  # forward + backward FLOPs of training (0: not recorded)
     seeds_germinated: int = 0
     growth_note: str | None = None  # why nothing was germinated, as the policy said
+    # The final validation values: what a researcher chooses by (the frontier's sizes).
+    # None: not recorded (a summary from before); a value() of NaN then.
+    final_val_acc: float | None = None
+    final_val_loss: float | None = None
 
     def value(self, metric: str) -> float:
-        return float(getattr(self, metric))
+        value = getattr(self, metric)
+        return math.nan if value is None else float(value)
 
 
 def read_cell(cell: Cell, root: Path) -> CellResult | None:
@@ -87,6 +92,16 @@ def read_cell(cell: Cell, root: Path) -> CellResult | None:
                 else summary_number(directory, episode, "seeds_germinated", integer=True)
             ),
             growth_note=episode.get("growth_note"),
+            final_val_acc=(
+                None
+                if summary.get("final_val_acc_mean") is None
+                else number("final_val_acc_mean", 100.0)
+            ),
+            final_val_loss=(
+                None
+                if episode.get("final_val_loss") is None
+                else summary_number(directory, episode, "final_val_loss", inf_ok=True)
+            ),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         # also: not exactly one episode, or an episode that is not a table

@@ -2,7 +2,8 @@
 
 Per task with size-sweep cells, on each cost axis: the sweep's points (mean cost, IQM of
 the task's frontier metric over seeds) marked on or off the frontier (the monotone hull
-passes through it or not), and for every other
+of their *validation* values passes through it or not: the sizes are chosen as a
+researcher chooses them, and reported at their test values), and for every other
 policy of the task (static-final baselines included) a :class:`FrontierVerdict`. The
 numbers come from :mod:`esper_core.compare.frontier`.
 """
@@ -24,7 +25,7 @@ from esper_core.compare.frontier import (
     frontier,
     frontier_gap,
 )
-from esper_core.compare.metric import ACCURACY, higher_is_better
+from esper_core.compare.metric import ACCURACY, VALIDATION, higher_is_better
 from esper_core.compare.pareto import COST_AXES
 from esper_core.compare.stats import iqm
 
@@ -52,9 +53,13 @@ def _task_frontier(
     sizes = [s for s in sweep if by_policy.get(s)]
     policies = [p for p in by_policy if p not in sweep and by_policy[p]]
     axes, verdicts = [], []
+    validation = VALIDATION[metric]
     for axis in COST_AXES:
         points = {s: _summary_point(by_policy[s], axis, metric) for s in sizes}
-        on = set(frontier(points, higher))
+        # The sizes a researcher would pick: by validation, reported at their test values.
+        on = set(
+            frontier({s: _summary_point(by_policy[s], axis, validation) for s in sizes}, higher)
+        )
         axes.append(
             AxisFrontier(
                 axis,
@@ -65,9 +70,11 @@ def _task_frontier(
             )
         )
         per_seed: dict[int, dict[str, Point]] = {}
+        per_seed_val: dict[int, dict[str, Point]] = {}
         for s in sizes:
             for r in by_policy[s]:
                 per_seed.setdefault(r.seed, {})[s] = (r.value(axis), r.value(metric))
+                per_seed_val.setdefault(r.seed, {})[s] = (r.value(axis), r.value(validation))
         everyone = {
             **points,
             **{p: _summary_point(by_policy[p], axis, metric) for p in policies},
@@ -82,6 +89,7 @@ def _task_frontier(
                 experiment.confidence,
                 experiment.resamples,
                 experiment.bootstrap_seed,
+                chosen_by=per_seed_val,
             )
             verdicts.append(
                 FrontierVerdict(

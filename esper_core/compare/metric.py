@@ -24,10 +24,18 @@ if TYPE_CHECKING:
 # CellResult fields a comparison ranks runs by.
 ACCURACY = "final_test_acc"
 LOSS = "final_test_loss"
+# The validation value of each test metric: what a choice among runs is made by.
+VALIDATION = {ACCURACY: "final_val_acc", LOSS: "final_val_loss"}
 # A row pooled over tasks judged in different metrics: each task keeps its own.
 MIXED = "mixed"
 # Which way is better for each CellResult field a paired difference is taken of.
-HIGHER_IS_BETTER = {ACCURACY: True, LOSS: False, "train_flops": False}
+HIGHER_IS_BETTER = {
+    ACCURACY: True,
+    LOSS: False,
+    "train_flops": False,
+    VALIDATION[ACCURACY]: True,
+    VALIDATION[LOSS]: False,
+}
 
 
 def higher_is_better(metric: str) -> bool:

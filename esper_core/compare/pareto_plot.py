@@ -287,7 +287,11 @@ def _draw_sweep(
             ha="left",
             va="center",
         )
-    curve = frontier_curve({p.label: (p.cost, p.value) for p in points}, frontier.higher_is_better)
+    curve = frontier_curve(
+        {p.label: (p.cost, p.value) for p in points},
+        frontier.higher_is_better,
+        [p.label for p in points if p.on_frontier],
+    )
     ax.plot(
         [c for c, _ in curve],
         [v for _, v in curve],

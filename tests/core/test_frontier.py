@@ -189,7 +189,11 @@ def test_the_gap_is_paired_by_seed_and_bootstrapped_over_seeds() -> None:
     assert lower.iqm == pytest.approx(5.0) and lower.worse == 8 and lower.better == 0
 
 
-def cell(policy: str, seed: int, params: float, flops: float, acc: float) -> CellResult:
+def cell(
+    policy: str, seed: int, params: float, flops: float, acc: float, val: float | None = None
+) -> CellResult:
+    """A run whose validation accuracy is ``val`` (default: its test accuracy)."""
+    val = acc if val is None else val
     return CellResult(
         task="toy",
         policy=policy,
@@ -204,6 +208,8 @@ def cell(policy: str, seed: int, params: float, flops: float, acc: float) -> Cel
         params_forward=params,
         params_held=params,
         train_flops=flops,
+        final_val_acc=val,
+        final_val_loss=(100.0 - val) / 50,
     )
 
 
@@ -298,3 +304,40 @@ def test_no_sweep_no_frontier() -> None:
         base=RunConfig(),
     )
     assert frontier_section(plain, synthetic_results(), ["grown"]) == []
+
+
+@pytest.mark.parametrize("metric", ["final_test_acc", "final_test_loss"])
+def test_the_frontier_is_chosen_by_validation_and_drawn_at_test_values(metric: str) -> None:
+    """Issue 50: a frontier drawn through each seed's best test values picks the frontier
+    with the metric it judges. Here ``sweep.m`` is lucky on test (99) but below the chord
+    of its neighbours on validation (91 < 92.5): a researcher choosing by validation skips
+    it, so it is off the frontier, and a policy at its cost is judged against the line
+    from ``sweep.s`` to ``sweep.l`` at their test values (92.5), not against 99."""
+    sizes = {
+        "sweep.s": (1e3, 90.0, 90.0),
+        "sweep.m": (1e4, 99.0, 91.0),
+        "sweep.l": (1e5, 95.0, 95.0),
+    }
+    cells = [
+        cell(label, s, p, p * 1e5, acc, val)
+        for label, (p, acc, val) in sizes.items()
+        for s in SEEDS
+    ]
+    cells += [cell("grown", s, 1e4, 1e9, 93.0) for s in SEEDS]
+    exp = Experiment(
+        policies=(Arm("grown", "grown", "grown"),),
+        tasks=(Arm("toy", "tiny", "tiny"),),
+        seeds=tuple(SEEDS),
+        base=RunConfig(),
+        sweep=tuple(SweepArm(label) for label in sizes),
+        resamples=200,
+    )
+    (task,) = frontier_section(exp, cells, ["grown", *sizes], {"toy": metric})
+    for axis in task.axes:
+        marks = {p.label: (p.value, p.on_frontier) for p in axis.points}
+        m_test = 99.0 if metric == "final_test_acc" else (100.0 - 99.0) / 50
+        assert marks["sweep.m"] == pytest.approx((m_test, False))
+        assert marks["sweep.s"][1] and marks["sweep.l"][1]
+    scale = 1.0 if metric == "final_test_acc" else -1 / 50
+    gap = task.verdict("grown", "params_forward")
+    assert gap is not None and gap.gap.iqm == pytest.approx(scale * (93.0 - 92.5))
