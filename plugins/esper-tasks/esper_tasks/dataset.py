@@ -25,12 +25,11 @@ from esper_core.config_limits import MAX_BATCH, MAX_EPOCHS
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.errors import ConfigError, DataError
 from esper_tasks.common import CrossEntropyTask
+from esper_tasks.dataset_images import SPLITS, image_folder_splits
 
 if TYPE_CHECKING:
     import torch
     from torch import nn
-
-SPLITS = ("train", "val", "test")
 
 
 @define
@@ -302,17 +301,20 @@ class DatasetTask(CrossEntropyTask):
                 ]
             )
         if self._classes is None:
-            self._check_labels(host.output_features)
+            self._check_data(host.output_features)
         self._classes = host.output_features
         if self._widths is None:
             self._widths = _layer_pairs(model, example)
         host.enable_width(*self._widths)
         return host
 
-    def _check_labels(self, classes: int) -> None:
+    def _check_data(self, classes: int) -> None:
+        """Labels within the model's outputs; inputs finite and within float32's reach
+        (images read by ImageFolder are in 0..1: not read a second time to check)."""
         import torch
 
         from esper_tasks.dataset_labels import check_labels
+        from esper_tasks.dataset_values import check_values
 
         data = self.load_data(torch.device("cpu"))
         source = (
@@ -322,49 +324,18 @@ class DatasetTask(CrossEntropyTask):
         )
         splits = list(zip(SPLITS, (data.train, data.val, data.test)))
         check_labels(splits, classes, source, f"tasks.dataset.model {self.options.model}")
+        if self.options.image_folder is None:
+            check_values(splits, source)
 
     def _load_cpu(self) -> TaskData:
         _require(self.options)
         if self.options.image_folder is not None:
-            splits = self._image_folder(self.options.image_folder)
+            splits = image_folder_splits(self.options.image_folder, self.options.image_size)
         else:
             assert self.options.data is not None
             source = f"tasks.dataset.data {self.options.data}"
             splits = _checked_splits(load_object(self.options.data, "data")(), source)
         return TaskData(*(_fast(s) for s in splits))
-
-    def _image_folder(self, root: str) -> tuple[Any, Any, Any]:
-        from pathlib import Path
-
-        from torchvision import datasets, transforms
-
-        missing = [s for s in SPLITS if not (Path(root) / s).is_dir()]
-        if missing:
-            raise DataError(
-                f"tasks.dataset.image_folder: {root} lacks {', '.join(m + '/' for m in missing)}; it needs "
-                "train/, val/ and test/ subdirectories, one folder per class in each"
-            )
-        size = self.options.image_size
-        tf = transforms.Compose([transforms.Resize((size, size)), transforms.ToTensor()])
-        folders = []
-        for split in SPLITS:
-            try:
-                folder = datasets.ImageFolder(
-                    str(Path(root) / split), transform=tf, loader=_open_image
-                )
-            except FileNotFoundError as exc:  # a split without any image
-                raise DataError(f"tasks.dataset.image_folder: {exc}") from None
-            folders.append(folder)
-        classes = [f.classes for f in folders]
-        if any(c != classes[0] for c in classes):
-            # ImageFolder numbers classes by folder name in each split: a class missing from
-            # one split silently shifts the labels of every class after it.
-            shown = "; ".join(f"{s}: {', '.join(c)}" for s, c in zip(SPLITS, classes))
-            raise DataError(
-                f"tasks.dataset.image_folder: {root}'s splits hold different class folders "
-                f"({shown}); give train/, val/ and test/ the same class folders"
-            )
-        return folders[0], folders[1], folders[2]
 
 
 def _layer_pairs(
@@ -384,21 +355,6 @@ def _layer_pairs(
     except HostError as exc:  # a model that cannot be copied: it grows with seeds only
         return (), (str(exc),)
     return report.pairs, report.refused
-
-
-def _open_image(path: str) -> Any:
-    """torchvision's loader, naming the file that cannot be read (an empty or corrupt one)."""
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with open(path, "rb") as fh:
-            image = Image.open(fh)
-            return image.convert("RGB")
-    except (OSError, UnidentifiedImageError, ValueError) as exc:
-        raise DataError(
-            f"tasks.dataset.image_folder: cannot read the image {path} ({exc}); remove or "
-            "replace it"
-        ) from None
 
 
 @hookimpl

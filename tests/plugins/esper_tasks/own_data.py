@@ -106,3 +106,36 @@ def label_missing_from_train() -> tuple[TensorDataset, TensorDataset, TensorData
 def one_layer() -> nn.Module:
     """A linear model: its one layer writes the output, so no layer pair can widen."""
     return nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 4))
+
+
+def _with_input(split: TensorDataset, index: int, value: float) -> TensorDataset:
+    x = split.tensors[0].clone()
+    x[index].view(-1)[5] = value
+    return TensorDataset(x, split.tensors[1])
+
+
+def all_nan() -> tuple[TensorDataset, TensorDataset, TensorDataset]:
+    a, b, c = splits()
+    return TensorDataset(torch.full_like(a.tensors[0], float("nan")), a.tensors[1]), b, c
+
+
+def one_nan() -> tuple[TensorDataset, TensorDataset, TensorDataset]:
+    a, b, c = splits()
+    return _with_input(a, 7, float("nan")), b, c
+
+
+def one_inf() -> tuple[TensorDataset, TensorDataset, TensorDataset]:
+    a, b, c = splits()
+    return _with_input(a, 3, float("inf")), b, c
+
+
+def huge_input() -> tuple[TensorDataset, TensorDataset, TensorDataset]:
+    """1e38: finite in float32, but the first layer's sums overflow."""
+    a, b, c = splits()
+    return _with_input(a, 11, 1e38), b, c
+
+
+def nan_in_validation() -> tuple[Pairs, Pairs, Pairs]:
+    """Served item by item, one NaN in validation only."""
+    a, b, c = splits()
+    return Pairs(a), Pairs(_with_input(b, 4, float("nan"))), Pairs(c)
