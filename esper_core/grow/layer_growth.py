@@ -4,7 +4,6 @@ the widening keeps its function (bit for bit at mask 0) and runs at mask 1."""
 
 from __future__ import annotations
 
-import copy
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -15,6 +14,7 @@ from esper_core.env.host_growth_online import check_declared
 from esper_core.errors import ConfigError, GrowerError
 from esper_core.grow.layer_pairs import LayerPair, WidthReport, find_pairs
 from esper_core.grow.layer_widening import LayerWidening
+from esper_core.grow.module_checks import check_arguments, copied, dry_run
 from esper_core.grow.module_host import ModuleHost, layer_names
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ def widening_problem(
     at mask 0 is not bit for bit the model's (a forward the walk misread, such as a mean
     over channels), or a forward fails at all (a fused fast path that reads a layer's
     ``weight`` itself, as ``nn.TransformerEncoderLayer`` does in eval mode). None: fine."""
-    twin = copy.deepcopy(model).eval()
+    twin = copied(model, "a width growth is checked on a copy").eval()
     with torch.no_grad():
         before = twin(example_input)
         widening = LayerWidening(
@@ -64,7 +64,10 @@ def widenable_layers(model: nn.Module, example_input: torch.Tensor) -> WidthRepo
     """Which layer pairs of ``model`` a Grower can widen (``widen_stages`` index them, in
     the order of ``model.named_modules()``), and which layers it cannot and why: the pairs
     the autograd walk finds (:func:`~esper_core.grow.layer_pairs.find_pairs`), each
-    checked on a copy of the model."""
+    checked on a copy of the model. A model that is no nn.Module, an example input it rejects
+    and a model that cannot be copied are one ``HostError`` line each, as a Grower's are."""
+    check_arguments(model, example_input)
+    dry_run(model, example_input)
     return verified(model, find_pairs(model, example_input), example_input)
 
 

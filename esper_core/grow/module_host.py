@@ -35,6 +35,7 @@ from esper_core.components.host import InjectionSpec
 from esper_core.errors import HostError
 from esper_core.grow.layer_pairs import LayerPair
 from esper_core.grow.layer_widening import LayerWidening
+from esper_core.grow.module_checks import check_arguments, dry_run
 
 Route = Callable[[torch.Tensor], torch.Tensor]
 
@@ -296,11 +297,7 @@ def host_from_module(
     and the random number generators are untouched) finds each slot's channels,
     topology and order.
     """
-    if not isinstance(example_input, torch.Tensor):
-        raise HostError(
-            f"example_input: expected a torch.Tensor (one batch of inputs), got "
-            f"{type(example_input).__name__}"
-        )
+    check_arguments(model, example_input)
     if not slots:
         raise HostError("slots: name at least one submodule of the model, e.g. slots=['layer1']")
     if len(set(slots)) != len(slots):
@@ -322,22 +319,11 @@ def host_from_module(
         return hook
 
     handles = [modules[name].register_forward_hook(recorder(name)) for name in slots]
-    was_training = model.training
     try:
-        model.eval()
-        with torch.no_grad():
-            out = model(example_input)
-    except Exception as exc:
-        shape = tuple(example_input.shape) if isinstance(example_input, torch.Tensor) else "?"
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise HostError(
-            f"example_input of shape {shape}: {type(model).__name__} rejects it ({first}); "
-            "pass one batch as the model's forward takes it"
-        ) from exc
+        out = dry_run(model, example_input)
     finally:
         for handle in handles:
             handle.remove()
-        model.train(was_training)
     specs: list[InjectionSpec] = []
     for name in sorted(slots, key=lambda n: order.index(n) if n in order else len(order)):
         cls = type(modules[name]).__name__
