@@ -58,6 +58,7 @@ def _extra(params: dict[str, Any], selections: dict[str, list[str]]) -> dict[str
 
 def print_tables(results: Any, console: Any) -> None:
     from esper_cli.terminal import print_records
+    from esper_core.compare.stalls import failed_arms
     from esper_core.compare.tables import (
         describe,
         describe_frontier,
@@ -80,12 +81,17 @@ def print_tables(results: Any, console: Any) -> None:
         show("across training runs", *training_runs_rows(results, short=True))
         note(console, describe_training_runs(results))
     for frontier in results.frontier:
-        header, rows, sweep_header, sweep_rows = frontier_rows(frontier, short=True)
+        failed = failed_arms(results.failures, frontier.task)
+        header, rows, sweep_header, sweep_rows = frontier_rows(frontier, True, failed)
         show(f"frontier: {frontier.task}", header, rows)
         show(f"size sweep: {frontier.task}", sweep_header, sweep_rows)
         note(console, describe_frontier(frontier))
     if results.no_growth:  # last, beside the prompt: no table above tested growth
         note(console, results.no_growth, "yellow")
+    for failure in results.failures:
+        note(console, f"did not train: {failure.sentence()}", "yellow")
+    for caution in results.cautions:
+        note(console, f"caution: {caution}", "yellow")
 
 
 def print_tuning(results: Any, console: Any, show: Any) -> None:

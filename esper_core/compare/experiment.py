@@ -59,6 +59,7 @@ import attrs
 from attrs import define, frozen
 
 from esper_core.compare.labels import label_check, label_problem
+from esper_core.compare.stalls import StallRule
 from esper_core.compare.sweep_spec import (
     SIZE_SWEEP,
     SweepArm,
@@ -151,6 +152,9 @@ class ExperimentFile:
         "trains static hosts of the [[sweep.sizes]] (policy wait) on the same seeds.",
     )
     sweep: SweepFile = attrs.field(factory=SweepFile, metadata={"doc": "The size sweep."})
+    stall: StallRule = attrs.field(
+        factory=StallRule, metadata={"doc": "When a run counts as not trained."}
+    )
     tuning: TuningFile | None = options_field(None, doc="The search run before the evaluation.")
     jobs: int | None = options_field(
         None, in_range(1, MAX_JOBS, integer=True), "Cells run in parallel."
@@ -248,6 +252,7 @@ class Experiment:
     frontier_metric: str = "auto"
     tuning: Tuning | None = None  # None: every arm runs the shared config's recipe
     training_groups: tuple[TrainingGroup, ...] = ()  # methods of several training runs
+    stall: StallRule = attrs.field(factory=StallRule)  # when a run did not train
 
     def default_out(self) -> Path:
         """A deterministic directory, so re-running the same command continues it."""
@@ -359,4 +364,5 @@ def build_experiment(
         resamples=spec.resamples,
         bootstrap_seed=spec.bootstrap_seed,
         plugins=tuple(plugins),
+        stall=spec.stall,
     )

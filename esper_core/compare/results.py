@@ -14,7 +14,10 @@ in the forward pass, training FLOPs) another policy of the task dominates it. Wi
 ``size-sweep`` baseline, the ``frontier`` section says where every policy stands against
 the sweep's frontier (:mod:`esper_core.compare.frontier_results`).
 
-Schema versions: 9 added ``training_groups``, each method trained in several runs across
+Schema versions: 10 added ``failures``, the arms whose runs did not train on some seed
+(:mod:`esper_core.compare.stalls`; a verdict against one is unresolved), each cell's
+final validation values, and ``cautions``, what the design lacks for a claim (fewer than
+5 evaluation or tuning seeds); 9 added ``training_groups``, each method trained in several runs across
 them (:mod:`esper_core.compare.training_runs`); 7 added ``no_growth``, the sentence saying that no arm that can grow
 did, and why (:mod:`esper_core.compare.no_growth`), and each cell's ``seeds_germinated``
 and ``growth_note``; 6 ranks runs in the task's metric: ``metrics`` (task -> metric), each
@@ -46,13 +49,16 @@ from esper_core.compare.metric import ACCURACY, LOSS, common, higher_is_better, 
 from esper_core.compare.no_growth import can_grow, no_growth
 from esper_core.compare.paired import PairedDifference, paired_difference, same_seed
 from esper_core.compare.pareto import COST_AXES, dominated
+from esper_core.compare.stalls import ArmFailure, arm_failures
 from esper_core.compare.static_final import static_label
 from esper_core.compare.stats import improvement_interval, iqm_interval
 from esper_core.compare.training_runs import TrainingGroupResult, training_group_results
 from esper_core.compare.tuning_results import TuningResults
 from esper_core.converter import structure
 
-RESULTS_SCHEMA_VERSION = 9  # 9: training_groups, a method across its training runs
+RESULTS_SCHEMA_VERSION = 10  # 10: failures (arms that did not train) and cautions
+# The fewest seeds a claim rests on (docs/growth.md, the tuning rule): fewer are reported.
+MIN_CLAIM_SEEDS = 5
 
 
 @frozen
@@ -146,6 +152,9 @@ class ComparisonResults:
     no_growth: str | None = None
     # Each method trained in several runs, per task, across them (none: no such method).
     training_groups: list[TrainingGroupResult] = attrs.field(factory=list)
+    # Arms with runs that did not train (diverged or stalled), and the design's gaps.
+    failures: list[ArmFailure] = attrs.field(factory=list)
+    cautions: list[str] = attrs.field(factory=list)
 
     def row(self, task: str | None, policy: str) -> ResultRow | None:
         return next((r for r in self.rows if r.task == task and r.policy == policy), None)
@@ -324,7 +333,27 @@ def aggregate(
         metrics=ranked_by,
         no_growth=no_growth(can_grow(experiment), cells_sorted),
         training_groups=training_group_results(experiment, results, ranked_by),
+        failures=arm_failures(cells_sorted, ranked_by, experiment.stall),
+        cautions=cautions(experiment),
     )
+
+
+def cautions(experiment: Experiment) -> list[str]:
+    """What the design lacks for a claim: too few evaluation seeds, or tuning seeds."""
+    out = []
+    if len(experiment.seeds) < MIN_CLAIM_SEEDS:
+        out.append(
+            f"only {len(experiment.seeds)} evaluation seed"
+            f"{'s' if len(experiment.seeds) > 1 else ''}: too few for a claim (intervals from "
+            f"fewer than {MIN_CLAIM_SEEDS} are not to be trusted; set seeds = 10)"
+        )
+    tuning = experiment.tuning
+    if tuning is not None and len(tuning.seeds) < MIN_CLAIM_SEEDS:
+        out.append(
+            f"only {len(tuning.seeds)} tuning seeds: the tuning rule (docs/growth.md) asks "
+            f"for at least {MIN_CLAIM_SEEDS}, so that a rate that stalls on some seeds is seen"
+        )
+    return out
 
 
 def load_results(path: Path) -> ComparisonResults:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Set
+
 from esper_core.compare.frontier import FrontierGap, FrontierVerdict, TaskFrontier
 from esper_core.compare.metric import MIXED, higher_is_better
 from esper_core.compare.paired import PairedDifference
 from esper_core.compare.pareto import COST_AXES
 from esper_core.compare.results import METRIC, METRICS, ComparisonResults, Metric
+from esper_core.compare.stalls import failed_arms
 from esper_core.compare.static_final import STATIC_FINAL
 from esper_core.compare.tuning_tables import tuning_markdown
 
@@ -82,6 +85,7 @@ def table_rows(
         )
     header += [metric_header(m, short) for m in METRICS if m.key != metric]
     header.append("dominated on" if short else "dominated on (Pareto)")
+    failed = failed_arms(results.failures, task)
     lines = []
     for policy in results.policies:
         row = results.row(task, policy)
@@ -98,12 +102,14 @@ def table_rows(
             elif imp is None:
                 cells += ["-", "-"]
             else:
-                cells += [
-                    fmt_interval(imp.probability, imp.low, imp.high, 2),
-                    f"{imp.wins}/{imp.ties}/{imp.losses}",
-                ]
+                versus = fmt_interval(imp.probability, imp.low, imp.high, 2)
+                if failed & {policy, results.baseline}:
+                    versus = f"{UNRESOLVED} ({versus})"
+                cells += [versus, f"{imp.wins}/{imp.ties}/{imp.losses}"]
         if main is not None and static:
-            cells.append(fmt_paired(row.versus(f"{policy}.{STATIC_FINAL}", metric), main.digits))
+            twin = f"{policy}.{STATIC_FINAL}"
+            paired = fmt_paired(row.versus(twin, metric), main.digits)
+            cells.append(f"{UNRESOLVED} ({paired})" if failed & {policy, twin} else paired)
         for m in METRICS:
             if m.key != metric:
                 r = row.metrics[m.key]
@@ -127,6 +133,8 @@ AXIS_NAMES = {"params_forward": "params", "train_flops": "FLOPs"}
 # "-", the word for a value that does not exist).
 NO = "no"
 NOT_DOMINATED = NO
+# A verdict against an arm that did not train on every seed (esper_core.compare.stalls).
+UNRESOLVED = "unresolved"
 
 
 def sections(results: ComparisonResults) -> list[tuple[str | None, str]]:
@@ -210,9 +218,14 @@ def _dominated(verdict: FrontierVerdict | None) -> str:
 
 
 def frontier_rows(
-    frontier: TaskFrontier, short: bool = False
+    frontier: TaskFrontier, short: bool = False, failed: Set[str] = frozenset()
 ) -> tuple[list[str], list[list[str]], list[str], list[list[str]]]:
-    """The verdict table (one row per policy) and the sweep table (one row per size)."""
+    """The verdict table (one row per policy) and the sweep table (one row per size);
+    ``failed``: the task's arms that did not train, whose verdicts are unresolved (a
+    sweep size among them leaves every gap unresolved)."""
+    sweep_failed = (
+        any(p.label in failed for p in frontier.axes[0].points) if frontier.axes else False
+    )
     metric = METRIC[frontier.metric]
     digits = metric.digits
     value = metric_header(metric, short)
@@ -230,7 +243,10 @@ def frontier_rows(
         cells = [policy, fmt(first.value if first else None, digits)]
         for axis in COST_AXES:
             verdict = frontier.verdict(policy, axis)
-            cells += [_dominated(verdict), _gap(verdict.gap, digits) if verdict else "-"]
+            gap = _gap(verdict.gap, digits) if verdict else "-"
+            if verdict and (sweep_failed or policy in failed):
+                gap = f"{UNRESOLVED} ({gap})"
+            cells += [_dominated(verdict), gap]
         rows.append(cells)
     sweep_header = ["size", "params fwd", "train FLOPs", value, "on frontier"]
     sweep_rows = []
@@ -334,6 +350,10 @@ def to_markdown(results: ComparisonResults) -> str:
     out = [title, ""]
     if results.no_growth:  # first: every table below is read in its light
         out += [f"**{results.no_growth}**", ""]
+    for failure in results.failures:
+        out += [f"**Did not train: {failure.sentence()}.**", ""]
+    for caution in results.cautions:
+        out += [f"**Caution: {caution}.**", ""]
     out += [*describe(results), ""]
     out += tuning_markdown(results)
     for task, heading in sections(results):
@@ -347,7 +367,8 @@ def to_markdown(results: ComparisonResults) -> str:
         out += ["|" + "---|" * len(header), *["| " + " | ".join(r) + " |" for r in rows]]
         out += ["", describe_training_runs(results), ""]
     for frontier in results.frontier:
-        header, rows, sweep_header, sweep_rows = frontier_rows(frontier)
+        failed = failed_arms(results.failures, frontier.task)
+        header, rows, sweep_header, sweep_rows = frontier_rows(frontier, failed=failed)
         out += [f"## Frontier: {frontier.task}", "", describe_frontier(frontier), ""]
         for h, rs in ((header, rows), (sweep_header, sweep_rows)):
             out += ["| " + " | ".join(h) + " |", "|" + "---|" * len(h)]

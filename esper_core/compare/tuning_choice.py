@@ -6,7 +6,9 @@ chosen point has the best score (highest validation accuracy, lowest validation 
 of equal scores the first in grid order wins, so a grid written from the default outwards
 keeps the default unless another value does better. A point with a non-finite value on
 any seed (a diverged run) scores below every finite point; if no point is finite, the
-first is chosen.
+first is chosen. A point on which any tuning seed did not train (diverged, or stalled
+far behind the point's other seeds: :mod:`esper_core.compare.stalls`) is scored as
+diverged by its caller, so the next rate down is chosen (issue 50).
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-RULE = "mean over the tuning seeds; ties: the first point in grid order"
+RULE = (
+    "mean over the tuning seeds, among the points that trained on every tuning seed "
+    "(esper_core.compare.stalls); ties: the first point in grid order"
+)
 
 
 def score(values: Sequence[float]) -> float:

@@ -22,6 +22,7 @@ from esper_core.compare.cell_dirs import CellState, cell_state
 from esper_core.compare.experiment import Experiment
 from esper_core.compare.metric import metric_kinds
 from esper_core.compare.plan import stale_cells
+from esper_core.compare.stalls import StallRule, failed_seeds
 from esper_core.compare.static_final import growing, static_label
 from esper_core.compare.tuning import TuningCell
 from esper_core.compare.tuning_choice import RULE, choose, score
@@ -40,6 +41,9 @@ class PointResult:
     values: dict[str, Any]
     scores: list[float | None]
     mean: float | None
+    # Tuning seeds on which the point did not train (esper_core.compare.stalls): a point
+    # with any is never chosen, so the next rate down is.
+    failed: list[int] = attrs.field(factory=list)
 
 
 @frozen
@@ -105,10 +109,13 @@ def _arm(
     root: Path,
     points: Sequence[dict[str, Any]],
     seeds: Sequence[int],
+    rule: StallRule,
 ) -> ArmTuning:
     by_key = {(c.point, c.seed): c for c in cells}
+    higher = metric == VAL_ACC
     results: list[PointResult] = []
     means: list[float] = []
+    eligible: list[float] = []  # the means a choice is made from: NaN where a seed failed
     counts: list[int] = []  # finished seeds per point
     for k, values in enumerate(points):
         raw: list[float | None] = []
@@ -120,10 +127,12 @@ def _arm(
         counts.append(len(finished))
         means.append(score(finished) if len(finished) == len(raw) else math.nan)
         scores = [None if v is None else _finite(v) for v in raw]
-        results.append(PointResult(dict(values), scores, _finite(means[-1])))
+        done = len(finished) == len(raw)
+        failed = failed_seeds(dict(zip(seeds, scores)), higher, rule) if done else []
+        eligible.append(math.nan if failed else means[-1])
+        results.append(PointResult(dict(values), scores, _finite(means[-1]), failed))
     complete = all(n == len(seeds) for n in counts)
-    higher = metric == VAL_ACC
-    point = choose(means, higher) if complete else None
+    point = choose(eligible, higher) if complete else None
     return ArmTuning(
         task,
         arm,
@@ -155,7 +164,7 @@ def tuning_results(
         for (t, arm), group in by_arm.items():
             if t != task.label:
                 continue
-            found = _arm(t, arm, metrics[t], group, root, points, tuning.seeds)
+            found = _arm(t, arm, metrics[t], group, root, points, tuning.seeds, experiment.stall)
             arms.append(found)
             if arm in grown:
                 arms.append(attrs.evolve(found, arm=static_label(arm), points=[], same_as=arm))

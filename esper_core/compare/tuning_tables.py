@@ -106,10 +106,18 @@ def search_rows(tuning: TuningResults) -> tuple[list[str], list[list[str]]]:
                     short,
                     _score(point.mean, digits),
                     ", ".join(_score(v, digits) for v in point.scores),
-                    "yes" if k == arm.point else "",
+                    _chosen_word(k == arm.point, point.failed),
                 ]
             )
     return header, rows
+
+
+def _chosen_word(chosen: bool, failed: list[int]) -> str:
+    """ "yes" for the chosen point; a point that did not train says on which seeds."""
+    word = "yes" if chosen else ""
+    if failed:
+        word = (word + ", " if word else "") + f"did not train: {_seeds(failed)}"
+    return word
 
 
 def tuning_markdown(results: ComparisonResults) -> list[str]:

@@ -25,7 +25,7 @@ from esper_core.compare.tuning import TuningCell, tuning_cells
 from esper_core.compare.tuning_choice import choose, score
 from esper_core.compare.tuning_grid import apply_point, grid_points
 from esper_core.compare.tuning_results import VAL_ACC, VAL_LOSS, tuning_results
-from esper_core.compare.tuning_tables import UNTUNED
+from esper_core.compare.tuning_tables import UNTUNED, search_rows
 from esper_core.errors import ConfigError
 from esper_core.plugins import PluginManager
 from esper_core.run.run_dir import SUMMARY
@@ -272,7 +272,7 @@ ACC = {
     "sweep.w2": [[10.0, 10.0], [10.0, 10.0], [10.0, 10.0]],
 }
 LOSS = {
-    "scripted": [[0.5, 0.7], [0.9, 0.9], [1.0, 1.0]],
+    "scripted": [[0.5, 0.54], [0.9, 0.9], [1.0, 1.0]],
     "wait": [[math.nan, 0.1], [0.8, 0.8], [0.6, 0.7]],  # point 0 diverged on seed 100
     "sweep.w2": [[1.0, 1.0], [1.0, 1.0], [1.0, 1.0]],
 }
@@ -352,3 +352,30 @@ def test_untuned_results_say_so_and_record_null(pm: PluginManager, tmp_path: Pat
     write_results(results, tmp_path)
     assert json.loads((tmp_path / RESULTS_JSON).read_text())["tuning"] is None
     assert UNTUNED in (tmp_path / RESULTS_MD).read_text()
+
+
+def test_a_point_that_stalls_on_one_tuning_seed_is_never_chosen(
+    pm: PluginManager, tmp_path: Path
+) -> None:
+    """Issue 50: the rate with the best mean stalled on one tuning seed (80 where the
+    other reached 99, more than ``stall.acc_points`` = 5 below their median): the next
+    rate down, which trains on both, is chosen, and the search table says why."""
+    acc = {**ACC, "scripted": [[70.0, 70.0], [85.0, 85.0], [99.0, 80.0]]}
+    experiment = experiment_of(tuning=TUNING, **SWEPT)
+    cells = tuning_cells(experiment, pm)
+    _search_done(cells, tmp_path, acc, LOSS)
+    tuned = tuning_results(experiment, cells, tmp_path, pm)
+    assert tuned is not None
+    scripted = tuned.arm("tiny", "scripted")
+    assert scripted is not None and scripted.point == 1
+    assert [p.failed for p in scripted.points] == [[], [], [101]]
+    _, rows = search_rows(tuned)
+    assert ["yes" if r[-1] == "yes" else r[-1] for r in rows if r[1] == "scripted"] == [
+        "",
+        "yes",
+        "did not train: 101",
+    ]
+    # A looser rule keeps the point.
+    looser = experiment_of(tuning=TUNING, stall={"acc_points": 20.0}, **SWEPT)
+    tuned = tuning_results(looser, cells, tmp_path, pm)
+    assert tuned is not None and tuned.arm("tiny", "scripted").point == 2  # type: ignore[union-attr]

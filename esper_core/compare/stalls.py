@@ -1,0 +1,120 @@
+"""Which runs of an arm did not train: diverged, or stalled far behind the arm's others.
+
+Issue 50: a baseline that trains on most seeds at its tuned rate and stalls on a plateau
+on a few (charlm's `wide` at lr 0.006: final validation loss 1.75-1.78 on 3 of 10 seeds
+where the others reach about 1.38) makes any policy look good against it. A claim against
+such an arm is no claim, so every comparison checks each arm's runs and says so.
+
+A run *did not train* when its final validation value is not finite (it diverged), or is
+worse than the median of the same arm's runs by more than the rule's margin: more than
+``acc_points`` accuracy points below it, or a loss more than ``loss_ratio`` above it (a
+ratio, since losses of different tasks live on different scales). The median of the
+arm's own runs is the reference because a run-by-run threshold would need to know what
+each task can reach; with five runs it stays put while two of them fail. The same rule
+picks the tuning rate (:mod:`esper_core.compare.tuning_results`): a grid point on which
+any tuning seed did not train is never chosen, so the next rate down is.
+
+Validation values, not test values: whether a run trained is a fact about its training,
+and the rule must not look at the evaluation metric.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+
+from attrs import define, frozen
+
+from esper_core.compare.cell_result import CellResult
+from esper_core.compare.metric import VALIDATION, higher_is_better
+from esper_core.converter import in_range, options_field
+
+
+@define
+class StallRule:
+    """When a run counts as not trained (the ``[stall]`` table of an experiment file)."""
+
+    acc_points: float = options_field(
+        5.0,
+        in_range(0, 100, lo_open=True),
+        "A run whose final validation accuracy is more than this many points below the "
+        "median of its arm's runs did not train (it stalled).",
+    )
+    loss_ratio: float = options_field(
+        0.10,
+        in_range(0, 100, lo_open=True),
+        "A run whose final validation loss is more than this fraction above the median of "
+        "its arm's runs did not train (0.10: 10 % above).",
+    )
+
+
+@frozen
+class ArmFailure:
+    """The runs of one arm on one task that did not train, by seed."""
+
+    task: str
+    arm: str
+    metric: str  # the validation field judged: final_val_acc | final_val_loss
+    seeds: list[int]
+    median: float | None  # None: no run of the arm has a finite value
+    values: list[float | None]  # the failed runs' values (None: not finite)  # the failed runs' validation values, in ``seeds`` order
+
+    def sentence(self) -> str:
+        shown = ", ".join(
+            f"{s} ({'not finite' if v is None else f'{v:.4g}'})"
+            for s, v in zip(self.seeds, self.values)
+        )
+        median = "none finite" if self.median is None else f"{self.median:.4g}"
+        return (
+            f"{self.arm} on {self.task} did not train on {len(self.seeds)} seed"
+            f"{'s' if len(self.seeds) > 1 else ''}: {shown} against a median {self.metric} "
+            f"of {median}; a verdict against it is unresolved (tune it again: "
+            "docs/growth.md, the tuning rule)"
+        )
+
+
+def failed_seeds(values: Mapping[int, float | None], higher: bool, rule: StallRule) -> list[int]:
+    """The seeds whose value is missing or not finite, or worse than the median of the
+    finite ones by more than the rule's margin (``higher``: the metric is an accuracy)."""
+    finite = [v for v in values.values() if v is not None and math.isfinite(v)]
+    median = statistics.median(finite) if finite else math.nan
+
+    def behind(value: float) -> bool:
+        if higher:
+            return median - value > rule.acc_points
+        return value > median * (1 + rule.loss_ratio)
+
+    return [
+        seed
+        for seed, value in values.items()
+        if value is None or not math.isfinite(value) or behind(value)
+    ]
+
+
+def arm_failures(
+    cells: Sequence[CellResult], metrics: Mapping[str, str], rule: StallRule
+) -> list[ArmFailure]:
+    """Every (task, arm) with a run that did not train, in ``cells`` order; ``metrics``:
+    task -> the test metric it is ranked by (its validation twin is judged). A cell from
+    before validation values were recorded is left out, not counted as failed."""
+    by_arm: dict[tuple[str, str], dict[int, float]] = {}
+    for c in cells:
+        field = VALIDATION[metrics.get(c.task, "final_test_acc")]
+        if getattr(c, field) is not None:
+            by_arm.setdefault((c.task, c.policy), {})[c.seed] = c.value(field)
+    out = []
+    for (task, arm), values in by_arm.items():
+        field = VALIDATION[metrics.get(task, "final_test_acc")]
+        seeds = failed_seeds(values, higher_is_better(field), rule)
+        if seeds:
+            finite = [v for v in values.values() if math.isfinite(v)]
+            median = statistics.median(finite) if finite else None
+            shown = [values[s] if math.isfinite(values[s]) else None for s in seeds]
+            out.append(ArmFailure(task, arm, field, seeds, median, shown))
+    return out
+
+
+def failed_arms(failures: Sequence[ArmFailure], task: str | None) -> set[str]:
+    """The arms that did not train on ``task`` (None: on any task)."""
+    return {f.arm for f in failures if task is None or f.task == task}
