@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from esper_core.env.adam_ages import LAG_KEY, assembled_step, correct_young_slices, is_adam
 from esper_core.recipe import Recipe
 
 if TYPE_CHECKING:
@@ -60,7 +61,9 @@ def make_optimizer(
     """The recipe's torch optimizer over ``groups``. ``fused``: the fused kernels, whose
     step takes ``GradScaler``'s inf check as a device tensor (no host sync with fp16)."""
     if recipe.optimizer == "adamw":
-        return torch.optim.AdamW(groups, lr=recipe.lr, betas=recipe.betas, fused=fused or None)
+        adam = torch.optim.AdamW(groups, lr=recipe.lr, betas=recipe.betas, fused=fused or None)
+        correct_young_slices(adam)  # a folded parameter's young slices (adam_ages)
+        return adam
     opt = torch.optim.SGD(
         groups,
         lr=recipe.lr,
@@ -87,9 +90,12 @@ def carry_state(
     old: torch.optim.Optimizer, new: torch.optim.Optimizer, folded: Sequence[FoldedParam] = ()
 ) -> None:
     """Give ``new`` the state ``old`` held for the parameters both optimise (the host's
-    own, after a width growth changed its parameter set); a parameter a fold assembled
-    gets its pieces' state assembled the same way. Every other parameter starts fresh
-    (no momentum, zero Adam moments), as torch starts any new parameter."""
+    own, after a growth changed its parameter set; a depth growth's blocks keep their
+    very tensors, so their state follows as it is); a parameter a fold assembled gets
+    its pieces' state assembled the same way (:func:`assembled_state`). Every other
+    parameter starts fresh (no momentum, zero Adam moments), as torch starts any new
+    parameter. ``new`` must be hooked by :func:`correct_young_slices` if it is an Adam
+    (:func:`make_optimizer` does so)."""
     assembled = {id(f.merged): f for f in folded}
     for group in new.param_groups:
         for p in group["params"]:
@@ -102,13 +108,20 @@ def carry_state(
 
 
 def assembled_state(old: torch.optim.Optimizer, fold: FoldedParam) -> dict[str, Any]:
-    """The state of a folded parameter: every per-element tensor (momentum, Adam moments)
-    assembled from the pieces' (zeros for a piece without one yet); any other entry
-    (Adam's step count) from the first piece that has it, the old parameter, which has
-    trained longest. Empty when no piece has state."""
+    """The state of a folded parameter, with which it steps as its pieces would have:
+    every per-element tensor (momentum, Adam's moments and amsgrad's maximum) assembled
+    from the pieces' as they are (zeros for a piece without state: it never stepped).
+    Under Adam or AdamW, the oldest piece's step count and each younger slice's lag
+    behind it, which :func:`correct_young_slices` steps at its own age
+    (:mod:`esper_core.env.adam_ages` says why one count cannot serve pieces of different
+    ages). Any other entry (another optimizer's step count) from the first piece that
+    has it, the old parameter. Empty when no piece has state."""
     states = [old.state.get(p, {}) for p in fold.pieces]
-    keys = [k for s in states for k in s]
-    out: dict[str, Any] = {}
+    if not any(states):
+        return {}
+    adam = is_adam(old) and any("step" in s for s in states)
+    keys = [k for s in states for k in s if k != LAG_KEY and not (adam and k == "step")]
+    out: dict[str, Any] = assembled_step(states, fold) if adam else {}
     for key in dict.fromkeys(keys):
         values = [s.get(key) for s in states]
         per_element = [

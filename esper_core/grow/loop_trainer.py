@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from esper_core.config import TrainingSection
+from esper_core.env.adam_ages import correct_young_slices
 from esper_core.env.gradients import measure_seed_gradients, seed_accumulators, total_grad_norm
 from esper_core.env.optimizers import assembled_state, embedding_parameters, param_kind
 from esper_core.env.pending import Pending
@@ -79,15 +80,19 @@ class LoopTrainer:
         self._steps = 0
         self.optimizer: torch.optim.Optimizer | None = None
         self._handle: Any = None
+        self._ages: Any = None
         if optimizer is not None:
             self.attach(optimizer)
 
     def attach(self, optimizer: torch.optim.Optimizer) -> None:
         """Use ``optimizer`` for the seeds from now on (Lightning creates it after the model)."""
-        if self._handle is not None:
-            self._handle.remove()
+        for handle in (self._handle, self._ages):
+            if handle is not None:
+                handle.remove()
         self.optimizer = optimizer
         self._handle = optimizer.register_step_pre_hook(self._before_step)
+        # A width growth's fold leaves young slices in the user's Adam (adam_ages).
+        self._ages = correct_young_slices(optimizer)
         self._versions, self._members = {}, {}
         self.sync_optimizers()
 

@@ -76,7 +76,7 @@ def fold_norm(old: Norm, new: Norm, folded: list[FoldedParam]) -> Norm:
         old.track_running_stats,
     )
     like = next(iter([*old.parameters(), *old.buffers()]))
-    wide = wide.to(device=like.device)
+    wide = wide.to(device=like.device, dtype=like.dtype)  # a float64 or bf16 host stays so
     if old.affine:
         assert old.weight is not None and old.bias is not None
         assert new.weight is not None and new.bias is not None
