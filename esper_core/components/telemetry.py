@@ -24,19 +24,26 @@ class TelemetryContext:
 
     run_dir: Path | None = None  # where files go; None when the run writes no directory
     quiet: bool = False  # no live display (--quiet, --json, run.quiet)
+    # A new run (not a resume): a file already at a backend's path is someone else's, and
+    # :meth:`path` refuses it rather than let the backend write over it.
+    new_run: bool = False
 
     def path(self, relative: str | Path, backend: str) -> Path:
         """Where backend ``backend`` writes ``relative``: inside the run directory, or a
         one-line :class:`~esper_core.errors.RunDirError` (no run directory, or a path
-        that escapes it through ``..`` or a symbolic link)."""
+        that escapes it through ``..`` or a symbolic link, or a file already there when
+        the run is new)."""
         from esper_core.errors import RunDirError
-        from esper_core.run.paths import inside_run_dir
+        from esper_core.run.paths import inside_run_dir, refuse_overwrite
 
         if self.run_dir is None:
             raise RunDirError(
                 f"telemetry backend {backend!r} writes files and needs a run directory"
             )
-        return inside_run_dir(self.run_dir, relative, f"telemetry backend {backend!r}: path")
+        path = inside_run_dir(self.run_dir, relative, f"telemetry backend {backend!r}: path")
+        if self.new_run:
+            refuse_overwrite(self.run_dir, relative)
+        return path
 
 
 @runtime_checkable

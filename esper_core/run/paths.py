@@ -24,3 +24,19 @@ def inside_run_dir(run_dir: Path, relative: str | Path, what: str) -> Path:
             f"{root}; every file a run writes stays inside its run directory"
         )
     return Path(run_dir) / relative
+
+
+def refuse_overwrite(run_dir: Path, relative: str | Path) -> None:
+    """Refuse a new run whose file ``relative`` already exists in ``run_dir``.
+
+    ``--out`` may name any existing directory (``--out .``): a file there that shares a
+    name with one the run writes (``config.toml``, ``metrics.csv``, ``events.jsonl``) is
+    the user's, or another run's, and a new run never writes over it. A resume writes
+    on (its files are its own) and does not come here.
+    """
+    target = Path(run_dir) / relative
+    if target.exists() or target.is_symlink():
+        raise RunDirError(
+            f"{run_dir} already holds {str(relative)!r}, which this new run would write over; "
+            "choose another --out (a new or empty directory), or move that file away"
+        )

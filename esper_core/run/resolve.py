@@ -71,8 +71,10 @@ class Resolved:
     def make_policy(self, envs: Sequence[MorphogeneticEnv], total_updates: int = 0) -> Any:
         return self.policy.cls(self.policy.options, self.policy_context(envs, total_updates))
 
-    def make_telemetry(self, run_dir: Path | None, quiet: bool = False) -> list[Any]:
-        context = telemetry_context(self.config, run_dir, quiet)
+    def make_telemetry(
+        self, run_dir: Path | None, quiet: bool = False, new_run: bool = False
+    ) -> list[Any]:
+        context = telemetry_context(self.config, run_dir, quiet, new_run)
         return [c.cls(c.options, context) for c in self.telemetry]
 
 
@@ -119,9 +121,9 @@ def executor_context(config: RunConfig) -> ExecutorContext:
 
 
 def telemetry_context(
-    config: RunConfig, run_dir: Path | None, quiet: bool = False
+    config: RunConfig, run_dir: Path | None, quiet: bool = False, new_run: bool = False
 ) -> TelemetryContext:
-    return TelemetryContext(run_dir=run_dir, quiet=quiet or config.run.quiet)
+    return TelemetryContext(run_dir=run_dir, quiet=quiet or config.run.quiet, new_run=new_run)
 
 
 # ---------------------------------------------------------------- resolution

@@ -14,7 +14,7 @@ from esper_core.config import RunConfig, dump_toml, load_config
 from esper_core.errors import EsperError, RunDirError
 from esper_core.run.checkpoint import disk_full_error, is_disk_full, write_text
 from esper_core.run.lock import RunDirLock
-from esper_core.run.paths import inside_run_dir
+from esper_core.run.paths import inside_run_dir, refuse_overwrite
 from esper_core.run.policy_ref import PolicyRef
 
 CHECKPOINT = "checkpoint.pt"
@@ -43,11 +43,24 @@ def run_file(run_dir: Path, name: str) -> Path:
 
 
 def prepare_run_dir(path: Path, config: RunConfig, resume: bool) -> RunDirLock:
-    """Lock ``path``, check it can be resumed (or holds no run yet) and write its config.toml.
+    """:func:`lock_run_dir`, then (for a new run) :func:`write_run_config`."""
+    lock = lock_run_dir(path, resume)
+    if not resume:
+        try:
+            write_run_config(path, config)
+        except BaseException:
+            lock.release()
+            raise
+    return lock
+
+
+def lock_run_dir(path: Path, resume: bool) -> RunDirLock:
+    """Lock ``path`` and check it can be resumed (or holds none of a new run's files).
 
     The caller releases the returned lock when the run ends. A directory that cannot be
     created or written (a file in the way, a read-only file system, ``/proc``) is a
-    :class:`RunDirError`.
+    :class:`RunDirError`. Nothing is written yet (but the lock file), so that the
+    telemetry backends can refuse their own files before :func:`write_run_config`.
     """
     if resume and not (path / CHECKPOINT).is_file():
         raise RunDirError(f"cannot resume {path}: it has no {CHECKPOINT}")
@@ -58,14 +71,14 @@ def prepare_run_dir(path: Path, config: RunConfig, resume: bool) -> RunDirLock:
     except OSError as exc:
         raise _unwritable(path, exc) from None
     try:
-        _check_and_write(path, config, resume)
+        _check(path, resume)
     except BaseException:
         lock.release()
         raise
     return lock
 
 
-def _check_and_write(path: Path, config: RunConfig, resume: bool) -> None:
+def _check(path: Path, resume: bool) -> None:
     if resume:
         # A process killed mid-write leaves its temporary file; the target itself is intact.
         for stale in path.glob(".*.tmp"):
@@ -75,6 +88,13 @@ def _check_and_write(path: Path, config: RunConfig, resume: bool) -> None:
         raise RunDirError(
             f"{path} already holds a run; resume it with --resume {path}, or choose another --out"
         )
+    # A config.toml without a checkpoint is the user's own file (or a run that died
+    # before its first checkpoint): a new run never writes over it.
+    refuse_overwrite(path, CONFIG)
+
+
+def write_run_config(path: Path, config: RunConfig) -> None:
+    """Write a new run's ``config.toml`` (what ``--resume`` reads back)."""
     try:
         write_text(run_file(path, CONFIG), dump_toml(config))
     except OSError as exc:

@@ -33,7 +33,14 @@ from esper_core.run.ledger import HostGrowthLedger, SeedLedger
 from esper_core.run.lock import RunDirLock
 from esper_core.run.resolve import Resolved, resolve
 from esper_core.run.resume_check import SavedCheckpoint, verify_resume
-from esper_core.run.run_dir import CHECKPOINT, CONFIG, default_run_dir, prepare_run_dir, run_file
+from esper_core.run.run_dir import (
+    CHECKPOINT,
+    CONFIG,
+    default_run_dir,
+    lock_run_dir,
+    run_file,
+    write_run_config,
+)
 from esper_core.run.telemetry import EpisodeFinished, Event, RunStarted
 
 if TYPE_CHECKING:
@@ -302,9 +309,13 @@ def open_session(
             env.schedule_host_growth(policy.host_growths())
     if isinstance(policy, GrowsHostOnline):  # ...or when the policy chooses: can it?
         host_growth_online.check_declared(envs, policy.online_host_growths())
-    lock = prepare_run_dir(path, config, resume) if writer else None
+    lock = lock_run_dir(path, resume) if writer else None
     try:
-        backends = resolved.make_telemetry(path, quiet) if writer else []
+        # The backends name their files before config.toml is written: a new run whose
+        # --out already holds one of them is refused with the directory as it was.
+        backends = resolved.make_telemetry(path, quiet, new_run=not resume) if writer else []
+        if writer and not resume:
+            write_run_config(path, config)
     except BaseException:
         if lock is not None:
             lock.release()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from esper_core.errors import RunDirError
 from esper_core.run.checkpoint import write_text
 from esper_telemetry.report.data import RunData, load_run
+from esper_telemetry.report.markdown import REPORT_TITLE
 
 REPORT_FILE = "report.md"
 FIGURES = ("accuracy.png", "training.png", "lifecycle.png", "rewards.png")
@@ -17,6 +19,7 @@ __all__ = [
     "REPORT_FILE",
     "RunData",
     "build_report",
+    "check_report_dir",
     "load_run",
     "write_report",
 ]
@@ -33,7 +36,39 @@ def build_report(
     """Write the four figures (five for a train run) and report.md; return their paths."""
     data = load_run(Path(run_dir))
     out = Path(out_dir) if out_dir is not None else Path(run_dir)
+    if out.resolve() != Path(run_dir).resolve():
+        check_report_dir(out)
     return write_report(data, out, dpi=dpi, max_series=max_series, max_groups=max_groups)
+
+
+def check_report_dir(out: Path) -> None:
+    """Refuse an ``--out`` whose report.md or figures are not a report Esper wrote.
+
+    Writing the report again over an earlier one is how a report is refreshed; a
+    report.md (or a figure, without a report of ours beside it) that is the user's own
+    is never written over.
+    """
+    report = out / REPORT_FILE
+    try:
+        with report.open(encoding="utf-8", errors="replace") as fh:
+            ours = fh.readline().startswith(REPORT_TITLE)
+    except FileNotFoundError:
+        ours = False
+    except OSError:
+        ours = False  # a directory or an unreadable file in its place: not a report
+    if ours:
+        return
+    for name in (REPORT_FILE, *FIGURES, LEARNING_FIGURE):
+        if (out / name).exists() or (out / name).is_symlink():
+            what = (
+                f"{report} is not a report that esper report wrote"
+                if name == REPORT_FILE
+                else f"{out} holds {name!r} without a report.md of esper report beside it"
+            )
+            raise RunDirError(
+                f"{what}: it would be written over; choose another --out (a new or empty "
+                "directory), or move that file away"
+            )
 
 
 def write_report(

@@ -52,11 +52,13 @@ def report(
     (PNG), plus report.md listing every seed with its blueprint, slot, lifespan, fate and
     contribution. Reads RUN_DIR/events.jsonl."""
     from esper_core.run.lock import RunDirLock
-    from esper_telemetry.report import load_run, write_report
+    from esper_telemetry.report import check_report_dir, load_run, write_report
     from esper_telemetry.report.outcome import outcome_line
 
     # Writing into a run directory is what a run does: only while no run holds it.
     into_run = run_dir.is_dir() and (out is None or out.resolve() == run_dir.resolve())
+    if out is not None and not into_run:
+        check_report_dir(out)
     lock = RunDirLock.acquire(run_dir) if into_run else None
     try:
         data = load_run(run_dir)

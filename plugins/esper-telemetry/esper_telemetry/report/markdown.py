@@ -6,6 +6,7 @@ records the runner's ``summary.json`` holds.
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Sequence
 from typing import Any
@@ -13,6 +14,8 @@ from typing import Any
 from esper_core.run.ledger import SeedRecord
 from esper_core.run.telemetry import EpochCompleted, GovernorRollback
 from esper_telemetry.report.data import Key, RunData
+
+REPORT_TITLE = "# Esper run report: "  # report.md's first line: how a report is known
 
 FATES = {
     "fossilized": "fossilized",
@@ -32,12 +35,29 @@ def _fmt(value: Any, digits: int = 2, signed: bool = False) -> str:
     return str(value)
 
 
+# What text from the run may not carry into report.md as markup: a newline (it would
+# start a heading, a list or a raw HTML block of its own), HTML (a <script> tag, shown
+# by some viewers), a link or image ([...](...)), a code span, a table cell's end.
+_MARKUP = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "\\": "\\\\", "`": "\\`", "[": "\\[", "]": "\\]"}
+_MARKUP_LINE = str.maketrans(_MARKUP)
+_MARKUP_TABLE = str.maketrans({**_MARKUP, "|": "\\|"})
+_LINE_BREAKS = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]+")
+
+
+def plain(value: object, table: bool = False) -> str:
+    """``value`` (a string from the run's events, which anyone can edit) as text in
+    report.md: on one line, its markup characters escaped, so it reads as what it
+    says and renders as nothing else."""
+    text = _LINE_BREAKS.sub(" ", str(value))
+    return text.translate(_MARKUP_TABLE if table else _MARKUP_LINE)
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> list[str]:
     def cell(text: str) -> str:
-        return text.replace("|", "\\|")
+        return plain(text, table=True)
 
     lines = [
-        "| " + " | ".join(header) + " |",
+        "| " + " | ".join(cell(h) for h in header) + " |",
         "|" + "|".join(":---" if a == "l" else "---:" for a in align) + "|",
     ]
     lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
@@ -127,27 +147,34 @@ def _host_growth_lines(data: RunData) -> list[str]:
     for g in data.growth_ledger.rows():
         fate = HOST_FATES.get(g.fate, g.fate).format(end=g.ended_epoch)
         out.append(
-            f"- **host growth** {g.growth_id} (env {g.env}, {data.outer_name} {g.episode}): "
-            f"{g.operator}, {g.plan}, at epoch {g.started_epoch}: {g.params_before:,} -> "
-            f"{g.params_after:,} parameters, {fate}"
+            f"- **host growth** {plain(g.growth_id)} (env {g.env}, {data.outer_name} "
+            f"{g.episode}): {plain(g.operator)}, {plain(g.plan)}, at epoch {g.started_epoch}: "
+            f"{g.params_before:,} -> {g.params_after:,} parameters, {plain(fate)}"
         )
     return out
 
 
+def _command(mode: str) -> str:
+    return f"`esper {mode}`" if mode in ("run", "train") else f"esper {plain(mode)}"
+
+
 def render(data: RunData, figures: Sequence[str]) -> str:
     s = data.started
-    out = [f"# Esper run report: {data.name}", ""]
+    out = [f"{REPORT_TITLE}{plain(data.name)}", ""]
     if s is not None:
         out += [
-            f"- **command**: `esper {s.mode}`, task **{s.task}**, policy **{s.policy}**, reward **{s.reward}**, "
-            f"executor {s.executor}",
-            f"- **envs**: {s.n_envs}, {data.outer_name}s: {s.episodes}, epochs per episode: {s.max_epochs}, "
-            f"slots: {', '.join(s.slot_ids)}, host parameters: {s.host_params:,}",
-            f"- **Esper version**: {s.esper_version}",
+            # In a code span nothing can be escaped: only a mode a run writes goes there.
+            f"- **command**: {_command(s.mode)}, task **{plain(s.task)}**, policy "
+            f"**{plain(s.policy)}**, reward **{plain(s.reward)}**, executor {plain(s.executor)}",
+            f"- **envs**: {s.n_envs}, {data.outer_name}s: {s.episodes}, epochs per episode: "
+            f"{s.max_epochs}, slots: {plain(', '.join(s.slot_ids))}, host parameters: "
+            f"{s.host_params:,}",
+            f"- **Esper version**: {plain(s.esper_version)}",
         ]
     status = data.finished.status if data.finished else "not finished (no RunFinished event)"
     if data.finished is not None and data.finished.error:
         status += f" ({data.finished.error})"
+    status = plain(status)
     out.append(
         f"- **status**: {status}"
         + (f" after {data.finished.wall_time:.1f} s" if data.finished else "")
