@@ -53,6 +53,7 @@ from esper_tamiyo_ppo.normalizers import (
 from esper_tamiyo_ppo.options import MODEL_FIELD_DEFAULTS, MODEL_FIELDS, PPOOptions
 from esper_tamiyo_ppo.slot_features import SlotLayout, schema, slot_feature_tensor
 from esper_tamiyo_ppo.slot_network import SlotActorCritic
+from esper_tamiyo_ppo.state_values import check_state_values
 
 SHUFFLE_SEED_OFFSET = 1  # the minibatch generator is seeded apart from the sampling one
 
@@ -370,6 +371,7 @@ class PPOPolicy:
         self.growth.load_state_dict(state)
 
     def _load_network(self, state: dict[str, Any], source: str) -> None:
+        check_state_values(state, source)  # every load comes here: ppo:PATH, init_from, resume
         try:
             self.net.load_state_dict(state["network"])
         except RuntimeError as exc:
