@@ -37,8 +37,11 @@ architecture, not growth.
 
 No path (``None``): the run never put a seed in its forward pass nor grew its host (its
 point is all there is to draw), or it did not record what a path needs (no
-``events.jsonl``: the ``jsonl`` backend was off, or the file is damaged; events from
-before the epoch events carried ``train_flops``).
+``events.jsonl``: the ``jsonl`` backend was off, or the file cannot be read as events;
+events from before the epoch events carried ``train_flops``). An event that reads but
+holds what no run writes (a ``val_acc`` of 1e300) is refused in one line, by the checks
+``esper report`` applies (:func:`esper_core.run.event_fields.check_fields`): its number
+would otherwise be drawn, and written to results.json, as measured.
 """
 
 from __future__ import annotations
@@ -55,12 +58,14 @@ from esper_core.compare.metric import ACCURACY
 from esper_core.compare.result_key import FIXED_ARCHITECTURE
 from esper_core.lifecycle.rules import BLENDED_STAGES
 from esper_core.lifecycle.stages import Stage
+from esper_core.run.event_fields import check_fields
 from esper_core.run.telemetry import (
     EpisodeFinished,
     EpochCompleted,
     HostGrowthFossilized,
     HostGrowthPruned,
     HostGrowthStarted,
+    RunStarted,
     SchemaError,
     event_from_dict,
 )
@@ -81,7 +86,8 @@ HOST_KINDS = {
     HostGrowthFossilized.kind: "host_fossilized",
     HostGrowthPruned.kind: "host_pruned",
 }
-READ_KINDS = frozenset({EpochCompleted.kind, EpisodeFinished.kind, *HOST_KINDS})
+# run_started for its max_epochs, the bound of every epoch the checks read.
+READ_KINDS = frozenset({RunStarted.kind, EpochCompleted.kind, EpisodeFinished.kind, *HOST_KINDS})
 
 
 @frozen
@@ -234,6 +240,7 @@ def read_episode(
     epochs: list[EpochCompleted] = []
     growths: list[HostGrowthEvent] = []
     last: tuple[int, int] | None = None
+    max_epochs: int | None = None
     try:
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
             # Parsing only the lines a path needs keeps long runs (many gate events) quick.
@@ -243,7 +250,10 @@ def read_episode(
             if data.get("kind") not in READ_KINDS:
                 continue
             event = event_from_dict(data, f"{path}:{number}")
-            if isinstance(event, EpochCompleted):
+            check_fields(data, event, f"{path}:{number}", max_epochs)
+            if isinstance(event, RunStarted):
+                max_epochs = event.max_epochs if max_epochs is None else max_epochs
+            elif isinstance(event, EpochCompleted):
                 epochs.append(event)
             elif isinstance(event, EpisodeFinished):
                 last = (event.env, event.episode)

@@ -53,6 +53,10 @@ NON_NEGATIVE = frozenset(
 )
 # Epochs of an episode: at most the run's max_epochs (once run_started has said it).
 EPOCHS = frozenset({"epoch", "started_epoch", "germinated_epoch", "snapshot_epoch"})
+# An epoch's accuracies are percentages; its losses (cross-entropy) are never negative
+# (a diverged run's may be inf or NaN, so no upper bound).
+PERCENTAGES = frozenset({"train_acc", "val_acc", "test_acc"})
+LOSSES = frozenset({"train_loss", "val_loss", "test_loss"})
 STAGE_FIELDS = ("stage", "from_stage", "to_stage")
 STAGES = tuple(stage.value for stage in Stage)
 HOST_FOLLOW_UPS = (HostGrowthStageChanged, HostGrowthFossilized, HostGrowthPruned)
@@ -71,7 +75,7 @@ def read_checked_events(path: Path) -> list[Event]:
     pruned: set[tuple[int, int, str]] = set()
     for number, raw, event in iter_event_lines(path):
         where = f"{path}:{number}"
-        _check_fields(raw, event, where, max_epochs)
+        check_fields(raw, event, where, max_epochs)
         if isinstance(event, RunStarted) and max_epochs is None:
             max_epochs = event.max_epochs
         if isinstance(event, HostGrowthStarted):
@@ -119,7 +123,10 @@ def read_checked_events(path: Path) -> list[Event]:
     return events
 
 
-def _check_fields(raw: dict[str, Any], event: Event, where: str, max_epochs: int | None) -> None:
+def check_fields(raw: dict[str, Any], event: Event, where: str, max_epochs: int | None) -> None:
+    """Refuse one event (read from ``raw`` at ``where``) whose fields lie outside what a
+    run writes; ``max_epochs``: the run's, once its run_started was read. Every reader of
+    events.jsonl (``esper report``, ``esper compare``'s growth paths) checks here."""
     for spec in attrs.fields(type(event)):
         name, value = spec.name, getattr(event, spec.name)
         if spec.type in (int, "int"):
@@ -132,6 +139,10 @@ def _check_fields(raw: dict[str, Any], event: Event, where: str, max_epochs: int
                 raise _damaged(
                     where, event, name, value, f"a whole number in 0..{max_epochs} (max_epochs)"
                 )
+        elif name in PERCENTAGES and value is not None and not 0 <= value <= 100:
+            raise _damaged(where, event, name, value, "a percentage in [0, 100]")
+        elif name in LOSSES and value is not None and value < 0:
+            raise _damaged(where, event, name, value, "a loss >= 0")
         elif name == "time" and not (math.isfinite(value) and value >= 0):
             raise _damaged(where, event, name, value, "a finite time >= 0")
         elif name == "curve" and value not in _curves():
@@ -157,6 +168,6 @@ def _damaged(where: str, event: Event, field: str, value: Any, expected: str) ->
     shown = shown if len(shown) <= 40 else shown[:37] + "..."
     return EventFieldError(
         f"{where}: {event.kind}.{field} = {shown}, but a run writes {expected}: the events file "
-        "is damaged (edited or written by another tool); report from an intact copy, or run "
-        "again"
+        "is damaged (edited or written by another tool); use an intact copy (report from it, "
+        "or put it back in the run directory), or run again"
     )
