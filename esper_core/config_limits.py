@@ -37,6 +37,11 @@ MAX_PARAMS = 10**12  # parameter counts and budgets in plugin options
 # minutes to build on a CPU, and a widening allocates them mid-run (64 x a wide host's
 # channels ran out of memory after the epochs before it).
 MAX_HOST_WEIGHTS = 100_000_000
+# The training work per sample of a host after a width growth, over the host's as built:
+# each layer's work grows at most with the square of its widening ratio. widen_factor=64
+# of a small CNN host stayed under MAX_HOST_WEIGHTS and made every epoch after it take
+# minutes instead of a second.
+MAX_WIDEN_WORK = 64.0
 MAX_SECONDS = 7 * 24 * 3600.0  # timeouts and intervals in seconds: one week
 
 # Every bound above, with what it limits and why, for the configuration reference
@@ -100,6 +105,14 @@ BOUNDS: tuple[tuple[str, str, str], ...] = (
         "the largest widening ratio squared)",
         "a CNN host of 200M weights took 4 minutes to build on a CPU; a widening allocates its "
         "new weights mid-run, after every epoch before it",
+    ),
+    (
+        f"{MAX_WIDEN_WORK:g} x",
+        "training FLOPs per sample of a host after a width growth, over the host's as built "
+        "(policies.*.widen_factor, host_growth_factor: the largest widening ratio squared, "
+        "so a factor of at most 8 when every stage widens)",
+        "every epoch after the growth does that much more work: widen_factor = 64 turned "
+        "one-second epochs into minutes",
     ),
     (
         f"{MAX_SAMPLES:,}",

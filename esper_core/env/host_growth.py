@@ -18,6 +18,7 @@ them onto a freshly built host before it loads the weights.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -26,7 +27,7 @@ import torch
 from attrs import frozen
 
 from esper_core.components.policy import DepthGrowthSpec, HostGrowthSpec, WidthGrowthSpec
-from esper_core.config_limits import MAX_HOST_WEIGHTS
+from esper_core.config_limits import MAX_HOST_WEIGHTS, MAX_WIDEN_WORK
 from esper_core.env.birth import init_seed
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.alpha import CURVES
@@ -38,6 +39,7 @@ from esper_core.lifecycle.host_width import (
     plan_by_factor,
     widenable,
     widened_weights,
+    widening_ratio,
 )
 from esper_core.lifecycle.stages import Stage
 from esper_core.lifecycle.width import CROSS_INITS
@@ -152,6 +154,15 @@ def _width_problems(spec: WidthGrowthSpec, name: str, env: MorphogeneticEnv) -> 
                     f"{name}: the widened host would hold up to {weights:,} weights "
                     f"(factor {spec.factor:g}); at most {MAX_HOST_WEIGHTS:,}, as a task "
                     "builds a host: lower the factor or widen fewer stages"
+                )
+            work = widening_ratio(env.model.host, plan) ** 2
+            if work > MAX_WIDEN_WORK:
+                # The weights may fit while every later epoch takes minutes, not seconds.
+                problems.append(
+                    f"{name}: the widened host would train up to {work:g} x the FLOPs per "
+                    f"sample of the host as built (factor {spec.factor:g}, squared), so every "
+                    f"epoch after it would take that much longer; at most {MAX_WIDEN_WORK:g} x: "
+                    f"choose a factor of at most {math.sqrt(MAX_WIDEN_WORK):g}"
                 )
     return problems
 

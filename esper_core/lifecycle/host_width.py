@@ -111,13 +111,17 @@ def _adds_width(what: str, old: int, new: int, factor: float) -> None:
         )
 
 
-def widened_weights(host: nn.Module, plan: WidthPlan) -> int:
-    """An upper bound on the host's parameters once ``plan`` is done: each weight grows
-    at most with the ratio of its input and of its output widths, so at most by the
-    plan's largest ratio squared."""
+def widening_ratio(host: nn.Module, plan: WidthPlan) -> float:
+    """The plan's largest ratio of a new width to the old: each weight, and the work of
+    the layer that holds it, grows at most with the ratio of its input and of its output
+    widths, so at most by this ratio squared."""
     current = widenable(host).stage_channels()
-    old = {s: current[s] for s in plan.stages}
-    ratio = max(new / old[s] for s, new in zip(plan.stages, plan.channels))
+    return max(new / current[s] for s, new in zip(plan.stages, plan.channels))
+
+
+def widened_weights(host: nn.Module, plan: WidthPlan) -> int:
+    """An upper bound on the host's parameters once ``plan`` is done."""
+    ratio = widening_ratio(host, plan)
     return math.ceil(sum(p.numel() for p in host.parameters()) * ratio**2)
 
 
