@@ -146,7 +146,7 @@ class ExperimentFile:
     )
     baselines: list[str] = options_field(
         [],
-        each(one_of(*BASELINE_KINDS)),
+        each(one_of(*BASELINE_KINDS), distinct=True),
         'Derived baselines: "static-final" trains, for every seed of every growing policy, '
         'the architecture that run ended with from scratch on the same seed; "size-sweep" '
         "trains static hosts of the [[sweep.sizes]] (policy wait) on the same seeds.",

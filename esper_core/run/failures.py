@@ -131,6 +131,15 @@ def ended_by_plugin(
     # The plugin's own frame names the function: the innermost frame may be a wrapper
     # another library put around sys.exit.
     where = f"its {found[1]}" if found is not None else _innermost_function(exc)
+    own = _user_frame(exc, plugin_modules)
+    if own is not None and found is not None:
+        # A function the user named in the config (tasks.dataset.data = "mod:fn"), run by
+        # a plugin: the plugin did not end the process, the user's function did.
+        who, where = f"{own[0]}:{own[1]}", f"(run by plugin {found[0]}'s {found[1]})"
+        return PluginError(
+            f"{who} {where} called sys.exit({exc.code!r}); code Esper runs must raise an "
+            f"exception, not end the process.{_resume_hint(run_dir, mode)}"
+        )
     return PluginError(
         f"{who} called sys.exit({exc.code!r}) in {where}; a plugin must "
         f"raise an exception, not end the process.{_resume_hint(run_dir, mode)}"
@@ -165,6 +174,26 @@ def timed_out(
         f"{fired} ran longer than run.epoch_timeout = {limit:g} s and was stopped; {where}. "
         f"Nothing was written after the last checkpoint.{_resume_hint(run_dir, mode)}{slow}"
     )
+
+
+def _user_frame(exc: BaseException, plugin_modules: dict[str, str]) -> tuple[str, str] | None:
+    """(module, function) of the innermost frame of the user's own code (a source file
+    outside every installed package: a data function the config names), when it is
+    inner to every plugin frame; else None. Esper's, the standard library's and an
+    installed library's frames (a wrapper some library puts around sys.exit) are
+    passed over: they did not decide to end the process."""
+    roots = {module.split(".")[0] for module in plugin_modules.values()}
+    for frame, _ in reversed(list(traceback.walk_tb(exc.__traceback__))):
+        module = frame.f_globals.get("__name__", "")
+        root = module.split(".")[0]
+        source = frame.f_code.co_filename
+        library = source.startswith("<") or any(
+            part in Path(source).parts for part in ("site-packages", "dist-packages")
+        )
+        if root in CORE_PACKAGES or root in sys.stdlib_module_names or library:
+            continue
+        return None if root in roots else (module, frame.f_code.co_name)
+    return None
 
 
 def _innermost_function(exc: BaseException) -> str:

@@ -155,8 +155,14 @@ class CharLMTask(CrossEntropyTask):
             else:
                 path = Path(self.options.path).expanduser()
                 if not path.is_file():
+                    # /dev/zero, a directory, a FIFO exist: "does not exist" would mislead.
+                    what = (
+                        "is not a regular file (a directory, a device or a pipe)"
+                        if path.exists()
+                        else "does not exist"
+                    )
                     raise DataError(
-                        f"charlm corpus {path} does not exist; set tasks.charlm.path to a text "
+                        f"charlm corpus {path} {what}; set tasks.charlm.path to a text "
                         "file, or unset it to use the Python standard library's sources"
                     )
                 text = read_text([path], self.options.max_chars)
