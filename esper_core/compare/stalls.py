@@ -10,7 +10,9 @@ worse than the median of the same arm's runs by more than the rule's margin: mor
 ``acc_points`` accuracy points below it, or a loss more than ``loss_ratio`` above it (a
 ratio, since losses of different tasks live on different scales). The median of the
 arm's own runs is the reference because a run-by-run threshold would need to know what
-each task can reach; with five runs it stays put while two of them fail. The same rule
+each task can reach; with five runs it stays put while two of them fail. Of two runs
+either may be the odd one, so with fewer than three finite runs only a diverged run
+counts. The same rule
 picks the tuning rate (:mod:`esper_core.compare.tuning_results`): a grid point on which
 any tuning seed did not train is never chosen, so the next rate down is.
 
@@ -29,6 +31,10 @@ from attrs import define, frozen
 from esper_core.compare.cell_result import CellResult
 from esper_core.compare.metric import VALIDATION, higher_is_better
 from esper_core.converter import in_range, options_field
+
+
+# Runs needed to say one is behind the others: of two apart, either may be the odd one.
+MIN_RUNS = 3
 
 
 @define
@@ -58,7 +64,9 @@ class ArmFailure:
     metric: str  # the validation field judged: final_val_acc | final_val_loss
     seeds: list[int]
     median: float | None  # None: no run of the arm has a finite value
-    values: list[float | None]  # the failed runs' values (None: not finite)  # the failed runs' validation values, in ``seeds`` order
+    values: list[
+        float | None
+    ]  # the failed runs' values (None: not finite)  # the failed runs' validation values, in ``seeds`` order
 
     def sentence(self) -> str:
         shown = ", ".join(
@@ -81,6 +89,8 @@ def failed_seeds(values: Mapping[int, float | None], higher: bool, rule: StallRu
     median = statistics.median(finite) if finite else math.nan
 
     def behind(value: float) -> bool:
+        if len(finite) < MIN_RUNS:
+            return False
         if higher:
             return median - value > rule.acc_points
         return value > median * (1 + rule.loss_ratio)

@@ -28,6 +28,8 @@ def test_a_run_far_behind_its_arms_median_or_not_finite_did_not_train() -> None:
     assert failed_seeds(losses, False, rule) == [3, 6, 8]
     assert failed_seeds(losses, False, StallRule(loss_ratio=0.5)) == []
     assert failed_seeds({1: 1.0, 2: math.inf, 3: None}, False, rule) == [2, 3]
+    # Of two runs either may be the odd one: only a diverged run counts.
+    assert failed_seeds({1: 90.0, 2: 50.0}, True, rule) == []
 
 
 def _finished(directory: Path, acc: float, val_acc: float) -> None:

@@ -358,12 +358,18 @@ def test_a_point_that_stalls_on_one_tuning_seed_is_never_chosen(
     pm: PluginManager, tmp_path: Path
 ) -> None:
     """Issue 50: the rate with the best mean stalled on one tuning seed (80 where the
-    other reached 99, more than ``stall.acc_points`` = 5 below their median): the next
+    others reached 98-99, more than ``stall.acc_points`` = 5 below their median): the next
     rate down, which trains on both, is chosen, and the search table says why."""
-    acc = {**ACC, "scripted": [[70.0, 70.0], [85.0, 85.0], [99.0, 80.0]]}
-    experiment = experiment_of(tuning=TUNING, **SWEPT)
+    acc = {
+        "scripted": [[70.0, 70.0, 70.0], [85.0, 85.0, 85.0], [99.0, 80.0, 98.0]],
+        "wait": [[50.0, 50.0, 50.0]] * 3,
+        "sweep.w2": [[10.0, 10.0, 10.0]] * 3,
+    }
+    loss = {arm: [[1.0, 1.0, 1.0]] * 3 for arm in acc}
+    tuning = {**TUNING, "seeds": [100, 101, 102]}
+    experiment = experiment_of(tuning=tuning, **SWEPT)
     cells = tuning_cells(experiment, pm)
-    _search_done(cells, tmp_path, acc, LOSS)
+    _search_done(cells, tmp_path, acc, loss)
     tuned = tuning_results(experiment, cells, tmp_path, pm)
     assert tuned is not None
     scripted = tuned.arm("tiny", "scripted")
@@ -376,6 +382,6 @@ def test_a_point_that_stalls_on_one_tuning_seed_is_never_chosen(
         "did not train: 101",
     ]
     # A looser rule keeps the point.
-    looser = experiment_of(tuning=TUNING, stall={"acc_points": 20.0}, **SWEPT)
+    looser = experiment_of(tuning=tuning, stall={"acc_points": 20.0}, **SWEPT)
     tuned = tuning_results(looser, cells, tmp_path, pm)
     assert tuned is not None and tuned.arm("tiny", "scripted").point == 2  # type: ignore[union-attr]
