@@ -46,8 +46,8 @@ CONTRIBUTION = (
     "at its last measurement"
 )
 GAIN = (
-    "gain (the growth line's measured gain): validation accuracy at the end minus just "
-    "before the seed first touched the output"
+    "gain: validation accuracy at the end minus just before the seed first touched the "
+    "output (it holds the host's own learning meanwhile; the growth line states contrib)"
 )
 
 

@@ -264,7 +264,15 @@ def test_params_forward_and_held_count_blended_and_incubating_seeds() -> None:
 # ---------------------------------------------------------------- the summary's growth line
 
 
-def seed_row(fate: str, *, stage: str = "HOLDING", gain: float | None = 3.0, epoch: int = 3, **kw):  # type: ignore[no-untyped-def]
+def seed_row(
+    fate: str,
+    *,
+    stage: str = "HOLDING",
+    gain: float | None = 3.0,
+    epoch: int = 3,
+    contribution: float | None = None,
+    **kw,
+):  # type: ignore[no-untyped-def]
     return {
         "seed_id": kw.get("seed_id", "r0c0-s1"),
         "env": 0,
@@ -277,6 +285,7 @@ def seed_row(fate: str, *, stage: str = "HOLDING", gain: float | None = 3.0, epo
         "fate": fate,
         "last_stage": stage,
         "gain": gain,
+        "contribution": contribution,
     }
 
 
@@ -310,6 +319,7 @@ def test_the_growth_line_says_what_grew_and_what_it_gained() -> None:
                 fate=r["fate"],
                 last_stage=r["last_stage"],
                 gain=r["gain"],
+                contribution=r["contribution"],
             )
             for r in rows
         ]
@@ -320,10 +330,13 @@ def test_the_growth_line_says_what_grew_and_what_it_gained() -> None:
     pruned = records(seed_row("pruned"), seed_row("pruned", seed_id="r0c0-s2"))
     assert growth_verdict([tried], pruned) == "no growth kept: 2 seed(s) tried and pruned"
     kept = {**episode, "seeds_germinated": 1, "params_added": 500}
-    line = growth_verdict([kept], records(seed_row("fossilized", gain=12.5)))
+    # The kept seed's counterfactual contribution, not the accuracy gained since its
+    # germination (which holds the host's own learning meanwhile, issue 50).
+    line = growth_verdict([kept], records(seed_row("fossilized", gain=54.6, contribution=12.5)))
     assert line == (
         "growth kept: 1 seed(s) fossilized (conv_heavy@r0c0), +500 parameters per episode "
-        "(+50% of the host), measured gain +12.50 points"
+        "(+50% of the host), counterfactual contribution +12.50 points (validation accuracy "
+        "with the kept seed minus switched off)"
     )
     costed = growth_verdict(
         [{**kept, "train_flops": 1.5e9}], records(seed_row("fossilized", gain=None, epoch=3))
@@ -336,12 +349,13 @@ def test_the_growth_line_says_what_grew_and_what_it_gained() -> None:
     # The host alone measured (it trained an epoch without a seed): the FLOPs growth added.
     over = growth_verdict(
         [{**kept, "train_flops": 1.5e9, "host_train_flops": 1e9}],
-        records(seed_row("fossilized", gain=2.0)),
+        records(seed_row("fossilized", gain=2.0, contribution=1.0)),
     )
     assert over == (
         "growth kept: 1 seed(s) fossilized (conv_heavy@r0c0), +500 parameters per episode "
         "(+50% of the host), +5e+08 training FLOPs per episode (+50% over the host alone), "
-        "measured gain +2.00 points"
+        "counterfactual contribution +1.00 points (validation accuracy with the kept seed "
+        "minus switched off)"
     )
     many = records(*(seed_row("fossilized", seed_id=f"s{i}", slot_id=f"r0c{i}") for i in range(5)))
     assert "(conv_heavy@r0c0, conv_heavy@r0c1, conv_heavy@r0c2, ...)" in growth_verdict(
