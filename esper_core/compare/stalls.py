@@ -32,7 +32,6 @@ from esper_core.compare.cell_result import CellResult
 from esper_core.compare.metric import VALIDATION, higher_is_better
 from esper_core.converter import in_range, options_field
 
-
 # Runs needed to say one is behind the others: of two apart, either may be the odd one.
 MIN_RUNS = 3
 
