@@ -46,6 +46,7 @@ STACKING_TESTS = ("tests/integration/test_stacking.py",)
 CORE = "esper_core"
 GROWER_TESTS = ("tests/integration/test_grower.py",)
 COST_TESTS = ("tests/core/test_birth_and_cost.py",)
+FOLD_TESTS = ("tests/core/test_fold_optimizer_state.py",)
 
 
 @frozen
@@ -314,6 +315,79 @@ MUTATIONS = (
         "train_flops_ratio=env.cost.epoch_flops_ratio(),",
         "train_flops_ratio=1.0,",
         COST_TESTS,
+    ),
+    # ---- The optimizer's state through a growth's fold (issue 50).
+    Mutation(
+        "fold-young-slices-take-the-old-step",
+        CORE,
+        "env/adam_ages.py",
+        "[own_lags(s, p) + (k - j) for s, p, j in",
+        "[own_lags(s, p) for s, p, j in",
+        FOLD_TESTS,
+    ),
+    Mutation(
+        "fold-stateless-piece-counted-one-step-old",
+        CORE,
+        "env/adam_ages.py",
+        'if "step" in s else 0 for s in states]',
+        'if "step" in s else 1 for s in states]',
+        FOLD_TESTS,
+    ),
+    Mutation(
+        "fold-young-slices-ignore-amsgrad",
+        CORE,
+        "env/adam_ages.py",
+        'v = state["max_exp_avg_sq"] if group["amsgrad"] else state["exp_avg_sq"]',
+        'v = state["exp_avg_sq"]',
+        FOLD_TESTS,
+    ),
+    Mutation(
+        "fold-lag-dropped-after-one-step",
+        CORE,
+        "env/adam_ages.py",
+        'return bool(max(group["betas"]) ** youngest < NEGLIGIBLE)',
+        "return True",
+        FOLD_TESTS,
+    ),
+    Mutation(
+        "fold-missing-piece-moments-not-zero",
+        CORE,
+        "env/optimizers.py",
+        "and ok else torch.zeros_like(p)",
+        "and ok else torch.full_like(p, 1e-4)",
+        FOLD_TESTS,
+    ),
+    Mutation(
+        "fold-piece-moments-dropped",
+        CORE,
+        "env/optimizers.py",
+        "v if isinstance(v, torch.Tensor) and ok else torch.zeros_like(p)",
+        "torch.zeros_like(p)",
+        FOLD_TESTS,
+    ),
+    Mutation(
+        "fold-carried-state-dropped",
+        CORE,
+        "env/optimizers.py",
+        "new.state[p] = dict(old.state[p])",
+        "pass",
+        FOLD_TESTS,
+    ),
+    Mutation(
+        "env-adamw-young-slices-not-hooked",
+        CORE,
+        "env/optimizers.py",
+        "correct_young_slices(adam)",
+        "None",
+        FOLD_TESTS,
+    ),
+    Mutation(
+        "grower-adam-young-slices-not-hooked",
+        CORE,
+        "grow/loop_trainer.py",
+        "self._ages = correct_young_slices(optimizer)",
+        "self._ages = None",
+        FOLD_TESTS,
     ),
 )
 BY_NAME = {m.name: m for m in MUTATIONS}

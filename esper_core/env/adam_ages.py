@@ -8,9 +8,9 @@ gives the young slices the step they would take as parameters of their own: the 
 gradient enters the corrected first moment with weight ``(1 - beta1) / (1 - beta1 ** t)``,
 which depends on the age ``t`` itself. (Rescaling a slice's moments by
 ``(1 - beta ** k) / (1 - beta ** j)`` keeps its corrected moments at the fold, but its
-next step weighs the new gradient as if the slice were ``k`` steps old: one step old, it
-moves by up to a third less or more; with the old count and no rescale, three times too
-far.)
+next step weighs the new gradient as if the slice were ``k`` steps old, tens of percent
+off for a slice a few steps old; the old count without a rescale moved new rows up to
+three times too far.)
 
 So the folded parameter keeps every piece's moments as they are and the oldest piece's
 step count, and its state records each younger slice's lag ``k - j`` (:data:`LAG_KEY`).
@@ -21,6 +21,11 @@ amsgrad's maximum, the weight decay, decoupled or in the gradient), so the folde
 parameter steps as its pieces would have, to rounding; a slice that never stepped takes
 Adam's first step. Once ``beta ** (t - lag)`` is negligible the two corrections agree to
 float precision and the lag is dropped.
+
+The hook must be on the optimizer: the env's (:func:`~esper_core.env.optimizers.make_optimizer`)
+and the Grower's user optimizer (``LoopTrainer.attach``) have it; an Adam built elsewhere
+steps the young slices at the old count until hooked. The pieces are assumed to share
+their group's hyper-parameters (a growth's new pieces join their old parameter's group).
 """
 
 from __future__ import annotations

@@ -187,7 +187,9 @@ class LoopTrainer:
         """A width growth changed the user's layers: the user's optimizer follows, as the
         env's host optimizer does (:func:`~esper_core.env.optimizers.carry_state`). A
         folded parameter takes the place of its old piece in that piece's group, its state
-        assembled from the pieces'; the parameters that are gone leave with their state;
+        assembled from the pieces' (under Adam, its young slices' lag, which the hook
+        :meth:`attach` put on the optimizer steps at their own age); the parameters that
+        are gone leave with their state;
         a growth's new parameters join the host group of their kind, with fresh state."""
         before = self._host_params
         self._host_params = self.model.host_parameters()
