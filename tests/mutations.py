@@ -46,6 +46,9 @@ STACKING_TESTS = ("tests/integration/test_stacking.py",)
 CORE = "esper_core"
 GROWER_TESTS = ("tests/integration/test_grower.py",)
 COST_TESTS = ("tests/core/test_birth_and_cost.py",)
+WIDTH_TESTS = ("tests/core/test_width_exact.py",)
+DEEPEN_TESTS = ("tests/core/test_deepening_strided.py",)
+PPO_GROWTH_TESTS = ("tests/plugins/esper_tamiyo_ppo/test_host_growth.py",)
 FOLD_TESTS = ("tests/core/test_fold_optimizer_state.py",)
 
 
@@ -315,6 +318,114 @@ MUTATIONS = (
         "train_flops_ratio=env.cost.epoch_flops_ratio(),",
         "train_flops_ratio=1.0,",
         COST_TESTS,
+    ),
+    # ---- Host growth (issue 50): the masks between 0 and 1, which checks at 0 and 1 miss.
+    Mutation(
+        "width-stage-mask-squared",
+        CORE,
+        "lifecycle/width.py",
+        "new = None if y_new is None else y_new * self.mask.to(y_new.dtype)",
+        "new = None if y_new is None else y_new * self.mask.to(y_new.dtype) ** 2",
+        WIDTH_TESTS,
+    ),
+    Mutation(
+        "width-layer-mask-snapped-to-one",
+        CORE,
+        "grow/layer_widening.py",
+        "self._op(new, self.cross_weight, None) * self.mask",
+        "self._op(new, self.cross_weight, None) * self.mask.ceil()",
+        WIDTH_TESTS,
+    ),
+    Mutation(
+        "width-masks-get-alpha-squared",
+        CORE,
+        "lifecycle/module_swap.py",
+        "mask.fill_(value)",
+        "mask.fill_(value * value)",
+        WIDTH_TESTS,
+    ),
+    # ---- Host growth: biases and a later layer's new inputs at the fold.
+    Mutation(
+        "width-stage-consumer-bias-reinitialised",
+        CORE,
+        "lifecycle/width.py",
+        "wide.bias = conv.bias  # no new outputs",
+        "pass  # no new outputs",
+        WIDTH_TESTS,
+    ),
+    Mutation(
+        "width-layer-fold-bias-rows-swapped",
+        CORE,
+        "grow/layer_widening.py",
+        "(base.bias, self.out_bias), cat0",
+        "(self.out_bias, base.bias), cat0",
+        WIDTH_TESTS,
+    ),
+    Mutation(
+        "width-stage-consumer-only-not-folded",
+        CORE,
+        "lifecycle/width.py",
+        "if cross is None and not self.out_extra:",
+        "if not self.out_extra:",
+        WIDTH_TESTS,
+    ),
+    Mutation(
+        "width-layer-folds-below-mask-one",
+        CORE,
+        "grow/layer_widening.py",
+        "if self.in_extra and float(self.mask) != 1.0:",
+        "if False:",
+        WIDTH_TESTS,
+    ),
+    Mutation(
+        "width-layer-flatten-spread-ignored",
+        CORE,
+        "grow/layer_widening.py",
+        "ins[pair.consumer] = more * pair.spread",
+        "ins[pair.consumer] = more",
+        WIDTH_TESTS,
+    ),
+    # ---- Host growth: the fresh BatchNorm on new channels (eval mode hid it in tolerance).
+    Mutation(
+        "width-layer-new-norm-skipped",
+        CORE,
+        "grow/layer_widening.py",
+        "torch.cat([self.base(old), self.extra(new)], dim=1)",
+        "torch.cat([self.base(old), new], dim=1)",
+        WIDTH_TESTS,
+    ),
+    Mutation(
+        "width-layer-new-norm-torch-defaults",
+        CORE,
+        "grow/layer_widening.py",
+        "norm = type(base)(extra, base.eps, base.momentum, base.affine, base.track_running_stats)",
+        "norm = type(base)(extra)",
+        WIDTH_TESTS,
+    ),
+    Mutation(
+        "width-stage-new-norm-torch-defaults",
+        CORE,
+        "lifecycle/width.py",
+        "out_extra, bn.eps, bn.momentum, bn.affine, bn.track_running_stats",
+        "out_extra",
+        WIDTH_TESTS,
+    ),
+    # ---- Host growth: a strided stage deepened, and PPO's head at the last epoch.
+    Mutation(
+        "deepen-stack-copies-a-strided-conv",
+        CORE,
+        "lifecycle/deepening_cnn.py",
+        "if conv.stride != (1, 1):",
+        "if False:",
+        DEEPEN_TESTS,
+    ),
+    Mutation(
+        "ppo-host-growth-at-the-last-epoch",
+        PPO,
+        "host_growth.py",
+        "and obs.epoch < obs.max_epochs - 1",
+        "and obs.epoch < obs.max_epochs",
+        PPO_GROWTH_TESTS,
     ),
     # ---- The optimizer's state through a growth's fold (issue 50).
     Mutation(

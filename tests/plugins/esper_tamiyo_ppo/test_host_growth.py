@@ -84,12 +84,22 @@ def test_now_is_legal_once_an_episode_in_its_window_while_no_slot_holds_a_seed()
 
     assert [legal(_observation(e)) for e in range(10)] == [e in (2, 3, 4, 5) for e in range(10)]
     assert not legal(_observation(3, seeded=True))
-    assert not legal(attrs.evolve(_observation(3), max_epochs=4))  # the last epoch
     policy.growth.asked[0] = True
     assert not legal(_observation(3))
     policy.reset([0])
     assert legal(_observation(3))
     assert make_policy(PPOOptions(), n_envs=1).growth.masks([_observation(3)], rows) is None
+
+
+def test_now_is_never_legal_at_the_last_epoch_even_inside_the_window() -> None:
+    """A window that reaches the run's end (0.95 x 10 epochs rounds to 10) still leaves
+    the last epoch out: a growth born there would end the run untrained, at alpha 0."""
+    options = attrs.evolve(WIDEN, host_growth_min_at=0.0, host_growth_max_at=0.95)
+    policy = make_policy(options, n_envs=1, max_epochs=10)
+    observations = [_observation(e) for e in range(10)]
+    masks = policy.growth.masks(observations, torch.zeros(10, dtype=torch.long))
+    assert masks is not None
+    assert masks[:, 1].tolist() == [e < 9 for e in range(10)]
 
 
 def test_it_asks_with_wait_only_and_the_learner_sees_what_it_sampled() -> None:
