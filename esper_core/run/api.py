@@ -23,7 +23,7 @@ from esper_core.run.loops import EpisodeLoop, TrainLoop
 from esper_core.run.session import open_session
 from esper_core.run.summary import finish
 from esper_core.run.telemetry import RunFinished
-from esper_core.run.watchdog import Expired, Watchdog
+from esper_core.run.watchdog import Expired, Watchdog, building
 
 
 class RunOptions(TypedDict, total=False):
@@ -59,10 +59,17 @@ def drive(
     the summary: :func:`run` and :func:`train` in one, for callers that pick the loop.
     ``opened`` is called once the session is open (a resumed checkpoint verified)."""
     mode = loop_class.mode
+    # A user's data function (tasks.dataset.data) called while the run is built is
+    # bounded too (watchdog.supervised): one that never returns is stopped.
+    opening = Watchdog(config.run.epoch_timeout)
     try:
-        session = open_session(config, pm, mode, run_dir, resume, quiet)
+        with opening, building(opening):
+            session = open_session(config, pm, mode, run_dir, resume, quiet)
     except SystemExit as exc:  # a plugin's task, policy or executor, while being built
         raise ended_by_plugin(exc, plugin_modules(pm), None, mode) from None
+    except Expired as exc:  # deliberately caught (a BaseException), as in the loop below
+        fired = opening.fired or f"{opening.unit}, in {opening.phase}"
+        raise timed_out(exc, fired, opening.limit, plugin_modules(pm), None, mode) from None
     if opened is not None:
         opened()
     try:

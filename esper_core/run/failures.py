@@ -164,6 +164,14 @@ def timed_out(
         if found is not None
         else "no plugin code was running (Esper's or torch's own code was)"
     )
+    own = _user_frame(exc, plugin_modules)
+    if own is not None and found is not None:
+        # A function the user named (tasks.dataset.data = "mod:fn") hung, not the plugin.
+        where = f"{own[0]}:{own[1]} was running (run by plugin {found[0]}'s {found[1]})"
+    # run_dir None: stopped while the run was being built, before anything was written.
+    written = (
+        "after the last checkpoint" if run_dir is not None else "(the run was still being built)"
+    )
     # The hint ends in a path: what follows is a clause of its own, not a sentence.
     slow = (
         f"; if the epoch is only slow, raise run.epoch_timeout in {run_dir / 'config.toml'} first"
@@ -172,7 +180,7 @@ def timed_out(
     )
     return RunTimeoutError(
         f"{fired} ran longer than run.epoch_timeout = {limit:g} s and was stopped; {where}. "
-        f"Nothing was written after the last checkpoint.{_resume_hint(run_dir, mode)}{slow}"
+        f"Nothing was written {written}.{_resume_hint(run_dir, mode)}{slow}"
     )
 
 

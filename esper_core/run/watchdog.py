@@ -160,3 +160,34 @@ class Watchdog:
             previous(signum, frame)
         elif previous != signal.SIG_IGN:
             raise KeyboardInterrupt
+
+
+# The watchdog of the run being built (set by drive around its start), for the code a
+# plugin runs then on a user's behalf: only that is bounded, so building many envs or
+# importing torch on a loaded machine is not mistaken for a hang.
+_building: Watchdog | None = None
+
+
+@contextlib.contextmanager
+def building(watchdog: Watchdog) -> Iterator[None]:
+    """While the run is built, :func:`supervised` code is bounded by ``watchdog``."""
+    global _building
+    _building = watchdog
+    try:
+        yield
+    finally:
+        _building = None
+
+
+@contextlib.contextmanager
+def supervised(unit: str) -> Iterator[None]:
+    """Bound ``unit`` (a function a user named, such as ``tasks.dataset.data``) by
+    ``run.epoch_timeout`` while a run is being built; elsewhere (the run's loop, whose
+    units are bounded already, or the library API) it runs as it is."""
+    watchdog = _building
+    if watchdog is None or not watchdog.enabled:
+        yield
+        return
+    watchdog.phase = "the run's start"
+    with watchdog.watching(unit):
+        yield

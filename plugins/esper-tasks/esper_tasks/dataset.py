@@ -24,6 +24,7 @@ from esper_core.components.blueprint import TOPOLOGIES
 from esper_core.config_limits import MAX_BATCH, MAX_EPOCHS
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.errors import ConfigError, DataError
+from esper_core.run.watchdog import supervised
 from esper_tasks.common import CrossEntropyTask
 from esper_tasks.dataset_images import SPLITS, image_folder_splits
 
@@ -334,7 +335,10 @@ class DatasetTask(CrossEntropyTask):
         else:
             assert self.options.data is not None
             source = f"tasks.dataset.data {self.options.data}"
-            splits = _checked_splits(load_object(self.options.data, "data")(), source)
+            function = load_object(self.options.data, "data")
+            with supervised("loading the data (tasks.dataset.data)"):  # it may never return
+                result = function()
+            splits = _checked_splits(result, source)
         return TaskData(*(_fast(s) for s in splits))
 
 

@@ -139,3 +139,11 @@ def nan_in_validation() -> tuple[Pairs, Pairs, Pairs]:
     """Served item by item, one NaN in validation only."""
     a, b, c = splits()
     return Pairs(a), Pairs(_with_input(b, 4, float("nan"))), Pairs(c)
+
+
+def hangs() -> tuple[TensorDataset, TensorDataset, TensorDataset]:
+    """A data function that never returns (a download waiting on a dead server)."""
+    import time
+
+    while True:
+        time.sleep(0.1)
