@@ -268,9 +268,11 @@ def compare(ctx: click.Context, **params: Any) -> None:
 
     if params.get("dry_run"):
         from esper_core.compare.cell_runner import threads_per_job
+        from esper_core.compare.out_dir import check_out
         from esper_core.compare.preview import preview, preview_lines
 
         make_runner(pm, spec.runner, spec.runner_options, jobs)  # an unknown runner fails here
+        check_out(out)  # a directory of the user's is refused before any work, as by a run
         threads = experiment.base.run.threads or threads_per_job(jobs)
         shown = preview(experiment, pm, out, threads, jobs)
         # Every config and option is checked; tasks, data and policies are built (and so

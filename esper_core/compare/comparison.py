@@ -39,27 +39,28 @@ from esper_core.compare.cells import (
     CellsInterrupted,
 )
 from esper_core.compare.duplicates import copy_finished, originals, repeats
-from esper_core.compare.experiment import CELLS_DIR, LOCKS_DIR, Cell, Experiment
+from esper_core.compare.experiment import Cell, Experiment
 from esper_core.compare.interval_plot import plot_intervals
 from esper_core.compare.metric import task_metrics
+from esper_core.compare.out_dir import (
+    EXPERIMENT_JSON,
+    PARETO_PLOT,
+    PLOT,
+    RESULTS_JSON,
+    RESULTS_MD,
+    check_out,
+)
 from esper_core.compare.pareto_plot import plot_pareto
 from esper_core.compare.plan import plan_cells, stale_cells, validate
 from esper_core.compare.results import ComparisonResults, aggregate
 from esper_core.compare.static_final import growing, static_cells
 from esper_core.compare.tables import to_markdown
-from esper_core.compare.tuning import TUNING_DIR, TuningCell, tuning_cells
+from esper_core.compare.tuning import TuningCell, tuning_cells
 from esper_core.compare.tuning_grid import describe_point
 from esper_core.compare.tuning_results import TuningResults, chosen_values, search_state
 from esper_core.converter import unstructure
-from esper_core.errors import RunDirError
 from esper_core.plugins import PluginManager
 from esper_core.run.checkpoint import write_json, write_text
-
-RESULTS_JSON = "results.json"
-RESULTS_MD = "results.md"
-PLOT = "intervals.png"
-PARETO_PLOT = "pareto.png"
-EXPERIMENT_JSON = "experiment.json"
 
 
 @frozen
@@ -171,28 +172,8 @@ class _Prepared:
     counted: frozenset[Path]
 
 
-def _check_out(out: Path) -> None:
-    """Refuse an ``out`` that holds what a comparison writes but is not one's directory.
-
-    A comparison's own directory (its ``experiment.json``, written before anything else)
-    is continued; any other directory holding a ``results.md``, a plot or a ``cells``
-    folder is the user's (``--out .`` in a project): its files would be written over, and
-    a ``cells`` folder that does not look like a finished run removed.
-    """
-    if (out / EXPERIMENT_JSON).exists():
-        return
-    ours = (RESULTS_JSON, RESULTS_MD, PLOT, PARETO_PLOT, CELLS_DIR, LOCKS_DIR, TUNING_DIR)
-    for name in ours:
-        if (out / name).exists() or (out / name).is_symlink():
-            raise RunDirError(
-                f"{out} holds {name!r} but no {EXPERIMENT_JSON}, so it is not a comparison's "
-                "directory and esper compare would write over it; choose another --out "
-                "(a new or empty directory), or move that file away"
-            )
-
-
 def _prepare(experiment: Experiment, pm: PluginManager, out: Path, jobs: int) -> _Prepared:
-    _check_out(out)
+    check_out(out)
     threads = _threads(experiment, jobs)
     searched = tuning_cells(experiment, pm, threads)
     tuned, known = search_state(experiment, pm, out, searched)

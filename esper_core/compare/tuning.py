@@ -17,11 +17,10 @@ from pathlib import Path
 from attrs import frozen
 
 from esper_core.compare.experiment import CELLS_DIR, LOCKS_DIR, Cell, Experiment
+from esper_core.compare.out_dir import TUNING_DIR
 from esper_core.compare.plan import arm_pairs, resolve_configs, with_seed
 from esper_core.compare.tuning_grid import describe_point
 from esper_core.plugins import PluginManager
-
-TUNING_DIR = "tuning"
 
 
 @frozen

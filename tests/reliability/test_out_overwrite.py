@@ -74,7 +74,7 @@ def test_report_out_never_writes_over_a_users_report(invoke: Invoke, tmp_path: P
 
 
 def test_compare_out_never_writes_over_a_users_results(invoke: Invoke, tmp_path: Path) -> None:
-    from esper_core.compare.comparison import _check_out
+    from esper_core.compare.out_dir import check_out
     from esper_core.errors import RunDirError
 
     project = tmp_path / "proj"
@@ -82,9 +82,9 @@ def test_compare_out_never_writes_over_a_users_results(invoke: Invoke, tmp_path:
     for name in ("results.md", "pareto.png", "cells"):
         (project / name).write_text(USER_FILE)
         with pytest.raises(RunDirError, match=f"holds {name!r} but no experiment.json"):
-            _check_out(project)
+            check_out(project)
         (project / name).unlink()
-    _check_out(project)  # other files of the user's do not stand in the way
+    check_out(project)  # other files of the user's do not stand in the way
     (project / "experiment.json").write_text("{}")
     (project / "results.md").write_text(USER_FILE)
-    _check_out(project)  # a comparison's own directory: run again, it continues
+    check_out(project)  # a comparison's own directory: run again, it continues
