@@ -5,7 +5,9 @@ every case (or those whose name holds a WORD) and prints one row each, then the 
 verdict; it exits 1 if any case is not clean. The cases: every numbered reproducer of
 the issue (``replay_cli.py``), every case of its item 6, and the cases of the attack on the
 surfaces added since (named ``N ...``), on the command line (``replay_cli.py``) and
-through the library (``replay_library.py``).
+through the library (``replay_library.py``); issue 53's cases (``53 ...``: output
+directories holding the user's files, handed-over checkpoints and events files) are in
+``replay_handed_files.py``.
 
 A verdict is one of: clean (the expected exit code, no traceback, exactly one ``error:``
 line on stderr, or one ``FAIL`` line from ``esper blueprints check``, holding the
@@ -22,9 +24,10 @@ from collections import Counter
 
 from tests.reliability.replay_case import VERDICTS, Case, replay
 from tests.reliability.replay_cli import CASES as CLI_CASES
+from tests.reliability.replay_handed_files import CASES as HANDED_FILES_CASES
 from tests.reliability.replay_library import CASES as LIBRARY_CASES
 
-CASES: tuple[Case, ...] = (*CLI_CASES, *LIBRARY_CASES)
+CASES: tuple[Case, ...] = (*CLI_CASES, *LIBRARY_CASES, *HANDED_FILES_CASES)
 
 
 def main(words: list[str]) -> int:
