@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -27,6 +28,29 @@ def check_arguments(model: Any, example_input: Any) -> None:
             f"example_input: expected a torch.Tensor (one batch of inputs), got "
             f"{type(example_input).__name__}"
         )
+
+
+def slot_names(slots: Any) -> list[str]:
+    """``slots`` as a list of submodule names (any iterable of strings: a generator is read
+    once); one line for a single string (its characters would pass for names), a number
+    or anything else."""
+    if isinstance(slots, str) or not isinstance(slots, Iterable):
+        shown = f"the string {slots!r}" if isinstance(slots, str) else type(slots).__name__
+        raise HostError(
+            f"slots: expected a list of submodule names, got {shown}; write slots=[{slots!r}] "
+            "with names from model.named_modules()"
+            if isinstance(slots, str)
+            else f"slots: expected a list of submodule names, got {shown}; write "
+            "slots=['layer1', ...] with names from model.named_modules()"
+        )
+    names = list(slots)
+    for name in names:
+        if not isinstance(name, str):
+            raise HostError(
+                f"slots: {name!r} ({type(name).__name__}) is not a submodule's name; name "
+                f"each as model.named_modules() does, e.g. {str(name)!r}"
+            )
+    return names
 
 
 def rejected(model: nn.Module, example_input: torch.Tensor, exc: BaseException) -> HostError:

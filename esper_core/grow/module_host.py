@@ -35,7 +35,7 @@ from esper_core.components.host import InjectionSpec
 from esper_core.errors import HostError
 from esper_core.grow.layer_pairs import LayerPair
 from esper_core.grow.layer_widening import LayerWidening
-from esper_core.grow.module_checks import check_arguments, dry_run
+from esper_core.grow.module_checks import check_arguments, dry_run, slot_names
 
 Route = Callable[[torch.Tensor], torch.Tensor]
 
@@ -298,6 +298,7 @@ def host_from_module(
     topology and order.
     """
     check_arguments(model, example_input)
+    slots = slot_names(slots)
     if not slots:
         raise HostError("slots: name at least one submodule of the model, e.g. slots=['layer1']")
     if len(set(slots)) != len(slots):

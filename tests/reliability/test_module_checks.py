@@ -103,3 +103,25 @@ def test_widenable_layers_checks_its_arguments_as_the_grower_does(
     with pytest.raises(HostError) as info:
         esper_core.Grower(model(), ["1"], example_input=example, plugins=first_party())
     _one_line(info, says)
+
+
+@pytest.mark.parametrize(
+    ("slots", "says"),
+    [
+        ([1], "slots: 1 (int) is not a submodule's name"),
+        (1, "slots: expected a list of submodule names, got int"),
+        ("1", "got the string '1'; write slots=['1']"),
+    ],
+)
+def test_slots_that_are_not_a_list_of_names_are_one_line(slots: Any, says: str) -> None:
+    with pytest.raises(HostError) as info:
+        esper_core.Grower(mlp(), slots, example_input=torch.randn(2, 4), plugins=first_party())
+    _one_line(info, says)
+
+
+def test_a_generator_of_slot_names_is_read_once() -> None:
+    grower = esper_core.Grower(
+        mlp(), (name for name in ["1", "3"]), example_input=torch.randn(2, 4), plugins=first_party()
+    )
+    assert list(grower.model.slot_ids) == ["1", "3"]
+    grower.close()
