@@ -166,11 +166,19 @@ class LoopEnv(MorphogeneticEnv):
             raise GrowerError(
                 "no validation data: pass a DataLoader to grower.end_epoch(val_loader)"
             )
+        samples = 0
         for i, batch in enumerate(self._val):
-            inputs, targets = batch[0].to(self.device), batch[1].to(self.device)
+            inputs, targets = _checked(batch, i, self.task.num_classes)
+            inputs, targets = inputs.to(self.device), targets.to(self.device)
             if i == 0:
                 self._first_val = (inputs, targets)
+            samples += targets.numel()
             yield inputs, targets
+        if not samples:  # a loss over nothing: NaN, fed to the policy as a measurement
+            raise GrowerError(
+                "end_epoch: the validation data held no sample; pass the DataLoader of a "
+                "non-empty validation split"
+            )
 
     def end_epoch(self, measured: Sequence[Any] | None = None) -> StepResult:
         """The env's end of epoch, with the epoch's training cost counted first: the
@@ -252,3 +260,39 @@ class LoopEnv(MorphogeneticEnv):
             time.perf_counter(),
             StepEvents(env=self.env_index, episode=self.episode, epoch=self.epoch),
         )
+
+
+IGNORED = -100  # F.cross_entropy's ignore_index: a label it skips (a sequence's padding)
+
+
+def _checked(batch: Any, index: int, classes: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A validation batch as ``(inputs, targets)``, or one line saying what it is instead:
+    a bare tensor, targets that are no class indices, a label the model has no output for
+    (cross-entropy fails on it mid-validation; on a GPU as a device-side assert)."""
+    if not isinstance(batch, tuple | list) or len(batch) < 2:
+        raise GrowerError(
+            f"end_epoch: validation batch {index} is a {type(batch).__name__}, not "
+            "(inputs, targets); pass a DataLoader over (input, target) pairs (a TensorDataset "
+            "of inputs and labels)"
+        )
+    inputs, targets = batch[0], batch[1]
+    if not isinstance(inputs, torch.Tensor) or not isinstance(targets, torch.Tensor):
+        raise GrowerError(
+            f"end_epoch: validation batch {index} holds a {type(inputs).__name__} and a "
+            f"{type(targets).__name__}; expected tensors (inputs, targets)"
+        )
+    if targets.is_floating_point() or targets.is_complex() or targets.dtype == torch.bool:
+        raise GrowerError(
+            f"end_epoch: validation batch {index}'s targets are {targets.dtype}; targets are "
+            "class indices (integers)"
+        )
+    counted = targets[targets != IGNORED]  # cross-entropy skips them (padding)
+    if counted.numel():
+        low, high = int(counted.min()), int(counted.max())
+        if low < 0 or high >= classes:
+            raise GrowerError(
+                f"end_epoch: validation batch {index} holds label {low if low < 0 else high}, "
+                f"but the model has {classes} outputs, so labels must lie in 0..{classes - 1}; "
+                "renumber the labels from 0, or give the model one output per class"
+            )
+    return inputs, targets
