@@ -26,8 +26,9 @@ from tests.reliability.replay_case import VERDICTS, Case, replay
 from tests.reliability.replay_cli import CASES as CLI_CASES
 from tests.reliability.replay_handed_files import CASES as HANDED_FILES_CASES
 from tests.reliability.replay_library import CASES as LIBRARY_CASES
+from tests.reliability.replay_own_model import CASES as OWN_MODEL_CASES
 
-CASES: tuple[Case, ...] = (*CLI_CASES, *LIBRARY_CASES, *HANDED_FILES_CASES)
+CASES: tuple[Case, ...] = (*CLI_CASES, *LIBRARY_CASES, *HANDED_FILES_CASES, *OWN_MODEL_CASES)
 
 
 def main(words: list[str]) -> int:
