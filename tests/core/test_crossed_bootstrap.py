@@ -122,3 +122,14 @@ def test_the_crossed_interval_covers_at_its_level(
     """Issue 50: the nested bootstrap covered 0.73 in the first design. Within 0.93-0.97
     at nominal 95 % (800 studies: a standard error of 0.008)."""
     assert 0.93 <= _coverage(runs, sd_run, sd_seed, sd_rest, 800) <= 0.97
+
+
+def test_two_training_runs_give_an_interval_as_wide_as_a_t_with_one_degree_of_freedom() -> None:
+    """With two runs far apart, the spread between runs is all the interval knows, and a
+    t with one degree of freedom is 6.5 times the normal quantile: the expanded interval
+    reaches well past both runs, where the plain percentile one stops between them."""
+    rng = np.random.default_rng(5)
+    runs = np.stack([rng.normal(0.0, 0.1, 10), rng.normal(1.0, 0.1, 10)])
+    interval = crossed_interval(list(runs), 0.95, 2000, 0)
+    assert interval.low is not None and interval.high is not None
+    assert interval.high - interval.low > 4.0 * abs(runs[1].mean() - runs[0].mean())
