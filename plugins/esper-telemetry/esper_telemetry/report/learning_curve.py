@@ -23,8 +23,8 @@ from collections import defaultdict
 from typing import Any
 
 from esper_core.lifecycle.actions import HEADS
+from esper_telemetry.report.canvas import GRID, integer_ticks, new_figure, palette
 from esper_telemetry.report.data import RunData
-from esper_telemetry.report.figures import GRID, _integer_ticks, _palette, new_figure
 
 REFERENCE_STYLE = {
     "wait": {"color": "#6c757d", "linestyle": "--"},
@@ -101,7 +101,7 @@ def _evaluations(data: RunData, ax: Any) -> None:
 
 
 def _entropy(data: RunData, ax: Any) -> None:
-    colours = _palette(len(HEADS))
+    colours = palette(len(HEADS))
     drawn = False
     for head, colour in zip(HEADS, colours):
         xs, ys = _series(data, f"entropy/{head}")
@@ -156,7 +156,7 @@ def training_figure(data: RunData) -> Any:
     _line(data, axes[1][2], "explained_variance", "explained variance", "#2a9d8f")
     for ax in axes.flat:
         ax.grid(True, **GRID)
-        _integer_ticks(ax)
+        integer_ticks(ax)
     return figure
 
 

@@ -21,8 +21,8 @@ from esper_core.run.telemetry import (
     SeedGerminated,
     SeedPruned,
 )
+from esper_telemetry.report.canvas import GRID, integer_ticks, new_figure, palette, series_label
 from esper_telemetry.report.data import RunData
-from esper_telemetry.report.figures import GRID, _integer_ticks, _label, _palette, new_figure
 
 LANGUAGE_TASKS = ("charlm",)
 EVENT_LINES: dict[type, dict[str, Any]] = {
@@ -69,7 +69,7 @@ def training_figure(data: RunData, max_series: int = 4) -> Any:
     loss_ax, params_ax = figure.subplots(1, 2)
     ppl = perplexity_scale(data)
     marked: set[str] = set()
-    for colour, key in zip(_palette(len(keys)), keys):
+    for colour, key in zip(palette(len(keys)), keys):
         rows = data.epochs[key]
         epochs = [r.epoch for r in rows]
 
@@ -90,7 +90,7 @@ def training_figure(data: RunData, max_series: int = 4) -> Any:
             [r.host_params + r.seed_params for r in rows],
             color=colour,
             linewidth=1.8,
-            label=f"{_label(data, key)}: host + seeds",
+            label=f"{series_label(data, key)}: host + seeds",
         )
         params_ax.plot(
             epochs, [r.host_params for r in rows], color=colour, linewidth=1.0, linestyle=":"
@@ -104,7 +104,7 @@ def training_figure(data: RunData, max_series: int = 4) -> Any:
     else:
         loss_ax.set_ylim(bottom=0.0)  # from zero: no auto-zoom that turns noise into a trend
     loss_ax.set_xlim(0, data.max_epochs + 0.5)
-    _integer_ticks(loss_ax)
+    integer_ticks(loss_ax)
     loss_ax.grid(**GRID)
     handles = [
         Line2D([], [], color=s["color"], linestyle=s["linestyle"], label=s["label"])
@@ -119,7 +119,7 @@ def training_figure(data: RunData, max_series: int = 4) -> Any:
     top = max((r.host_params + r.seed_params for k in keys for r in data.epochs[k]), default=1)
     params_ax.set_ylim(0.0, top * 1.12)  # from zero, with room above the highest line
     params_ax.set_xlim(0, data.max_epochs + 0.5)
-    _integer_ticks(params_ax)
+    integer_ticks(params_ax)
     params_ax.grid(**GRID)
     params_ax.legend(loc="lower right", fontsize=8)
     figure.suptitle(data.title, fontsize=11)
