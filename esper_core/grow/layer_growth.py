@@ -21,31 +21,72 @@ if TYPE_CHECKING:
     from esper_core.env.env import MorphogeneticEnv
 
 
-def widening_problem(
-    model: nn.Module, pairs: list[LayerPair], example_input: torch.Tensor
+def _same_draws(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """``model(x)`` with the random generators seeded the same each time (dropout in
+    training mode draws the same masks), and left as they were."""
+    devices = [x.device] if x.device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(0)
+        out: torch.Tensor = model(x)
+    return out
+
+
+def _mode_problem(
+    model: nn.Module, pairs: list[LayerPair], example_input: torch.Tensor, training: bool
 ) -> str | None:
-    """Why widening ``pairs`` of a copy of ``model`` by one channel each fails: its output
-    at mask 0 is not bit for bit the model's (a forward the walk misread, such as a mean
-    over channels), or a forward fails at all (a fused fast path that reads a layer's
-    ``weight`` itself, as ``nn.TransformerEncoderLayer`` does in eval mode). None: fine."""
-    twin = copied(model, "a width growth is checked on a copy").eval()
+    """:func:`widening_problem` in one mode. In training mode the new channels change
+    what dropout draws for the old ones, so the output at mask 0 is not compared there."""
+    twin = copied(model, "a width growth is checked on a copy").train(training)
     with torch.no_grad():
-        before = twin(example_input)
+        before = _same_draws(twin, example_input)
         widening = LayerWidening(
             twin, pairs, [p.width for p in pairs], [p.width + 1 for p in pairs], None, "random"
         )
         widening.install()
         try:
-            if not torch.equal(twin(example_input), before):
+            born = _same_draws(twin, example_input)
+            if not training and not torch.equal(born, before):
                 return "widening it changes the model's output (an operation between reads across channels)"
             widening.set_mask(1.0)
-            after = twin(example_input)
+            after = _same_draws(twin, example_input)
+            if after.shape != before.shape:
+                return "widening it changes the output's shape"
+            widening.fold()
+            folded = _same_draws(twin, example_input)
         except Exception as exc:  # whatever the user's forward raises on the masked layers
             first = (str(exc).strip().splitlines() or [""])[0]
             return (
                 f"the model's forward fails on the widened layers ({type(exc).__name__}: {first})"
             )
-    return None if after.shape == before.shape else "widening it changes the output's shape"
+    # The fold sums in another order: a float error, not a function, may differ.
+    scale = 1.0 + float(after.abs().max()) if after.numel() else 1.0
+    tolerance = (
+        max(1e-4, 8 * torch.finfo(after.dtype).eps) * scale if after.is_floating_point() else 0.0
+    )
+    if folded.shape != after.shape or float((folded - after).abs().max()) > tolerance:
+        return (
+            "its widened layers compute another function once folded (a hook, or a forward "
+            "that reads a layer's weight itself)"
+        )
+    return None
+
+
+def widening_problem(
+    model: nn.Module, pairs: list[LayerPair], example_input: torch.Tensor
+) -> str | None:
+    """Why widening ``pairs`` of a copy of ``model`` by one channel each fails, in eval
+    and in training mode (a forward may differ between them): its output at mask 0 is not
+    bit for bit the model's (a forward the walk misread, such as a mean over channels, or
+    a hook of the user's that mixes channels), a forward fails at all (a training-mode
+    branch that reads the producer's output), or the folded model computes another
+    function than the masked one at mask 1 (a fused fast path that reads a layer's
+    ``weight`` itself, as ``nn.TransformerEncoderLayer`` does in eval mode). None: fine."""
+    for training in (False, True):
+        problem = _mode_problem(model, pairs, example_input, training)
+        if problem is not None:
+            mode = "training" if training else "eval"
+            return f"{problem}, in {mode} mode"
+    return None
 
 
 def verified(model: nn.Module, report: WidthReport, example_input: torch.Tensor) -> WidthReport:

@@ -111,6 +111,19 @@ def _features(layer: nn.Module, outputs: bool) -> int:
     return int(layer.out_channels if outputs else layer.in_channels)
 
 
+def _own_forward(module: nn.Module) -> str | None:
+    """The torch class ``module`` subclasses with a forward of its own (a scaled Linear, a
+    weight-standardised conv), or None: a widening adds the new channels as that torch
+    class computes them and folds into the same object, whose own forward would then
+    compute something else."""
+    for base in (*LAYERS, *NORMS):
+        if isinstance(module, base):
+            methods = ("forward", "_conv_forward") if base is nn.Conv2d else ("forward",)
+            if any(getattr(type(module), m) is not getattr(base, m) for m in methods):
+                return base.__name__
+    return None
+
+
 def _channels(tensor: torch.Tensor) -> int:
     return int(tensor.shape[1] if tensor.dim() == 4 else tensor.shape[-1])
 
@@ -249,6 +262,13 @@ def _pair(run: _Run, consumer: str) -> LayerPair | tuple[str, str] | None:
         if other:
             # A fold makes new parameters: the tie would silently come undone.
             return producer, f"{producer} -> {consumer}: {name} shares its parameters with {other}"
+        torch_class = _own_forward(run.modules[name])
+        if torch_class is not None:
+            return producer, (
+                f"{producer} -> {consumer}: {name} ({type(run.modules[name]).__name__}) has a "
+                f"forward of its own, which a widening cannot keep (it widens a plain "
+                f"{torch_class}; use nn.{torch_class} there or grow with seeds)"
+            )
     for layer in (p, c):
         if isinstance(layer, nn.Conv2d) and (layer.groups != 1 or layer.padding_mode != "zeros"):
             return producer, f"{producer} -> {consumer}: only convs with groups=1 and zero padding"

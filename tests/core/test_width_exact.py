@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from esper_core.grow.layer_pairs import find_pairs
-from esper_core.grow.layer_widening import LayerWidening, MaskedLayer, WidenedNorm
+from esper_core.grow.layer_widening import ON_LAYER, LayerWidening, MaskedLayer, WidenedNorm
 from esper_core.lifecycle.width import MaskedConvStage, WidthError
 
 X = torch.randn(4, 3, 8, 8, generator=torch.Generator().manual_seed(3))
@@ -129,19 +129,36 @@ def _widened() -> tuple[Net, LayerWidening]:
     return net, widening
 
 
+def _on(layer: nn.Module) -> nn.Module:
+    """The growth's part riding on one of the user's layers."""
+    return getattr(layer, ON_LAYER)
+
+
 def _layers_reference(net: Net, x: torch.Tensor, m: float) -> torch.Tensor:
-    """The widened net by hand: the consumers add their new inputs' part times ``m``."""
-    c1, n1, c2, head = net.conv1, net.bn1, net.conv2, net.head
+    """The widened net by hand: the consumers add their new inputs' part times ``m``
+    (the user's layers' own parameters computed with torch's functions: calling the
+    layers would run the growth's hooks)."""
+    c1, n1, c2, head = _on(net.conv1), _on(net.bn1), _on(net.conv2), _on(net.head)
     assert isinstance(c1, MaskedLayer) and isinstance(c2, MaskedLayer)
     assert isinstance(head, MaskedLayer) and isinstance(n1, WidenedNorm)
     assert c1.out_weight is not None and c2.out_weight is not None
     assert c2.cross_weight is not None and head.cross_weight is not None
-    a = torch.cat([c1.base(x), F.conv2d(x, c1.out_weight, c1.out_bias)], dim=1)
-    h = F.relu(torch.cat([n1.base(a[:, :4]), n1.extra(a[:, 4:])], dim=1))
-    old = c2.base(h[:, :4]) + F.conv2d(h[:, 4:], c2.cross_weight, stride=2) * m
+    bn = net.bn1
+    assert bn.running_mean is not None and bn.running_var is not None
+    old1 = F.conv2d(x, net.conv1.weight, net.conv1.bias)
+    a = torch.cat([old1, F.conv2d(x, c1.out_weight, c1.out_bias)], dim=1)
+    normed = F.batch_norm(
+        a[:, :4], bn.running_mean, bn.running_var, bn.weight, bn.bias, False, 0.0, bn.eps
+    )
+    h = F.relu(torch.cat([normed, n1.extra(a[:, 4:])], dim=1))
+    cross = F.conv2d(h[:, 4:], c2.cross_weight, stride=2) * m
+    old = F.conv2d(h[:, :4], net.conv2.weight, net.conv2.bias, stride=2) + cross
     new = F.conv2d(h, c2.out_weight, c2.out_bias, stride=2)
     g = F.relu(torch.cat([old, new], dim=1)).flatten(1)  # channel-major: old 20, new 8
-    return head.base(g[:, :20]) + F.linear(g[:, 20:], head.cross_weight) * m
+    return (
+        F.linear(g[:, :20], net.head.weight, net.head.bias)
+        + F.linear(g[:, 20:], head.cross_weight) * m
+    )
 
 
 @pytest.mark.parametrize("m", [0.3, 0.7])
@@ -157,16 +174,16 @@ def test_a_users_layers_fold_exactly_in_training_and_eval_mode() -> None:
     keeps its own bias), and the fresh BatchNorm on the new channels is the user's kind
     (eps, momentum): the plain net equals the masked one at mask 1, batch statistics too."""
     net, widening = _widened()
-    bn1 = net.bn1
+    bn1 = _on(net.bn1)
     assert isinstance(bn1, WidenedNorm)
-    assert (bn1.extra.eps, bn1.extra.momentum) == (bn1.base.eps, bn1.base.momentum)
-    head_bias = net.head.base.bias
+    assert (bn1.extra.eps, bn1.extra.momentum) == (net.bn1.eps, net.bn1.momentum)
+    head, head_bias = net.head, net.head.bias
     widening.set_mask(1.0)
     with torch.no_grad():
         trained = net.train()(X)
         evaluated = net.eval()(X)
         widening.fold()
-        assert isinstance(net.head, nn.Linear) and net.head.bias is head_bias
+        assert net.head is head and net.head.bias is head_bias  # the user's, in place
         assert net.conv2.weight.shape == (7, 6, 3, 3) and net.head.in_features == 28
         assert torch.allclose(net.eval()(X), evaluated, **TOL)
         assert torch.allclose(net.train()(X), trained, **TOL)
@@ -177,7 +194,7 @@ def test_a_consumer_folds_only_at_mask_1() -> None:
     mask taken as 1) would compute something else."""
     net, widening = _widened()
     widening.set_mask(0.5)
-    for consumer in (net.conv2, net.head):
+    for consumer in (_on(net.conv2), _on(net.head)):
         assert isinstance(consumer, MaskedLayer)
         with pytest.raises(WidthError, match="mask at 1"):
             consumer.fold()
