@@ -46,6 +46,7 @@ STACKING_TESTS = ("tests/integration/test_stacking.py",)
 CORE = "esper_core"
 GROWER_TESTS = ("tests/integration/test_grower.py",)
 COST_TESTS = ("tests/core/test_birth_and_cost.py",)
+CROSSED_TESTS = ("tests/core/test_crossed_bootstrap.py",)
 WIDTH_TESTS = ("tests/core/test_width_exact.py",)
 DEEPEN_TESTS = ("tests/core/test_deepening_strided.py",)
 PPO_GROWTH_TESTS = ("tests/plugins/esper_tamiyo_ppo/test_host_growth.py",)
@@ -499,6 +500,55 @@ MUTATIONS = (
         "self._ages = correct_young_slices(optimizer)",
         "self._ages = None",
         FOLD_TESTS,
+    ),
+    # ---- The numbers a comparison states (issue 50).
+    Mutation(
+        "crossed-interval-level-ignored",
+        CORE,
+        "compare/crossed_bootstrap.py",
+        "tail = (1 - confidence) / 2 * 100",
+        "tail = 2.5",
+        CROSSED_TESTS,
+    ),
+    Mutation(
+        "crossed-interval-not-expanded-for-few-runs",
+        CORE,
+        "compare/crossed_bootstrap.py",
+        "scale = expansion(table, boot_means, confidence)",
+        "scale = 1.0",
+        CROSSED_TESTS,
+    ),
+    Mutation(
+        "seeds-interval-level-ignored",
+        CORE,
+        "compare/stats.py",
+        "confidence_level=confidence,",
+        "confidence_level=0.95,",
+        CROSSED_TESTS,
+    ),
+    Mutation(
+        "frontier-chosen-by-the-test-metric",
+        CORE,
+        "compare/frontier_results.py",
+        "chosen_by=per_seed_val,",
+        "chosen_by=None,",
+        ("tests/core/test_frontier.py",),
+    ),
+    Mutation(
+        "tuning-chooses-a-point-that-stalled",
+        CORE,
+        "compare/tuning_results.py",
+        "point = choose(eligible, higher) if complete else None",
+        "point = choose(means, higher) if complete else None",
+        ("tests/core/test_tuning.py",),
+    ),
+    Mutation(
+        "verdict-against-a-failed-arm-not-unresolved",
+        CORE,
+        "compare/tables.py",
+        "if failed & {policy, results.baseline}:",
+        "if False:",
+        ("tests/core/test_stalls.py",),
     ),
 )
 BY_NAME = {m.name: m for m in MUTATIONS}
