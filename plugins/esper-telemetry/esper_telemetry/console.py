@@ -20,11 +20,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import IO, Any, ClassVar
 
-from attrs import define, field
-
 from esper_core import TelemetryContext, hookimpl
-from esper_core.config_limits import MAX_ENVS, MAX_EPOCHS, MAX_HISTORY, MAX_SECONDS, MAX_WIDTH
-from esper_core.converter import in_range, options_field, relative_path
 from esper_core.run.telemetry import (
     EpisodeFinished,
     EpochCompleted,
@@ -33,90 +29,18 @@ from esper_core.run.telemetry import (
     RunStarted,
 )
 from esper_telemetry.common import RunInfo, describe_lifecycle
-from esper_telemetry.stages import stage_colour
-
-
-@define
-class ConsoleOptions:
-    refresh_per_second: float = options_field(
-        4.0, in_range(0.1, 30), "Most redraws of the live display per second."
-    )
-    max_envs: int = options_field(
-        16, in_range(1, MAX_ENVS, integer=True), "Env rows shown in the live table."
-    )
-    recent_events: int = options_field(
-        6, in_range(0, MAX_HISTORY, integer=True), "Latest lifecycle events listed under the table."
-    )
-    transient: bool = options_field(
-        True, doc="Clear the live display when the run ends (the run summary is printed after it)."
-    )
-    file: str | None = options_field(
-        None, relative_path, "Write the display to this file (in the run directory), not stderr."
-    )
-    width: int | None = options_field(
-        None,
-        in_range(40, MAX_WIDTH, integer=True),
-        "Display width in columns (default: the terminal's).",
-    )
-    force_terminal: bool | None = options_field(
-        None, doc="Treat the output as a terminal (true) or not (false); default: detect it."
-    )
-    progress_epochs: int = options_field(
-        5,
-        in_range(0, MAX_EPOCHS, integer=True),
-        "Off a terminal: a progress line every N epochs (0: none by epoch count).",
-    )
-    progress_seconds: float = options_field(
-        30.0,
-        in_range(0, MAX_SECONDS),
-        "Off a terminal: a progress line when this many seconds passed since the last (0: none by time).",
-    )
-
-
-@define
-class SlotView:
-    stage: str
-    alpha: float
-    blueprint: str | None
-
-
-@define
-class EnvView:
-    episode: int = 0
-    epoch: int = 0
-    val_acc: float | None = None
-    test_acc: float | None = None
-    reward: float | None = None
-    episode_reward: float = 0.0
-    action: str = ""
-    slots: dict[str, SlotView] = field(factory=dict)
-
-
-BAR_WIDTH = 32
-ACTION_WIDTH = 24
-SLOT_WIDTH = 24
-ROW_WIDTH = 4 + 8 + 7 + 7 + 8 + 8 + 2 + ACTION_WIDTH  # the env line without its slots
-HIDE_BLUEPRINT = ("DORMANT", "EMBARGOED", "RESETTING", "PRUNED")
-
-
-def _clock(seconds: float) -> str:
-    seconds = max(int(seconds), 0)
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
-
-
-def _slot_cell(slot: SlotView | None) -> Any:
-    """A slot's stage in its colour, alpha while blending and the blueprint, SLOT_WIDTH wide."""
-    from rich.text import Text
-
-    cell = Text()
-    if slot is not None:
-        cell.append(slot.stage, style=f"bold {stage_colour(slot.stage)}")
-        if slot.stage == "BLENDING":
-            cell.append(f" α{slot.alpha:.2f}")
-        if slot.blueprint and slot.stage not in HIDE_BLUEPRINT:
-            cell.append(" " + slot.blueprint.split("/", 1)[-1], style="dim")
-    cell.truncate(SLOT_WIDTH, overflow="ellipsis", pad=True)
-    return cell
+from esper_telemetry.console_options import ConsoleOptions
+from esper_telemetry.console_view import (
+    ACTION_WIDTH,
+    BAR_WIDTH,
+    HIDE_BLUEPRINT,
+    ROW_WIDTH,
+    SLOT_WIDTH,
+    EnvView,
+    SlotView,
+    clock,
+    slot_cell,
+)
 
 
 def _pct(value: float | None) -> str:
@@ -209,12 +133,12 @@ class ConsoleBackend:
         filled = round(fraction * BAR_WIDTH)
         elapsed = now - since
         progress = done - done_then
-        eta = _clock((total - done) * elapsed / progress) if progress > 0 else "-:--:--"
+        eta = clock((total - done) * elapsed / progress) if progress > 0 else "-:--:--"
         return Text.assemble(
             (f"{label:>8} ", "bold"),
             ("━" * filled, "magenta"),
             ("━" * (BAR_WIDTH - filled), "grey30"),
-            f" {int(done)}/{total}".rjust(10) + f"  {_clock(elapsed)}  eta {eta}",
+            f" {int(done)}/{total}".rjust(10) + f"  {clock(elapsed)}  eta {eta}",
             no_wrap=True,
             overflow="ellipsis",
         )
@@ -256,7 +180,7 @@ class ConsoleBackend:
                 line = Text("     ", no_wrap=True, overflow="ellipsis")
             for slot_id in slot_ids:
                 line.append(" " if inline else f" {slot_id} ")
-                line.append_text(_slot_cell(view.slots.get(slot_id)))
+                line.append_text(slot_cell(view.slots.get(slot_id)))
             lines.append(line)
         hidden = len(self.envs) - len(shown)
         if hidden > 0:
