@@ -49,6 +49,7 @@ NON_NEGATIVE = frozenset(
         "n_envs",
         "episodes",
         "max_epochs",
+        "episodes_per_update",
     }
 )
 # Epochs of an episode: at most the run's max_epochs (once run_started has said it).

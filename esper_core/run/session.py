@@ -361,4 +361,5 @@ def _run_started(session: Session, total_updates: int | None) -> RunStarted:
         host_params=env.host_params,
         config=config_to_dict(config),
         esper_version=__version__,
+        episodes_per_update=session.episodes_per_update,
     )

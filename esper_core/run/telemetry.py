@@ -19,9 +19,10 @@ from esper_core.errors import ConfigError, EsperError
 
 # 2: EpochCompleted.reason (why the policy chose the epoch's action). 3: RunFinished.error
 # (why a run failed). 4: the host_growth_* events (the host itself grew, not a seed) and
-# EpisodeFinished.host_params_added, which params_added now includes. A reader reads every
-# schema up to its own; an older file's missing fields take their defaults.
-SCHEMA_VERSION = 4
+# EpisodeFinished.host_params_added, which params_added now includes. 5:
+# RunStarted.episodes_per_update. A reader reads every schema up to its own; an older
+# file's missing fields take their defaults.
+SCHEMA_VERSION = 5
 
 
 @frozen
@@ -49,6 +50,9 @@ class RunStarted(Event):
     host_params: int
     config: dict[str, Any]
     esper_version: str
+    # Rollout episodes of every env per PPO update (``esper train``; 1 for ``esper run``):
+    # progress can then say which episode of the update is running, not repeat the update.
+    episodes_per_update: int = 1
 
 
 @frozen

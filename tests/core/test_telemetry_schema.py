@@ -20,6 +20,7 @@ from esper_core.run.telemetry import (
     EpochCompleted,
     EpochScores,
     RunFinished,
+    RunStarted,
     dumps,
     event_from_dict,
     event_to_dict,
@@ -32,7 +33,7 @@ WRITTEN_KEYS = {
     "run_started": [
         *("schema", "kind", "time", "run_name", "run_dir", "mode", "task", "policy", "reward"),
         *("executor", "n_envs", "episodes", "max_epochs", "slot_ids", "host_params", "config"),
-        "esper_version",
+        *("esper_version", "episodes_per_update"),
     ],
     "run_finished": ["schema", "kind", "time", "status", "wall_time", "summary", "error"],
     "epoch_completed": [
@@ -138,7 +139,7 @@ def test_schema_3_adds_a_failed_runs_reason_and_still_reads_schema_2() -> None:
 def test_schema_4_tells_host_growth_and_still_reads_schema_3() -> None:
     # The host's own growth has events since schema 4 and the episode counts its
     # parameters; a schema-3 episode line still reads, the host counted as not grown.
-    assert SCHEMA_VERSION == 4
+    assert SCHEMA_VERSION >= 4
     assert {"host_growth_started", "host_growth_fossilized", "host_growth_pruned"} <= set(
         EVENT_TYPES
     )
@@ -149,3 +150,15 @@ def test_schema_4_tells_host_growth_and_still_reads_schema_3() -> None:
     read = event_from_dict(old)
     assert isinstance(read, EpisodeFinished) and read.host_params_added == 0
     assert attrs.evolve(read, host_params_added=4332) == episode
+
+
+def test_schema_5_says_the_episodes_per_update_and_still_reads_schema_4() -> None:
+    # Progress names the rollout episode of an update from RunStarted.episodes_per_update;
+    # a schema-4 run_started line still reads, as one episode per update.
+    assert SCHEMA_VERSION == 5
+    started = next(e for e in one_of_each() if isinstance(e, RunStarted))
+    old = {**event_to_dict(attrs.evolve(started, episodes_per_update=4)), "schema": 4}
+    assert old["episodes_per_update"] == 4
+    del old["episodes_per_update"]
+    read = event_from_dict(old)
+    assert isinstance(read, RunStarted) and read.episodes_per_update == 1

@@ -41,6 +41,7 @@ class RunInfo:
     outer_total: int = 1  # episodes (``esper run``) or PPO updates (``esper train``)
     max_epochs: int = 1
     slot_ids: list[str] = field(factory=list)
+    episodes_per_update: int = 1  # rollout episodes per PPO update (train)
 
     @classmethod
     def from_event(cls, event: RunStarted) -> RunInfo:
@@ -54,6 +55,7 @@ class RunInfo:
             outer_total=event.episodes,
             max_epochs=event.max_epochs,
             slot_ids=list(event.slot_ids),
+            episodes_per_update=max(event.episodes_per_update, 1),
         )
 
     @property

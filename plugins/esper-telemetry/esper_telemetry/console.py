@@ -10,7 +10,7 @@ training next to nothing (see benchmarks/telemetry_overhead.py).
 A quiet context (``--quiet``, ``--json``, ``run.quiet``) shows nothing. When the output
 is not a terminal (a log file, CI) there is no live display either: a plain progress line
 every ``progress_epochs`` epochs or ``progress_seconds`` seconds, whichever comes first,
-and one line per finished episode or PPO update.
+one line per finished episode and a short aligned block of statistics per PPO update.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from esper_telemetry.console_view import (
     clock,
     slot_cell,
 )
+from esper_telemetry.update_text import update_block, update_summary, where
 
 
 def _pct(value: float | None) -> str:
@@ -73,7 +74,10 @@ class ConsoleBackend:
         self.recent: deque[str] = deque(maxlen=max(options.recent_events, 1))
         self.last_update: tuple[int, dict[str, float]] | None = None
         self.outer = 0
+        self.episode = 0  # run-wide index of the episode in progress
         self.epoch = 0
+        self._returns: list[float] = []  # the episode returns of the update in progress
+        self._update_began: float | None = None  # when it began (None: before a resume)
         self._console: Any = None
         self._stream: IO[str] | None = None
         self._live: Any = None
@@ -197,16 +201,23 @@ class ConsoleBackend:
             parts.append(
                 Text(f"{info.run_name}  {info.task} / {info.policy} / {info.reward}", style="bold")
             )
-        done = min(self.outer + self.epoch / max(info.max_epochs, 1), info.outer_total)
+        # Within an update, its rollout episodes run one after another: the outer bar
+        # moves on through each of them rather than going back at every episode's start.
+        per = max(info.episodes_per_update, 1) if info.mode == "train" else 1
+        within = (self.episode - self.outer * per) % per if per > 1 else 0
+        done = min(
+            self.outer + (within + self.epoch / max(info.max_epochs, 1)) / per, info.outer_total
+        )
         parts.append(self._bar(info.outer_name + "s", done, info.outer_total, None))
         parts.append(self._bar("epoch", self.epoch, info.max_epochs, self.outer))
         parts.extend(self._rows())
         if self.last_update is not None:
-            update, diagnostics = self.last_update
-            shown = ", ".join(f"{k} {v:.4g}" for k, v in list(diagnostics.items())[:8])
             parts.append(
                 Text(
-                    f"PPO update {update}: {shown}", style="cyan", no_wrap=True, overflow="ellipsis"
+                    update_summary(*self.last_update),
+                    style="cyan",
+                    no_wrap=True,
+                    overflow="ellipsis",
                 )
             )
         if self.options.recent_events:
@@ -232,6 +243,7 @@ class ConsoleBackend:
         for event in events:
             if isinstance(event, RunStarted):
                 self.info = RunInfo.from_event(event)
+                self._update_began = time.monotonic()
             elif isinstance(event, EpochCompleted):
                 self._epoch(event)
             elif isinstance(event, EpisodeFinished):
@@ -242,10 +254,13 @@ class ConsoleBackend:
                 if self.outer < (self.info or RunInfo()).outer_total:
                     self.epoch = 0
                 self._start()
-                self._say(
-                    f"update {event.update + 1}/{(self.info or RunInfo()).outer_total}: "
-                    + ", ".join(f"{k} {v:.4g}" for k, v in event.diagnostics.items())
-                )
+                now = time.monotonic()
+                seconds = None if self._update_began is None else now - self._update_began
+                for line in update_block(
+                    self.info or RunInfo(), event.update, event.diagnostics, self._returns, seconds
+                ):
+                    self._say(line)
+                self._returns, self._update_began = [], now
             else:
                 line = describe_lifecycle(event)
                 if line is not None:
@@ -263,6 +278,7 @@ class ConsoleBackend:
             view.test_acc = e.test_acc
         view.slots = {s.slot_id: SlotView(s.stage, s.alpha, s.blueprint) for s in e.slots}
         self.outer = e.update if e.update is not None else e.episode
+        self.episode = e.episode
         self.epoch = e.epoch
         self._line_due = True
 
@@ -276,15 +292,16 @@ class ConsoleBackend:
         every, seconds = self.options.progress_epochs, self.options.progress_seconds
         by_epoch = every > 0 and self.epoch % every == 0
         by_time = seconds > 0 and now - self._last_line >= seconds
-        if not (by_epoch or by_time) or self.epoch >= info.max_epochs:
-            return  # the last epoch of an episode gets its episode line instead
+        if not (by_epoch or by_time) or not 0 < self.epoch < info.max_epochs:
+            # the last epoch of an episode gets its episode line instead; epoch 0 is the
+            # boundary after an update, not progress
+            return
         self._line_due, self._last_line = False, now
         views = list(self.envs.values())
         vals = [v.val_acc for v in views if v.val_acc is not None]
         tests = [v.test_acc for v in views if v.test_acc is not None]
         line = (
-            f"{info.outer_name} {self.outer + 1}/{info.outer_total} "
-            f"epoch {self.epoch}/{info.max_epochs}: val {_pct(_mean(vals))}% "
+            f"{where(info, self.outer, self.episode, self.epoch)}: val {_pct(_mean(vals))}% "
             f"test {_pct(_mean(tests))}%"
         )
         if len(views) > 1:
@@ -313,9 +330,10 @@ class ConsoleBackend:
                 self.epoch = 0
         self._start()
         test = "-" if e.final_test_acc is None else f"{e.final_test_acc:.2f}%"
+        self._returns.append(e.total_reward)
+        outer = e.update if e.update is not None else e.episode
         self._say(
-            f"{info.outer_name} {(e.update if e.update is not None else e.episode) + 1}/{info.outer_total} "
-            f"env {e.env}: val {e.final_val_acc:.2f}% test {test} reward {e.total_reward:+.3f} "
+            f"{where(info, outer, e.episode)} env {e.env}: val {e.final_val_acc:.2f}% test {test} reward {e.total_reward:+.3f} "
             f"params +{e.params_added:,} fossilized {e.seeds_fossilized} pruned {e.seeds_pruned} "
             f"rollbacks {e.rollbacks}"
         )

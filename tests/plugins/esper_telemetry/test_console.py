@@ -96,9 +96,8 @@ def test_not_a_terminal_prints_one_line_per_episode(tmp_path: Path) -> None:
     backend.close()
     lines = out.read_text(encoding="utf-8").splitlines()
     assert len([line for line in lines if " env " in line and "epoch" not in line]) == 4
-    assert (
-        len([line for line in lines if line.startswith("update ") and "policy_loss" in line]) == 2
-    )
+    assert len([line for line in lines if line.startswith("update ") and " done" in line]) == 2
+    assert len([line for line in lines if line.startswith("  policy loss ")]) == 2
     assert "\x1b[" not in out.read_text(encoding="utf-8")
 
 
@@ -141,9 +140,9 @@ def test_not_a_terminal_prints_a_progress_line_every_n_epochs(tmp_path: Path) ->
     lines = (tmp_path / "log.txt").read_text(encoding="utf-8").splitlines()
     progress = [line for line in lines if " epoch " in line]
     assert [line.split(":")[0] for line in progress] == [
-        "episode 1/1 epoch 2/7",
-        "episode 1/1 epoch 4/7",
-        "episode 1/1 epoch 6/7",
+        "episode 1/1 · epoch 2/7",
+        "episode 1/1 · epoch 4/7",
+        "episode 1/1 · epoch 6/7",
     ]
     assert "val " in progress[0] and "test " in progress[0] and "r0c0 " in progress[0]
     assert "\x1b[" not in "\n".join(lines)
