@@ -195,6 +195,8 @@ COMMANDS: dict[str, Way] = {
         needs="esper train --policy ppo --envs 4 --updates 20 --out runs/ppo"
     ),
     "esper compare examples/main-job-digits.toml --jobs 2": DryRun(54),
+    # docs/results/main-job-fair-rate.md: the tour's A/B at a fair rate
+    "esper compare examples/main-job-fair-rate.toml --jobs 2": DryRun(90),
     "esper compare examples/recipes-glyphs.toml --jobs 2": DryRun(220),
     "esper compare examples/compare-digits.toml --runner ray": DryRun(
         30, "a comparison of {runs} runs on Ray: a private instance starts a Ray cluster"
