@@ -1,9 +1,9 @@
-"""The core commands: run, train, plugins, blueprints, config show."""
+"""The commands that run: run and train (a job built from the flags and config, launched on
+one process or many); the list of every core command, the others from their modules."""
 
 from __future__ import annotations
 
 import functools
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -13,11 +13,12 @@ import attrs
 import click
 
 from esper_cli.compare import compare
+from esper_cli.config_command import config
 from esper_cli.context import dumps, note_run, plugin_manager
 from esper_cli.options import F, build_config, config_options
 from esper_cli.paths import output_dir
+from esper_cli.registry_commands import blueprints, plugins
 from esper_core.command_types import PathArg
-from esper_core.components.blueprint import TOPOLOGIES
 
 
 @attrs.frozen
@@ -214,200 +215,6 @@ def train(ctx: click.Context, **params: Any) -> None:
         _report(job, _launch(job, TrainLoop))
     else:
         _report(job, drive(TrainLoop, job.config, job.pm, **job.options()))
-
-
-@click.command()
-@click.option("--plugin", "plugins", multiple=True, help="Also load this plugin module or file.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.pass_context
-def plugins(ctx: click.Context, plugins: tuple[str, ...], as_json: bool) -> None:
-    """List plugins: name, distribution, version and the components each registers."""
-    from attrs import asdict
-
-    pm = plugin_manager(ctx)
-    pm.extend(list(plugins))
-    infos = pm.plugins()
-    if as_json:
-        click.echo(json.dumps([asdict(i) for i in infos], indent=2))
-        return
-    from rich.table import Table
-
-    from esper_cli.terminal import output_console, print_table
-
-    table = Table(title="Esper plugins", title_justify="left")
-    # Names never wrap; the distribution's version and the list of components wrap between
-    # words, so the table fits 80 columns with every name whole.
-    table.add_column("plugin", no_wrap=True)
-    table.add_column("distribution")
-    table.add_column("components")
-    for info in infos:
-        # The plugin name already says the kind; list the component names only.
-        names = ", ".join(c.split(".", 1)[1] for c in info.components)
-        source = (
-            f"{info.distribution} {info.version or ''}".strip() if info.distribution else "(local)"
-        )
-        table.add_row(info.name, source, names)
-    print_table(output_console(), table)
-
-
-CHANNELS_OPTION = click.option(
-    "--channels",
-    type=click.IntRange(1, 65536),
-    default=64,
-    show_default=True,
-    help="Width for the parameter counts and the checks (1..65536).",
-)
-PLUGIN_OPTION = click.option(
-    "--plugin", "plugins", multiple=True, help="Also load this plugin module or file."
-)
-
-
-@click.group(invoke_without_command=True)
-@click.option("--topology", type=click.Choice(TOPOLOGIES), help="Only this topology.")
-@CHANNELS_OPTION
-@PLUGIN_OPTION
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_context
-def blueprints(
-    ctx: click.Context, topology: str | None, channels: int, plugins: tuple[str, ...], as_json: bool
-) -> None:
-    """List registered blueprints with their parameter count at a given width.
-
-    `esper blueprints check [NAME]` builds and checks them (for plugin authors).
-    """
-    if ctx.invoked_subcommand is not None:
-        return
-    from esper_core.lifecycle.blueprint_check import (
-        PLUGIN_FAULTS,
-        blueprint_error,
-        raised,
-        sample_spec,
-    )
-
-    pm = plugin_manager(ctx)
-    pm.extend(list(plugins))
-    registry = pm.registry("blueprints")
-    rows = []
-    for key, bp in registry.items():
-        if topology and bp.topology != topology:
-            continue
-        plugin = registry.plugin_of(key)
-        try:
-            params = bp.estimate_for(sample_spec(bp, channels))
-        except PLUGIN_FAULTS as exc:  # the plugin's code: name it, in one line
-            raise blueprint_error(
-                bp, plugin, channels, f"its param_estimate {raised(exc)}"
-            ) from None
-        rows.append(
-            {
-                "name": bp.name,
-                "topology": bp.topology,
-                "key": key,
-                "params": params,
-                "identity_at_birth": bp.identity_at_birth,
-                "description": bp.description,
-                "plugin": plugin,
-            }
-        )
-    if as_json:
-        click.echo(json.dumps(rows, indent=2))
-        return
-    from rich.table import Table
-
-    from esper_cli.terminal import output_console, print_table
-
-    table = Table(title=f"Blueprints (parameters at {channels} channels)", title_justify="left")
-    for column in ("name", "topology", "params", "identity at birth", "description", "plugin"):
-        # Only the description wraps (between words); names and numbers stay whole.
-        table.add_column(column, no_wrap=column != "description")
-    for r in rows:
-        table.add_row(
-            r["name"],
-            r["topology"],
-            f"{r['params']:,}",
-            "yes" if r["identity_at_birth"] else "no",
-            r["description"],
-            r["plugin"],
-        )
-    print_table(output_console(), table)
-
-
-@blueprints.command("check")
-@click.argument("name", required=False)
-@CHANNELS_OPTION
-@PLUGIN_OPTION
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_context
-def blueprints_check(
-    ctx: click.Context, name: str | None, channels: int, plugins: tuple[str, ...], as_json: bool
-) -> None:
-    """Build each blueprint (or NAME: a name or a topology/name key) and check it as a run
-    would at first use: output shape at two sizes, finite output, parameter count against
-    param_estimate, identity at birth when claimed. Exit code 1 when any check fails."""
-    from esper_core.errors import UnknownComponentError
-    from esper_core.lifecycle.blueprint_check import check_blueprint
-
-    pm = plugin_manager(ctx)
-    pm.extend(list(plugins))
-    registry = pm.registry("blueprints")
-    chosen = [(k, bp) for k, bp in registry.items() if name in (None, k, bp.name)]
-    if not chosen:
-        raise UnknownComponentError(
-            f"unknown blueprint {name!r}; available: {', '.join(registry.names()) or '(none)'}"
-        )
-    results = [
-        {"key": key, "plugin": registry.plugin_of(key), "problems": check_blueprint(bp, channels)}
-        for key, bp in chosen
-    ]
-    if as_json:
-        click.echo(json.dumps(results, indent=2))
-    else:
-        for r in results:
-            verdict = "ok  " if not r["problems"] else "FAIL"
-            detail = "" if not r["problems"] else ": " + "; ".join(r["problems"])
-            click.echo(f"{verdict} {r['key']} (plugin {r['plugin']}, {channels} channels){detail}")
-    if any(r["problems"] for r in results):
-        ctx.exit(1)
-
-
-@click.group()
-def config() -> None:
-    """Inspect configuration."""
-
-
-@config.command("show")
-@config_options
-@click.option(
-    "--all",
-    "show_all",
-    is_flag=True,
-    help="Every key, unset ones too, with its default and description (see docs/configuration.md).",
-)
-@click.pass_context
-def config_show(ctx: click.Context, show_all: bool, **params: Any) -> None:
-    """Print the fully resolved config (defaults and component options filled in) as TOML."""
-    from esper_core.config import dump_toml
-    from esper_core.run.resolve import resolve
-
-    pm = plugin_manager(ctx)
-    resolved = resolve(build_config(pm, params), pm)
-    if not show_all:
-        click.echo(dump_toml(resolved.config), nl=False)
-        return
-    from esper_core.config_docs import annotated_toml
-
-    run = resolved.config.run
-    components = {
-        f"tasks.{run.task}": resolved.task.options,
-        f"rewards.{run.reward}": resolved.reward.options,
-        f"policies.{resolved.policy_ref.name}": resolved.policy.options,
-        f"executors.{run.executor}": resolved.executor.options,
-        **{
-            f"telemetry.{name}": c.options
-            for name, c in zip(dict.fromkeys(run.telemetry), resolved.telemetry)
-        },
-    }
-    click.echo(annotated_toml(resolved.config, components))
 
 
 COMMANDS = [run, train, compare, plugins, blueprints, config]

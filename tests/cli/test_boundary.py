@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from esper_cli import commands, main
+from esper_cli import config_command, main
 from esper_cli.boundary import EXIT_INTERRUPTED, EXIT_USER_ERROR, shown
 from esper_cli.context import RunTarget
 from esper_core.errors import ConfigError, PluginError
@@ -71,7 +71,7 @@ def test_a_bug_in_a_command_keeps_its_traceback(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise ZeroDivisionError("a bug in esper itself")
 
-    monkeypatch.setattr(commands, "build_config", broken)
+    monkeypatch.setattr(config_command, "build_config", broken)
     result = invoke("config", "show", "--plugin", fake_plugin)
     assert isinstance(result.exception, ZeroDivisionError)
     assert "error:" not in result.stderr
