@@ -11,12 +11,12 @@ from esper_tasks.charlm import PRESETS as CHARLM_PRESETS
 from esper_tasks.charlm import CharLMOptions
 from esper_tasks.cifar10 import PRESETS as CIFAR_PRESETS
 from esper_tasks.cifar10 import Cifar10Options
-from esper_tasks.common import cnn_host_weights
 from esper_tasks.digits import PRESETS as DIGITS_PRESETS
 from esper_tasks.digits import DigitsOptions
 from esper_tasks.glyphs import PRESETS as GLYPHS_PRESETS
 from esper_tasks.glyphs import GlyphsOptions
 from esper_tasks.hosts.cnn import CNNHost
+from esper_tasks.presets import cnn_host_weights
 from torch import nn
 
 from esper_core.config import load_config

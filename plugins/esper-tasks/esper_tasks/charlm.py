@@ -22,11 +22,8 @@ from esper_core.config_limits import MAX_CORPUS, MAX_HOST_WEIGHTS
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.errors import DataError
 from esper_core.recipe import TRANSFORMER_RECIPE, Recipe
-from esper_tasks.common import (
-    CrossEntropyTask,
-    TransformerPreset,
-    resolve_preset,
-)
+from esper_tasks.common import CrossEntropyTask
+from esper_tasks.presets import TransformerPreset, resolve_preset
 
 if TYPE_CHECKING:
     from torch import nn

@@ -16,15 +16,14 @@ from esper_core import MeasuredCost, TaskContext, TaskData, hookimpl
 from esper_core.config_limits import MAX_SEED
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.recipe import CNN_RECIPE, Recipe
-from esper_tasks.common import (
+from esper_tasks.common import CNNPresetTask, stratified_split
+from esper_tasks.presets import (
     CNNPreset,
-    CNNPresetTask,
     base_channels_option,
     cnn_host_problems,
     convs_after_pool_option,
     convs_per_block_option,
     slots_before_pool_option,
-    stratified_split,
 )
 
 if TYPE_CHECKING:

@@ -25,10 +25,10 @@ from esper_core import MeasuredCost, TaskContext, TaskData, hookimpl
 from esper_core.config_limits import MAX_SAMPLES, MAX_SEED
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.recipe import CNN_RECIPE, Recipe
-from esper_tasks.common import (
+from esper_tasks.common import CNNPresetTask
+from esper_tasks.presets import (
     CNN_HOST_FIELDS,
     CNNPreset,
-    CNNPresetTask,
     base_channels_option,
     cnn_host_problems,
     convs_after_pool_option,

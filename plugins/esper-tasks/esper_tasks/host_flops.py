@@ -11,7 +11,7 @@ except the first layer's, whose input needs no gradient.
 
 from __future__ import annotations
 
-from esper_tasks.common import CNNPreset, TransformerPreset
+from esper_tasks.presets import CNNPreset, TransformerPreset
 
 
 def _conv(c_in: int, c_out: int, side: int) -> int:
