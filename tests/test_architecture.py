@@ -1,14 +1,19 @@
 """The layout's rules, read from the source with ``ast`` (nothing is imported):
 
-- no import cycle among the modules of esper_core and esper_cli, counting every import
-  that runs, wherever it stands: a lazy import inside a function only hides a cycle.
-  Imports under ``if TYPE_CHECKING:`` never run and are left out: annotating with the type
-  of a caller is how a helper module stays one-way;
-- no module of esper_core longer than 400 lines;
+- no import cycle among the modules of esper_core, esper_cli and each plugin's package,
+  counting every import that runs, wherever it stands: a lazy import inside a function only
+  hides a cycle. Imports under ``if TYPE_CHECKING:`` never run and are left out: annotating
+  with the type of a caller is how a helper module stays one-way;
+- no module of esper_core, esper_cli or a plugin longer than 400 lines;
 - every stage set is spelled in esper_core/lifecycle/rules.py alone;
 - the layers are core <- plugins and core <- cli: no module under plugins/ imports
   esper_cli (not even lazily, nor for type checking: a plugin installs without the CLI
   package's internals being its API).
+
+Run as a script (``python -m tests.test_architecture``) it prints the cycles of esper_core,
+esper_cli and the plugins twice: the runtime ones (what the test forbids) and those that
+the type-checking imports close as well (left to judgement: they cost nothing at run time,
+but a circle of types is a sign that a value type lives above its users).
 """
 
 from __future__ import annotations
@@ -24,32 +29,44 @@ MAX_LINES = 400
 RULES = Path("esper_core/lifecycle/rules.py")
 
 
-def module_name(path: Path) -> str:
-    """``esper_core/run/runner.py`` -> ``esper_core.run.runner``; a package's __init__ is the package."""
-    parts = list(path.relative_to(REPO).with_suffix("").parts)
+def module_name(path: Path, base: Path = REPO) -> str:
+    """``esper_core/run/runner.py`` -> ``esper_core.run.runner``; a package's __init__ is the
+    package. ``base`` is the folder the package stands in (a plugin's distribution folder)."""
+    parts = list(path.relative_to(base).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
 def modules(*roots: str) -> dict[str, Path]:
+    """The modules of each package folder in ``roots`` (relative to the repository), by the
+    name they are imported as."""
     return {
-        module_name(path): path
+        module_name(path, (REPO / root).parent): path
         for root in roots
         for path in sorted((REPO / root).rglob("*.py"))
         if "__pycache__" not in path.parts
     }
 
 
+# Each plugin distribution's package: plugins/<distribution>/<package>/.
+PLUGIN_PACKAGES = tuple(
+    str(p.parent.relative_to(REPO))
+    for p in sorted((REPO / "plugins").glob("*/*/__init__.py"))
+    if "tests" not in p.parts
+)
 MODULES = modules(*PACKAGES)
+ALL_MODULES = modules(*PACKAGES, *PLUGIN_PACKAGES)
 
 
-def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+def imported(name: str, path: Path, known: dict[str, Path], types: bool = False) -> set[str]:
     """The known modules that ``name`` imports anywhere in its body: ``import a.b``,
-    ``from a import b`` (``b`` a submodule or a name in ``a``) and relative imports."""
+    ``from a import b`` (``b`` a submodule or a name in ``a``) and relative imports;
+    with ``types``, those under ``if TYPE_CHECKING:`` too."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     targets: set[str] = set()
-    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    for node in ast.walk(tree) if types else _runtime_nodes(tree):
         if isinstance(node, ast.Import):
             targets.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -83,8 +100,9 @@ def _runtime_nodes(tree: ast.AST) -> Iterator[ast.AST]:
         pending.extend(c for c in ast.iter_child_nodes(node) if not _type_checking_only(c))
 
 
-def import_graph() -> dict[str, set[str]]:
-    return {name: imported(name, path, MODULES) for name, path in MODULES.items()}
+def import_graph(types: bool = False) -> dict[str, set[str]]:
+    """Who imports whom among esper_core, esper_cli and the plugins' packages."""
+    return {name: imported(name, path, ALL_MODULES, types) for name, path in ALL_MODULES.items()}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -172,6 +190,7 @@ def test_the_graph_sees_lazy_submodule_and_relative_imports(tmp_path: Path) -> N
 
 def test_no_import_cycles() -> None:
     assert {name.partition(".")[0] for name in MODULES} == set(PACKAGES)
+    assert {"esper_tasks.common", "esper_telemetry.console"} <= set(ALL_MODULES)
     found = cycles(import_graph())
     assert not found, "import cycles:\n" + "\n".join(" -> ".join(c) for c in found)
 
@@ -179,9 +198,8 @@ def test_no_import_cycles() -> None:
 def test_no_long_modules() -> None:
     offenders = {
         str(path.relative_to(REPO)): lines
-        for name, path in MODULES.items()
-        if name.startswith("esper_core")
-        and (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+        for path in ALL_MODULES.values()
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert not offenders, f"modules over {MAX_LINES} lines (split them by job): " + ", ".join(
         f"{p} ({n})" for p, n in sorted(offenders.items())
@@ -219,15 +237,9 @@ def stage_set_literals(path: Path) -> Iterator[int]:
 
 
 def test_stage_sets_live_in_rules_only() -> None:
-    plugin_packages = [
-        str(p.parent.relative_to(REPO))
-        for p in (REPO / "plugins").glob("*/*/__init__.py")
-        if "tests" not in p.parts
-    ]
-    scanned = modules(*PACKAGES, *plugin_packages)
     offenders = [
         f"{path.relative_to(REPO)}:{line}"
-        for path in scanned.values()
+        for path in ALL_MODULES.values()
         if path.relative_to(REPO) != RULES
         for line in stage_set_literals(path)
     ]
@@ -306,3 +318,15 @@ def test_the_cli_import_check_sees_every_spelling(tmp_path: Path) -> None:
         "from . import esper_cli\n"
     )
     assert sorted(cli_imports(path)) == [1, 2, 5, 7, 8]
+
+
+def _print_cycles() -> None:
+    for label, types in (("runtime", False), ("with type-checking imports", True)):
+        found = cycles(import_graph(types))
+        print(f"{label}: {len(found)} cycle(s)")
+        for cycle in found:
+            print("  " + " -> ".join(cycle))
+
+
+if __name__ == "__main__":
+    _print_cycles()

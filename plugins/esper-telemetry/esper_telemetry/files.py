@@ -21,6 +21,9 @@ from typing import Any, BinaryIO
 
 from esper_core.errors import RunDirError
 
+# The run's record, written by telemetry.jsonl and read back by esper report: named here,
+# below both, so the report's reader does not import the backend that registers it.
+EVENTS_FILE = "events.jsonl"
 _CHUNK = 1 << 20
 
 

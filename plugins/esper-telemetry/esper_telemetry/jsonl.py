@@ -15,9 +15,7 @@ from attrs import define
 from esper_core import TelemetryContext, hookimpl
 from esper_core.converter import options_field
 from esper_core.run.telemetry import Event, dumps
-from esper_telemetry.files import AppendFile
-
-EVENTS_FILE = "events.jsonl"
+from esper_telemetry.files import EVENTS_FILE, AppendFile
 
 
 @define

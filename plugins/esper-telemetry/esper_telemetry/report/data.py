@@ -26,7 +26,7 @@ from esper_core.run.telemetry import (
     SeedGerminated,
     SeedPruned,
 )
-from esper_telemetry.jsonl import EVENTS_FILE
+from esper_telemetry.files import EVENTS_FILE
 
 Key = tuple[int, int]  # (env, episode)
 # The events drawn as markers: the seeds', the host's own growth's and rollbacks.
