@@ -53,9 +53,17 @@ def test_report_writes_non_trivial_figures_and_a_matching_report(run_dir: Path) 
 
     code, output = esper("report", str(run_dir))
     assert code == 0, output
+    # five lines about the run (issue 54.2), the last saying where the report and figures are
+    lines = output.splitlines()
+    assert len(lines) == 5, output
+    assert lines[0].startswith("run run: tiny / scripted / acc_delta (esper run, completed, 4 ")
+    assert lines[1].startswith("final test accuracy ") and "%" in lines[1]
+    assert lines[2].startswith("grew: ") and " fossilized" in lines[2]
+    assert lines[3].startswith("parameters: +") and "training FLOPs per episode" in lines[3]
+    assert lines[4].startswith(f"report: {run_dir / REPORT_FILE} (figures beside it: ")
     for name in FIGURES:
         path = run_dir / name
-        assert f"wrote {path}" in output
+        assert name in lines[4]
         assert path.stat().st_size > 20_000, name
         pixels = imread(path)
         assert pixels.ndim == 3 and pixels.shape[0] > 300 and pixels.shape[1] > 600

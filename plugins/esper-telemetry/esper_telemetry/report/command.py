@@ -75,5 +75,9 @@ def report(
     if as_json:
         click.echo(json.dumps([str(p) for p in written], indent=2))
         return
-    for path in written:
-        click.echo(f"wrote {path}")
+    from esper_telemetry.report.run_summary import summary_lines
+
+    # What the run was and how it went, then where to read more: the paths alone said
+    # nothing about the run.
+    for line in summary_lines(data, written):
+        click.echo(line)
