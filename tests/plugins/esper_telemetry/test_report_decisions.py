@@ -37,3 +37,29 @@ def test_report_md_lists_each_run_of_decisions_with_its_reason(tmp_path: Path) -
 def test_a_run_without_reasons_has_no_decisions_section(tmp_path: Path) -> None:
     write(tmp_path, [("WAIT", "")] * 3)  # events of schema 1, or a policy that gives none
     assert "## Decisions" not in render(load_run(tmp_path), [])
+
+
+def test_every_text_of_the_lifecycle_figure_lies_inside_the_figure(tmp_path: Path) -> None:
+    """The footer's reasons ran off the image's right edge (issue 54, item 2)."""
+    from esper_telemetry.report.lifecycle_figure import lifecycle_figure
+
+    long = GROWING + "; " + "the loss has fallen slower than the window allows " * 2
+    germinate = "GERMINATE r0c0 cnn/res linear_add tempo=5 (refused: r0c0 is not DORMANT)"
+    write(tmp_path, [(germinate, long)] * 14)
+    figure = lifecycle_figure(load_run(tmp_path))
+    renderer = figure.canvas.get_renderer()
+    figure.draw(renderer)
+    box = figure.bbox
+    texts = [t for t in figure.findobj(lambda a: hasattr(a, "get_text")) if a_text(t)]
+    footer = [t for t in texts if t.get_text().startswith("Why ")]
+    assert footer and len(footer[0].get_text().splitlines()) > 14  # wrapped, not cut
+    for text in texts:
+        extent = text.get_window_extent(renderer)
+        assert box.x0 - 1 <= extent.x0 and extent.x1 <= box.x1 + 1, text.get_text()[:60]
+        assert box.y0 - 1 <= extent.y0 and extent.y1 <= box.y1 + 1, text.get_text()[:60]
+
+
+def a_text(artist: object) -> bool:
+    from matplotlib.text import Text
+
+    return isinstance(artist, Text) and artist.get_visible() and bool(artist.get_text())

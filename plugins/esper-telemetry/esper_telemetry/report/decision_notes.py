@@ -13,6 +13,7 @@ from esper_telemetry.report.data import Key, RunData
 # A long run's notes would bury the lanes: the first ones are drawn, the rest counted.
 MAX_NOTES = 12
 MAX_REASON = 110
+NOTE_FONTSIZE = 7.5
 
 
 @frozen
@@ -61,22 +62,37 @@ def number_decisions(
         )
 
 
-def write_notes(ax: Any, notes: list[DecisionNote], outer_name: str) -> None:
-    """The numbered lines, one per drawn note, in an axis of their own (no frame)."""
-    ax.axis("off")
-    lines = [
-        f"{i}. env {n.key[0]} · {outer_name} {n.key[1]}, after epoch {n.boundary}: {n.text}"
-        for i, n in enumerate(notes[:MAX_NOTES], start=1)
-    ]
+def note_lines(notes: list[DecisionNote], outer_name: str, figure_width: float) -> list[str]:
+    """The numbered lines, one per drawn note, wrapped to fit a figure ``figure_width``
+    inches wide: a long reason ran off the image's right edge. The figure's height
+    counts these lines, so it is computed before the figure is made."""
+    import textwrap
+
+    # A monospace character is 0.6 em wide; a margin for the layout's padding.
+    columns = int(0.97 * figure_width * 72 / (0.61 * NOTE_FONTSIZE))
+    lines = ["Why (the policy's reason for each decision other than WAIT):"]
+    for i, n in enumerate(notes[:MAX_NOTES], start=1):
+        line = f"{i}. env {n.key[0]} · {outer_name} {n.key[1]}, after epoch {n.boundary}: {n.text}"
+        lines += textwrap.wrap(line, width=columns, subsequent_indent="    ")
     if len(notes) > MAX_NOTES:
         lines.append(f"… and {len(notes) - MAX_NOTES} more decisions (report.md lists them all)")
+    return lines
+
+
+def write_notes(ax: Any, lines: list[str]) -> None:
+    """The lines of :func:`note_lines` in an axis of their own (no frame)."""
+    from matplotlib.transforms import blended_transform_factory
+
+    ax.axis("off")
+    # From the figure's left edge, not the axis's (which lines up with the lanes, right
+    # of their labels): the whole width of the figure is what note_lines wraps to.
     ax.text(
-        0.0,
+        0.01,
         1.0,
-        "Why (the policy's reason for each decision other than WAIT):\n" + "\n".join(lines),
-        transform=ax.transAxes,
+        "\n".join(lines),
+        transform=blended_transform_factory(ax.figure.transFigure, ax.transAxes),
         va="top",
         ha="left",
-        fontsize=7.5,
+        fontsize=NOTE_FONTSIZE,
         family="monospace",
     )

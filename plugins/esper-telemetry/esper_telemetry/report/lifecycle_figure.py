@@ -12,8 +12,8 @@ from esper_core.run.telemetry import GovernorRollback, SeedGerminated
 from esper_telemetry.report.canvas import GRID, integer_ticks, new_figure
 from esper_telemetry.report.data import Key, RunData
 from esper_telemetry.report.decision_notes import (
-    MAX_NOTES,
     decision_notes,
+    note_lines,
     number_decisions,
     write_notes,
 )
@@ -21,6 +21,7 @@ from esper_telemetry.report.markers import MARKERS, event_kind, marker_handles
 from esper_telemetry.stages import STAGE_ORDER, stage_colour
 
 HOST_LANE = "host"  # the swimlane of the host's own growth, above the slots' lanes
+FIGURE_WIDTH = 12.0  # inches
 ROLLBACK_LINE: dict[str, Any] = {"color": "#d00000", "linestyle": "--", "linewidth": 1.4}
 
 
@@ -52,10 +53,10 @@ def lifecycle_figure(data: RunData, max_groups: int = 4) -> Any:
     lanes = [(key, slot) for key in groups for slot in _lanes(data, key in growths)]
     n = len(lanes)
     notes = decision_notes(data, groups)
-    shown_notes = min(len(notes), MAX_NOTES) + (len(notes) > MAX_NOTES)
+    lines = note_lines(notes, data.outer_name, FIGURE_WIDTH) if notes else []
     lanes_height = 1.6 + 0.42 * max(n, 3)
-    notes_height = 0.35 + 0.15 * shown_notes if notes else 0.0
-    figure = new_figure(12.0, lanes_height + notes_height)
+    notes_height = 0.2 + 0.15 * len(lines) if notes else 0.0
+    figure = new_figure(FIGURE_WIDTH, lanes_height + notes_height)
     grid = figure.add_gridspec(
         2 if notes else 1, 1, height_ratios=[lanes_height, notes_height] if notes else [1]
     )
@@ -112,7 +113,7 @@ def lifecycle_figure(data: RunData, max_groups: int = 4) -> Any:
             ax.scatter([event.epoch], [y], zorder=4, **MARKERS[kind])
     if notes:
         number_decisions(ax, notes, lane_y, fallback=_lanes(data, False)[0])
-        write_notes(figure.add_subplot(grid[1]), notes, data.outer_name)
+        write_notes(figure.add_subplot(grid[1]), lines)
     first_lanes = [i for i, (key, _) in enumerate(lanes) if i and lanes[i - 1][0] != key]
     for i in first_lanes:
         ax.axhline(n - i - 0.5, color="#444444", linewidth=0.8)
