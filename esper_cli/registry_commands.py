@@ -111,20 +111,30 @@ def blueprints(
 
     from esper_cli.terminal import output_console, print_table
 
-    table = Table(title=f"Blueprints (parameters at {channels} channels)", title_justify="left")
-    for column in ("name", "topology", "params", "identity at birth", "description", "plugin"):
-        # Only the description wraps (between words); names and numbers stay whole.
-        table.add_column(column, no_wrap=column != "description")
-    for r in rows:
-        table.add_row(
-            r["name"],
-            r["topology"],
-            f"{r['params']:,}",
-            "yes" if r["identity_at_birth"] else "no",
-            r["description"],
-            r["plugin"],
+    # One table per topology, its plugins in the title: with a topology and a plugin
+    # column on every row the table could not fit 80 columns, so piped it was printed
+    # at its natural width (~230 columns). Four columns fit, the description wrapping.
+    console = output_console()
+    for topo in dict.fromkeys(r["topology"] for r in rows):
+        members = [r for r in rows if r["topology"] == topo]
+        source = ", ".join(dict.fromkeys(r["plugin"] for r in members))
+        table = Table(
+            title=f"{topo} blueprints ({source}; params at {channels} channels)",
+            title_justify="left",
         )
-    print_table(output_console(), table)
+        table.add_column("name", no_wrap=True)
+        table.add_column("params", no_wrap=True, justify="right")
+        # The header wraps between its words; the cells (yes/no) are short.
+        table.add_column("identity at birth")
+        table.add_column("description")  # wraps between words
+        for r in members:
+            table.add_row(
+                r["name"],
+                f"{r['params']:,}",
+                "yes" if r["identity_at_birth"] else "no",
+                r["description"],
+            )
+        print_table(console, table)
 
 
 @blueprints.command("check")
