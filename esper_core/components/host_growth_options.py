@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from esper_core.components.policy import DepthGrowthSpec, HostGrowthSpec, WidthGrowthSpec
+from esper_core.components.growth_request import DepthGrowthSpec, HostGrowthSpec, WidthGrowthSpec
 from esper_core.converter import in_range, one_of, options_field
 
 HOST_GROWTHS = ("off", "widen", "deepen")

@@ -26,7 +26,7 @@ import attrs
 import torch
 from attrs import frozen
 
-from esper_core.components.policy import DepthGrowthSpec, HostGrowthSpec, WidthGrowthSpec
+from esper_core.components.growth_request import DepthGrowthSpec, HostGrowthSpec, WidthGrowthSpec
 from esper_core.config_limits import MAX_HOST_WEIGHTS, MAX_WIDEN_WORK
 from esper_core.env.birth import init_seed
 from esper_core.errors import ConfigError

@@ -8,53 +8,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import torch
-from attrs import frozen
 
-from esper_core.lifecycle.actions import ActionMasks, ActionSpace, compute_masks
-from esper_core.lifecycle.gates import GateResult
-from esper_core.lifecycle.slot_state import SlotReport
+from esper_core.lifecycle.actions import ActionSpace, compute_masks
 from esper_core.lifecycle.stages import STAGES
+from esper_core.step_values import Observation
 
 if TYPE_CHECKING:
     from esper_core.env.env import MorphogeneticEnv
-
-
-@frozen
-class Observation:
-    """The structured observation of one env after an epoch (before the next action)."""
-
-    env_index: int
-    epoch: int  # epochs completed in this episode
-    max_epochs: int
-    val_loss: float
-    val_acc: float  # percent
-    train_loss: float
-    train_acc: float
-    chance_loss: float
-    loss_history: tuple[float, ...]  # last validation losses, oldest first
-    acc_history: tuple[float, ...]
-    plateau_epochs: int  # consecutive epochs without a gain above plateau_delta
-    best_acc: float
-    epochs_since_prune: int  # since the last prune in this episode (large if never)
-    host_params: int
-    seed_params: int
-    slots: tuple[SlotReport, ...]
-    gates: tuple[GateResult | None, ...]  # the next gate of each slot, evaluated now
-    masks: ActionMasks
-    rolled_back: bool = False
-    # Per blueprint (in ActionSpace order): epochs a new seed of it trains before it
-    # touches the output (0: it blends from germination); see lifecycle.isolation.
-    epochs_before_blending: tuple[int, ...] = ()
-    # The last epoch's training FLOPs over the bare host's on the same samples (1: no
-    # growth): what a compute-aware policy prices its seeds by.
-    train_flops_ratio: float = 1.0
-    # What each blueprint IS, so a policy can describe it by its features instead of its
-    # index in the vocabulary (PPO's `slots` network): the parameters a new seed of each
-    # blueprint would have in each slot ([slot][blueprint], ActionSpace order; 0 where it
-    # cannot grow), and per blueprint whether it is the identity at birth and a branch.
-    blueprint_params: tuple[tuple[int, ...], ...] = ()
-    blueprint_identity: tuple[bool, ...] = ()
-    blueprint_branch: tuple[bool, ...] = ()
 
 
 def observe(env: MorphogeneticEnv, rolled_back: bool) -> Observation:

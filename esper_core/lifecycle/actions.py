@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from attrs import evolve, field, frozen
 
 # A value class with no dependency of its own: cattrs resolves the annotation at run time.
-from esper_core.components.policy import HostGrowthSpec
+from esper_core.components.growth_request import HostGrowthSpec
 from esper_core.lifecycle import rules
 
 if TYPE_CHECKING:

@@ -1,0 +1,89 @@
+"""The values of one env step: what a policy observes after an epoch (Observation) and
+what the step returns to the executor, the runner and the policy (StepResult, with the
+epoch's EpochMetrics).
+
+Below the env (env/, which builds them) and the policy protocols (components/policy.py,
+which name them): neither imports the other for them. observe() and the feature vector
+stay in env/observation.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from attrs import field, frozen
+
+from esper_core.lifecycle.actions import ActionMasks
+from esper_core.lifecycle.gates import GateResult
+from esper_core.lifecycle.slot_state import SlotReport
+from esper_core.run.telemetry import EpochScores, Event
+
+
+@frozen
+class Observation:
+    """The structured observation of one env after an epoch (before the next action)."""
+
+    env_index: int
+    epoch: int  # epochs completed in this episode
+    max_epochs: int
+    val_loss: float
+    val_acc: float  # percent
+    train_loss: float
+    train_acc: float
+    chance_loss: float
+    loss_history: tuple[float, ...]  # last validation losses, oldest first
+    acc_history: tuple[float, ...]
+    plateau_epochs: int  # consecutive epochs without a gain above plateau_delta
+    best_acc: float
+    epochs_since_prune: int  # since the last prune in this episode (large if never)
+    host_params: int
+    seed_params: int
+    slots: tuple[SlotReport, ...]
+    gates: tuple[GateResult | None, ...]  # the next gate of each slot, evaluated now
+    masks: ActionMasks
+    rolled_back: bool = False
+    # Per blueprint (in ActionSpace order): epochs a new seed of it trains before it
+    # touches the output (0: it blends from germination); see lifecycle.isolation.
+    epochs_before_blending: tuple[int, ...] = ()
+    # The last epoch's training FLOPs over the bare host's on the same samples (1: no
+    # growth): what a compute-aware policy prices its seeds by.
+    train_flops_ratio: float = 1.0
+    # What each blueprint IS, so a policy can describe it by its features instead of its
+    # index in the vocabulary (PPO's `slots` network): the parameters a new seed of each
+    # blueprint would have in each slot ([slot][blueprint], ActionSpace order; 0 where it
+    # cannot grow), and per blueprint whether it is the identity at birth and a branch.
+    blueprint_params: tuple[tuple[int, ...], ...] = ()
+    blueprint_identity: tuple[bool, ...] = ()
+    blueprint_branch: tuple[bool, ...] = ()
+
+
+@frozen
+class EpochMetrics(EpochScores):
+    """Host numbers of one epoch, already on the CPU (one sync per epoch): the scores
+    (losses, accuracies) the epoch event reports, then its time and batch count."""
+
+    epoch_time: float
+    batches: int
+
+
+@frozen
+class StepResult:
+    """The outcome of one RL step (= one host epoch) of one env.
+
+    ``done``: the episode is over (last epoch). ``terminal``: the value of the next
+    state must not be bootstrapped: the episode ended or the governor rolled back,
+    which ends this env's rollout segment (and only this env's).
+    """
+
+    env_index: int
+    observation: Observation
+    reward: float
+    reward_components: dict[str, float]
+    done: bool
+    terminal: bool
+    metrics: EpochMetrics
+    refused: str | None = None  # why the action was refused, if it was
+    rolled_back: bool = False
+    events: list[Event] = field(factory=list)
+    info: dict[str, Any] = field(factory=dict)
+    reason: str = ""  # why the policy chose the epoch's action (its Action.reason)
