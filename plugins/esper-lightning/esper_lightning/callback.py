@@ -200,5 +200,14 @@ class EsperGrowth(Callback):
             )
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        grown = state_dict.get("grown_epoch", -1)
+        # A checkpoint is a file anyone can hand over: int("x") would be a raw traceback,
+        # and int(2.7) or True a silently different epoch.
+        if isinstance(grown, bool) or not isinstance(grown, int) or grown < -1:
+            raise CheckpointError(
+                f"this checkpoint's EsperGrowth state has grown_epoch = {grown!r:.40}, "
+                "but a run saves a whole number >= -1; the file was edited or damaged: "
+                "resume from an intact checkpoint"
+            )
         self._saved = state_dict.get("grower")
-        self._grown_epoch = int(state_dict.get("grown_epoch", -1))
+        self._grown_epoch = grown

@@ -63,3 +63,14 @@ def test_a_checkpoint_grown_at_other_slots_is_refused_in_one_line(tmp_path: Path
         _fit(4, tmp_path / "b", ckpt=str(last), slots=("features.1",))
     message = str(info.value)
     assert "features.4" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("grown", ["x", 2.7, True, -5, None])
+def test_a_forged_grown_epoch_is_one_line(grown: object) -> None:
+    """Issue 53: ``grown_epoch = "x"`` in a Lightning checkpoint was a raw ValueError from
+    int(); 2.7 or True loaded as another epoch in silence."""
+    growth = EsperGrowth(["features.1"], overrides=EAGER, plugins=first_party())
+    with pytest.raises(CheckpointError, match="grown_epoch") as info:
+        growth.load_state_dict({"grower": None, "grown_epoch": grown})
+    assert "\n" not in str(info.value)
+    growth.load_state_dict({"grower": None, "grown_epoch": 3})  # a saved one loads
