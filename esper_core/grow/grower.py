@@ -31,22 +31,29 @@ from torch import nn
 from esper_core.components.policy import InstallsAtBirth, grows_host
 from esper_core.config import RunConfig, config_to_dict, load_config
 from esper_core.config_io import merge
+from esper_core.env import host_growth
 from esper_core.env.observation import Observation
 from esper_core.env.step import StepResult
 from esper_core.errors import CheckpointError, ConfigError, GrowerError
+from esper_core.grow.grower_state import (
+    CONFIG_KEY,
+    STATE_FORMAT,
+    check_growth_config,
+    check_state,
+    growth_config,
+)
 from esper_core.grow.layer_growth import allow_layer_growth
 from esper_core.grow.loop_env import LoopEnv, LoopTask
+from esper_core.grow.loop_trainer import check_optimizer
 from esper_core.grow.module_host import ModuleHost, host_from_module
 from esper_core.lifecycle.actions import WAIT
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.slot_state import SlotReport
+from esper_core.lifecycle.stages import Stage
 from esper_core.plugins import PluginManager
-from esper_core.run.checkpoint_fields import check_env_state
 from esper_core.run.policy_ref import PolicyRef
 from esper_core.run.resolve import component, policy_context, resolve_blueprints, reward_setup
 
-STATE_FORMAT = 1
-STATE_KEYS = ("env", "step", "policy")  # what state_dict() always writes
 # The attribute a Grower's host leaves on the user's module while its hooks are on it:
 # the state lives on the module itself (not in a registry), so a second Grower on the
 # same module can be refused instead of stacking a second set of hooks.
@@ -128,11 +135,8 @@ class Grower:
                 f"{type(model).__name__} is already grown by another Grower (or EsperGrowth "
                 "callback); call its close() first, or grow a copy of the model"
             )
-        if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
-            raise GrowerError(
-                f"optimizer: expected a torch.optim.Optimizer, got {type(optimizer).__name__}; "
-                "seeds join its parameter groups, so pass the optimizer that trains the model"
-            )
+        if optimizer is not None:
+            check_optimizer(optimizer, "optimizer")
         host = host_from_module(model, slots, example_input)
         device = _device_of(model)
         cfg = _config(config, overrides, policy, seed, max_epochs, device)
@@ -160,6 +164,7 @@ class Grower:
         reward = reward_c.cls(reward_c.options, reward_setup(cfg))
         self.env = LoopEnv(task, reward, blueprints, cfg, options, device)
         self.config = cfg
+        self._growth_config = growth_config(cfg, ref.name, policy_c.options)
         try:
             self.policy = policy_c.cls(
                 policy_c.options, policy_context(cfg, [self.env], "loop", ref.argument)
@@ -232,10 +237,7 @@ class Grower:
     def attach_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
         """The optimizer that holds the seeds' parameters from now on."""
         self._check_open("attach_optimizer")
-        if not isinstance(optimizer, torch.optim.Optimizer):
-            raise GrowerError(
-                f"attach_optimizer: expected a torch.optim.Optimizer, got {type(optimizer).__name__}"
-            )
+        check_optimizer(optimizer, "attach_optimizer")
         self.env.loop_trainer.attach(optimizer)
 
     @property
@@ -282,6 +284,7 @@ class Grower:
             "env": self.env.state_dict(),
             "step": self.env.step_state(),
             "policy": self.policy.state_dict(),
+            CONFIG_KEY: self._growth_config,
         }
         if include_optimizer and self.optimizer is not None:
             state["optimizer"] = self.optimizer.state_dict()
@@ -294,7 +297,8 @@ class Grower:
         :class:`~esper_core.errors.CheckpointError` in one line and leaves the grower,
         its model and its optimizer as they were."""
         self._check_open("load_state_dict")
-        _check_state(state, self.env.max_epochs)
+        check_state(state, self.env.max_epochs)
+        check_growth_config(state, self._growth_config)
         # Loading is not atomic (the model, then the optimizer, then the policy): a copy
         # of what is there now is put back if any part refuses the state.
         before = copy.deepcopy(self.state_dict())
@@ -328,17 +332,23 @@ class Grower:
             self.env.apply_action(self.policy.act([self.env.observation])[0])
         self.env.begin_epoch()
 
-    def close(self) -> None:
-        """Remove the hooks and the slots: the user's module is as it was given and computes
-        what it did before growth. The grower is done; its model (``grower.model``) still
-        holds the grown seeds."""
+    def close(self) -> str:
+        """Remove the hooks and the slots: the user's module is its own again (its class's
+        ``state_dict`` keys) and computes what it did without the seeds. A width growth
+        still ramping (mask below 1) is pruned: its new channels go, the user's layers are
+        as they were before it and the optimizer drops its parameters; one that reached
+        mask 1 was folded into the user's layers and stays. Returns what became of the
+        growth in flight ("pruned", "folded" or "" for none). The grower is done; its
+        model (``grower.model``) still holds the grown seeds."""
         host = self.env.model.host
         assert isinstance(host, ModuleHost)
+        ended = "" if self._closed else _end_growth(self.env)
         host.unroute()
         self.env.model.disown()
         self._closed = True
         if getattr(host.module, OWNER_ATTRIBUTE, None) is not None:
             object.__delattr__(host.module, OWNER_ATTRIBUTE)
+        return ended
 
     def _check_open(self, method: str) -> None:
         if self._closed:
@@ -346,6 +356,19 @@ class Grower:
                 f"{method}() after close(): this grower removed its hooks and is done; "
                 "create a new Grower to grow the model further"
             )
+
+
+def _end_growth(env: LoopEnv) -> str:
+    """End the host growth in flight for :meth:`Grower.close`: folded if its ramp is done
+    (mask 1), else pruned, the user's optimizer following either way."""
+    growth = env.model.host_growth
+    if growth is None:
+        return ""
+    if growth.stage == Stage.HOLDING:
+        host_growth.host_changed(env, growth.fossilize())
+        return "folded"
+    host_growth.prune(env)
+    return "pruned"
 
 
 class _Owner:
@@ -362,30 +385,3 @@ class _Owner:
 
     def __reduce__(self) -> tuple[type[_Owner], tuple[()]]:
         return (_Owner, ())
-
-
-def _check_state(state: Any, max_epochs: int) -> None:
-    """Refuse a grower state whose shape or numbers are not what state_dict() writes,
-    before anything of it is loaded."""
-    if not isinstance(state, Mapping):
-        raise CheckpointError(
-            f"a grower state is a dict from Grower.state_dict(), got {type(state).__name__}"
-        )
-    if state.get("format") != STATE_FORMAT:
-        raise GrowerError(
-            f"grower state of format {state.get('format')!r}, expected {STATE_FORMAT}; "
-            "load a state saved by this version's Grower.state_dict()"
-        )
-    missing = [key for key in STATE_KEYS if key not in state]
-    if missing:
-        raise CheckpointError(
-            f"the grower state lacks {', '.join(missing)}: it was truncated or not written "
-            "by Grower.state_dict()"
-        )
-    check_env_state(state["env"], "env", "the grower state", max_epochs)
-    step = state["step"]
-    if step is not None and not isinstance(step, Mapping):
-        raise CheckpointError(
-            f"the grower state holds step = {type(step).__name__}, but a Grower writes a "
-            "table or None: it was edited or written by another tool"
-        )

@@ -186,13 +186,19 @@ class _Run:
         handles = [m.register_forward_pre_hook(before(n)) for n, m in self.modules.items()]
         handles += [m.register_forward_hook(after(n)) for n, m in self.modules.items()]
         was_training = model.training
+        # A layer the user froze makes no autograd node: every parameter takes part here.
+        frozen = [p for p in model.parameters() if not p.requires_grad]
         try:
             model.eval()
+            for p in frozen:
+                p.requires_grad_(True)
             with torch.enable_grad():
                 self.output = model(example_input)
         finally:
             for handle in handles:
                 handle.remove()
+            for p in frozen:
+                p.requires_grad_(False)
             model.train(was_training)
         self.root = getattr(self.output, "grad_fn", None)
         self.readers = _readers(self.root) if self.root is not None else {}

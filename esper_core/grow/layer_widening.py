@@ -133,6 +133,8 @@ class MaskedLayer(_OnLayer):
             self.out_weight = nn.Parameter(uniform_init(shape, fan_in, w, generator))
             if base.bias is not None:
                 self.out_bias = nn.Parameter(uniform_init((out_extra,), fan_in, w, generator))
+        for p in self.new_parameters():  # a layer the user froze grows frozen
+            p.requires_grad_(w.requires_grad)
 
     def _op(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         base = self.base
@@ -191,6 +193,7 @@ class WidenedNorm(_OnLayer):
         like = next(iter([*base.parameters(), *base.buffers()]))
         norm = type(base)(extra, base.eps, base.momentum, base.affine, base.track_running_stats)
         self.extra = norm.to(device=like.device)
+        self.extra.requires_grad_(base.weight is None or base.weight.requires_grad)
 
     def new_parameters(self) -> list[nn.Parameter]:
         return list(self.extra.parameters())
@@ -283,6 +286,8 @@ class LayerWidening:
         for part in self._masked.values():
             part.detach()
             folded.extend(part.fold()[1])
+        for fold in folded:  # frozen as the user's piece was
+            fold.merged.requires_grad_(fold.pieces[0].requires_grad)
         self._masked.clear()
         self.swapped()
         return folded

@@ -40,6 +40,7 @@ from esper_core.env.optimizers import assembled_state, embedding_parameters, par
 from esper_core.env.pending import Pending
 from esper_core.env.training import train_stats
 from esper_core.errors import GrowerError
+from esper_core.grow.layer_widening import ON_LAYER
 from esper_core.grow.module_host import ModuleHost, slot_id_of
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.width_fold import FoldedParam
@@ -54,6 +55,24 @@ _OWN_KEYS = ("params", GROUP_KEY, FOLLOWS_KEY, LR_SCALE_KEY)
 
 def _host_groups(optimizer: torch.optim.Optimizer) -> list[dict[str, Any]]:
     return [g for g in optimizer.param_groups if GROUP_KEY not in g]
+
+
+def check_optimizer(optimizer: Any, where: str) -> None:
+    """A torch optimizer whose parameter groups seeds and widened layers can join."""
+    name = type(optimizer).__name__
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise GrowerError(
+            f"{where}: expected a torch.optim.Optimizer, got {name}; seeds join its "
+            "parameter groups, so pass the optimizer that trains the model"
+        )
+    if isinstance(optimizer, torch.optim.LBFGS):
+        # LBFGS reads a list of its parameters taken when it was built: seeds and a
+        # growth's folded layers, which the grower puts in its groups, would never train.
+        raise GrowerError(
+            f"{where}: torch.optim.{name} keeps its own list of the parameters it was built "
+            "with, so seeds and widened layers would never train; use another optimizer "
+            "(SGD, Adam, AdamW)"
+        )
 
 
 class LoopTrainer:
@@ -189,8 +208,9 @@ class LoopTrainer:
         folded parameter takes the place of its old piece in that piece's group, its state
         assembled from the pieces' (under Adam, its young slices' lag, which the hook
         :meth:`attach` put on the optimizer steps at their own age); the parameters that
-        are gone leave with their state;
-        a growth's new parameters join the host group of their kind, with fresh state."""
+        are gone leave with their state; a growth's new parameters join the group of the
+        layer they widen, with fresh state. A layer the user left out of the optimizer
+        (fine-tuning the head alone) stays out, its new parameters and folded ones too."""
         before = self._host_params
         self._host_params = self.model.host_parameters()
         self._n_host = sum(p.numel() for p in self._host_params)
@@ -215,10 +235,32 @@ class LoopTrainer:
         for p in gone.values():
             optimizer.state.pop(p, None)
         held = {id(p) for group in optimizer.param_groups for p in group["params"]}
+        group_of = {id(p): group for group in hosts for p in group["params"]}
+        known = {id(p) for p in before} | {id(fold.merged) for fold in folded}
+        layers = self._widened_layers()
         by_kind = self._host_group_by_kind(None)
         for p in self._host_params:
-            if id(p) not in held:
+            if id(p) in held or id(p) in known:
+                continue
+            layer = layers.get(id(p))
+            if layer is None:  # not a layer's growth: the host group of its kind
                 hosts[by_kind[param_kind(p, self._host_embeddings)]]["params"].append(p)
+                continue
+            mates = [group_of[id(q)] for q in layer if id(q) in group_of]
+            if mates:  # else the user left the layer out: its new parameters stay out
+                mates[0]["params"].append(p)
+
+    def _widened_layers(self) -> dict[int, list[nn.Parameter]]:
+        """For each new parameter of a width growth riding on one of the user's layers
+        (:data:`~esper_core.grow.layer_widening.ON_LAYER`), that layer's own parameters."""
+        layers: dict[int, list[nn.Parameter]] = {}
+        with self.model.host_own():
+            for module in self.model.host.modules():
+                part = getattr(module, ON_LAYER, None)
+                if isinstance(part, nn.Module):
+                    own = list(module.parameters(recurse=False))
+                    layers.update({id(p): own for p in part.parameters()})
+        return layers
 
     def group_order(self) -> list[str]:
         """The slots whose seeds are in the optimizer, in the order they joined."""

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.reliability import replay_grower_growth as growth
 from tests.reliability.replay_case import Case, Check, nothing_lost
 
 
@@ -175,6 +176,7 @@ FUNCTIONS: dict[str, Callable[[Path], None]] = {
     "lightning-other-model": _lightning_other_model,
     "gym-huge-seed": _gym_huge_seed,
     "gym-index-past-its-head": _gym_index_past_its_head,
+    **growth.FUNCTIONS,  # issue 53: width growth through the Grower
 }
 
 
@@ -223,6 +225,7 @@ CASES = (
     Case(
         "N gym action indices past their heads (refused)", _case("gym-index-past-its-head"), code=0
     ),
+    *growth.cases(_case),
 )
 
 
@@ -234,7 +237,7 @@ def main(name: str, directory: str) -> int:
     except EsperError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except Wrong as exc:
+    except (Wrong, growth.Wrong) as exc:
         print(f"WRONG: {exc}", file=sys.stderr)
         return 3
     return 0

@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from esper_core.env.observation import feature_dim as observation_dim
-from esper_core.errors import CheckpointError
+from esper_core.errors import CheckpointError, ConfigError
 from esper_core.lifecycle.actions import ActionSpace
+from esper_tamiyo_ppo.options import GROWTH_FIELDS, MODEL_FIELD_DEFAULTS
 from esper_tamiyo_ppo.slot_features import schema
 
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -237,3 +238,24 @@ def load_policy_state(argument: str) -> tuple[dict[str, Any], str]:
             f"checkpoint {path} holds no policy state; is it an Esper run checkpoint?"
         )
     return data["policy"], f"checkpoint {path}"
+
+
+def check_growth_request(options: Any, state: dict[str, Any], source: str) -> None:
+    """Refuse host-growth options set against a checkpoint trained with others: the
+    checkpoint's own replace them (its network holds a growth head only if it was trained
+    with one, and asks for the growth it was trained to ask for), so the run would record
+    ``host_growth=widen`` and never grow."""
+    saved = state.get("options", {})
+    for name in GROWTH_FIELDS:
+        asked, default = getattr(options, name), MODEL_FIELD_DEFAULTS[name]
+        had = saved.get(name, default) if isinstance(saved, dict) else default
+        if asked != default and asked != had:
+            head = " (its network has no host-growth head)" if had == "off" else ""
+            raise ConfigError(
+                [
+                    f"policies.ppo.{name}={asked!r}: {source} was trained with {name}={had!r}"
+                    f"{head} and asks only for the growth it was trained for; drop the "
+                    f"option, or train a policy with it (esper train --set "
+                    f"policies.ppo.{name}=...)"
+                ]
+            )

@@ -37,6 +37,7 @@ from esper_tamiyo_ppo.compat import (
     STATE_KIND,
     STATE_VERSION,
     check_compatible,
+    check_growth_request,
     load_policy_state,
     space_to_dict,
 )
@@ -83,6 +84,7 @@ class PPOPolicy:
                 context.task,
                 context.history_length,
             )
+            check_growth_request(options, trained[0], trained[1])
             options = attrs.evolve(options, **saved_model_fields(trained[0]))
         elif options.init_from:  # a new run from a trained slots network (init_from.py)
             trained = load_init_state(options, context)
