@@ -66,6 +66,7 @@ from esper_tamiyo_heuristic.options import HeuristicOptions
 from esper_tamiyo_heuristic.signals import (
     Trigger,
     baseline_of,
+    gain_text,
     relative_gain,
     required_gain,
 )
@@ -311,23 +312,21 @@ class HeuristicPolicy:
             )
         gain, need = self.gain(memory, obs, r), self.price(memory, obs, r)
         if gain is None or gain < need:
-            shown = "not measurable" if gain is None else f"{gain:+.3f}"
+            shown = gain_text(gain, "<", need)
             last = memory.gains.get(r.seed_id or "")
             memory.gains[r.seed_id or ""] = -math.inf if gain is None else gain
             rising = gain is not None and (last is None or gain > last)
             if rising and r.epochs_in_stage < o.max_holding_epochs:
                 # Still climbing: it has until max_holding_epochs to pay.
                 return (
-                    f"{r.slot_id}: gain {shown} < {need:.3f} needed but rising "
+                    f"{r.slot_id}: {shown} but rising "
                     f"({r.epochs_in_stage} of {o.max_holding_epochs} epochs in HOLDING)"
                 )
-            return self._on_slot(
-                "PRUNE", i, "prune_gain", f"{r.slot_id}: gain {shown} < {need:.3f} needed"
-            )
+            return self._on_slot("PRUNE", i, "prune_gain", f"{r.slot_id}: {shown}")
         gate = obs.gates[i] if i < len(obs.gates) else None
         if gate is not None and gate.passed:
             return self._on_slot(
-                "FOSSILIZE", i, "fossilize", f"{r.slot_id}: gain {gain:+.3f} >= {need:.3f}"
+                "FOSSILIZE", i, "fossilize", f"{r.slot_id}: {gain_text(gain, '>=', need)}"
             )
         if r.epochs_in_stage >= o.max_holding_epochs:
             why = gate.reason if gate is not None else "no gate"
@@ -338,7 +337,7 @@ class HeuristicPolicy:
                 f"{r.slot_id}: {why} after {r.epochs_in_stage} epochs in HOLDING",
             )
         why = gate.reason if gate is not None else "no gate"
-        return f"{r.slot_id}: gain {gain:+.3f} pays, waiting for its gate ({why})"
+        return f"{r.slot_id}: {gain_text(gain, '>=', need)}, waiting for its gate ({why})"
 
     def _regression_or_stall(self, obs: Observation, i: int, r: SlotReport) -> Decision | None:
         o = self.options

@@ -116,3 +116,15 @@ def required_gain(min_gain: float, per_doubling: float, before: float, after: fl
     for every doubling of the model's cost it causes (parameters, or training FLOPs)."""
     growth = max(after, 1) / max(before, 1)
     return min_gain + per_doubling * math.log2(max(growth, 1.0))
+
+
+def gain_text(gain: float | None, op: str, need: float) -> str:
+    """``gain +5.52% of val loss < 5.50% needed``: the gain and its price in percent of the
+    validation loss (their unit), with as many digits as it takes for two different
+    numbers to read differently (a decision read ``gain +0.055 < 0.055`` before)."""
+    if gain is None:
+        return f"gain not measurable {op} {100 * need:.2f}% of val loss needed"
+    digits = 2
+    while digits < 6 and gain != need and f"{100 * gain:.{digits}f}" == f"{100 * need:.{digits}f}":
+        digits += 1
+    return f"gain {100 * gain:+.{digits}f}% of val loss {op} {100 * need:.{digits}f}% needed"

@@ -4,6 +4,7 @@ trigger, judgement by measured gain against the parameters, lifecycle-aware germ
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from esper_tamiyo_heuristic.heuristic import (
@@ -595,3 +596,17 @@ def test_why_no_growth_names_a_trigger_that_never_fired_or_was_never_asked(build
     assert "episode ended before the heuristic could germinate (it waits for min_epoch=5" in (
         short.why_no_growth(0) or ""
     )
+
+
+def test_a_gain_decision_names_its_unit_and_never_reads_x_below_x(build) -> None:
+    """Issue 54.3: a decision read ``gain +0.055 < 0.055``, with no unit."""
+    from esper_tamiyo_heuristic.signals import gain_text
+
+    shown = gain_text(0.055004, "<", 0.055049)
+    assert shown == "gain +5.500% of val loss < 5.505% needed", shown
+    assert gain_text(0.05, ">=", 0.05) == "gain +5.00% of val loss >= 5.00% needed"
+    once = {"max_holding_epochs": 1}
+    dear = blend_then_hold(policy(build, **once), build, [2.0] * 4, [1.9, 1.8], host_params=10)
+    assert dear.rule == "prune_gain" and "% of val loss < " in dear.reason, dear.reason
+    number = re.findall(r"[\d.]+%", dear.reason)
+    assert len(number) == 2 and number[0] != number[1], dear.reason
