@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 from attrs import frozen
 
 from esper_core.components.reward import SlotSnapshot
-from esper_core.env import host_growth_online
+from esper_core.env import decision, host_growth_online
 from esper_core.env.birth import init_seed
+from esper_core.env.decision import StepDecision
 from esper_core.env.evaluation import EvalResult
 from esper_core.env.events import SeedRecord, StepEvents
 from esper_core.lifecycle.actions import Action, LifecycleOp, refusal_reason
@@ -50,6 +51,7 @@ class StepStart:
     eval_before: EvalResult
     started: float  # perf_counter() when the step began
     events: StepEvents
+    decision: StepDecision  # the action in words and its reason, the host's growth with them
 
 
 def slot_snapshots(model: MorphogeneticModel) -> tuple[SlotSnapshot, ...]:
@@ -64,6 +66,17 @@ def stack_source(env: MorphogeneticEnv, slot_id: str, blueprint: Blueprint) -> n
         return None
     block: nn.Module | None = block_before(slot_id)
     return block
+
+
+def start_step(
+    env: MorphogeneticEnv, action: Action, events: StepEvents, started: float
+) -> StepStart:
+    """Apply ``action`` (see :func:`apply`) and keep what the step's end compares to."""
+    before = slot_snapshots(env.model)
+    outcome = apply(env, action, events)
+    return StepStart(
+        action, outcome, before, env.last_eval, started, events, decision.describe(env, action)
+    )
 
 
 def apply(env: MorphogeneticEnv, action: Action, events: StepEvents) -> ActionOutcome:

@@ -26,7 +26,7 @@ from esper_core.components.reward import RewardBreakdown, RewardFamily, checked_
 from esper_core.components.task import Task, TaskData
 from esper_core.config import RunConfig
 from esper_core.env import birth, epoch_end, host_growth
-from esper_core.env.apply import StepStart, apply, slot_snapshots
+from esper_core.env.apply import StepStart, start_step
 from esper_core.env.birth import BirthSeed
 from esper_core.env.cost import CostMeter, account_training
 from esper_core.env.data import make_loader
@@ -223,12 +223,10 @@ class MorphogeneticEnv:
         if self.epoch >= self.max_epochs:
             raise RuntimeError(f"the episode is over ({self.max_epochs} epochs); call reset()")
         started = time.perf_counter()
-        slots_before = slot_snapshots(self.model)
         events = StepEvents(env=self.env_index, episode=self.episode, epoch=self.epoch)
         events.events.extend(self._birth_events)  # seeds installed at birth: the first step's
         self._birth_events = []
-        outcome = apply(self, action, events)
-        self._step = StepStart(action, outcome, slots_before, self.last_eval, started, events)
+        self._step = start_step(self, action, events, started)
 
     def begin_epoch(self) -> None:
         self.model.clear_nonfinite()
@@ -332,9 +330,9 @@ class MorphogeneticEnv:
         step.events.epoch_completed(
             metrics,
             self._observation.slots,
-            action=self.space.describe(step.action),
+            action=step.decision.action,
             action_refused=step.outcome.refused,
-            reason=step.action.reason,
+            reason=step.decision.reason,
             reward=breakdown.total,
             reward_components=dict(breakdown.components),
             host_params=self.host_params,
@@ -359,7 +357,7 @@ class MorphogeneticEnv:
                 "refused_actions": self.stats.n_refused,
                 "gate_failures": self.stats.n_gate_failures,
             },
-            reason=step.action.reason,
+            reason=step.decision.reason,
         )
 
     def step(self, action: Action) -> StepResult:

@@ -32,6 +32,7 @@ from esper_core.components.policy import InstallsAtBirth, grows_host
 from esper_core.config import RunConfig, config_to_dict, load_config
 from esper_core.config_io import merge
 from esper_core.env import host_growth
+from esper_core.env.decision import finished
 from esper_core.env.observation import Observation
 from esper_core.env.step import StepResult
 from esper_core.errors import CheckpointError, ConfigError, GrowerError
@@ -214,21 +215,19 @@ class Grower:
         return self.env.epoch
 
     @property
-    def decision(self) -> GrowthDecision | None:
-        """The policy's decision for the epoch under way, with its reason; None once
-        ``max_epochs`` are done. (The :class:`StepResult` that ``end_epoch`` returns
-        carries the reason of the epoch it ended.)"""
-        action = self.env.open_action
-        if action is None:
-            return None
-        return GrowthDecision(self.env.epoch, self.env.space.describe(action), action.reason)
+    def decision(self) -> GrowthDecision:
+        """The policy's decision for the epoch under way, with its reason and what the host
+        does (``WIDEN host x2``, ``FOLD host widening``: :mod:`esper_core.env.decision`);
+        ``DONE`` once ``max_epochs`` are done. (The :class:`StepResult` that ``end_epoch``
+        returns carries the reason of the epoch it ended.)"""
+        said = self.env.open_decision or finished(self.env)
+        return GrowthDecision(self.env.epoch, said.action, said.reason)
 
     @property
     def action(self) -> str:
-        """The policy's action for the epoch under way, described (e.g. ``GERMINATE layer2
-        cnn/conv_small linear_add tempo=5``); empty once ``max_epochs`` are done."""
-        decision = self.decision
-        return "" if decision is None else decision.action
+        """The decision's action in words (e.g. ``GERMINATE layer2 cnn/conv_small
+        linear_add tempo=5``, ``WIDEN host x2``; ``DONE`` once ``max_epochs`` are done)."""
+        return self.decision.action
 
     def reports(self) -> list[SlotReport]:
         """Each slot's stage, blueprint, alpha, contribution and parameter count."""

@@ -24,9 +24,10 @@ from esper_core.components.reward import RewardFamily, SlotSnapshot
 from esper_core.components.task import BatchMetrics, TaskData
 from esper_core.config import RunConfig
 from esper_core.converter import structure, unstructure
-from esper_core.env import birth, host_growth
+from esper_core.env import birth, decision, host_growth
 from esper_core.env.apply import ActionOutcome, StepStart
 from esper_core.env.cost import CostMeter, account_training
+from esper_core.env.decision import StepDecision
 from esper_core.env.env import MorphogeneticEnv
 from esper_core.env.episode import EpisodeStats
 from esper_core.env.evaluation import EvalResult, validate_pending
@@ -236,6 +237,11 @@ class LoopEnv(MorphogeneticEnv):
         """The action applied for the epoch under way."""
         return None if self._step is None else self._step.action
 
+    @property
+    def open_decision(self) -> StepDecision | None:
+        """The epoch under way's action in words, with its reason and the host's growth."""
+        return None if self._step is None else self._step.decision
+
     def step_state(self) -> dict[str, Any] | None:
         """The step under way (its action and what the reward compares to), as plain data."""
         step = self._step
@@ -252,13 +258,16 @@ class LoopEnv(MorphogeneticEnv):
         if data is None:
             self._step = None
             return
+        action = structure(data["action"], Action)
         self._step = StepStart(
-            structure(data["action"], Action),
+            action,
             structure(data["outcome"], ActionOutcome),
             tuple(structure(s, SlotSnapshot) for s in data["slots_before"]),
             structure(data["eval_before"], EvalResult),
             time.perf_counter(),
             StepEvents(env=self.env_index, episode=self.episode, epoch=self.epoch),
+            # The host's growths are loaded as they were at this boundary: the same words.
+            decision.describe(self, action),
         )
 
 

@@ -85,9 +85,10 @@ def with_host_growth(
         return evolve(decision, reason="; ".join(r for r in (decision.reason, why) if r))
     request = spec(o, obs.epoch / obs.max_epochs)
     memory.host_growth_epoch = obs.epoch
-    size = f"x{o.host_growth_factor:g}"
+    # The env's decision line names the operator and its size (WIDEN host x2): the
+    # reason says why now.
     return Decision(
         evolve(decision.action, host_growth=request),
         "host_growth",
-        f"{o.host_growth} {size} at epoch {obs.epoch} (window {first}-{last}): {fired.why}",
+        f"epoch {obs.epoch} in its window {first}-{last}: {fired.why}",
     )

@@ -139,6 +139,26 @@ def test_it_asks_with_wait_only_and_the_learner_sees_what_it_sampled() -> None:
     assert out.used[:, -1].all() and buffer.actions[0, 1, -1] == 1
 
 
+def test_its_request_is_the_decision_the_env_records(pm: PluginManager, tmp_path: Path) -> None:
+    """The request rides on the action as the heuristic's does: the epoch's event names the
+    growth (it read WAIT) and keeps PPO's reason."""
+    from esper_core.env.gym import make_env
+    from esper_core.lifecycle.actions import WAIT
+    from esper_core.run.telemetry import EpochCompleted
+
+    policy = make_policy(WIDEN, n_envs=1, max_epochs=10)
+    policy.reset([0])
+    _bias(policy, LifecycleOp.WAIT, grow=1)
+    (action,) = policy.act([_observation(3)])
+    env = make_env(load_config(overrides=_charlm(tmp_path, "env.max_epochs=10")), pm)
+    env.reset(0)
+    for _ in range(3):
+        env.step(WAIT)
+    (event,) = [e for e in env.step(action).events if isinstance(e, EpochCompleted)]
+    assert event.action == "WIDEN host x2"
+    assert event.reason == action.reason and "grows the host: widen x2" in event.reason
+
+
 def test_its_options_are_checked() -> None:
     with pytest.raises(ConfigError, match="host_growth_max_at"):
         structure(
