@@ -86,4 +86,6 @@ class StepResult:
     rolled_back: bool = False
     events: list[Event] = field(factory=list)
     info: dict[str, Any] = field(factory=dict)
-    reason: str = ""  # why the policy chose the epoch's action (its Action.reason)
+    # Why the policy chose the epoch's action (its Action.reason), after what the host did
+    # at that boundary ("host widening, ramp 2/5; ...": esper_core.env.decision).
+    reason: str = ""

@@ -3,7 +3,8 @@
 Modules by job, in the order a step uses them:
 
 * ``env``: :class:`MorphogeneticEnv` (construction, the step's order) and ``run_epoch``;
-* ``apply``: applying the controller's action to the model;
+* ``apply``: applying the controller's action to the model; ``decision``: the action in
+  words and its reason, with what the host's own growth does at that boundary;
 * ``data``, ``training``, ``amp``, ``device``: batches, THE epoch trainer, its
   precision and its device; ``optimizers`` and ``gradients``: the recipe's optimizers
   (:mod:`esper_core.recipe`) and the one gradient budget;

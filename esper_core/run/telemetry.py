@@ -110,7 +110,7 @@ class EpochCompleted(EpochScores, EnvEvent):
     the field order.)"""
 
     kind: ClassVar[str] = "epoch_completed"
-    action: str
+    action: str  # in words, the host's growth named ("WIDEN host x2": esper_core.env.decision)
     action_refused: str | None
     reward: float
     reward_components: dict[str, float]
