@@ -38,10 +38,15 @@ def _fmt(value: Any, digits: int = 2, signed: bool = False) -> str:
 # What text from the run may not carry into report.md as markup: a newline (it would
 # start a heading, a list or a raw HTML block of its own), HTML (a <script> tag, shown
 # by some viewers), a link or image ([...](...)), a code span, a table cell's end.
-_MARKUP = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "\\": "\\\\", "`": "\\`", "[": "\\[", "]": "\\]"}
+_MARKUP = {"\\": "\\\\", "`": "\\`", "[": "\\[", "]": "\\]"}
 _MARKUP_LINE = str.maketrans(_MARKUP)
 _MARKUP_TABLE = str.maketrans({**_MARKUP, "|": "\\|"})
 _LINE_BREAKS = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]+")
+# Only a "<" followed by a letter, "/", "!" or "?" can open a tag, a comment or an
+# autolink (CommonMark), and only an "&" followed by a letter or "#" an entity: those are
+# escaped, so a reason such as "loss 0.310 < 0.8" or "-> 2x" reads as it was written.
+_HTML = re.compile(r"<(?=[A-Za-z/!?])|&(?=[A-Za-z#])")
+_ENTITIES = {"<": "&lt;", "&": "&amp;"}
 
 
 def plain(value: object, table: bool = False) -> str:
@@ -49,6 +54,10 @@ def plain(value: object, table: bool = False) -> str:
     report.md: on one line, its markup characters escaped, so it reads as what it
     says and renders as nothing else."""
     text = _LINE_BREAKS.sub(" ", str(value))
+    text = _HTML.sub(lambda m: _ENTITIES[m.group()], text)
+    # A ">" opening the text would quote the line (a blockquote) where it starts one.
+    if text.startswith(">"):
+        text = "&gt;" + text[1:]
     return text.translate(_MARKUP_TABLE if table else _MARKUP_LINE)
 
 

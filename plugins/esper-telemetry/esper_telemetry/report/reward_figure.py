@@ -120,8 +120,8 @@ def _episode_reward_panel(
     up = [0.0] * len(episodes)
     down = [0.0] * len(episodes)
     extra = sorted({n for e in data.episodes for n in e.reward_components} - set(names))
-    palette = dict(colours)
-    palette.update(zip(extra, palette(len(names) + len(extra))[len(names) :]))
+    shades = dict(colours)
+    shades.update(zip(extra, palette(len(names) + len(extra))[len(names) :]))
     for name in names + extra:
         values = [
             sum(e.reward_components.get(name, 0.0) for e in by_episode[k]) / len(by_episode[k])
@@ -129,8 +129,8 @@ def _episode_reward_panel(
         ]
         pos = [max(v, 0.0) for v in values]
         neg = [min(v, 0.0) for v in values]
-        ax.bar(episodes, pos, bottom=up, color=palette[name], width=0.8, label=name)
-        ax.bar(episodes, neg, bottom=down, color=palette[name], width=0.8)
+        ax.bar(episodes, pos, bottom=up, color=shades[name], width=0.8, label=name)
+        ax.bar(episodes, neg, bottom=down, color=shades[name], width=0.8)
         up = [a + b for a, b in zip(up, pos)]
         down = [a + b for a, b in zip(down, neg)]
     totals = [sum(e.total_reward for e in by_episode[k]) / len(by_episode[k]) for k in episodes]
