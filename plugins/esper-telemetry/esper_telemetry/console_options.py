@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from attrs import define
+
 from esper_core.config_limits import MAX_ENVS, MAX_EPOCHS, MAX_HISTORY, MAX_SECONDS, MAX_WIDTH
 from esper_core.converter import in_range, options_field, relative_path
 

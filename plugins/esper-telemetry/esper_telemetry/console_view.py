@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from attrs import define, field
+
 from esper_telemetry.stages import stage_colour
 
 
