@@ -42,6 +42,7 @@ from esper_core.env.training import train_stats
 from esper_core.errors import GrowerError
 from esper_core.grow.layer_widening import ON_LAYER
 from esper_core.grow.module_host import ModuleHost, slot_id_of
+from esper_core.grow.optimizer_fit import check_owns_model, check_seed_group
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.width_fold import FoldedParam
 
@@ -108,6 +109,8 @@ class LoopTrainer:
         for handle in (self._handle, self._ages):
             if handle is not None:
                 handle.remove()
+        check_owns_model(optimizer, self.model.parameters(), "the grower's optimizer")
+        check_seed_group(self.group_options, optimizer, "Grower(seed_group=...)")
         self.optimizer = optimizer
         self._handle = optimizer.register_step_pre_hook(self._before_step)
         # A width growth's fold leaves young slices in the user's Adam (adam_ages).
