@@ -198,3 +198,17 @@ def test_a_consumer_folds_only_at_mask_1() -> None:
         assert isinstance(consumer, MaskedLayer)
         with pytest.raises(WidthError, match="mask at 1"):
             consumer.fold()
+
+
+@pytest.mark.parametrize("host", ["cnn", "transformer"])
+def test_a_host_growths_alpha_is_every_masks_value(host: str) -> None:
+    """Between 0 and 1 a host's widening sets every masked module's mask to its alpha
+    exactly (a mask squared, or snapped to 0/1, agrees at 0 and 1 alone)."""
+    from tests.core.test_fold_optimizer_state import _cnn, _transformer, _widen
+
+    model = _cnn() if host == "cnn" else _transformer()
+    growth = _widen(model)
+    for alpha in (0.3, 0.7):
+        growth.set_alpha(alpha)
+        masks = [b for name, b in model.named_buffers() if name.rsplit(".", 1)[-1] == "mask"]
+        assert masks and all(torch.all(m == alpha) for m in masks)

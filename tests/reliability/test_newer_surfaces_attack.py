@@ -135,6 +135,8 @@ def test_the_dry_run_estimate_names_a_forged_wall_time(
     # NaN and inf were a ValueError / OverflowError traceback; -5 an estimate of "-5 s".
     out = tmp_path / "exp"
     _cell(out, _summary(wall_time=forged))
+    # A comparison's own directory (a --out holding cells without it is refused first).
+    (out / "experiment.json").write_text("{}", encoding="utf-8")
     with pytest.raises(RunDirError, match="wall_time"):
         wall_time(Cell("tiny", "scripted", 0, cast(RunConfig, None)).directory(out))
     args = ["compare", *FAKE_COMPONENTS, "--seeds", "2", "--out", str(out), "--dry-run"]
