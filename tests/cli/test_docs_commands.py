@@ -197,6 +197,8 @@ COMMANDS: dict[str, Way] = {
     "esper compare examples/main-job-digits.toml --jobs 2": DryRun(54),
     # docs/results/main-job-fair-rate.md: the tour's A/B at a fair rate
     "esper compare examples/main-job-fair-rate.toml --jobs 2": DryRun(90),
+    # docs/results/growth-charlm-300k-budget.md: the smaller start under the tuning rule
+    "esper compare examples/growth-charlm-300k-rule.toml --jobs 2": DryRun(70),
     "esper compare examples/recipes-glyphs.toml --jobs 2": DryRun(220),
     "esper compare examples/compare-digits.toml --runner ray": DryRun(
         30, "a comparison of {runs} runs on Ray: a private instance starts a Ray cluster"
