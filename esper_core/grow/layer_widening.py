@@ -19,6 +19,7 @@ next), that layer gains new inputs and new outputs in one :class:`MaskedLayer`.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
@@ -42,7 +43,7 @@ Norm = nn.BatchNorm1d | nn.BatchNorm2d
 ON_LAYER = "esper_widening"
 
 
-class _OnLayer(nn.Module):
+class _OnLayer(nn.Module, ABC):
     """A growth's part that rides on one of the user's modules (``base``) without taking
     its place: registered on it as the submodule :data:`ON_LAYER` (so the user's
     ``parameters()``, ``state_dict()`` and ``to()`` hold it), with a forward pre-hook that
@@ -93,8 +94,10 @@ class _OnLayer(nn.Module):
         assert x is not None and isinstance(output, torch.Tensor)
         return self._widen(x, output)
 
+    @abstractmethod
     def _widen(self, x: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+        """The layer's output with the growth's part added (the producer's new channels
+        or the consumer's new inputs)."""
 
 
 class MaskedLayer(_OnLayer):
