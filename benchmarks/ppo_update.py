@@ -33,10 +33,9 @@ from pathlib import Path
 import torch
 from esper_tamiyo_ppo.buffer import RolloutBuffer
 from esper_tamiyo_ppo.distributions import BatchMasks, run_heads, used_heads_table
-from esper_tamiyo_ppo.gae import compute_gae
-from esper_tamiyo_ppo.learner import PPOLearner
 from esper_tamiyo_ppo.network import ActorCritic
 from esper_tamiyo_ppo.options import PPOOptions
+from esper_tamiyo_ppo.update import PPOLearner, compute_gae
 from torch import nn
 
 from esper_core.env.observation import feature_dim

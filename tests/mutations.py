@@ -68,7 +68,7 @@ class Mutation:
 
     @property
     def dotted(self) -> str:
-        """The mutated module's import name, e.g. ``esper_tamiyo_ppo.loss``."""
+        """The mutated module's import name, e.g. ``esper_tamiyo_ppo.update``."""
         return f"{Path(self.package).name}.{self.module.removesuffix('.py').replace('/', '.')}"
 
 
@@ -77,7 +77,7 @@ MUTATIONS = (
     Mutation(
         "ppo-ratio-clip-removed",
         PPO,
-        "loss.py",
+        "update.py",
         "neg_adv * ratio.clamp(1.0 - o.clip_coef, 1.0 + o.clip_coef)",
         "neg_adv * ratio",
         PPO_TESTS,
@@ -85,7 +85,7 @@ MUTATIONS = (
     Mutation(
         "ppo-entropy-bonus-sign",
         PPO,
-        "loss.py",
+        "update.py",
         "loss = pg_loss - ent_coef * entropy",
         "loss = pg_loss + ent_coef * entropy",
         PPO_TESTS,
@@ -93,7 +93,7 @@ MUTATIONS = (
     Mutation(
         "ppo-value-clip-removed",
         PPO,
-        "loss.py",
+        "update.py",
         "v_loss = torch.max(v_loss, (clipped - mb_returns) ** 2)",
         "v_loss = v_loss",
         PPO_TESTS,
@@ -101,7 +101,7 @@ MUTATIONS = (
     Mutation(
         "ppo-advantage-normalisation-removed",
         PPO,
-        "loss.py",
+        "update.py",
         "if o.normalize_advantages:",
         "if False:",
         PPO_TESTS,
@@ -109,7 +109,7 @@ MUTATIONS = (
     Mutation(
         "ppo-policy-gradient-sign",
         PPO,
-        "loss.py",
+        "update.py",
         "neg_adv = -mb_advantages.unsqueeze(1)",
         "neg_adv = mb_advantages.unsqueeze(1)",
         PPO_TESTS,
@@ -118,7 +118,7 @@ MUTATIONS = (
     Mutation(
         "ppo-joint-clip-ignored",
         PPO,
-        "loss.py",
+        "update.py",
         'if o.ratio_clip == "joint":',
         "if False:",
         PPO_TESTS,
@@ -126,7 +126,7 @@ MUTATIONS = (
     Mutation(
         "ppo-joint-ratio-per-head",
         PPO,
-        "loss.py",
+        "update.py",
         "ratio = log_ratio.sum(1, keepdim=True).exp()",
         "ratio = log_ratio.exp()",
         PPO_TESTS,
@@ -135,7 +135,7 @@ MUTATIONS = (
     Mutation(
         "ppo-grad-norm-clip-removed",
         PPO,
-        "learner.py",
+        "update.py",
         "nn.utils.clip_grad_norm_(net.parameters(), o.max_grad_norm, foreach=True)",
         "None",
         PPO_TESTS,
@@ -143,7 +143,7 @@ MUTATIONS = (
     Mutation(
         "ppo-gae-lambda-one",
         PPO,
-        "learner.py",
+        "update.py",
         "self.gamma, o.gae_lambda",
         "self.gamma, 1.0",
         PPO_TESTS,
@@ -151,7 +151,7 @@ MUTATIONS = (
     Mutation(
         "ppo-explained-variance-sign",
         PPO,
-        "learner.py",
+        "update_stats.py",
         "float(1.0 - (returns - values).var() / var)",
         "float((returns - values).var() / var - 1.0)",
         PPO_TESTS,
@@ -160,7 +160,7 @@ MUTATIONS = (
     Mutation(
         "gae-terminal-bootstrap",
         PPO,
-        "gae.py",
+        "update.py",
         "gamma * next_value * not_terminal",
         "gamma * next_value",
         GAE_TESTS,
@@ -168,7 +168,7 @@ MUTATIONS = (
     Mutation(
         "gae-terminal-trace",
         PPO,
-        "gae.py",
+        "update.py",
         "gamma * gae_lambda * not_terminal * running",
         "gamma * gae_lambda * running",
         GAE_TESTS,

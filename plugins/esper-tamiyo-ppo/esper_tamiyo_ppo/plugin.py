@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from esper_core.env.observation import Observation
     from esper_core.env.step import StepResult
     from esper_core.lifecycle.actions import Action
-    from esper_tamiyo_ppo.learner import GradientSync
+    from esper_tamiyo_ppo.update import GradientSync
 
 
 class PPO:
@@ -38,7 +38,7 @@ class PPO:
 
     @property
     def gradient_sync(self) -> GradientSync | None:
-        """The distributed executor's hook: see :attr:`esper_tamiyo_ppo.learner.PPOLearner.gradient_sync`."""
+        """The distributed executor's hook: see :attr:`esper_tamiyo_ppo.update.PPOLearner.gradient_sync`."""
         return self.policy.learner.gradient_sync
 
     @gradient_sync.setter
@@ -47,7 +47,7 @@ class PPO:
 
     @property
     def shard(self) -> tuple[int, int]:
-        """(rank, world): see :attr:`esper_tamiyo_ppo.learner.PPOLearner.shard`."""
+        """(rank, world): see :attr:`esper_tamiyo_ppo.update.PPOLearner.shard`."""
         return self.policy.learner.shard
 
     @shard.setter

@@ -1,4 +1,4 @@
-"""The PPO Tamiyo: acting, recording the rollout, checkpoints; the update is in ``learner``.
+"""The PPO Tamiyo: acting, recording the rollout, checkpoints; the update is in ``update``.
 
 :class:`PPOPolicy` does the work of the ``policies.ppo`` component (the runner builds it
 through :class:`esper_tamiyo_ppo.plugin.PPO`, which keeps torch out of plugin discovery).
@@ -44,7 +44,6 @@ from esper_tamiyo_ppo.compat import (
 from esper_tamiyo_ppo.distributions import BatchMasks, run_heads, used_heads_table
 from esper_tamiyo_ppo.host_growth import HostGrowthChoice
 from esper_tamiyo_ppo.init_from import load_init_state
-from esper_tamiyo_ppo.learner import PPOLearner
 from esper_tamiyo_ppo.network import ActorCritic
 from esper_tamiyo_ppo.normalizers import (
     ObservationNormalizer,
@@ -55,6 +54,7 @@ from esper_tamiyo_ppo.options import MODEL_FIELD_DEFAULTS, MODEL_FIELDS, PPOOpti
 from esper_tamiyo_ppo.slot_features import SlotLayout, schema, slot_feature_tensor
 from esper_tamiyo_ppo.slot_network import SlotActorCritic
 from esper_tamiyo_ppo.state_values import check_state_values
+from esper_tamiyo_ppo.update import PPOLearner
 
 SHUFFLE_SEED_OFFSET = 1  # the minibatch generator is seeded apart from the sampling one
 

@@ -130,7 +130,7 @@ def split_and_sync_job(out: str) -> None:
 def ppo_train_job(out: str, config: Any, fake_plugin: str, run_dir: str) -> dict[str, Any]:
     """``esper train`` with PPO, recording a fingerprint of the policy's parameters after
     each update, the envs this rank built, and how many rollout chunks its update computed."""
-    import esper_tamiyo_ppo.learner as learner_module
+    import esper_tamiyo_ppo.update as update_module
     from esper_tamiyo_ppo.policy import PPOPolicy
 
     from esper_core.env.env import MorphogeneticEnv
@@ -141,7 +141,7 @@ def ppo_train_job(out: str, config: Any, fake_plugin: str, run_dir: str) -> dict
     built: list[int] = []
     chunks = [0]
     original_update, original_init = PPOPolicy.update, MorphogeneticEnv.__init__
-    original_loss = learner_module.ppo_loss
+    original_loss = update_module.ppo_loss
 
     def update(self: Any, last_observations: Any) -> Any:
         diagnostics = original_update(self, last_observations)
@@ -162,7 +162,7 @@ def ppo_train_job(out: str, config: Any, fake_plugin: str, run_dir: str) -> dict
     # This worker process only.
     PPOPolicy.update = update  # type: ignore[method-assign]
     MorphogeneticEnv.__init__ = init  # type: ignore[method-assign]
-    learner_module.ppo_loss = ppo_loss
+    update_module.ppo_loss = ppo_loss
     pm = plugin_manager(fake_plugin)
     summary = api.train(config, pm, run_dir=Path(run_dir), quiet=True, notify=lambda _: None)
     _write(out, {"fingerprints": fingerprints, "built": built, "chunks": chunks[0]})

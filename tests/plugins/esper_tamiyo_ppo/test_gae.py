@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 import torch
-from esper_tamiyo_ppo.gae import compute_gae
 from esper_tamiyo_ppo.normalizers import RewardNormalizer
+from esper_tamiyo_ppo.update import compute_gae
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

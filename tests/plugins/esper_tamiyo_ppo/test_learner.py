@@ -139,7 +139,7 @@ def test_gradient_sync_hook_sees_every_gradient_before_the_step() -> None:
 
 @pytest.mark.parametrize(("n_steps", "length"), [(7, 1), (7, 3), (6, 3), (5, 5)])
 def test_chunks_cover_every_step_once(n_steps: int, length: int) -> None:
-    from esper_tamiyo_ppo.learner import chunk_layout
+    from esper_tamiyo_ppo.minibatches import chunk_layout
 
     envs, times, valid = chunk_layout(3, n_steps, length)
     assert envs.shape == times.shape == valid.shape and envs.shape[0] == length
@@ -184,23 +184,23 @@ def test_every_step_sees_gradients_clipped_to_max_grad_norm() -> None:
 def test_the_advantages_use_the_options_lambda_and_the_runs_gamma(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import esper_tamiyo_ppo.learner as learner_module
+    import esper_tamiyo_ppo.update as update_module
 
     seen: list[tuple[float, float]] = []
-    compute = learner_module.compute_gae
+    compute = update_module.compute_gae
 
     def recording(*args: object) -> object:
         seen.append((float(args[-2]), float(args[-1])))  # type: ignore[arg-type]
         return compute(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(learner_module, "compute_gae", recording)
+    monkeypatch.setattr(update_module, "compute_gae", recording)
     policy = make_policy(PPOOptions(gae_lambda=0.8), n_envs=2, max_epochs=4)
     policy.update(collect_rollout(policy, [BanditEnv(i, 4) for i in range(2)]))
     assert seen == [(pytest.approx(policy.learner.gamma), pytest.approx(0.8))]
 
 
 def test_explained_variance_against_scikit_learn() -> None:
-    from esper_tamiyo_ppo.learner import explained_variance
+    from esper_tamiyo_ppo.update_stats import explained_variance
     from sklearn.metrics import explained_variance_score
 
     gen = torch.Generator().manual_seed(0)

@@ -23,9 +23,11 @@ import attrs
 import pytest
 import torch
 from esper_tamiyo_ppo.distributions import MASK_VALUE, BatchMasks, used_heads_table
-from esper_tamiyo_ppo.loss import N_HEADS, N_SCALARS, SCALAR_STATS, FlatRollout, Share, ppo_loss
+from esper_tamiyo_ppo.minibatches import FlatRollout, Share
 from esper_tamiyo_ppo.network import HEAD_CONDITION, ActorCritic
 from esper_tamiyo_ppo.options import PPOOptions
+from esper_tamiyo_ppo.update import ppo_loss
+from esper_tamiyo_ppo.update_stats import N_HEADS, N_SCALARS, SCALAR_STATS
 
 from esper_core.env.observation import feature_dim
 from esper_core.lifecycle.actions import HEADS, OP_HEADS, OPS, LifecycleOp

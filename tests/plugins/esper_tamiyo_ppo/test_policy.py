@@ -139,7 +139,7 @@ def test_rollback_penalty_reaches_the_buffer_and_is_not_bootstrapped_across() ->
     assert b.terminals[0].tolist() == [False, True, False, True]
     rewards = b.rewards.clone()
     # GAE at the rollback step uses only its own reward and value.
-    from esper_tamiyo_ppo.gae import compute_gae
+    from esper_tamiyo_ppo.update import compute_gae
 
     adv, _ = compute_gae(rewards, b.values, b.terminals, torch.tensor([99.0]), 0.9, 0.95)
     assert float(adv[0, 1]) == pytest.approx(float(rewards[0, 1] - b.values[0, 1]))

@@ -54,9 +54,9 @@ def test_two_ranks_end_an_update_identical_and_equal_to_one_process(trunk: str) 
         policy.learner.shard = (rank, 2)
         policy.learner.gradient_sync = reduce.hook(rank)
     computed: dict[int, int] = {}  # id(net) -> chunks its forward passes evaluated
-    import esper_tamiyo_ppo.learner as learner_module
+    import esper_tamiyo_ppo.update as update_module
 
-    original = learner_module.ppo_loss
+    original = update_module.ppo_loss
 
     def counting(net: Any, o: Any, part: torch.Tensor, *args: Any) -> Any:
         computed[id(net)] = computed.get(id(net), 0) + part.numel()
@@ -73,7 +73,7 @@ def test_two_ranks_end_an_update_identical_and_equal_to_one_process(trunk: str) 
             errors.append(exc)
             reduce.barrier.abort()
 
-    learner_module.ppo_loss = counting
+    update_module.ppo_loss = counting
     try:
         threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
         for t in threads:
@@ -82,7 +82,7 @@ def test_two_ranks_end_an_update_identical_and_equal_to_one_process(trunk: str) 
             t.join(timeout=120)
         expected = single.update(last)
     finally:
-        learner_module.ppo_loss = original
+        update_module.ppo_loss = original
     assert not errors, errors
     (a, _), (b, _) = ranks
     for pa, pb, ps in zip(a.net.parameters(), b.net.parameters(), single.net.parameters()):
