@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 import click
 
+from esper_cli.benchmark import benchmark
 from esper_cli.compare import compare
 from esper_cli.config_command import config
 from esper_cli.context import dumps, note_run, plugin_manager
@@ -217,4 +218,4 @@ def train(ctx: click.Context, **params: Any) -> None:
         _report(job, drive(TrainLoop, job.config, job.pm, **job.options()))
 
 
-COMMANDS = [run, train, compare, plugins, blueprints, config]
+COMMANDS = [run, train, compare, benchmark, plugins, blueprints, config]

@@ -1,0 +1,285 @@
+"""``esper benchmark``: the three phases of one split, run as ``esper compare`` runs cells.
+
+Each phase's cells go to the runner (the local process pool, ``jobs`` at a time), a
+finished cell is never run again and one made with another config runs again, as in a
+comparison (:mod:`esper_core.compare.plan`, :mod:`esper_core.compare.cells`). A phase
+starts once the one before it has finished for a pair: the menu waits for wait's rate,
+the evaluation for the oracle. Running the same command again continues where it
+stopped. Results go to ``OUT/results.json`` and ``OUT/results.md``.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import attrs
+from attrs import frozen
+
+from esper_core.benchmark import phases
+from esper_core.benchmark.menu import MenuEntry, build_menu, refusals
+from esper_core.benchmark.oracle import EntryScore, choose_oracle, entry_score
+from esper_core.benchmark.probe import host_offer, pair_config
+from esper_core.benchmark.results import (
+    ArmValues,
+    BenchmarkResults,
+    MenuRecord,
+    PairResult,
+    score_rows,
+)
+from esper_core.benchmark.suite import Pair, Suite, SuiteError, split_problems
+from esper_core.benchmark.tables import to_markdown
+from esper_core.compare.cell_dirs import CellState, cell_state
+from esper_core.compare.cell_result import read_cell
+from esper_core.compare.cell_runner import make_runner, threads_per_job
+from esper_core.compare.cells import CellJob, CellOutcome
+from esper_core.compare.experiment import Cell
+from esper_core.compare.metric import HIGHER_IS_BETTER, metric_kinds, task_metrics
+from esper_core.compare.plan import stale_cells
+from esper_core.compare.tuning_results import VAL_ACC, VAL_LOSS, tuning_results, validation_value
+from esper_core.converter import unstructure
+from esper_core.plugins import PluginManager
+from esper_core.run.checkpoint import write_json, write_text
+
+RESULTS_JSON, RESULTS_MD = "results.json", "results.md"
+Notify = Callable[[str], None]
+
+
+@frozen
+class PairPlan:
+    pair: Pair
+    menu: list[MenuEntry]
+    left_out: list[str]
+    metric: str  # the test field ranked by
+    validation: str  # val_acc | val_loss
+
+
+def plan_pairs(suite: Suite, split: str, pm: PluginManager) -> list[PairPlan]:
+    """Check the split over every pair's resolved host, then build the split's menus."""
+    resolved = []
+    for pair in suite.pairs:
+        config = pair_config(suite, pair, phases.WAIT_ARM, pm)
+        options = {k: v for k, v in config.tasks.get(pair.task.name, {}).items() if v is not None}
+        resolved.append(attrs.evolve(pair, task=attrs.evolve(pair.task, options=options)))
+    problems = split_problems(resolved)
+    if problems:
+        raise SuiteError(problems)
+    plans = []
+    for pair in suite.split(split):
+        offer = host_offer(suite, pair, pm)
+        menu = build_menu(
+            offer, suite.menu.moments, suite.menu.widen_factor, suite.menu.deepen_factor
+        )
+        experiment = phases.pair_experiment(suite, pair)
+        kind = metric_kinds(experiment, pm, "auto")[pair.task.label]
+        metric = task_metrics(experiment, pm)[pair.task.label]
+        validation = VAL_LOSS if kind == "loss" else VAL_ACC
+        plans.append(PairPlan(pair, menu, refusals(offer), metric, validation))
+    return plans
+
+
+def run_phase(
+    cells: Sequence[Cell],
+    root: Path,
+    runner: object,
+    plugins: Sequence[str],
+    notify: Notify,
+    on_outcome: Callable[[CellOutcome], None],
+) -> list[CellOutcome]:
+    """Run the unfinished ``cells`` under ``root``; a cell made with another config first
+    removed (it runs again)."""
+    for directory, differences in stale_cells(cells, root).items():
+        notify(
+            f"{directory}: made with another config ({'; '.join(differences[:3])}); running it again"
+        )
+        shutil.rmtree(directory)
+    jobs = [
+        CellJob(str(c.directory(root)), str(c.lock(root)), unstructure(c.config), tuple(plugins))
+        for c in cells
+        if cell_state(c.directory(root)) is not CellState.COMPLETED
+    ]
+    return list(runner.run(jobs, on_outcome, notify)) if jobs else []  # type: ignore[attr-defined]
+
+
+def _validation(cells: Sequence[Cell], root: Path, metric: str) -> dict[str, dict[int, float]]:
+    """Per arm, per seed, the finished cells' final validation values."""
+    out: dict[str, dict[int, float]] = {}
+    for cell in cells:
+        directory = cell.directory(root)
+        if cell_state(directory) is CellState.COMPLETED:
+            out.setdefault(cell.policy, {})[cell.seed] = validation_value(directory, metric)
+    return out
+
+
+def _failures(outcomes: Sequence[CellOutcome], out: Path) -> list[tuple[str, str]]:
+    """(cell directory relative to ``out``, error) of every failed cell."""
+    return [
+        (str(Path(o.directory).relative_to(out)), o.error or "failed")
+        for o in outcomes
+        if o.status == "failed"
+    ]
+
+
+def benchmark(
+    suite: Suite,
+    pm: PluginManager,
+    out: Path,
+    split: str,
+    *,
+    jobs: int = 1,
+    plugins: Sequence[str] = (),
+    notify: Notify = print,
+    on_outcome: Callable[[CellOutcome], None] | None = None,
+) -> BenchmarkResults:
+    """Run the split's phases (what is unfinished), then score and write the results."""
+    threads = suite.base.run.threads or threads_per_job(jobs)
+    runner = make_runner(pm, "local", {}, jobs)
+    report = on_outcome or (lambda _o: None)
+    plans = plan_pairs(suite, split, pm)
+    out.mkdir(parents=True, exist_ok=True)
+    outcomes: list[CellOutcome] = []
+
+    def phase(cells: Sequence[Cell], root: Path) -> None:
+        outcomes.extend(run_phase(cells, root, runner, plugins, notify, report))
+
+    searched = {p.pair.task.label: phases.tuning_phase(suite, p.pair, pm, threads) for p in plans}
+    notify(f"tuning wait's rate: {sum(map(len, searched.values()))} runs")
+    phase([c for cells in searched.values() for c in cells], out)
+    results: list[PairResult] = []
+    menu_cells: dict[str, list[Cell]] = {}
+    for plan in plans:
+        label = plan.pair.task.label
+        experiment = phases.pair_experiment(suite, plan.pair, tuned=True)
+        tuned = tuning_results(experiment, searched[label], out, pm)
+        arm = None if tuned is None else tuned.arm(label, "wait")
+        result = PairResult(
+            label,
+            plan.pair.task.name,
+            plan.pair.split,
+            plan.metric,
+            HIGHER_IS_BETTER[plan.metric],
+            list(plan.pair.grid),
+            None if arm is None or arm.chosen is None else float(arm.chosen[phases.LR]),
+            arm,
+            left_out=plan.left_out,
+        )
+        results.append(result)
+        if result.lr is not None:
+            menu_cells[label] = phases.menu_phase(
+                suite, plan.pair, plan.menu, result.lr, pm, threads
+            )
+    notify(f"oracle menus on the tuning seeds: {sum(map(len, menu_cells.values()))} runs")
+    phase([c for cells in menu_cells.values() for c in cells], phases.menu_root(out))
+    evaluation: dict[str, list[Cell]] = {}
+    for i, plan in enumerate(plans):
+        result = results[i]
+        if result.lr is None:
+            continue
+        label = plan.pair.task.label
+        values = _validation(menu_cells[label], phases.menu_root(out), plan.validation)
+        wait_point = [c for c in searched[label] if c.config.training.lr == result.lr]
+        values["wait"] = _validation(wait_point, out, plan.validation).get("wait", {})
+        higher = plan.validation == VAL_ACC
+        entries: list[EntryScore] = [
+            entry_score(e.label, values.get(e.label, {}), suite.tuning_seeds, higher, suite.stall)
+            for e in plan.menu
+        ]
+        index = choose_oracle(entries, higher)
+        records = [
+            MenuRecord(
+                e.label,
+                e.policy,
+                e.options,
+                e.operator,
+                e.at,
+                list(s.values),
+                s.mean,
+                list(s.failed),
+            )
+            for e, s in zip(plan.menu, entries)
+        ]
+        oracle = None if index is None else plan.menu[index]
+        results[i] = attrs.evolve(
+            result,
+            menu=records,
+            oracle=None if oracle is None else oracle.label,
+            growth_pays=None if oracle is None else oracle.policy != "wait",
+        )
+        if oracle is not None:
+            evaluation[label] = phases.evaluation_phase(
+                suite, plan.pair, oracle, result.lr, pm, threads
+            )
+    notify(f"evaluation: {sum(map(len, evaluation.values()))} runs")
+    phase([c for cells in evaluation.values() for c in cells], out)
+    failed = _failures(outcomes, out)
+    results = [
+        _evaluated(r, evaluation.get(r.label, []), out, suite.seeds, failed) for r in results
+    ]
+    policies = [a.label for a in phases.evaluation_arms(suite, None)]
+    settings = (suite.confidence, suite.resamples, suite.bootstrap_seed)
+    done = BenchmarkResults(
+        split,
+        list(suite.seeds),
+        list(suite.tuning_seeds),
+        list(suite.menu.moments),
+        policies,
+        results,
+        score_rows(results, policies, suite.seeds, settings),
+        suite.confidence,
+    )
+    write_json(out / RESULTS_JSON, unstructure(done))
+    write_text(out / RESULTS_MD, to_markdown(done))
+    return done
+
+
+def _evaluated(
+    result: PairResult,
+    cells: Sequence[Cell],
+    out: Path,
+    seeds: Sequence[int],
+    failed: Sequence[tuple[str, str]],
+) -> PairResult:
+    by_arm: dict[str, dict[int, tuple[float, float]]] = {}
+    for cell in cells:
+        found = read_cell(cell, out)
+        if found is not None:
+            by_arm.setdefault(cell.policy, {})[cell.seed] = (
+                found.value(result.metric),
+                found.train_flops,
+            )
+    arms = []
+    for arm in dict.fromkeys(c.policy for c in cells):
+        got = by_arm.get(arm, {})
+        arms.append(
+            ArmValues(
+                arm,
+                [got[s][0] if s in got else None for s in seeds],
+                [got[s][1] if s in got else None for s in seeds],
+            )
+        )
+    gap = None
+    if result.growth_pays:
+        from esper_core.benchmark.scores import gap as oracle_gap
+
+        wait = {s: v for s, v in zip(seeds, arms[0].metric) if v is not None}
+        oracle = {s: v for s, v in zip(seeds, arms[1].metric) if v is not None}
+        gap = oracle_gap(wait, oracle, result.higher_is_better)
+    prefix = (
+        f"tuning/cells/{result.label}/",
+        f"menu/cells/{result.label}/",
+        f"cells/{result.label}/",
+    )
+    lines = [
+        f"{where}: {error.splitlines()[0]}" for where, error in failed if where.startswith(prefix)
+    ]
+    return attrs.evolve(result, evaluation=arms, gap=gap, failures=lines)
+
+
+def unfinished(results: BenchmarkResults) -> list[str]:
+    """Pairs whose search or selection has not finished (run again to continue)."""
+    return [
+        f"{p.label}: {'the rate search' if p.lr is None else 'the oracle selection'} is unfinished"
+        for p in results.pairs
+        if p.lr is None or p.growth_pays is None
+    ]

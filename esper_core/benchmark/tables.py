@@ -1,0 +1,121 @@
+"""The benchmark's results as Markdown: the scores, then each pair's rate, menu and oracle."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from esper_core.benchmark.results import (
+    EXTRA_FLOPS,
+    NORMALIZED,
+    BenchmarkResults,
+    PairResult,
+    ScoreRow,
+    unscored,
+)
+
+TITLES = {
+    NORMALIZED: "Where growth pays: normalized score (policy - wait) / (oracle - wait)",
+    EXTRA_FLOPS: "Where the oracle is wait: extra training FLOPs (policy / wait - 1)",
+}
+
+
+def _number(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{value:+.3f}" if signed else f"{value:.3f}"
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    return "-" if low is None or high is None else f"[{low:+.3f}, {high:+.3f}]"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    return lines + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def _score_section(title: str, rows: Sequence[ScoreRow]) -> list[str]:
+    pooled = [
+        [r.policy, _number(r.estimate, True), _interval(r.low, r.high), str(len(r.pairs))]
+        for r in rows
+    ]
+    pairs = list(dict.fromkeys(p.pair for r in rows for p in r.per_pair))
+    per_pair = []
+    for r in rows:
+        by_pair = {p.pair: p for p in r.per_pair}
+        per_pair.append(
+            [r.policy]
+            + [
+                f"{_number(by_pair[p].estimate, True)} {_interval(by_pair[p].low, by_pair[p].high)}"
+                if p in by_pair
+                else "-"
+                for p in pairs
+            ]
+        )
+    lines = [f"## {title}", "", f"Unit: {rows[0].unit}. IQM over pairs x evaluation seeds.", ""]
+    lines += _table(["policy", "IQM", "interval (crossed bootstrap)", "pairs"], pooled)
+    lines += ["", "Per pair (IQM over evaluation seeds [bootstrap interval]):", ""]
+    return lines + _table(["policy", *pairs], per_pair) + [""]
+
+
+def _pair_section(pair: PairResult, tuning_seeds: Sequence[int]) -> list[str]:
+    grid = ", ".join(f"{v:g}" for v in pair.lr_grid)
+    rate = "unfinished" if pair.lr is None else f"{pair.lr:g}"
+    oracle = pair.oracle or "unfinished"
+    pays = {None: "", True: " (growth pays)", False: " (growth does not pay)"}[pair.growth_pays]
+    lines = [
+        f"### {pair.label} ({pair.task}, {pair.split})",
+        "",
+        f"- metric: {pair.metric}; wait's rate {rate} from the grid [{grid}], used by every arm",
+        f"- oracle: {oracle}{pays}"
+        + (
+            ""
+            if pair.gap is None
+            else f"; mean gap over wait on the evaluation seeds {pair.gap:+.4g}"
+        ),
+    ]
+    lines += [f"- not on the menu: {line}" for line in pair.left_out]
+    lines += [f"- failed: {line}" for line in pair.failures]
+    if pair.menu:
+        seeds = [str(s) for s in tuning_seeds]
+        rows = [
+            [
+                m.label + (" (oracle)" if m.label == pair.oracle else ""),
+                *(_number(v) for v in m.values),
+                _number(m.mean),
+                ", ".join(map(str, m.failed)) or "",
+            ]
+            for m in pair.menu
+        ]
+        lines += ["", "Validation on the tuning seeds:", ""]
+        lines += _table(["entry", *seeds, "mean", "did not train"], rows)
+    return [*lines, ""]
+
+
+def to_markdown(results: BenchmarkResults) -> str:
+    level = f"{results.confidence:.0%}"
+    lines = [
+        f"# Controller benchmark: {results.split} pairs",
+        "",
+        f"Evaluation seeds {', '.join(map(str, results.seeds))}; tuning seeds "
+        f"{', '.join(map(str, results.tuning_seeds))} (the rate and the oracle are chosen "
+        f"there, never on evaluation seeds). Moments: {', '.join(f'{m:g}' for m in results.moments)}. "
+        f"Intervals at {level}.",
+        "",
+        f"- rate: {results.tuning_rule}",
+        f"- oracle: {results.oracle_rule}",
+        "",
+    ]
+    kinds: dict[tuple[str, str], list[ScoreRow]] = {}
+    for row in results.rows:
+        kinds.setdefault((row.score, row.unit), []).append(row)
+    for (score, unit), rows in kinds.items():
+        title = TITLES.get(score, f"Where the oracle is wait: metric lost against wait ({unit})")
+        lines += _score_section(title, rows)
+    if not results.rows:
+        lines += ["No scores yet: no pair has finished its evaluation.", ""]
+    lines += [f"- {line}" for line in unscored(results.pairs)]
+    lines += ["", "## Pairs", ""]
+    for pair in results.pairs:
+        lines += _pair_section(pair, results.tuning_seeds)
+    return "\n".join(lines).rstrip() + "\n"
