@@ -121,6 +121,28 @@ def _failures(outcomes: Sequence[CellOutcome], out: Path) -> list[tuple[str, str
     ]
 
 
+def select(
+    plan: PairPlan, suite: Suite, menu_cells: Sequence[Cell], wait_runs: Sequence[Cell], out: Path
+) -> tuple[list[MenuRecord], int | None]:
+    """The menu's validation values on the tuning seeds and the oracle's index (None
+    while a run is unfinished): ``menu_cells`` under ``OUT/menu``, ``wait_runs`` (the
+    tuning cells of wait's chosen rate) under ``OUT``. Only validation values are read."""
+    values = _validation(menu_cells, phases.menu_root(out), plan.validation)
+    values["wait"] = _validation(wait_runs, out, plan.validation).get("wait", {})
+    higher = plan.validation == VAL_ACC
+    entries: list[EntryScore] = [
+        entry_score(e.label, values.get(e.label, {}), suite.tuning_seeds, higher, suite.stall)
+        for e in plan.menu
+    ]
+    records = [
+        MenuRecord(
+            e.label, e.policy, e.options, e.operator, e.at, list(s.values), s.mean, list(s.failed)
+        )
+        for e, s in zip(plan.menu, entries)
+    ]
+    return records, choose_oracle(entries, higher)
+
+
 def benchmark(
     suite: Suite,
     pm: PluginManager,
@@ -128,20 +150,21 @@ def benchmark(
     split: str,
     *,
     jobs: int = 1,
+    runner: str = "local",
     plugins: Sequence[str] = (),
     notify: Notify = print,
     on_outcome: Callable[[CellOutcome], None] | None = None,
 ) -> BenchmarkResults:
     """Run the split's phases (what is unfinished), then score and write the results."""
     threads = suite.base.run.threads or threads_per_job(jobs)
-    runner = make_runner(pm, "local", {}, jobs)
+    cells_runner = make_runner(pm, runner, {}, jobs)
     report = on_outcome or (lambda _o: None)
     plans = plan_pairs(suite, split, pm)
     out.mkdir(parents=True, exist_ok=True)
     outcomes: list[CellOutcome] = []
 
     def phase(cells: Sequence[Cell], root: Path) -> None:
-        outcomes.extend(run_phase(cells, root, runner, plugins, notify, report))
+        outcomes.extend(run_phase(cells, root, cells_runner, plugins, notify, report))
 
     searched = {p.pair.task.label: phases.tuning_phase(suite, p.pair, pm, threads) for p in plans}
     notify(f"tuning wait's rate: {sum(map(len, searched.values()))} runs")
@@ -177,28 +200,8 @@ def benchmark(
         if result.lr is None:
             continue
         label = plan.pair.task.label
-        values = _validation(menu_cells[label], phases.menu_root(out), plan.validation)
-        wait_point = [c for c in searched[label] if c.config.training.lr == result.lr]
-        values["wait"] = _validation(wait_point, out, plan.validation).get("wait", {})
-        higher = plan.validation == VAL_ACC
-        entries: list[EntryScore] = [
-            entry_score(e.label, values.get(e.label, {}), suite.tuning_seeds, higher, suite.stall)
-            for e in plan.menu
-        ]
-        index = choose_oracle(entries, higher)
-        records = [
-            MenuRecord(
-                e.label,
-                e.policy,
-                e.options,
-                e.operator,
-                e.at,
-                list(s.values),
-                s.mean,
-                list(s.failed),
-            )
-            for e, s in zip(plan.menu, entries)
-        ]
+        wait_runs = [c for c in searched[label] if c.config.training.lr == result.lr]
+        records, index = select(plan, suite, menu_cells[label], wait_runs, out)
         oracle = None if index is None else plan.menu[index]
         results[i] = attrs.evolve(
             result,
