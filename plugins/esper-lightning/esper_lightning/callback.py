@@ -12,7 +12,10 @@ callback state holds the grower's (slots, lifecycle counters, governor, policy, 
 the seeds joined the optimizer) and Lightning saves the optimizer itself; the seeds are
 left out of the checkpoint's ``state_dict`` (see :meth:`EsperGrowth.on_save_checkpoint`). On resume the callback rebuilds the seeds and their parameter groups
 in ``on_fit_start``, which runs after the optimizers exist and before Lightning loads
-their state, the same moment ``BaseFinetuning`` restores its groups.
+their state, the same moment ``BaseFinetuning`` restores its groups. A checkpoint saved
+after the module's own layers grew resumes too: their entries are set aside by parameter
+name before Lightning's strict load and put back once the growths are replayed
+(:mod:`esper_lightning.grown_layers`).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from esper_core.errors import CheckpointError, GrowerError
 from esper_core.grow.grower import Grower
 from esper_core.grow.module_host import SLOTS_ATTRIBUTE
+from esper_lightning.grown_layers import put_back, set_aside
 
 # When ``Trainer(max_epochs=-1)`` (or None) sets no length, the grower plans for this many.
 UNBOUNDED_EPOCHS = 1000
@@ -62,6 +66,9 @@ class EsperGrowth(Callback):
         self.grower_options = grower_options
         self.grower: Grower | None = None
         self._saved: dict[str, Any] | None = None
+        # A resumed checkpoint's entries of the module's grown layers, by parameter name
+        # (grown_layers.set_aside), until the growths are replayed on the module.
+        self._grown_layers: dict[str, torch.Tensor] = {}
         self._grown_epoch = -1
 
     @property
@@ -72,32 +79,32 @@ class EsperGrowth(Callback):
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         # Lightning loads a resumed checkpoint's state_dict into the module strictly, as it
-        # was built, before any callback hook: a checkpoint saved after this callback grew
-        # the module's own layers cannot load, and Lightning's "Missing key(s)" wall says
-        # nothing of why. The module's on_load_checkpoint is the one hook that sees the
-        # checkpoint first: wrapped on this instance until on_fit_start, it refuses such a
-        # checkpoint in one line.
+        # was built, before any callback hook: after this callback grew the module's own
+        # layers, that state_dict has wider tensors and the widening's own. The module's
+        # on_load_checkpoint is the one hook that sees the checkpoint first: wrapped on
+        # this instance until on_fit_start, it sets those entries aside by name.
         if stage != "fit":
             return
         own = pl_module.on_load_checkpoint
 
-        def refuse_grown_layers(checkpoint: dict[str, Any]) -> None:
-            self._refuse_grown_layers(checkpoint)
+        def set_aside_grown_layers(checkpoint: dict[str, Any]) -> None:
+            self._set_aside_grown_layers(checkpoint, pl_module)
             own(checkpoint)
 
-        pl_module.on_load_checkpoint = refuse_grown_layers  # type: ignore[method-assign]
+        pl_module.on_load_checkpoint = set_aside_grown_layers  # type: ignore[method-assign]
 
-    def _refuse_grown_layers(self, checkpoint: dict[str, Any]) -> None:
+    def _set_aside_grown_layers(
+        self, checkpoint: dict[str, Any], pl_module: pl.LightningModule
+    ) -> None:
         saved = checkpoint.get("callbacks", {}).get(self.state_key, {}).get("grower")
-        growths = (saved or {}).get("env", {}).get("growths") or []
-        if growths:
-            raise CheckpointError(
-                f"this checkpoint was saved after EsperGrowth grew the module's own layers "
-                f"({len(growths)} growth(s)), and Lightning loads a checkpoint's state_dict "
-                "into the module as it was built, before any callback can grow it again: "
-                "resume from a checkpoint saved before the growth started, or save "
-                "growth.grower.state_dict() and resume with esper_core.Grower in your own loop"
-            )
+        env = saved.get("env") if isinstance(saved, dict) else None
+        # (A forged grower state is refused in one line by Grower.load_state_dict.)
+        if not isinstance(env, dict) or not env.get("growths"):
+            return
+        state = checkpoint.get("state_dict")
+        if not isinstance(state, dict):
+            return
+        self._grown_layers = set_aside(state, pl_module.state_dict())
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         pl_module.__dict__.pop("on_load_checkpoint", None)  # setup's wrapper: done with
@@ -130,6 +137,9 @@ class EsperGrowth(Callback):
             # Seeds and their parameter groups now; Lightning loads the optimizer's state next.
             self.grower.load_state_dict(self._saved)
             self._saved = None
+        if self._grown_layers:
+            put_back(pl_module, self._grown_layers)
+            self._grown_layers = {}
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         # The epoch's last validation; a checkpoint saved in this hook (ModelCheckpoint

@@ -17,7 +17,6 @@ import lightning.pytorch as pl
 from esper_lightning import EsperGrowth
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
-from esper_core.errors import CheckpointError
 from tests.plugin_set import first_party
 
 # The heuristic germinates at the first epoch end with these (see tests/integration).
@@ -306,24 +305,3 @@ def _widening_fit(
     trainer = _trainer(epochs, root, [growth, *(extra or [])])
     trainer.fit(module, *_loaders(), ckpt_path=ckpt)
     return module, growth, trainer
-
-
-def test_a_checkpoint_saved_after_the_layers_grew_is_refused_in_one_line(tmp_path: Path) -> None:
-    """Lightning loads the checkpoint's state_dict into the module as it was built before
-    any callback runs, so a widened module's checkpoint cannot resume through Lightning:
-    refused before that load, in one line (it was Lightning's "Missing key(s)" wall);
-    a checkpoint from before the growth still resumes, growth and all."""
-    saver = ModelCheckpoint(dirpath=tmp_path / "ckpt", save_top_k=-1, every_n_epochs=1)
-    full_module, _, _ = _widening_fit(4, tmp_path / "full", extra=[saver])
-    mid_ramp = next((tmp_path / "ckpt").glob("epoch=1-*.ckpt"))
-    with pytest.raises(CheckpointError) as caught:
-        _widening_fit(4, tmp_path / "resumed", ckpt=str(mid_ramp))
-    message = str(caught.value)
-    assert "\n" not in message and "grew the module's own layers (1 growth(s))" in message
-    before = next((tmp_path / "ckpt").glob("epoch=0-*.ckpt"))
-    module, growth, _ = _widening_fit(4, tmp_path / "early", ckpt=str(before))
-    assert growth.grower is not None and module.head.in_features == 32
-    full, resumed = full_module.state_dict(), module.state_dict()
-    assert full.keys() == resumed.keys()
-    tensors = [k for k, v in full.items() if torch.is_tensor(v)]  # (a slot's counters aside)
-    assert tensors and all(torch.equal(full[k], resumed[k]) for k in tensors)
