@@ -30,6 +30,12 @@ def esper_register_blueprints(register: Register) -> None:
 
 
 @hookspec
+def esper_register_operators(register: Register) -> None:
+    """Register growth operators: values that implement
+    ``esper_core.components.growth_operator.GrowthOperator`` (they grow the host itself)."""
+
+
+@hookspec
 def esper_register_rewards(register: Register) -> None:
     """Register reward family classes."""
 

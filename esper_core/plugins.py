@@ -34,7 +34,8 @@ T = TypeVar("T")
 
 ENTRY_POINT_GROUP = "esper"
 DISABLE_AUTOLOAD_ENV = "ESPER_DISABLE_PLUGIN_AUTOLOAD"
-KINDS = ("tasks", "blueprints", "rewards", "policies", "telemetry", "executors", "runners")
+KINDS = ("tasks", "blueprints", "operators", "rewards", "policies", "telemetry", "executors",
+         "runners")  # fmt: skip
 _HOOK_OF_KIND = {kind: f"esper_register_{kind}" for kind in KINDS}
 
 
@@ -46,6 +47,7 @@ FIRST_PARTY_PLUGINS: tuple[tuple[str, tuple[str, ...]], ...] = (
                              "tasks.dataset")),
     ("plugins/esper-rewards", ("rewards.pbrs", "rewards.shaped", "rewards.simplified",
                                "rewards.sparse", "rewards.loss")),
+    ("plugins/esper-operators", ("operators.width", "operators.depth")),
     ("plugins/esper-tamiyo-heuristic", ("policies.heuristic", "policies.random",
                                         "policies.schedule", "policies.static", "policies.wait")),
     ("plugins/esper-tamiyo-ppo", ("policies.ppo",)),
@@ -148,6 +150,10 @@ def _component_key(kind: str, component: Any, plugin: str) -> str:
                 "register esper_core.components.blueprint.Blueprint values"
             )
         return component.key
+    if kind == "operators":
+        from esper_core.components.growth_operator import operator_key
+
+        return operator_key(component, plugin)
     missing = [attr for attr in ("name", "description", "Options") if not hasattr(component, attr)]
     if missing:
         raise PluginError(

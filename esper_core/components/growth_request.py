@@ -8,7 +8,7 @@ Below both the policy protocols (components/policy.py) and the actions
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from attrs import frozen
 
@@ -23,7 +23,11 @@ class WidthGrowthSpec:
     empty), behind a mask ramped 0 -> 1 over ``tempo``
     epochs along ``curve``, and are folded into the host (fossilized) when it reaches 1.
     ``cross_init``: how the weights from the new channels into the existing ones start
-    (``random``, or ``zero``). See :mod:`esper_core.lifecycle.host_width`."""
+    (``random``, or ``zero``). ``operator``: the growth operator by name (empty: the
+    installed width operator the host declares sites for; see
+    :mod:`esper_core.components.growth_operator`)."""
+
+    kind: ClassVar[str] = "width"
 
     at: float
     factor: float = 2.0
@@ -31,6 +35,7 @@ class WidthGrowthSpec:
     tempo: int = 5
     curve: str = "linear"
     cross_init: str = "random"
+    operator: str = ""
 
     def epoch(self, max_epochs: int) -> int:
         return round(self.at * max_epochs)
@@ -43,8 +48,9 @@ class DepthGrowthSpec:
     as deep, the new blocks copies of the stack (``mode = "stack"``: G_stack) or fresh
     ones (``"identity"``), each behind a mask ramped 0 -> 1 over ``tempo`` epochs along
     ``curve``, then folded into the host. A CNN host's ``stages`` (all when empty) each
-    grow ``factor`` times as deep before their pools. See
-    :mod:`esper_core.lifecycle.host_depth`."""
+    grow ``factor`` times as deep before their pools. ``operator``: as for width."""
+
+    kind: ClassVar[str] = "depth"
 
     at: float
     mode: str = "stack"
@@ -52,6 +58,7 @@ class DepthGrowthSpec:
     tempo: int = 5
     curve: str = "linear"
     stages: tuple[int, ...] = ()
+    operator: str = ""
 
     def epoch(self, max_epochs: int) -> int:
         return round(self.at * max_epochs)

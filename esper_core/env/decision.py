@@ -18,8 +18,6 @@ from typing import TYPE_CHECKING
 from attrs import frozen
 
 from esper_core.lifecycle.actions import Action, LifecycleOp
-from esper_core.lifecycle.host_depth import HostDepthGrowth
-from esper_core.lifecycle.host_width import HostWidthGrowth
 from esper_core.lifecycle.stages import Stage
 
 if TYPE_CHECKING:
@@ -27,8 +25,8 @@ if TYPE_CHECKING:
     from esper_core.lifecycle.host_growth import HostGrowth
 
 # The word of each operator at its start, and while it runs.
-VERBS = {HostWidthGrowth.operator: "WIDEN", HostDepthGrowth.operator: "DEEPEN"}
-NOUNS = {HostWidthGrowth.operator: "widening", HostDepthGrowth.operator: "deepening"}
+VERBS = {"width": "WIDEN", "depth": "DEEPEN"}
+NOUNS = {"width": "widening", "depth": "deepening"}
 
 
 @frozen
@@ -41,11 +39,7 @@ class StepDecision:
 
 def factor(growth: HostGrowth) -> float:
     """How many times as wide (the widest stage's ratio) or as deep the host grows."""
-    if isinstance(growth, HostDepthGrowth):
-        return float(growth.factor)
-    assert isinstance(growth, HostWidthGrowth)
-    pairs = zip(growth.old_channels, growth.new_channels)
-    return round(max(new / old for old, new in pairs if new != old), 2)
+    return growth.scale()
 
 
 def folded_at(growth: HostGrowth) -> int:

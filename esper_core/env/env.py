@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from esper_core.components.blueprint import Blueprint
+from esper_core.components.growth_operator import GrowthOperator
 from esper_core.components.policy import HostGrowthSpec
 from esper_core.components.reward import RewardBreakdown, RewardFamily, checked_breakdown
 from esper_core.components.task import Task, TaskData
@@ -56,8 +57,10 @@ class MorphogeneticEnv:
         config: RunConfig,
         env_index: int = 0,
         device: torch.device | str = "cpu",
+        operators: Sequence[GrowthOperator] = (),
     ) -> None:
         self.task = task
+        self.operators = {op.name: op for op in operators}  # a host growth's, by name
         self.reward = reward
         self.config = config
         self.env_index = env_index

@@ -7,13 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import define, field, frozen
 
-from esper_core.components.host import WidenableTransformer, WidensItsLayers
 from esper_core.converter import unstructure
 from esper_core.env import cost
 from esper_core.env.step import EpochMetrics
 from esper_core.lifecycle.gates import GateResult
-from esper_core.lifecycle.host_depth import HostDepthGrowth
-from esper_core.lifecycle.host_width import HostWidthGrowth
 from esper_core.lifecycle.rules import BLENDED_STAGES, INCUBATING_STAGES
 from esper_core.lifecycle.slot import SeedSlot
 from esper_core.lifecycle.slot_state import SlotReport
@@ -49,27 +46,11 @@ def growth_id(env: MorphogeneticEnv, growth: HostGrowth) -> str:
 def _widths(growth: HostGrowth, after: bool) -> dict[str, int]:
     """The sizes by the dimension a reader knows: a transformer's one width is d_model,
     its depth n_layer; a CNN stage's depth its layers (stage0_layers)."""
-    if isinstance(growth, HostDepthGrowth):
-        return growth.sizes(after)
-    assert isinstance(growth, HostWidthGrowth)
-    channels = growth.new_channels if after else growth.old_channels
-    if isinstance(growth.host, WidenableTransformer):
-        return {"d_model": channels[0]}
-    return {f"stage{i}": c for i, c in enumerate(channels)}
+    return growth.sizes(after)
 
 
 def _plan(growth: HostGrowth) -> str:
-    if isinstance(growth, HostDepthGrowth):
-        return growth.describe()
-    assert isinstance(growth, HostWidthGrowth)
-    if isinstance(growth.host, WidenableTransformer):
-        return f"d_model {growth.old_channels[0]} -> {growth.new_channels[0]}"
-    if isinstance(growth.host, WidensItsLayers):  # a user's layer pairs, by their names
-        names, old = growth.host.stage_names(), growth.old_channels
-        return ", ".join(
-            f"{names[s]}: {old[s]} -> {c}" for s, c in zip(growth.plan.stages, growth.plan.channels)
-        )
-    return growth.plan.describe()
+    return growth.describe()
 
 
 def _growth_params_before(env: MorphogeneticEnv, growth: HostGrowth) -> int:

@@ -110,6 +110,7 @@ def make_env(
         cfg,
         env_index,
         cfg.run.device,
+        operators=resolved.operators,
     )
 
 

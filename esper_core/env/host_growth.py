@@ -18,31 +18,21 @@ them onto a freshly built host before it loads the weights.
 from __future__ import annotations
 
 import itertools
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
 import torch
 from attrs import frozen
+from torch import nn
 
+from esper_core.components.growth_operator import GrowthOperator
 from esper_core.components.growth_request import DepthGrowthSpec, HostGrowthSpec, WidthGrowthSpec
-from esper_core.config_limits import MAX_HOST_WEIGHTS, MAX_WIDEN_WORK
 from esper_core.env.birth import init_seed
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.alpha import CURVES
-from esper_core.lifecycle.host_depth import HostDepthGrowth, check_plan, deepenable
-from esper_core.lifecycle.host_growth import GrowthError, HostGrowth
-from esper_core.lifecycle.host_width import (
-    HostWidthGrowth,
-    WidthPlan,
-    plan_by_factor,
-    widenable,
-    widened_weights,
-    widening_ratio,
-)
+from esper_core.lifecycle.host_growth import DepthError, GrowthError, HostGrowth, WidthError
 from esper_core.lifecycle.stages import Stage
-from esper_core.lifecycle.width import CROSS_INITS
 from esper_core.lifecycle.width_fold import FoldedParam
 
 if TYPE_CHECKING:
@@ -66,9 +56,53 @@ class GrowthRecord:
     stage: str  # Stage value: blending, holding, fossilized or pruned
     step: int  # ticks of the ramp taken
     epoch: int  # the epoch it started at
-    operator: str = HostWidthGrowth.operator  # checkpoints before depth growth: width
+    operator: str = "width"  # the kind (checkpoints before depth growth: width)
     mode: str = ""  # depth: stack or identity, ``factor`` times as deep
     factor: int = 0
+    # The registered operator (checkpoints before operators were plugins: none, the one
+    # of its kind the host declares sites for).
+    name: str = ""
+
+
+_ERRORS: dict[str, type[GrowthError]] = {"width": WidthError, "depth": DepthError}
+
+
+def operator_for(
+    operators: Mapping[str, GrowthOperator], host: nn.Module, kind: str, name: str = ""
+) -> GrowthOperator:
+    """The operator that grows ``host`` in ``kind`` (``name``: that one), or a one-line
+    error saying why none can: the dispatch asks each operator for the host's sites."""
+    error = _ERRORS.get(kind, GrowthError)
+    if name:
+        operator = operators.get(name)
+        if operator is None or operator.kind != kind:
+            known = ", ".join(k for k, op in operators.items() if op.kind == kind) or "none"
+            raise error(
+                f"{kind} growth operator {name!r} is not installed; installed: {known} "
+                "(an operator comes from a plugin: esper plugins lists them)"
+            )
+        if not operator.sites(host):
+            raise error(f"{type(host).__name__} cannot grow by {name}: it needs {operator.needs}")
+        candidates = [operator]
+    else:
+        candidates = [op for op in operators.values() if op.kind == kind and op.sites(host)]
+    if not candidates:
+        # An operator of the kind whose host declares no site (a user's module with no
+        # layer pair) says why; else the hosts each operator needs.
+        refusals = [op.refusal(host) for op in operators.values() if op.kind == kind]
+        refusal = next((r for r in refusals if r is not None), None)
+        if refusal is not None:
+            raise error(refusal)
+        needs = " or ".join(op.needs for op in operators.values() if op.kind == kind)
+        raise error(
+            f"{type(host).__name__} cannot grow in {kind}: host {kind} growth needs "
+            f"{needs or 'a growth operator of that kind (pip install -e plugins/esper-operators)'}"
+        )
+    operator = candidates[0]
+    refusal = operator.refusal(host)
+    if refusal is not None:
+        raise error(refusal)
+    return operator
 
 
 def check_specs(
@@ -78,37 +112,21 @@ def check_specs(
     if not specs:
         return ()  # nothing scheduled: any host will do
     problems: list[str] = []
+    host = env.model.host
     try:
-        if any(isinstance(spec, WidthGrowthSpec) for spec in specs):
-            widenable(env.model.host)
-        if any(isinstance(spec, DepthGrowthSpec) for spec in specs):
-            deepenable(env.model.host)
+        operators = [operator_for(env.operators, host, spec.kind, spec.operator) for spec in specs]
     except GrowthError as exc:
         raise ConfigError([str(exc)]) from None
     epochs: list[int] = []
-    for spec in specs:
-        kind = "width" if isinstance(spec, WidthGrowthSpec) else "depth"
-        name = f"{kind} growth at {spec.at:g}"
+    for spec, operator in zip(specs, operators):
+        name = f"{spec.kind} growth at {spec.at:g}"
         if not 0 <= spec.at < 1:
             problems.append(f"{name}: `at` is a fraction of the run in [0, 1), got {spec.at}")
         if spec.tempo < 1:
             problems.append(f"{name}: tempo {spec.tempo}: the ramp needs at least 1 epoch")
         if spec.curve not in CURVES:
             problems.append(f"{name}: curve {spec.curve!r}; expected one of {', '.join(CURVES)}")
-        if isinstance(spec, DepthGrowthSpec):
-            try:
-                check_plan(env.model.host, spec.mode, spec.factor, spec.stages)
-            except GrowthError as exc:
-                problems.append(f"{name}: {exc}")
-            # At most factor x the host's weights (each stage or the stack grows that much).
-            weights = spec.factor * sum(p.numel() for p in env.model.host.parameters())
-            if weights > MAX_HOST_WEIGHTS:
-                problems.append(
-                    f"{name}: the deepened host would hold up to {weights:,} weights (factor "
-                    f"{spec.factor}); at most {MAX_HOST_WEIGHTS:,}: lower the factor"
-                )
-        else:
-            problems += _width_problems(spec, name, env)
+        problems += [f"{name}: {problem}" for problem in operator.problems(host, spec)]
         epoch = spec.epoch(env.max_epochs)
         if epoch >= env.max_epochs:
             # It would grow after the last epoch: a growth that never trains, reported
@@ -134,39 +152,6 @@ def check_specs(
     return tuple(specs)
 
 
-def _width_problems(spec: WidthGrowthSpec, name: str, env: MorphogeneticEnv) -> list[str]:
-    problems = []
-    if spec.factor <= 1:
-        problems.append(f"{name}: factor {spec.factor} must exceed 1 (it widens)")
-    if spec.cross_init not in CROSS_INITS:
-        problems.append(
-            f"{name}: cross_init {spec.cross_init!r}; expected one of {', '.join(CROSS_INITS)}"
-        )
-    if spec.factor > 1:
-        try:  # the stages, and a transformer's head dimension
-            plan = plan_by_factor(env.model.host, spec.factor, spec.stages)
-        except GrowthError as exc:
-            problems.append(f"{name}: {exc}")
-        else:
-            weights = widened_weights(env.model.host, plan)
-            if weights > MAX_HOST_WEIGHTS:
-                problems.append(
-                    f"{name}: the widened host would hold up to {weights:,} weights "
-                    f"(factor {spec.factor:g}); at most {MAX_HOST_WEIGHTS:,}, as a task "
-                    "builds a host: lower the factor or widen fewer stages"
-                )
-            work = widening_ratio(env.model.host, plan) ** 2
-            if work > MAX_WIDEN_WORK:
-                # The weights may fit while every later epoch takes minutes, not seconds.
-                problems.append(
-                    f"{name}: the widened host would train up to {work:g} x the FLOPs per "
-                    f"sample of the host as built (factor {spec.factor:g}, squared), so every "
-                    f"epoch after it would take that much longer; at most {MAX_WIDEN_WORK:g} x: "
-                    f"choose a factor of at most {math.sqrt(MAX_WIDEN_WORK):g}"
-                )
-    return problems
-
-
 def start_due(env: MorphogeneticEnv, events: StepEvents) -> None:
     """Start the growth scheduled for the epoch about to train, if any: called where the
     next observation is built, so its masks already keep seeds out of the slots it touches."""
@@ -178,11 +163,7 @@ def start_due(env: MorphogeneticEnv, events: StepEvents) -> None:
 def start_spec(env: MorphogeneticEnv, spec: HostGrowthSpec, events: StepEvents, who: str) -> None:
     """Start ``spec`` now, before the epoch ``env.epoch`` trains (``who`` asked for it)."""
     try:
-        if isinstance(spec, DepthGrowthSpec):
-            start_depth(env, spec.mode, spec.factor, spec.tempo, spec.curve, spec.stages)
-        else:
-            plan = plan_by_factor(env.model.host, spec.factor, spec.stages)
-            start(env, plan, spec.tempo, spec.curve, spec.cross_init)
+        start(env, spec)
     except GrowthError as exc:
         raise ConfigError([f"{who} at epoch {env.epoch}: {exc}"]) from None
     events.host_growth_started(env, env.model.host_growths[-1])
@@ -191,47 +172,25 @@ def start_spec(env: MorphogeneticEnv, spec: HostGrowthSpec, events: StepEvents, 
     tick(env, events)
 
 
-def start(env: MorphogeneticEnv, plan: WidthPlan, tempo: int, curve: str, cross_init: str) -> None:
-    """Widen the host as ``plan`` says, at alpha 0; the host optimizer follows."""
-    generator = _generator(env)
-    _born(
-        env,
-        lambda: HostWidthGrowth(
-            env.model,
-            plan,
-            tempo=tempo,
-            curve=curve,
-            cross_init=cross_init,
-            generator=generator,
-            born_epoch=env.epoch,
-        ),
-    )
-
-
-def start_depth(
-    env: MorphogeneticEnv,
-    mode: str,
-    factor: int,
-    tempo: int,
-    curve: str,
-    stages: tuple[int, ...] = (),
+def start(
+    env: MorphogeneticEnv, spec: HostGrowthSpec, replayed: GrowthRecord | None = None
 ) -> None:
-    """Deepen the host's stack (a CNN's ``stages``) ``factor`` times (``mode``: stack or
-    identity), at alpha 0; the host optimizer follows."""
+    """Grow the host as ``spec`` asks (``replayed``: as a checkpoint's record says), at
+    alpha 0, by the operator that grows this host; the host optimizer follows."""
+    host = env.model.host
+    kind = replayed.operator if replayed is not None else spec.kind
+    name = replayed.name if replayed is not None else spec.operator
+    operator = operator_for(env.operators, host, kind, name)
     generator = _generator(env)
-    _born(
-        env,
-        lambda: HostDepthGrowth(
-            env.model,
-            mode,
-            factor,
-            stages=stages,
-            tempo=tempo,
-            curve=curve,
-            generator=generator,
-            born_epoch=env.epoch,
-        ),
-    )
+
+    def grow() -> HostGrowth:
+        growth = operator.start(
+            env.model, spec, generator=generator, born_epoch=env.epoch, replayed=replayed
+        )
+        growth.operator_name = operator.name
+        return growth
+
+    _born(env, grow)
 
 
 def _generator(env: MorphogeneticEnv) -> torch.Generator:
@@ -324,13 +283,9 @@ def _record(g: HostGrowth) -> GrowthRecord:
         step=g.schedule.step,
         epoch=g.born_epoch,
         operator=g.operator,
+        name=g.operator_name,
     )
-    if isinstance(g, HostDepthGrowth):
-        return attrs.evolve(record, mode=g.mode, factor=g.factor, stages=g.stages)
-    assert isinstance(g, HostWidthGrowth)
-    return attrs.evolve(
-        record, stages=g.plan.stages, channels=g.plan.channels, cross_init=g.cross_init
-    )
+    return attrs.evolve(record, **g.record())
 
 
 def replay(env: MorphogeneticEnv, saved: Sequence[GrowthRecord]) -> None:
@@ -338,11 +293,7 @@ def replay(env: MorphogeneticEnv, saved: Sequence[GrowthRecord]) -> None:
     (they overwrite every value set here: new weights, masks, statistics)."""
     for record in saved:
         env.epoch = record.epoch
-        if record.operator == HostDepthGrowth.operator:
-            start_depth(env, record.mode, record.factor, record.tempo, record.curve, record.stages)
-        else:
-            plan = WidthPlan(record.stages, record.channels)
-            start(env, plan, record.tempo, record.curve, record.cross_init)
+        start(env, record_spec(record), record)
         growth = env.model.host_growths[-1]
         if record.stage == Stage.PRUNED.value:
             prune(env)
@@ -354,3 +305,25 @@ def replay(env: MorphogeneticEnv, saved: Sequence[GrowthRecord]) -> None:
         if record.stage == Stage.FOSSILIZED.value:
             growth.set_alpha(1.0)
             host_changed(env, growth.fossilize())
+
+
+def record_spec(record: GrowthRecord) -> HostGrowthSpec:
+    """The request a record's growth answered, at its ramp (its plan is the record's)."""
+    if record.operator == "depth":
+        return DepthGrowthSpec(
+            at=0.0,
+            mode=record.mode,
+            factor=record.factor,
+            tempo=record.tempo,
+            curve=record.curve,
+            stages=record.stages,
+            operator=record.name,
+        )
+    return WidthGrowthSpec(
+        at=0.0,
+        stages=record.stages,
+        tempo=record.tempo,
+        curve=record.curve,
+        cross_init=record.cross_init,
+        operator=record.name,
+    )

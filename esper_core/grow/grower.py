@@ -53,7 +53,13 @@ from esper_core.lifecycle.slot_state import SlotReport
 from esper_core.lifecycle.stages import Stage
 from esper_core.plugins import PluginManager
 from esper_core.run.policy_ref import PolicyRef
-from esper_core.run.resolve import component, policy_context, resolve_blueprints, reward_setup
+from esper_core.run.resolve import (
+    component,
+    policy_context,
+    resolve_blueprints,
+    resolve_operators,
+    reward_setup,
+)
 
 # The attribute a Grower's host leaves on the user's module while its hooks are on it:
 # the state lives on the module itself (not in a registry), so a second Grower on the
@@ -163,7 +169,7 @@ class Grower:
         task = LoopTask(host.topology, host.output_features, host)
         options = {"optimizer": optimizer, "group_options": seed_group}
         reward = reward_c.cls(reward_c.options, reward_setup(cfg))
-        self.env = LoopEnv(task, reward, blueprints, cfg, options, device)
+        self.env = LoopEnv(task, reward, blueprints, cfg, options, device, resolve_operators(pm))
         self.config = cfg
         self._growth_config = growth_config(cfg, ref.name, policy_c.options)
         try:

@@ -20,6 +20,7 @@ from attrs import define
 from torch import nn
 
 from esper_core.components.blueprint import Blueprint
+from esper_core.components.growth_operator import GrowthOperator
 from esper_core.components.reward import RewardFamily, SlotSnapshot
 from esper_core.components.task import BatchMetrics, TaskData
 from esper_core.config import RunConfig
@@ -105,13 +106,14 @@ class LoopEnv(MorphogeneticEnv):
         config: RunConfig,
         trainer_options: dict[str, Any],
         device: torch.device,
+        operators: Sequence[GrowthOperator] = (),
     ) -> None:
         self._trainer_options = trainer_options
         self._val: Iterable[Any] | None = None
         self._first_val: tuple[torch.Tensor, torch.Tensor] | None = None
         self._kept: tuple[MorphogeneticModel, LoopTrainer] | None = None
         self._loop_train: TrainStats | None = None
-        super().__init__(task, reward, blueprints, config, 0, device)
+        super().__init__(task, reward, blueprints, config, 0, device, operators)
 
     @property
     def last_train(self) -> TrainStats | None:

@@ -12,7 +12,7 @@ for bit what it did at birth (alpha 0).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import nn
@@ -20,16 +20,12 @@ from torch import nn
 from esper_core.components.host import DeepenableCNN, DeepenableTransformer
 from esper_core.lifecycle.deepening import DEPTH_MODES, StackDeepening
 from esper_core.lifecycle.deepening_cnn import ConvDeepening, chosen_stages, stackable
-from esper_core.lifecycle.host_growth import GrowthError, HostGrowth
+from esper_core.lifecycle.host_growth import DepthError, GrowthError, HostGrowth
 
 if TYPE_CHECKING:
-    from esper_core.lifecycle.model import MorphogeneticModel
+    from esper_core.lifecycle.host_growth import GrowingModel
 
 MAX_DEPTH_FACTOR = 8
-
-
-class DepthError(GrowthError):
-    """A host cannot grow in depth as asked."""
 
 
 def deepenable(host: nn.Module) -> DeepenableTransformer | DeepenableCNN:
@@ -81,7 +77,7 @@ class HostDepthGrowth(HostGrowth):
 
     def __init__(
         self,
-        model: MorphogeneticModel,
+        model: GrowingModel,
         mode: str = "stack",
         factor: int = 2,
         *,
@@ -127,6 +123,12 @@ class HostDepthGrowth(HostGrowth):
         if isinstance(self.host, DeepenableTransformer):
             return {"n_layer": depths[0]}
         return {f"stage{i}_layers": d for i, d in enumerate(depths)}
+
+    def scale(self) -> float:
+        return float(self.factor)
+
+    def record(self) -> dict[str, Any]:
+        return {"mode": self.mode, "factor": self.factor, "stages": self.stages}
 
     def describe(self) -> str:
         if isinstance(self.host, DeepenableTransformer):

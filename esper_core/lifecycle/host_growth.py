@@ -3,15 +3,18 @@ stages (BLENDING while it runs, HOLDING at alpha 1, then FOSSILIZED or PRUNED), 
 operation on the host's modules that installs them behind a mask, folds the mask away or
 puts the originals back.
 
-The operators: :class:`~esper_core.lifecycle.host_width.HostWidthGrowth` (the width of a
-CNN's stages or a transformer's ``d_model``) and
-:class:`~esper_core.lifecycle.host_depth.HostDepthGrowth` (a transformer's stack of
-blocks, or the conv layers of a CNN's stages). At birth alpha is 0 and the host computes bit for bit what it computed before.
+A growth operator (:class:`~esper_core.components.growth_operator.GrowthOperator`, from
+a plugin) starts a subclass of :class:`HostGrowth` that builds its
+:class:`HostOperation` and says what it grows (:meth:`HostGrowth.sizes`,
+:meth:`HostGrowth.describe`, :meth:`HostGrowth.record`). At birth alpha is 0 and the
+host computes bit for bit what it computed before.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from torch import nn
 
@@ -22,11 +25,29 @@ from esper_core.lifecycle.stages import Stage
 from esper_core.lifecycle.width_fold import FoldedParam
 
 if TYPE_CHECKING:
-    from esper_core.lifecycle.model import MorphogeneticModel
+    from esper_core.lifecycle.slot import SeedSlot
 
 
 class GrowthError(ValueError):
     """A host growth cannot happen as asked (one line: what, and how to fix it)."""
+
+
+class WidthError(GrowthError):
+    """A host cannot grow in width as asked (its structure, the plan)."""
+
+
+class DepthError(GrowthError):
+    """A host cannot grow in depth as asked."""
+
+
+class GrowingModel(Protocol):
+    """What a growth reads of the model whose host it grows: the host, and the slots a
+    growth in flight keeps empty (a :class:`~esper_core.lifecycle.model.MorphogeneticModel`)."""
+
+    @property
+    def host(self) -> nn.Module: ...
+
+    def iter_slots(self) -> Iterator[SeedSlot]: ...
 
 
 class HostOperation(Protocol):
@@ -54,15 +75,16 @@ class HostOperation(Protocol):
         ...
 
 
-class HostGrowth:
+class HostGrowth(ABC):
     """One growth of ``model``'s host, in flight from construction on; a subclass builds
-    its :class:`HostOperation` and installs it (:meth:`_install`)."""
+    its :class:`HostOperation` and installs it (:meth:`_install`). ``operator``: its kind
+    (``width``, ``depth``), which names it in events; ``operator_name``: the registered
+    operator that started it (a checkpoint replays it by that name)."""
 
     operator: ClassVar[str]
+    operator_name: str = ""
 
-    def __init__(
-        self, model: MorphogeneticModel, *, tempo: int, curve: str, born_epoch: int
-    ) -> None:
+    def __init__(self, model: GrowingModel, *, tempo: int, curve: str, born_epoch: int) -> None:
         if curve not in CURVES:
             raise GrowthError(f"curve {curve!r}: expected one of {', '.join(CURVES)}")
         if tempo < 1:
@@ -134,8 +156,28 @@ class HostGrowth:
         self._restored()
         self.stage = Stage.PRUNED
 
-    def _restored(self) -> None:
+    def _restored(self) -> None:  # noqa: B027 (optional: most growths need nothing)
         """What the host's own bookkeeping needs once the original modules are back."""
+
+    # ------------------------------------------------------------ what it grows
+
+    @abstractmethod
+    def sizes(self, after: bool) -> dict[str, int]:
+        """The sizes it changes by the names a reader knows (``d_model``, ``stage0``,
+        ``n_layer``), before the growth or after it."""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """The plan in words (``d_model 64 -> 128``)."""
+
+    @abstractmethod
+    def scale(self) -> float:
+        """How many times as large the host grows (the largest ratio of its sizes)."""
+
+    @abstractmethod
+    def record(self) -> dict[str, Any]:
+        """What a checkpoint needs to start this growth again exactly (the fields of
+        :class:`~esper_core.env.host_growth.GrowthRecord` it sets)."""
 
     # ------------------------------------------------------------ slots
 

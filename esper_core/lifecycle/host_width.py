@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from attrs import frozen
@@ -37,7 +37,7 @@ from esper_core.lifecycle.widening import Widening, widening_for
 from esper_core.lifecycle.width import WidthError
 
 if TYPE_CHECKING:
-    from esper_core.lifecycle.model import MorphogeneticModel
+    from esper_core.lifecycle.host_growth import GrowingModel
 
 
 @frozen
@@ -136,7 +136,7 @@ class HostWidthGrowth(HostGrowth):
 
     def __init__(
         self,
-        model: MorphogeneticModel,
+        model: GrowingModel,
         plan: WidthPlan,
         *,
         tempo: int = 5,
@@ -158,6 +158,34 @@ class HostWidthGrowth(HostGrowth):
         self._install(widening)
         self.host.set_stage_channels(self.new_channels)
         self._refresh_slots()
+
+    def sizes(self, after: bool) -> dict[str, int]:
+        """A transformer's one width is ``d_model``; a CNN's stage widths ``stage0``..."""
+        channels = self.new_channels if after else self.old_channels
+        if isinstance(self.host, WidenableTransformer):
+            return {"d_model": channels[0]}
+        return {f"stage{i}": c for i, c in enumerate(channels)}
+
+    def describe(self) -> str:
+        if isinstance(self.host, WidenableTransformer):
+            return f"d_model {self.old_channels[0]} -> {self.new_channels[0]}"
+        if isinstance(self.host, WidensItsLayers):  # a user's layer pairs, by their names
+            names, old = self.host.stage_names(), self.old_channels
+            return ", ".join(
+                f"{names[s]}: {old[s]} -> {c}" for s, c in zip(self.plan.stages, self.plan.channels)
+            )
+        return self.plan.describe()
+
+    def scale(self) -> float:
+        pairs = zip(self.old_channels, self.new_channels)
+        return round(max(new / old for old, new in pairs if new != old), 2)
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "stages": self.plan.stages,
+            "channels": self.plan.channels,
+            "cross_init": self.cross_init,
+        }
 
     def _restored(self) -> None:
         self.host.set_stage_channels(self.old_channels)

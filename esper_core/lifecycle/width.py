@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from esper_core.lifecycle.host_growth import GrowthError
+from esper_core.lifecycle.host_growth import WidthError
 from esper_core.lifecycle.width_fold import (
     FoldedParam,
     cat0,
@@ -50,10 +50,6 @@ CHANNELWISE = (
     nn.AvgPool2d,
 )
 CROSS_INITS = ("random", "zero")
-
-
-class WidthError(GrowthError):
-    """A module cannot be widened (its structure is not a conv stage this supports)."""
 
 
 def check_extra(what: str, in_extra: int, out_extra: int, cross_init: str) -> None:

@@ -89,6 +89,7 @@ def _envs(session: Session, count: int) -> list[MorphogeneticEnv]:
                 session.config,
                 i,
                 session.envs[i].device,
+                operators=resolved.operators,
             )
             for i in range(len(session.eval_envs), count)
         )

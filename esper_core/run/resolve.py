@@ -51,6 +51,7 @@ class Resolved:
     executor: Component
     telemetry: list[Component]
     blueprints: list[Any]
+    operators: list[Any] = attrs.field(factory=list)  # the growth operators installed
 
     def make_task(self, quiet: bool = False) -> Any:
         return self.task.cls(self.task.options, task_context(self.config, quiet))
@@ -185,7 +186,14 @@ def resolve(config: RunConfig, pm: PluginManager) -> Resolved:
         executor=executor,
         telemetry=[c for c in telemetry if c],
         blueprints=blueprints,
+        operators=resolve_operators(pm),
     )
+
+
+def resolve_operators(pm: PluginManager) -> list[Any]:
+    """Every installed growth operator, in a stable (name) order: a host growth takes the
+    one its request names, or the one of its kind that the host declares sites for."""
+    return [op for _, op in sorted(pm.registry("operators").items())]
 
 
 def task_topology(task: Component) -> str | None:

@@ -290,7 +290,13 @@ def open_session(
 
     def build(i: int) -> MorphogeneticEnv:
         return MorphogeneticEnv(
-            task, resolved.make_reward(), resolved.blueprints, config, i, devices[i]
+            task,
+            resolved.make_reward(),
+            resolved.blueprints,
+            config,
+            i,
+            devices[i],
+            operators=resolved.operators,
         )
 
     n_envs = config.run.n_envs

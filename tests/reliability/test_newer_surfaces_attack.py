@@ -198,7 +198,13 @@ def test_two_training_runs_and_two_missing_files_are_still_two_runs(tmp_path: Pa
 def _specs_env(host: Any, max_epochs: int = 10) -> Any:
     from types import SimpleNamespace
 
-    return SimpleNamespace(model=SimpleNamespace(host=host), max_epochs=max_epochs)
+    from esper_core.run.resolve import resolve_operators
+    from tests.plugin_set import plugin_manager
+
+    operators = {op.name: op for op in resolve_operators(plugin_manager())}
+    return SimpleNamespace(
+        model=SimpleNamespace(host=host), max_epochs=max_epochs, operators=operators
+    )
 
 
 def _cnn(base_channels: int = 32, n_blocks: int = 1) -> Any:

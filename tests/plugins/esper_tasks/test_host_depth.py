@@ -341,9 +341,10 @@ def test_a_rollback_prunes_a_growth_in_flight_and_restores_the_snapshot(
 def test_a_growth_is_refused_while_another_is_in_flight(pm: PluginManager, tmp_path: Path) -> None:
     env = make_env(load_config(overrides=_charlm(tmp_path, "env.max_epochs=6")), pm)
     env.reset(0)
-    host_growth.start_depth(env, "stack", 2, 3, "linear")
+    spec = DepthGrowthSpec(at=0.0, mode="stack", factor=2, tempo=3, curve="linear")
+    host_growth.start(env, spec)
     with pytest.raises(ValueError, match="depth growth of the host is still in flight"):
-        host_growth.start_depth(env, "stack", 2, 3, "linear")
+        host_growth.start(env, spec)
 
 
 def test_the_growth_event_names_n_layer(pm: PluginManager, tmp_path: Path) -> None:

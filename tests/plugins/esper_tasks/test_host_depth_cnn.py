@@ -17,7 +17,7 @@ from torch import nn
 from esper_core.components.blueprint import Blueprint
 from esper_core.components.policy import DepthGrowthSpec
 from esper_core.config import load_config
-from esper_core.env import epoch_end, host_growth
+from esper_core.env import epoch_end
 from esper_core.env.cost import CostMeter, architecture, params_forward
 from esper_core.env.events import StepEvents
 from esper_core.env.gym import make_env
@@ -313,7 +313,10 @@ def test_a_schedule_that_cannot_deepen_is_refused_in_one_line(
     pm: PluginManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     env = make_env(load_config(overrides=_glyphs("env.max_epochs=10")), pm)
-    monkeypatch.setattr(host_growth, "MAX_HOST_WEIGHTS", 3 * env.host_params)
+    import esper_operators.depth
+
+    # The depth operator checks the bound (a plugin's, since operators are plugins).
+    monkeypatch.setattr(esper_operators.depth, "MAX_HOST_WEIGHTS", 3 * env.host_params)
     for spec, match in (
         (DepthGrowthSpec(at=0.2), "stage 0 has no channel-preserving layer to stack"),
         (DepthGrowthSpec(at=0.2, mode="identity", stages=(4,)), "out of range"),

@@ -331,9 +331,9 @@ def test_a_growth_is_refused_while_a_slot_holds_a_seed_and_later_seeds_are_wide(
     env = make_env(load_config(overrides=_charlm(tmp_path, "env.max_epochs=6")), pm)
     env.reset(0)
     env.apply_action(env.space.germinate("r0c1", "transformer/block", "linear_add"))
-    plan = plan_by_factor(env.model.host, 2.0)
     with pytest.raises(WidthError, match="r0c1, which holds a seed"):
-        host_growth.start(env, plan, 1, "linear", "random")
+        spec = WidthGrowthSpec(at=0.0, factor=2.0, tempo=1, curve="linear", cross_init="random")
+        host_growth.start(env, spec)
     assert env.model.host.stage_channels() == (16,)
 
     env = make_env(load_config(overrides=_charlm(tmp_path, "env.max_epochs=6")), pm)
