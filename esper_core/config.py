@@ -181,6 +181,14 @@ class EnvSection:
         in_range(0, 256, integer=True),
         "DataLoader workers for datasets that do not fit in memory.",
     )
+    expansion_batches: int = options_field(
+        2,
+        in_range(0, 10**6, integer=True),
+        "Validation batches of the end-of-epoch gradient probe: each slot's expansion score "
+        "(what a new module there would buy at first order, over what the host's own next "
+        "step buys; Observation.expansion), read by policies.heuristic's trigger = "
+        "expansion (0: no probe, and that trigger refuses to start).",
+    )
     fossil_contribution_points: float = options_field(
         1.0,
         in_range(-MAX_POINTS, MAX_POINTS),

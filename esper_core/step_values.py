@@ -48,6 +48,10 @@ class Observation:
     # The last epoch's training FLOPs over the bare host's on the same samples (1: no
     # growth): what a compute-aware policy prices its seeds by.
     train_flops_ratio: float = 1.0
+    # Per slot (in slot order): the slot's expansion score over the host's
+    # (esper_core.env.expansion_score), measured after this epoch; NaN where the probe
+    # saw no gradient, () with env.expansion_batches = 0.
+    expansion: tuple[float, ...] = ()
     # What each blueprint IS, so a policy can describe it by its features instead of its
     # index in the vocabulary (PPO's `slots` network): the parameters a new seed of each
     # blueprint would have in each slot ([slot][blueprint], ActionSpace order; 0 where it

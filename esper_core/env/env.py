@@ -1,7 +1,7 @@
 """MorphogeneticEnv: one RL episode is one host training run, one step one epoch.
 
-A step runs, in this order (DOMAIN §5): apply the controller's action -> train one
-epoch -> validate with fused counterfactuals -> governor check -> advance alpha
+A step (DOMAIN §5): apply the action -> train one epoch -> validate with fused
+counterfactuals and probe the slots' expansion scores -> governor check -> advance alpha
 schedules and cooldowns -> compute the reward -> build the next observation.
 
 Executors drive the epoch through :meth:`apply_action`, :meth:`begin_epoch`,
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
+from itertools import islice
 from typing import Any
 
 import torch
@@ -35,6 +36,7 @@ from esper_core.env.device import canonical_device
 from esper_core.env.episode import EpisodeStats
 from esper_core.env.evaluation import EvalResult, VariantMasks, validate_pending
 from esper_core.env.events import StepEvents
+from esper_core.env.expansion_score import ExpansionScores, probe
 from esper_core.env.observation import Observation, observe
 from esper_core.env.pending import Pending, fetch
 from esper_core.env.state import env_state, env_state_dict, last_train_stats, load_torch_state
@@ -71,14 +73,7 @@ class MorphogeneticEnv:
         self.batch_size = env.batch_size or task.default_batch_size
         self.eval_batch_size = env.eval_batch_size or task.default_eval_batch_size
         self.settings = SlotSettings.from_lifecycle(config.lifecycle, self.max_epochs)
-        self.mask_rules = MaskRules(
-            max_seeds=env.max_seeds,
-            min_prune_age=env.min_prune_age,
-            protect_healthy=env.protect_healthy_seeds,
-            gated_advance=env.gated_advance,
-            min_training_epochs=config.lifecycle.min_training_epochs,
-            min_gradient_health=config.lifecycle.min_gradient_health,
-        )
+        self.mask_rules = MaskRules.from_config(env, config.lifecycle)
         self.seed = config.run.seed + env_index
         self.episode = 0
         self._build(self.seed)
@@ -156,7 +151,7 @@ class MorphogeneticEnv:
     def _evaluations(self, with_test: bool) -> list[Pending]:
         """Validation with fused counterfactuals, plus the test split when it is due."""
         amp = self.config.training.amp
-        val_batches = self._eval_batches(self.data.val)
+        val_batches = self._validation_batches()
         pendings = [
             validate_pending(self.model, self.task, val_batches, amp=amp, masks=self._masks)
         ]
@@ -192,11 +187,10 @@ class MorphogeneticEnv:
         self.stats = EpisodeStats()
         events = StepEvents(env=self.env_index, episode=episode, epoch=0)
         birth.install(self, self.birth_seeds, events)
-        ev: EvalResult = fetch(*self._evaluations(with_test=False))[0]
-        self.last_eval = ev
+        self.last_eval, self.last_expansion = fetch(*self._evaluations(False), self._expansion())
         self.last_train: TrainStats | None = None
         self.last_test: EvalResult | None = None
-        self._record_validation(ev)
+        self._record_validation(self.last_eval)
         self.governor.take_snapshot(self.model, 0)
         host_growth.start_due(self, events)  # one scheduled at epoch 0
         self._birth_events = events.events  # the first step's, with seeds installed at birth
@@ -249,14 +243,21 @@ class MorphogeneticEnv:
         its counterfactuals (and the test split when due), non-finite seed outputs."""
         assert self._step is not None, "queue_measurements() follows apply_action()"
         with_test = self._test_due(self.epoch + 1)
+        ids = self.model.slot_ids
         return [
             self.trainer.end_epoch(),
             *self._evaluations(with_test),
-            Pending(self.model.nonfinite_counts(), self._nonfinite_by_slot),
+            self._expansion(),
+            Pending(self.model.nonfinite_counts(), lambda n: dict(zip(ids, n))),
         ]
 
-    def _nonfinite_by_slot(self, counts: list[float]) -> dict[str, float]:
-        return dict(zip(self.model.slot_ids, counts))
+    def _expansion(self) -> Pending:
+        """The slots' expansion scores (a function of model and data: resume recomputes it)."""
+        batches = islice(self._validation_batches(), self.config.env.expansion_batches)
+        return probe(self.model, self.task.loss, batches, self.seed * 100_003 + self.epoch)
+
+    def _validation_batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        return self._eval_batches(self.data.val)
 
     def end_epoch(self, measured: Sequence[Any] | None = None) -> StepResult:
         """Run the governor, tick the slots, compute the reward and observe, from
@@ -273,6 +274,7 @@ class MorphogeneticEnv:
         ev: EvalResult = measured[1]
         test: EvalResult | None = measured[2] if with_test else None
         nonfinite: dict[str, float] = measured[-1]
+        self.last_expansion: ExpansionScores = measured[-2]
         self.epoch = step.events.epoch = epoch
         self.last_train = train
         epoch_end.record_measurements(self.model, train, ev)
@@ -283,7 +285,7 @@ class MorphogeneticEnv:
         if rolled_back:
             epoch_end.rollback(self, verdict.reason, ev.loss, step.events)
             # Observe the restored model, not the one that diverged.
-            fetched = fetch(*self._evaluations(with_test))
+            *fetched, self.last_expansion = fetch(*self._evaluations(with_test), self._expansion())
             ev, test = fetched[0], (fetched[1] if with_test else None)
 
         epoch_end.tick_slots(self.model, step.events)
@@ -387,6 +389,7 @@ class MorphogeneticEnv:
         self.last_train = last_train_stats(state)
         if state.cost is not None:
             self.cost.load_state(state.cost)
+        self.last_expansion = fetch(self._expansion())[0]
         self._started = True
         self._observation = observe(self, rolled_back=False)
 

@@ -15,6 +15,7 @@ from esper_core.step_values import Observation
 
 if TYPE_CHECKING:
     from esper_core.env.env import MorphogeneticEnv
+    from esper_core.env.expansion_score import ExpansionScores
 
 
 def observe(env: MorphogeneticEnv, rolled_back: bool) -> Observation:
@@ -44,6 +45,7 @@ def observe(env: MorphogeneticEnv, rolled_back: bool) -> Observation:
         masks=compute_masks(reports, env.space, env.mask_rules, gates, env.fits),
         rolled_back=rolled_back,
         train_flops_ratio=env.cost.epoch_flops_ratio(),
+        expansion=expansion_ratios(env.last_expansion, env.model.slot_ids),
         epochs_before_blending=tuple(
             env.settings.epochs_before_blending(env.blueprints[key].identity_at_birth)
             for key in env.space.blueprints
@@ -54,6 +56,14 @@ def observe(env: MorphogeneticEnv, rolled_back: bool) -> Observation:
         ),
         blueprint_branch=tuple(env.blueprints[key].branch for key in env.space.blueprints),
     )
+
+
+def expansion_ratios(scores: ExpansionScores, slot_ids: Sequence[str]) -> tuple[float, ...]:
+    """Each slot's expansion score over the host's, NaN where the probe measured none;
+    () when the probe is off (``env.expansion_batches = 0``)."""
+    if scores.batches == 0:
+        return ()
+    return tuple(scores.ratio(sid) if sid in scores.slots else math.nan for sid in slot_ids)
 
 
 def blueprint_params(env: MorphogeneticEnv) -> tuple[tuple[int, ...], ...]:

@@ -205,6 +205,9 @@ class LoopEnv(MorphogeneticEnv):
             validate_pending(self.model, self.task, self._batches(), amp=amp, masks=self._masks)
         ]
 
+    def _validation_batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        return self._batches()
+
     def _test_due(self, epoch: int) -> bool:
         return False
 
@@ -224,6 +227,7 @@ class LoopEnv(MorphogeneticEnv):
         self.last_train = None
         if baseline is not None:
             self._record_validation(baseline)
+        self.last_expansion = fetch(self._expansion())[0]
         events = StepEvents(env=self.env_index, episode=self.episode, epoch=0)
         birth.install(self, self.birth_seeds, events)  # a static policy's architecture
         self.governor.take_snapshot(self.model, 0)

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     # actions (rewards, policies) load without it.
     import torch
 
+    from esper_core.config import EnvSection
+    from esper_core.config_lifecycle import LifecycleSection
     from esper_core.lifecycle.gates import GateResult
     from esper_core.lifecycle.slot import SlotReport
 
@@ -173,6 +175,18 @@ class MaskRules:
     # ADVANCE and FOSSILIZE legal only when the gate they lead through passes now (when
     # the caller hands compute_masks the gates): a refused try changes nothing anyway.
     gated_advance: bool = False
+
+    @classmethod
+    def from_config(cls, env: EnvSection, lifecycle: LifecycleSection) -> MaskRules:
+        """The rules a run's ``[env]`` and ``[lifecycle]`` sections set."""
+        return cls(
+            max_seeds=env.max_seeds,
+            min_prune_age=env.min_prune_age,
+            protect_healthy=env.protect_healthy_seeds,
+            gated_advance=env.gated_advance,
+            min_training_epochs=lifecycle.min_training_epochs,
+            min_gradient_health=lifecycle.min_gradient_health,
+        )
 
 
 @frozen(eq=False)

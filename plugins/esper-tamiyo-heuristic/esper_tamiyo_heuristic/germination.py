@@ -4,6 +4,7 @@ observation, so the policy class keeps only the rule order and its memory."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -11,7 +12,7 @@ from esper_core.lifecycle.rules import LIVE_STAGES, epochs_to_full_alpha
 from esper_tamiyo_heuristic import host_growth
 from esper_tamiyo_heuristic.memory import Decision, EnvMemory
 from esper_tamiyo_heuristic.options import HeuristicOptions
-from esper_tamiyo_heuristic.signals import Trigger, capacity_check
+from esper_tamiyo_heuristic.signals import Trigger, capacity_check, expansion_check
 
 if TYPE_CHECKING:
     from esper_core.env.observation import Observation
@@ -23,6 +24,8 @@ def trigger(o: HeuristicOptions, memory: EnvMemory, obs: Observation) -> Trigger
     (``trigger = capacity``), or its validation loss falls by less than
     ``slowdown_drop`` per epoch (``trigger = slowdown``, the compute-aware recipe:
     more epochs of this model buy little, so grow now rather than at the end)."""
+    if o.trigger == "expansion":
+        return expansion_check(obs, o.expansion_ratio)
     if o.trigger == "slowdown":
         return capacity_check(
             obs.loss_history,
@@ -105,7 +108,7 @@ def germination(
             memory.late_trigger = [obs.epoch, left, needed]
         # It could not be judged, let alone kept, before the episode ends.
         return f"{fired.why}, but {left} epoch(s) left < {needed} to blend and judge a seed"
-    slot = legal_slots.index(True)
+    slot = best_slot(legal_slots, obs.expansion if o.trigger == "expansion" else ())
     action = Action(
         LifecycleOp.GERMINATE,
         slot=slot,
@@ -114,6 +117,15 @@ def germination(
         tempo=tempo_index,
     )
     return Decision(action, "germinate", f"{space.slot_ids[slot]}: {key}: {fired.why}")
+
+
+def best_slot(legal: Sequence[bool], scores: Sequence[float]) -> int:
+    """The legal slot with the highest expansion score; the first legal one without
+    scores (the rotation's order)."""
+    if len(scores) != len(legal):
+        return list(legal).index(True)
+    ranked = [(score if math.isfinite(score) else -math.inf, -i) for i, score in enumerate(scores)]
+    return -max(r for r, ok in zip(ranked, legal) if ok)[1]
 
 
 def why_no_growth(o: HeuristicOptions, memory: EnvMemory | None) -> str | None:
@@ -132,6 +144,11 @@ def why_no_growth(o: HeuristicOptions, memory: EnvMemory | None) -> str | None:
             f"the episode ended before the heuristic could germinate (it waits for "
             f"min_epoch={o.min_epoch}, no live seed and prune_cooldown={o.prune_cooldown} "
             "epochs after a prune): raise env.max_epochs"
+        )
+    if o.trigger == "expansion":
+        return (
+            "the heuristic's trigger never fired: no free slot's expansion score reached "
+            f"expansion_ratio={o.expansion_ratio} x the host's"
         )
     if o.trigger == "slowdown":
         return (

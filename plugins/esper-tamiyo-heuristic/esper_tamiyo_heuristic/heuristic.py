@@ -60,7 +60,7 @@ from esper_core.lifecycle.rules import (
     WATCHED_STAGES,
 )
 from esper_core.lifecycle.stages import Stage
-from esper_tamiyo_heuristic import germination, host_growth
+from esper_tamiyo_heuristic import germination, host_growth, judgement
 from esper_tamiyo_heuristic.memory import Decision, EnvMemory, SeenSeed, resolve_blueprint_order
 from esper_tamiyo_heuristic.options import HeuristicOptions
 from esper_tamiyo_heuristic.signals import (
@@ -310,6 +310,9 @@ class HeuristicPolicy:
                 f"{r.slot_id}: HOLDING {r.epochs_in_stage} of {o.min_holding_epochs} "
                 "epochs before it is judged"
             )
+        if o.judge == "contribution":
+            gate = obs.gates[i] if i < len(obs.gates) else None
+            return judgement.by_contribution(o, i, r, gate, self._on_slot)
         gain, need = self.gain(memory, obs, r), self.price(memory, obs, r)
         if gain is None or gain < need:
             shown = gain_text(gain, "<", need)

@@ -10,8 +10,9 @@ from esper_core.components import host_growth_options as growth
 from esper_core.config_limits import MAX_EPOCHS, MAX_FACTOR
 from esper_core.converter import each, in_range, non_empty, one_of, options_field
 
-TRIGGERS = ("capacity", "slowdown")
+TRIGGERS = ("capacity", "slowdown", "expansion")
 PRICES = ("params", "flops")
+JUDGES = ("gain", "contribution")
 
 # CNN: measured on digits with the impaired host (benchmarks/growth_study.py): seeds
 # that add 3x3 spatial mixing help, 1x1 and channel-only ones do not. Transformer: on
@@ -52,7 +53,17 @@ class HeuristicOptions:
         "When to germinate: capacity (the host underfits and its training loss is flat, see "
         "underfit_loss_ratio) or slowdown (compute-aware: the host's validation loss falls "
         "by less than slowdown_drop per epoch, so more epochs of the same host buy little "
-        "and a bigger model is the cheaper way on).",
+        "and a bigger model is the cheaper way on) or expansion (gradient-based: a free "
+        "slot's expansion score says a new module there would lower the loss faster than "
+        "the host's own next step, see expansion_ratio).",
+    )
+    expansion_ratio: float = options_field(
+        1.5,
+        in_range(0, MAX_FACTOR, lo_open=True),
+        "trigger = expansion: germinate once a free slot's expansion score (the first-order "
+        "loss decrease a zero-initialised module there would buy, over the host's own next "
+        "step; Observation.expansion, needs env.expansion_batches > 0) is at least this; "
+        "the seed goes to the slot with the highest score.",
     )
     slowdown_drop: float = options_field(
         0.02,
@@ -114,6 +125,20 @@ class HeuristicOptions:
         5,
         in_range(1, MAX_EPOCHS, integer=True),
         "Alpha ramp length in epochs (one of lifecycle.tempos).",
+    )
+    judge: str = options_field(
+        "gain",
+        one_of(*JUDGES),
+        "How a HOLDING seed is judged: gain (the validation loss against where the host "
+        "alone was heading, priced per doubling, see min_gain) or contribution (its "
+        "counterfactual contribution: validation accuracy with it minus switched off, "
+        "see min_contribution).",
+    )
+    min_contribution: float = options_field(
+        1.0,
+        in_range(-MAX_FACTOR, MAX_FACTOR),
+        "judge = contribution: keep a seed whose contribution is at least this many "
+        "validation accuracy points.",
     )
     gain_window: int = options_field(
         2,

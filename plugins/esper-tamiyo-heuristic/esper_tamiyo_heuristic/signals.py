@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from attrs import frozen
+
+if TYPE_CHECKING:
+    from esper_core.env.observation import Observation
 
 
 @frozen
@@ -50,6 +54,30 @@ def capacity_check(
     if drop_per_epoch >= max_drop:
         return Trigger(False, f"still learning: {falling} >= {max_drop:.1%}")
     return Trigger(True, f"{limit}: {falling} < {max_drop:.1%}, chance {chance_loss:.3f}")
+
+
+def expansion_check(obs: Observation, ratio: float) -> Trigger:
+    """A free slot where new capacity buys more than the host's own next step: its
+    expansion score (``Observation.expansion``) is at least ``ratio`` x the host's.
+    Free: GERMINATE is legal there now."""
+    from esper_core.lifecycle.actions import LifecycleOp
+
+    if not obs.expansion:
+        return Trigger(False, "no expansion scores: set env.expansion_batches > 0")
+    legal = obs.masks.slot[LifecycleOp.GERMINATE].tolist()
+    scores = {
+        obs.slots[i].slot_id: value
+        for i, (value, ok) in enumerate(zip(obs.expansion, legal))
+        if ok and math.isfinite(value)
+    }
+    if not scores:
+        return Trigger(False, "no expansion score measured at a free slot")
+    slot_id = max(scores, key=lambda s: scores[s])
+    best = scores[slot_id]
+    at = f"expansion score {best:.2f} x the host's at {slot_id}"
+    if best < ratio:
+        return Trigger(False, f"no bottleneck: {at} < {ratio:g}")
+    return Trigger(True, f"bottleneck: {at} >= {ratio:g}")
 
 
 def capacity_limited(
