@@ -58,8 +58,9 @@ from typing import Any
 import attrs
 from attrs import define, frozen
 
-from esper_core.compare.labels import label_check, label_problem
-from esper_core.compare.stalls import StallRule
+from esper_core.compare.entries import PolicyEntry, TaskEntry
+from esper_core.compare.labels import label_problem
+from esper_core.compare.stall_rule import StallRule
 from esper_core.compare.sweep_spec import (
     SIZE_SWEEP,
     SweepArm,
@@ -91,43 +92,6 @@ class ExperimentError(ConfigError):
 
 
 # ---------------------------------------------------------------- the file
-
-
-@define
-class PolicyEntry:
-    """One policy of the experiment."""
-
-    # No default: an entry with only a label would otherwise compare some default policy.
-    name: str | None = options_field(
-        None, doc="Policy component, or NAME:ARGUMENT (ppo:DIR/checkpoint.pt); required."
-    )
-    label: str | None = options_field(
-        None, label_check, "Name in tables and cell directories (default: from name)."
-    )
-    options: dict[str, Any] = options_field({}, doc="Options merged over [config.policies.NAME].")
-    checkpoints: list[str] = options_field(
-        [],
-        each(os_path),
-        "Trained policies of one method from independent training runs, one checkpoint "
-        "each: an arm LABEL.run-i per checkpoint (NAME:CHECKPOINT, name a bare component), "
-        "also reported across the runs.",
-    )
-    config: dict[str, Any] = options_field(
-        {},
-        doc="A partial run config merged over the shared [config] for this policy's cells "
-        "(a training length: {env = {max_epochs = 12}}); its static-final baseline keeps it.",
-    )
-
-
-@define
-class TaskEntry:
-    """One task of the experiment."""
-
-    name: str | None = options_field(None, doc="Task component; required.")
-    label: str | None = options_field(
-        None, label_check, "Name in tables and cell directories (default: name)."
-    )
-    options: dict[str, Any] = options_field({}, doc="Options merged over [config.tasks.NAME].")
 
 
 @define

@@ -26,32 +26,14 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 
-from attrs import define, frozen
+from attrs import frozen
 
 from esper_core.compare.cell_result import CellResult
 from esper_core.compare.metric import VALIDATION, higher_is_better
-from esper_core.converter import in_range, options_field
+from esper_core.compare.stall_rule import StallRule
 
 # Runs needed to say one is behind the others: of two apart, either may be the odd one.
 MIN_RUNS = 3
-
-
-@define
-class StallRule:
-    """When a run counts as not trained (the ``[stall]`` table of an experiment file)."""
-
-    acc_points: float = options_field(
-        5.0,
-        in_range(0, 100, lo_open=True),
-        "A run whose final validation accuracy is more than this many points below the "
-        "median of its arm's runs did not train (it stalled).",
-    )
-    loss_ratio: float = options_field(
-        0.10,
-        in_range(0, 100, lo_open=True),
-        "A run whose final validation loss is more than this fraction above the median of "
-        "its arm's runs did not train (0.10: 10 % above).",
-    )
 
 
 @frozen

@@ -23,7 +23,7 @@ from esper_core.compare.labels import label_problem
 from esper_core.run.run_dir import CHECKPOINT
 
 if TYPE_CHECKING:
-    from esper_core.compare.experiment import PolicyEntry
+    from esper_core.compare.entries import PolicyEntry
 
 MIN_TRAINING_RUNS = 2
 

@@ -15,14 +15,13 @@ than one batch is either one short batch (``drop_last=False``) or a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Protocol, TypeAlias, runtime_checkable
 
 import torch
 from attrs import frozen
 from torch.utils.data import DataLoader, Dataset
 
-from esper_core.components.task import TaskData
 from esper_core.errors import DataError
 
 Batch: TypeAlias = tuple[torch.Tensor, torch.Tensor]
@@ -287,28 +286,3 @@ def make_loader(
     return DataLoaderSource(
         split, batching, num_workers=num_workers, device=device, generator=generator
     )
-
-
-def move_task_data(data: TaskData, device: torch.device | str) -> TaskData:
-    """``data`` with every :class:`TensorSplit` on ``device``; other datasets stay as they are."""
-
-    def move(split: Split) -> Split:
-        return split.to(device) if isinstance(split, TensorSplit) else split
-
-    return TaskData(train=move(data.train), val=move(data.val), test=move(data.test))
-
-
-def cached_on_device(
-    cache: dict[str, TaskData], device: torch.device | str, load_cpu: Callable[[], TaskData]
-) -> TaskData:
-    """Load a task's data once on CPU and copy it once per device.
-
-    ``cache`` belongs to the task instance, so every env on one device shares the same
-    tensors and nothing is global.
-    """
-    key = str(canonical_device(device))
-    if key not in cache:
-        if "cpu" not in cache:
-            cache["cpu"] = move_task_data(load_cpu(), "cpu")
-        cache[key] = move_task_data(cache["cpu"], key)
-    return cache[key]

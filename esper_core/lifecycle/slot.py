@@ -66,7 +66,7 @@ class SeedSlot(nn.Module):
         self.register_buffer("_anchor", torch.zeros(0), persistent=False)
         self.register_buffer("_alpha", torch.zeros(()), persistent=False)
         self.register_buffer("_nonfinite", torch.zeros(()), persistent=False)
-        self._alpha_override: torch.Tensor | float | None = None
+        self.forced_alpha: torch.Tensor | float | None = None
 
     # ------------------------------------------------------------ properties
 
@@ -344,12 +344,12 @@ class SeedSlot(nn.Module):
     @contextlib.contextmanager
     def alpha_override(self, alpha: torch.Tensor | float) -> Iterator[None]:
         """Use ``alpha`` instead of the schedule: a float, or a ``[B]`` tensor of per-sample values."""
-        previous = self._alpha_override
-        self._alpha_override = alpha
+        previous = self.forced_alpha
+        self.forced_alpha = alpha
         try:
             yield
         finally:
-            self._alpha_override = previous
+            self.forced_alpha = previous
 
     # ------------------------------------------------------------ forward
 

@@ -13,10 +13,10 @@ from esper_core.env.data import (
     DataLoaderSource,
     TensorLoader,
     TensorSplit,
-    cached_on_device,
     canonical_device,
     make_loader,
 )
+from esper_core.env.device_data import cached_on_device
 from esper_core.errors import DataError
 
 

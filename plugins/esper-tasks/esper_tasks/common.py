@@ -111,7 +111,7 @@ class CrossEntropyTask:
         return math.log(self.num_classes)
 
     def load_data(self, device: torch.device | str) -> TaskData:
-        from esper_core.env.data import cached_on_device
+        from esper_core.env.device_data import cached_on_device
 
         return cached_on_device(self._cache, device, self._load_cpu)
 
