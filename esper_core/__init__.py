@@ -12,8 +12,7 @@ user's own model and loop, is here too: :class:`Grower`, :func:`host_from_module
 from typing import TYPE_CHECKING, Any
 
 from esper_core.hookspecs import hookimpl
-
-__version__ = "0.1.0"
+from esper_core.version import __version__
 
 if TYPE_CHECKING:
     from esper_core.components.blueprint import Blueprint

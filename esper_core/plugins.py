@@ -29,6 +29,7 @@ from esper_core.errors import (
     PluginError,
     UnknownComponentError,
 )
+from esper_core.version import __version__
 
 T = TypeVar("T")
 
@@ -367,8 +368,6 @@ def _ended(plugin: str, during: str, exc: BaseException) -> EsperError:
 
 
 def _own_version() -> str:
-    from esper_core import __version__
-
     return __version__
 
 
