@@ -340,6 +340,11 @@ COMMANDS: dict[str, Way] = {
         "esper train --task digits --set training.lr=0.4 --set policies.ppo.host_growth=widen "
         "--set policies.ppo.host_growth_factor=4 --seed 202 --out runs/ppo-hg-digits-s202"
     ): NotRun("the seed-200 command with another training seed"),
+    # docs/results/controller-benchmark.md
+    "esper benchmark examples/controller-suite.toml --jobs 2": NotRun(
+        "1,015 runs; one split end to end at the smallest scale in "
+        "tests/integration/test_controller_benchmark.py"
+    ),
     "esper compare examples/host-growth-digits.toml --jobs 2": NotRun(
         "it needs the six trained checkpoints; test_every_example_experiment_plans plans it"
     ),
