@@ -1,4 +1,4 @@
-"""A user's own models for the controller benchmark (examples/controller-suite.toml).
+"""A user's own models for the controller benchmark (examples/suites/controller-suite.toml).
 
 Each is reached through ``tasks.dataset`` (``data = "examples.benchmark_models:..."``,
 ``model = "examples.benchmark_models:..."``), as a user's model would be: plain

@@ -341,7 +341,7 @@ COMMANDS: dict[str, Way] = {
         "--set policies.ppo.host_growth_factor=4 --seed 202 --out runs/ppo-hg-digits-s202"
     ): NotRun("the seed-200 command with another training seed"),
     # docs/results/controller-benchmark.md
-    "esper benchmark examples/controller-suite.toml --jobs 2": NotRun(
+    "esper benchmark examples/suites/controller-suite.toml --jobs 2": NotRun(
         "1,015 runs; one split end to end at the smallest scale in "
         "tests/integration/test_controller_benchmark.py"
     ),

@@ -6,9 +6,11 @@ import pytest
 
 from esper_core.benchmark.menu import HostOffer, SlotOffer, build_menu, refusals
 from esper_core.benchmark.probe import host_offer
-from esper_core.benchmark.suite import SuiteError, split_problems
+from esper_core.benchmark.suite import SuiteError, build_suite, load_suite_file, split_problems
+from esper_core.config import RunConfig
+from esper_core.converter import structure
 from tests.core.benchmark.helpers import USER_MLP, pair, suite
-from tests.plugin_set import plugin_manager
+from tests.plugin_set import REPO, plugin_manager
 
 MOMENTS = (0.1, 0.5)
 
@@ -93,3 +95,13 @@ def test_a_host_in_both_splits_is_refused() -> None:
 def test_tuning_seeds_that_are_evaluation_seeds_are_refused() -> None:
     with pytest.raises(SuiteError, match="tuning_seeds: 1 among the evaluation seeds"):
         suite(pair("a", "digits"), seeds=3, tuning_seeds=[1, 100])
+
+
+def test_the_shipped_suite_holds_eight_evaluation_pairs_and_two_user_models() -> None:
+    spec = load_suite_file(REPO / "examples" / "suites" / "controller-suite.toml")
+    found = build_suite(spec, structure(spec.config, RunConfig))
+    evaluation = found.split("evaluation")
+    assert len(evaluation) >= 8 and found.split("training")
+    assert sum(p.task.name == "dataset" for p in evaluation) >= 2
+    assert len(found.tuning_seeds) >= 5 and len(found.seeds) == 10
+    assert not split_problems(found.pairs)
