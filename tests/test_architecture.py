@@ -36,8 +36,6 @@ ENV_CIRCLE = {
     for name in (
         "apply",
         "birth",
-        "cost",
-        "decision",
         "env",
         "epoch_end",
         "events",

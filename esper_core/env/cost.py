@@ -15,7 +15,7 @@ forked, buffers (BatchNorm statistics) are restored and gradients dropped.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 from attrs import define, field, frozen
@@ -28,8 +28,9 @@ from esper_core.lifecycle import rules
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.rules import BLENDED_STAGES, SEED_STAGES
 
-if TYPE_CHECKING:  # the env imports this module
-    from esper_core.env.env import MorphogeneticEnv
+if TYPE_CHECKING:
+    from esper_core.components.task import Task
+    from esper_core.env.episode import EpisodeStats
 
 Architecture = tuple[tuple[str, str, str | None, bool], ...]
 
@@ -186,8 +187,24 @@ class CostMeter:
         self._stale = state.stale
 
 
+class Accounting(Protocol):
+    """What counting a batch's cost reads of an env (``MorphogeneticEnv`` is one)."""
+
+    @property
+    def stats(self) -> EpisodeStats: ...
+
+    @property
+    def cost(self) -> CostMeter: ...
+
+    @property
+    def model(self) -> MorphogeneticModel: ...
+
+    @property
+    def task(self) -> Task: ...
+
+
 def account_training(
-    env: MorphogeneticEnv, inputs: torch.Tensor, targets: torch.Tensor, samples: int | None = None
+    env: Accounting, inputs: torch.Tensor, targets: torch.Tensor, samples: int | None = None
 ) -> None:
     """Count the training FLOPs of this batch (or of ``samples`` samples shaped like it)
     in the env's episode and epoch cost: the CLI path per batch, the library path per

@@ -13,7 +13,7 @@ column, events.jsonl, the report) and the Grower's :attr:`decision` say the same
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from attrs import frozen
 
@@ -21,12 +21,29 @@ from esper_core.lifecycle.actions import Action, LifecycleOp
 from esper_core.lifecycle.stages import Stage
 
 if TYPE_CHECKING:
-    from esper_core.env.env import MorphogeneticEnv
+    from esper_core.lifecycle.actions import ActionSpace
     from esper_core.lifecycle.host_growth import HostGrowth
+    from esper_core.lifecycle.model import MorphogeneticModel
 
 # The word of each operator at its start, and while it runs.
 VERBS = {"width": "WIDEN", "depth": "DEEPEN"}
 NOUNS = {"width": "widening", "depth": "deepening"}
+
+
+class Deciding(Protocol):
+    """What describing a decision reads of an env (``MorphogeneticEnv`` is one)."""
+
+    @property
+    def space(self) -> ActionSpace: ...
+
+    @property
+    def model(self) -> MorphogeneticModel: ...
+
+    @property
+    def epoch(self) -> int: ...
+
+    @property
+    def max_epochs(self) -> int: ...
 
 
 @frozen
@@ -49,7 +66,7 @@ def folded_at(growth: HostGrowth) -> int:
     return growth.born_epoch + growth.schedule.ticks - 1
 
 
-def describe(env: MorphogeneticEnv, action: Action) -> StepDecision:
+def describe(env: Deciding, action: Action) -> StepDecision:
     """``action`` as applied for the epoch ``env.epoch`` (its host growth already
     started), with what the host does at this boundary."""
     words = env.space.describe(action)
@@ -78,7 +95,7 @@ def describe(env: MorphogeneticEnv, action: Action) -> StepDecision:
     return StepDecision(words, "; ".join([*notes, action.reason] if action.reason else notes))
 
 
-def finished(env: MorphogeneticEnv) -> StepDecision:
+def finished(env: Deciding) -> StepDecision:
     """The decision once the env's ``max_epochs`` are done: none follows."""
     reason = f"the {env.max_epochs} planned epochs (max_epochs) are done"
     growth = env.model.host_growth
