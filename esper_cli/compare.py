@@ -106,8 +106,10 @@ def print_tuning(results: Any, console: Any, show: Any) -> None:
 
 
 def note(console: Any, text: str, style: str = "dim") -> None:
-    """A line of prose as written: "[tuning]" or "[95% ...]" is text, not rich markup."""
-    console.print(text, style=style, markup=False, highlight=False)
+    """A paragraph of prose as written: "[tuning]" or "[95% ...]" is text, not rich markup.
+    Wrapped between words at the console's width, piped too (``COLUMNS``, 80 by default):
+    a 300-character line was cut mid-word by the terminal showing the pipe."""
+    console.print(text, style=style, markup=False, highlight=False, soft_wrap=False)
 
 
 @click.command()
@@ -337,9 +339,12 @@ def compare(ctx: click.Context, **params: Any) -> None:
     else:
         console = output_console()
         print_tables(report.results, console)
+        # The directory once, the files after it: four whole paths ran to 100 columns.
         console.print(
-            f"results: {out / 'results.md'}, {out / 'results.json'}, {out / 'intervals.png'}, "
-            f"{out / 'pareto.png'}"
+            f"results in {out}: results.md, results.json, intervals.png, pareto.png",
+            markup=False,
+            highlight=False,
+            soft_wrap=False,
         )
     if report.failed:
         click.echo(

@@ -1,5 +1,7 @@
-"""What ``esper plugins | cat``, ``esper run | cat`` and ``esper compare | cat`` print at
-80 columns: no name cut with "…", no value split over two lines, counts formatted alike.
+"""What ``esper plugins | cat``, ``esper blueprints``, ``esper run``, ``esper train``,
+``esper compare`` and ``esper report`` print piped, at 80 columns: no name cut with "…",
+no value split over two lines, counts formatted alike, tables within 80 columns and
+prose wrapped between words.
 
 Each output is pinned by a snapshot under tests/cli/snapshots/ with its digits masked
 (each run of digits reads ``9``: the numbers of a run vary with the platform, their
@@ -15,7 +17,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.plugin_set import FAKE_COMPONENTS, FAKE_PLUGIN, REPO, first_party, subprocess_env
+import pytest
+from click.testing import CliRunner
+
+from esper_cli.main import build_cli
+from tests.plugin_set import (
+    FAKE_COMPONENTS,
+    FAKE_PLUGIN,
+    REPO,
+    first_party,
+    plugin_manager,
+    subprocess_env,
+)
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 
@@ -56,6 +69,12 @@ def check_snapshot(name: str, text: str) -> None:
     assert masked(text) == path.read_text(encoding="utf-8"), f"snapshot {path} differs"
 
 
+def within(text: str, width: int = 80) -> list[str]:
+    """The lines of ``text`` over ``width`` columns that could have wrapped: one word
+    alone (a long path) cannot."""
+    return [x for x in text.splitlines() if len(x.rstrip()) > width and " " in x.strip()]
+
+
 def test_plugins_piped_cut_no_name(tmp_path: Path) -> None:
     loads = [a for name in (*first_party(), FAKE_PLUGIN) for a in ("--plugin", name)]
     text = piped("plugins", *loads, tmp=tmp_path)
@@ -75,6 +94,7 @@ def test_blueprints_piped_cut_no_name(tmp_path: Path) -> None:
     assert max(len(x) for x in text.splitlines()) <= 80, text
     assert re.search(r"^transformer blueprints \(blueprints\.transformer; ", text, re.M), text
     assert re.search(r"^│ lora_large +│ +[\d,]+ │ yes +│ \S", text, re.M), text
+    check_snapshot("blueprints", text)
 
 
 def test_run_summary_piped_splits_no_value(tmp_path: Path) -> None:
@@ -123,5 +143,67 @@ def test_compare_piped_splits_no_value(tmp_path: Path) -> None:
     values = [x for x in lines if x.startswith("    test acc %")]
     assert len(values) == 2 and all(re.search(r"\] *$|\d$", x) for x in values)
     assert not [x for x in lines if "│" in x]  # the wide table is printed as records
-    assert "add [tuning] to search it" in text  # printed as written, not read as markup
+    assert "add [tuning] to search it" in " ".join(text.split())  # text, not markup
+    # The notes under the records wrap between words (they were lines of 300 columns).
+    assert not within(text), within(text)
+    assert any(x.startswith("P(> wait): probability that a run") for x in lines)
     check_snapshot("compare", text)
+
+
+def test_train_piped_tables_fit(tmp_path: Path) -> None:
+    text = piped(
+        "train",
+        *FAKE_COMPONENTS,
+        "--plugin",
+        "policies.ppo",
+        "--policy",
+        "ppo",
+        "--set",
+        "run.telemetry=[]",
+        "--set",
+        "run.threads=1",
+        "--set",
+        "policies.ppo.rollout_episodes=2",
+        "--max-epochs",
+        "3",
+        "--updates",
+        "1",
+        "--out",
+        str(tmp_path / "train"),
+        tmp=tmp_path,
+    )
+    assert "…" not in text
+    tables = [x for x in text.splitlines() if x[:1] in "┏┃┡│└"]
+    assert tables and max(len(x) for x in tables) <= 80, tables
+    check_snapshot("train", text)
+
+
+def test_report_piped_wraps_between_words(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_dir = tmp_path / "a-run-directory-with-a-long-name-as-under-runs"
+    piped(
+        "run",
+        *FAKE_COMPONENTS,
+        "--plugin",
+        "telemetry.jsonl",
+        "--set",
+        "env.max_epochs=3",
+        "--set",
+        'run.telemetry=["jsonl"]',
+        "--out",
+        str(run_dir),
+        tmp=tmp_path,
+    )
+    # `esper report` is the telemetry plugin's command: built in this process with the
+    # first-party plugins (a subprocess here loads none), piped as CliRunner's output is.
+    monkeypatch.setenv("COLUMNS", "80")
+    group, pm = build_cli(plugin_manager())
+    done = CliRunner().invoke(group, ["report", str(run_dir)], obj={"pm": pm})
+    assert done.exit_code == 0, done.output
+    text = done.stdout.replace(str(tmp_path), "TMP")
+    assert not within(text), text
+    lines = text.splitlines()
+    # Each fact starts a line; a continuation is indented under it.
+    starts = [x.split(":")[0].split(" ")[0] for x in lines if not x.startswith("  ")]
+    assert starts == ["run", "final", "grew", "parameters", "report"], lines
+    assert lines[-1].startswith("  ") and "rewards.png)" in lines[-1]
+    check_snapshot("report", text)

@@ -7,6 +7,8 @@ It reads what ``telemetry.jsonl`` writes, so that plugin adds it to the CLI (its
 from __future__ import annotations
 
 import json
+import shutil
+import textwrap
 from pathlib import Path
 
 import click
@@ -79,5 +81,11 @@ def report(
 
     # What the run was and how it went, then where to read more: the paths alone said
     # nothing about the run.
+    # Wrapped between words at the terminal's width (COLUMNS when piped, 80 by default),
+    # a line's continuation indented: a long run directory ran the last line past 80.
+    width = shutil.get_terminal_size().columns
     for line in summary_lines(data, written):
-        click.echo(line)
+        wrapped = textwrap.wrap(
+            line, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+        )
+        click.echo("\n".join(wrapped) or line)
