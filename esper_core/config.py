@@ -187,7 +187,7 @@ class EnvSection:
         "Validation batches of the end-of-epoch gradient probe: each slot's expansion score "
         "(what a new module there would buy at first order, over what the host's own next "
         "step buys; Observation.expansion), read by policies.heuristic's trigger = "
-        "expansion (0: no probe, and that trigger refuses to start).",
+        "expansion (0: no probe; that trigger then waits and says why).",
     )
     fossil_contribution_points: float = options_field(
         1.0,

@@ -39,6 +39,7 @@ from esper_core.run.telemetry import (
 )
 
 FEATURES, CLASSES = 20, 5
+HEURISTIC = ["trigger=expansion", "judge=contribution", "tempo=3"]
 
 
 def make_splits(seed: int = 0) -> tuple[TensorDataset, ...]:
@@ -131,10 +132,10 @@ def main() -> None:
         args.policy = "static"
         overrides = [f"policies.static.widen_at={args.widen_at}", "policies.static.widen_tempo=3"]
     elif args.policy == "heuristic":
-        # The compute-aware trigger: grow once the validation loss stops falling (this
-        # small MLP fits well below chance, so the default capacity trigger would wait,
-        # and say so); a short ramp suits a 24-epoch run.
-        overrides = ["policies.heuristic.trigger=slowdown", "policies.heuristic.tempo=3"]
+        # This small MLP fits well below chance, so the default capacity trigger would
+        # wait (and say so); the gradient-based trigger grows where the slots' expansion
+        # scores say new capacity pays. A short ramp suits a 24-epoch run.
+        overrides = [f"policies.heuristic.{o}" for o in HEURISTIC]
 
     torch.manual_seed(args.seed)
     train, val, test = make_splits(args.seed)

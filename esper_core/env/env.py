@@ -51,6 +51,8 @@ from esper_core.run.telemetry import Event
 
 
 class MorphogeneticEnv:
+    last_expansion: ExpansionScores  # the last probe's (see _expansion)
+
     def __init__(
         self,
         task: Task,
@@ -96,16 +98,11 @@ class MorphogeneticEnv:
     # ------------------------------------------------------------ construction
 
     def _resolve_blueprint(self, key: str) -> Blueprint:
-        try:
+        if key in self.blueprints:
             return self.blueprints[key]
-        except KeyError:
-            available = ", ".join(sorted(self.blueprints)) or "none"
-            raise ConfigError(
-                [
-                    f"blueprint {key!r} is not registered for {self.task.topology} hosts; "
-                    f"available: {available}"
-                ]
-            ) from None
+        available = ", ".join(sorted(self.blueprints)) or "none"
+        problem = f"blueprint {key!r} is not registered for {self.task.topology} hosts"
+        raise ConfigError([f"{problem}; available: {available}"])
 
     def _build(self, seed: int) -> None:
         """A fresh host, trainer, governor and data order for an episode seeded with ``seed``."""
@@ -274,7 +271,7 @@ class MorphogeneticEnv:
         ev: EvalResult = measured[1]
         test: EvalResult | None = measured[2] if with_test else None
         nonfinite: dict[str, float] = measured[-1]
-        self.last_expansion: ExpansionScores = measured[-2]
+        self.last_expansion = measured[-2]
         self.epoch = step.events.epoch = epoch
         self.last_train = train
         epoch_end.record_measurements(self.model, train, ev)

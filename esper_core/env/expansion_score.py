@@ -157,9 +157,13 @@ def probe(
 ) -> Pending:
     """:func:`expansion_scores` of every slot of ``model`` (its output is the slot's
     activation), the random features drawn from ``seed``."""
+    # A host that hooks slots onto a user's submodules (grow.module_host) names them;
+    # a built-in host calls each slot module in its forward.
+    named = getattr(model.host, "slot_modules", None)
+    sites = named() if callable(named) else {s.slot_id: s for s in model.iter_slots()}
     return expansion_scores(
         model,
-        {slot.slot_id: slot for slot in model.iter_slots()},
+        sites,
         model.host_parameters(),
         batches,
         loss_fn,

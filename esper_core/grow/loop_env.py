@@ -206,7 +206,9 @@ class LoopEnv(MorphogeneticEnv):
         ]
 
     def _validation_batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        return self._batches()
+        # Before the first end_epoch (a start or a resume) the user's batches have not
+        # arrived: the expansion probe sees none, and the scores are empty until then.
+        return self._batches() if self._val is not None else iter(())
 
     def _test_due(self, epoch: int) -> bool:
         return False

@@ -179,6 +179,12 @@ class ModuleHost(nn.Module):
     def injection_specs(self) -> tuple[InjectionSpec, ...]:
         return self._specs
 
+    def slot_modules(self) -> dict[str, nn.Module]:
+        """Each slot's named submodule, whose output is the slot's activation (an empty
+        slot has no hook on it, so the expansion probe listens to these)."""
+        modules = dict(self.module.named_modules())
+        return {slot_id_of(name): modules[name] for name in self.names}
+
     def route(self, routes: Mapping[str, Route]) -> None:
         """Send each named submodule's output through ``routes[slot_id]`` from now on."""
         self.unroute()
