@@ -36,6 +36,7 @@ from esper_core.compare.cell_dirs import (
 )
 from esper_core.compare.duplicates import repeats
 from esper_core.compare.experiment import Cell, Experiment
+from esper_core.compare.overhead import overhead
 from esper_core.compare.plan import plan_cells
 from esper_core.compare.run_cost import CellCosts, TaskCost
 from esper_core.compare.static_final import growing, static_cells, static_label
@@ -92,11 +93,20 @@ class Preview:
         return [g for g in self.groups if g.left > 0]
 
     @property
+    def pools(self) -> int:
+        """Pools of worker processes the command starts: one per kind of run left (the
+        search's, the evaluation's, the static-final runs')."""
+        return len({g.kind for g in self.to_run})
+
+    @property
     def estimate(self) -> float | None:
-        """Seconds until every unfinished run is done, ``jobs`` at a time; None when no
+        """Seconds until every unfinished run is done, ``jobs`` at a time, and the command's
+        own start, checks and figures (:mod:`esper_core.compare.overhead`); None when no
         group to run was measured."""
         measured = [g.left * g.seconds for g in self.to_run if g.seconds]
-        return sum(measured) / max(1, self.jobs) if measured else None
+        if not measured:
+            return None
+        return sum(measured) / max(1, self.jobs) + overhead(self.pools)
 
     @property
     def unmeasured(self) -> int:
@@ -289,8 +299,8 @@ def preview_lines(p: Preview) -> list[str]:
         summary += f"; about {duration(p.estimate)} at {p.jobs} job(s){unmeasured}"
         if p.from_benchmark:
             summary += (
-                " (an estimate from each task's benchmark, one CPU thread a job, growth "
-                "not counted; BENCHMARKS.md)"
+                " (an estimate from each task's benchmark, one CPU thread a job, the "
+                "command's start and figures counted, growth not counted; BENCHMARKS.md)"
             )
     else:
         summary += (

@@ -14,8 +14,17 @@ import pytest
 from esper_tasks.glyphs import GlyphsTask
 
 from esper_core.compare.experiment import build_experiment, parse_experiment, shared_config
+from esper_core.compare.overhead import COMMAND_SECONDS, POOL_SECONDS, overhead
 from esper_core.compare.plan import plan_cells
-from esper_core.compare.preview import BENCHMARK, MEASURED, SCALED, Preview, preview, preview_lines
+from esper_core.compare.preview import (
+    BENCHMARK,
+    MEASURED,
+    SCALED,
+    Group,
+    Preview,
+    preview,
+    preview_lines,
+)
 from esper_core.compare.run_cost import CellCosts
 from esper_core.config import dump_toml
 from esper_core.plugins import PluginManager
@@ -59,7 +68,8 @@ def test_a_fresh_experiment_is_priced_by_each_tasks_benchmark(
         assert group.seconds == pytest.approx(work.work.seconds(cost))
     # The large host computes 50 times the tiny one's FLOPs: it is not priced alike.
     assert groups(p)["sweep.large"].seconds > 2 * groups(p)["wait"].seconds
-    assert p.estimate == pytest.approx(2 * sum(g.seconds for g in p.groups))
+    # Two runs of each group, one job, and the command's own start, checks and figures.
+    assert p.estimate == pytest.approx(2 * sum(g.seconds for g in p.groups) + overhead(1))
     summary = preview_lines(p)[-1]
     assert "an estimate from each task's benchmark" in summary and "no estimate" not in summary
 
@@ -91,3 +101,22 @@ def test_a_size_not_yet_run_is_scaled_by_its_flops(pm: PluginManager, tmp_path: 
     assert large.seconds == pytest.approx(30.0 * predicted["sweep.large"] / predicted["wait"])
     # Not the tiny host's seconds per epoch, which underestimated every larger host.
     assert large.seconds > 2 * 30.0
+
+
+def test_the_estimate_is_its_runs_jobs_at_a_time_and_the_commands_own_overhead() -> None:
+    """The parts of the estimate: each run left at its seconds, ``jobs`` at a time; the
+    command's start, checks and figures once; one start of workers per pool (the search's,
+    the evaluation's, the static-final runs'). A run's wall_time and the tasks' benchmarks
+    start in a running worker: the comparisons they missed this by took 3 to 12 times
+    their estimate."""
+    tuning = Group("tuning", "digits", "wait point 0", (100, 101), 0, seconds=10.0)
+    evaluation = Group("evaluation", "digits", "wait", (0, 1, 2), 1, seconds=4.0)
+    done = Group("evaluation", "digits", "heuristic", (0, 1, 2), 3, seconds=99.0)
+    assert COMMAND_SECONDS > 0 and POOL_SECONDS > 0
+    p = Preview((tuning, evaluation, done), jobs=2)
+    assert p.pools == 2
+    runs = (2 * 10.0 + 2 * 4.0) / 2
+    assert p.estimate == pytest.approx(runs + COMMAND_SECONDS + 2 * POOL_SECONDS)
+    # Nothing left to run: no command overhead to estimate.
+    assert Preview((done,), jobs=1).estimate is None
+    assert overhead(0) == 0.0

@@ -140,6 +140,15 @@ EXPECTED: dict[str, list[str]] = {
         *(f"{side}.paired_ratio.{k}" for side in ("empty", "isolation") for k in SPREAD),
         "load_average",
     ],
+    "dry_run_estimate": [
+        "benchmark",
+        "estimate_s",
+        "measured_wall_s",
+        "runs",
+        "runs_wall_time_s",
+        "ratio",
+        "load_before",
+    ],
     "task_cost": [
         "benchmark",
         "load_before",
