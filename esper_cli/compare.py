@@ -124,9 +124,11 @@ def note(console: Any, text: str, style: str = "dim") -> None:
     "--task", "tasks", multiple=True, help="A task (repeatable; default: the config's run.task)."
 )
 @click.option(
-    "--seeds", type=int, help="Seeds per policy and task (default 5): --seed, --seed + 1, ..."
+    "--seeds",
+    type=int,
+    help="Random seeds per policy and task (default 5): --seed, --seed + 1, ...",
 )
-@click.option("--seed", type=int, help="First seed (run.seed).")
+@click.option("--seed", type=int, help="First random seed (run.seed).")
 @click.option("--jobs", "-j", type=int, help="Cells run in parallel processes (default 1).")
 @click.option(
     "--runner",
@@ -184,11 +186,11 @@ def note(console: Any, text: str, style: str = "dim") -> None:
 )
 @click.pass_context
 def compare(ctx: click.Context, **params: Any) -> None:
-    """Compare policies over seeds (and tasks): IQM, 95% bootstrap CIs, P(improvement).
+    """Compare policies over random seeds (and tasks): IQM, 95% bootstrap CIs, P(improvement).
 
     Either flags (esper compare --policy heuristic --policy wait --task digits --seeds 5
     --baseline wait) or an experiment file (esper compare experiments/x.toml; flags
-    override it). Every (task, policy, seed) is a run directory under OUT/cells/
+    override it). Every (task, policy, random seed) is a run directory under OUT/cells/
     with one episode of one env; finished ones are reused and interrupted ones
     resumed when the command runs again. The whole experiment is checked before any
     run starts. Writes OUT/results.json, OUT/results.md, OUT/intervals.png and
@@ -196,7 +198,7 @@ def compare(ctx: click.Context, **params: Any) -> None:
     ranked in the task's metric: test loss for a language model, test accuracy
     otherwise (sweep.metric). With the size-sweep baseline, also the sweep's frontier
     and each policy's verdict against it. With a [tuning] table in the experiment file,
-    every arm's recipe is first searched on the tuning seeds (runs under OUT/tuning/)
+    every arm's recipe is first searched on the tuning random seeds (runs under OUT/tuning/)
     and the evaluation runs use each arm's choice.
     """
     from rich.console import Console

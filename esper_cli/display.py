@@ -61,7 +61,7 @@ def print_summary(summary: dict[str, Any], run_dir: str, console: Console | None
     for column in (
         "env",
         "ep",
-        "seed",
+        "random\nseed",  # the number; the Seeds table's "seed" is the grown module
         "test%",
         "val%",
         "+params",
@@ -70,7 +70,12 @@ def print_summary(summary: dict[str, Any], run_dir: str, console: Console | None
         "rollbk",
         "reward",
     ):
-        table.add_column(column, justify="right", no_wrap=True, min_width=len(column))
+        table.add_column(
+            column,
+            justify="right",
+            no_wrap=True,
+            min_width=max(len(w) for w in column.split("\n")),
+        )
     for e in summary["episodes"]:
         table.add_row(
             str(e["env"]),

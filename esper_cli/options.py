@@ -52,7 +52,7 @@ def config_options(fn: F) -> F:
         click.option("--reward", help="Reward family, e.g. pbrs."),
         click.option("--executor", help="Executor, e.g. serial, streams."),
         click.option("--telemetry", multiple=True, help="Add a telemetry backend (repeatable)."),
-        click.option("--seed", type=int, help="Base seed (env i uses seed + i)."),
+        click.option("--seed", type=int, help="Base random seed (env i uses random seed + i)."),
         click.option("--device", help="Device, e.g. cpu or cuda:0."),
         click.option(
             "--devices", multiple=True, help="Devices for envs round-robin (streams executor)."

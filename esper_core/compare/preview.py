@@ -277,14 +277,14 @@ def preview_lines(p: Preview) -> list[str]:
         if g.copy_of is not None and not g.runs:
             state = f"same settings as {g.copy_of}: copied, not run"
         elif g.copy_of is not None:
-            state += f"; seeds {seed_span(g.copied)}: same settings as {g.copy_of}: copied, not run"
+            state += f"; random seeds {seed_span(g.copied)}: same settings as {g.copy_of}: copied, not run"
         elif g.kind == "static-final" and g.left:
             waiting = "once each grown run finishes (a run that did not grow: copied from wait)"
             state = f"{state}; the rest {waiting}" if g.finished else waiting
         estimated = "" if g.basis == MEASURED else " (estimated)"
         cost = f", ~{duration(g.seconds)} per run{estimated}" if g.seconds and g.runs else ""
         lines.append(
-            f"  {g.kind:<12} {g.task} / {g.arm} / seeds {seed_span(g.seeds)}: {state}{cost}"
+            f"  {g.kind:<12} {g.task} / {g.arm} / random seeds {seed_span(g.seeds)}: {state}{cost}"
         )
     remaining = sum(g.left for g in p.to_run)
     searched = sum(g.runs for g in p.groups if g.kind == "tuning")

@@ -343,15 +343,15 @@ def cautions(experiment: Experiment) -> list[str]:
     out = []
     if len(experiment.seeds) < MIN_CLAIM_SEEDS:
         out.append(
-            f"only {len(experiment.seeds)} evaluation seed"
+            f"only {len(experiment.seeds)} evaluation random seed"
             f"{'s' if len(experiment.seeds) > 1 else ''}: too few for a claim (intervals from "
             f"fewer than {MIN_CLAIM_SEEDS} are not to be trusted; set seeds = 10)"
         )
     tuning = experiment.tuning
     if tuning is not None and len(tuning.seeds) < MIN_CLAIM_SEEDS:
         out.append(
-            f"only {len(tuning.seeds)} tuning seeds: the tuning rule (docs/growth.md) asks "
-            f"for at least {MIN_CLAIM_SEEDS}, so that a rate that stalls on some seeds is seen"
+            f"only {len(tuning.seeds)} tuning random seeds: the tuning rule (docs/growth.md) asks "
+            f"for at least {MIN_CLAIM_SEEDS}, so that a rate that stalls on some random seeds is seen"
         )
     return out
 

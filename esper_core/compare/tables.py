@@ -72,7 +72,9 @@ def table_rows(
     if main is not None:
         header.append(metric_header(main, short))
     if results.baseline:
-        same_seed = "W/T/L" if short else f"vs {results.baseline}, same seed: W/T/L{_win(metric)}"
+        same_seed = (
+            "W/T/L" if short else f"vs {results.baseline}, same random seed: W/T/L{_win(metric)}"
+        )
         header += [_better_than(metric, results.baseline, short), same_seed]
     static = _static_final(results) and main is not None
     if main is not None and static:
@@ -80,7 +82,7 @@ def table_rows(
         header.append(
             "- static-final (W/T/L)"
             if short
-            else f"{main.short} − own static final architecture, same seed ({direction} is "
+            else f"{main.short} − own static final architecture, same random seed ({direction} is "
             "better): IQM [CI] (W/T/L)"
         )
     header += [metric_header(m, short) for m in METRICS if m.key != metric]
@@ -162,8 +164,8 @@ def describe(results: ComparisonResults) -> list[str]:
     span = f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}–{seeds[-1]}"
     better = _ranking(results)
     lines = [
-        f"{len(seeds)} seed(s) per policy and task (seeds {span}), one episode of one env per run; "
-        "the same seed gives every policy the same host initialisation and data order.",
+        f"{len(seeds)} random seed(s) per policy and task (random seeds {span}), one episode of one "
+        "env per run; the same random seed gives every policy the same host initialisation and data order.",
         f"Each value: interquartile mean (IQM) over runs [{results.confidence:.0%} confidence interval, "
         f"percentile bootstrap with {results.resamples} resamples, generator seed {results.bootstrap_seed}].",
         f"Runs are ranked by the task's metric: better is {better}.",
@@ -180,12 +182,13 @@ def describe(results: ComparisonResults) -> list[str]:
             f"a run of {results.baseline}, with {better} (Mann–Whitney U / (n·m), ties count "
             "1/2); 0.5 means no difference, an interval excluding 0.5 a real one. "
             f"W/T/L: runs that ended better / equal / worse than {results.baseline}'s run "
-            "with the same task and seed."
+            "with the same task and random seed."
         )
     if _static_final(results):
         lines.append(
-            f"POLICY.{STATIC_FINAL}: for each seed, the architecture POLICY's run ended with "
-            "(its seeds in the forward pass at the end) trained from scratch on the same seed "
+            f"POLICY.{STATIC_FINAL}: for each random seed, the architecture POLICY's run ended "
+            "with (its seeds in the forward pass at the end) trained from scratch on the same "
+            "random seed "
             "(policies.static: same host init, data order and seed init). The difference "
             "column is POLICY's run minus that run in the task's metric (a negative test "
             "loss difference is a win): IQM of the paired differences [CI] "
@@ -235,7 +238,7 @@ def frontier_rows(
         name = AXIS_NAMES[axis]
         header += [
             f"dominated ({name})",
-            f"{delta} @ equal {name}" + ("" if short else ", same seed: IQM [CI] (B/T/W)"),
+            f"{delta} @ equal {name}" + ("" if short else ", same random seed: IQM [CI] (B/T/W)"),
         ]
     rows = []
     for policy in dict.fromkeys(v.policy for v in frontier.verdicts):
@@ -275,18 +278,18 @@ def describe_frontier(frontier: TaskFrontier) -> str:
     direction = "higher" if frontier.higher_is_better else "lower"
     return (
         f"Size-sweep frontier of {frontier.task} in {metric.title} ({direction} is better): "
-        "the monotone hull of the sweep's points in log cost (cost: mean over seeds; value: "
+        "the monotone hull of the sweep's points in log cost (cost: mean over random seeds; value: "
         f"IQM), {'concave' if frontier.higher_is_better else 'convex'} and never worse at a "
         "higher cost, so a point below the chord of its neighbours or a bigger one that did "
         "worse lowers nothing. The hull is chosen by the sizes' validation values, as a "
         "researcher picks a size, and drawn at their test values; on frontier: it passes "
         "through the size. Dominated: a sweep "
         "point or another policy has at most the policy's cost and at least its value, "
-        "better on one. Δ: the policy's run minus the frontier of the same seed's sweep runs "
-        "(chosen by that seed's validation values) at "
+        "better on one. Δ: the policy's run minus the frontier of the same random seed's "
+        "sweep runs (chosen by that random seed's validation values) at "
         "the run's own cost (linear in log cost between hull vertices, flat at the best "
         "value up to the costliest point; none outside the sweep's cost range): IQM over "
-        "seeds [CI] (seeds better/tied/worse than the frontier)."
+        "random seeds [CI] (random seeds better/tied/worse than the frontier)."
     )
 
 
@@ -299,14 +302,14 @@ def training_runs_rows(
         "method",
         "task",
         "training runs",
-        "IQM [CI]" if short else "metric: IQM [CI] pooled over runs × seeds",
+        "IQM [CI]" if short else "metric: IQM [CI] pooled over runs × random seeds",
         "per-run IQMs" if short else "per-run IQMs (min–max)",
     ]
     if results.baseline:
         header.append(
             f"- {results.baseline} (W/T/L)"
             if short
-            else f"vs {results.baseline}, same seed: paired IQM [CI] (W/T/L)"
+            else f"vs {results.baseline}, same random seed: paired IQM [CI] (W/T/L)"
         )
     rows = []
     for g in results.training_groups:
@@ -316,7 +319,9 @@ def training_runs_rows(
         cells = [
             g.label,
             g.task,
-            f"{runs} × {seeds.pop()} seeds" if len(seeds) == 1 else f"{runs}, {g.n} runs × seeds",
+            f"{runs} × {seeds.pop()} random seeds"
+            if len(seeds) == 1
+            else f"{runs}, {g.n} runs × random seeds",
             f"{metric.short}: {fmt_interval(g.iqm, g.low, g.high, metric.digits)}",
             f"{fmt(g.run_min, metric.digits)}–{fmt(g.run_max, metric.digits)}",
         ]
@@ -329,7 +334,7 @@ def training_runs_rows(
 def describe_training_runs(results: ComparisonResults) -> str:
     versus = (
         f" The paired column is each run's value minus {results.baseline}'s run of the same "
-        "task and seed, resampled the same way; W/T/L in the task's metric (a lower test "
+        "task and random seed, resampled the same way; W/T/L in the task's metric (a lower test "
         "loss is a win)."
         if results.baseline
         else ""
@@ -337,11 +342,11 @@ def describe_training_runs(results: ComparisonResults) -> str:
     return (
         "Each method trained in several independent runs (one arm METHOD.run-i per "
         "checkpoint, in the tables above one by one): the IQM of every (training run, "
-        "evaluation seed) value pooled, and the lowest and highest IQM of a single run. "
+        "evaluation random seed) value pooled, and the lowest and highest IQM of a single run. "
         "The interval is a crossed bootstrap: each resample draws the training runs with "
-        "replacement and one draw of the evaluation seeds that every drawn run (and the "
+        "replacement and one draw of the evaluation random seeds that every drawn run (and the "
         "baseline) shares, expanded for the few runs a study has (docs/growth.md), so it "
-        f"holds the spread between training runs as well as between seeds.{versus}"
+        f"holds the spread between training runs as well as between random seeds.{versus}"
     )
 
 

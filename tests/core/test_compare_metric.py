@@ -95,16 +95,17 @@ def test_a_language_model_is_ranked_by_its_test_loss(tmp_path: Path) -> None:
 
     header, rows = table_rows(results, "charlm")
     assert header[2] == "final test loss" and "P(test loss < wait)" in header
-    assert "vs wait, same seed: W/T/L, win: lower test loss" in header
+    assert "vs wait, same random seed: W/T/L, win: lower test loss" in header
     static_column = (
-        "test loss − own static final architecture, same seed (lower is better): IQM [CI] (W/T/L)"
+        "test loss − own static final architecture, same random seed (lower is better): "
+        "IQM [CI] (W/T/L)"
     )
     assert static_column in header
     by_policy = {r[0]: dict(zip(header, r)) for r in rows}
     heuristic = by_policy["heuristic"]
     assert heuristic["final test loss"].startswith("2.8600")
     assert heuristic["P(test loss < wait)"].startswith("1.00")
-    assert heuristic["vs wait, same seed: W/T/L, win: lower test loss"] == "3/0/0"
+    assert heuristic["vs wait, same random seed: W/T/L, win: lower test loss"] == "3/0/0"
     assert heuristic[static_column].startswith("-0.0200")
     assert heuristic[static_column].endswith("(3/0/0)")
     assert "final test accuracy (%)" in header  # still shown, as one column among the costs
@@ -136,7 +137,7 @@ def test_the_same_runs_ranked_by_accuracy_disagree(tmp_path: Path) -> None:
     assert static is not None and (static.wins, static.losses) == (0, 3)
     assert row.dominated == ["params_forward", "train_flops"]
     header, _ = table_rows(results, "charlm")
-    assert "P(> wait)" in header and "vs wait, same seed: W/T/L" in header
+    assert "P(> wait)" in header and "vs wait, same random seed: W/T/L" in header
 
 
 def test_tasks_of_different_metrics_are_each_ranked_in_their_own(tmp_path: Path) -> None:

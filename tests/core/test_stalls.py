@@ -91,6 +91,6 @@ def test_too_few_evaluation_seeds_are_a_caution(pm: PluginManager, tmp_path: Pat
     experiment = build_experiment(spec, shared_config(spec))
     results = aggregate(experiment, [], tmp_path, {"tiny": LOSS})
     (caution,) = results.cautions
-    assert caution.startswith("only 2 evaluation seeds: too few for a claim")
+    assert caution.startswith("only 2 evaluation random seeds: too few for a claim")
     write_results(results, tmp_path)
     assert f"**Caution: {caution}.**" in (tmp_path / RESULTS_MD).read_text()

@@ -231,9 +231,9 @@ def test_results_report_the_method_across_its_training_runs(
     assert load_results(tmp_path / RESULTS_JSON) == results
     markdown = (tmp_path / RESULTS_MD).read_text()
     section = markdown.split("## Across training runs\n", 1)[1]
-    assert "| scripted | tiny | 3 × 4 seeds | test loss: " in section
+    assert "| scripted | tiny | 3 × 4 random seeds | test loss: " in section
     assert "| 0.8500–1.5000 | " in section and "(7/0/5) |" in section
-    assert "one draw of the evaluation seeds that every drawn run" in section
+    assert "one draw of the evaluation random seeds that every drawn run" in section
 
 
 def test_a_training_run_without_finished_cells_is_counted_as_missing(

@@ -146,7 +146,9 @@ def test_dry_run_checks_and_starts_nothing(invoke, tmp_path: Path) -> None:  # t
     assert result.exit_code == 0, result.output
     assert f"experiment OK: {SEEDS * len(POLICIES)} runs in {out}" in result.output
     # Grouped by task and arm, with the seeds and the count.
-    assert re.search(r"^  evaluation   tiny / wait / seeds \d+-\d+: to run$", result.output, re.M)
+    assert re.search(
+        r"^  evaluation   tiny / wait / random seeds \d+-\d+: to run$", result.output, re.M
+    )
     assert "no estimate yet" in result.output
     assert not out.exists()
 
@@ -200,7 +202,8 @@ def test_a_fresh_dry_run_estimates_from_the_benchmarks_without_torch(tmp_path: P
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert re.search(
-        r"glyphs / sweep\.large / seeds 4000-4009: to run, ~.+ per run \(estimated\)", done.stdout
+        r"glyphs / sweep\.large / random seeds 4000-4009: to run, ~.+ per run \(estimated\)",
+        done.stdout,
     )
     assert "an estimate from each task's benchmark" in lines[-2], lines[-2]
     assert lines[-1] == "[]", done.stdout

@@ -164,7 +164,7 @@ def test_dry_run_counts_the_sweep(invoke, tmp_path: Path) -> None:  # type: igno
     assert result.exit_code == 0, result.output
     # sweep.w4 is the wait policy's host: its runs are copied from wait's, not run.
     assert f"experiment OK: {SEEDS * (1 + len(WIDTHS))} runs" in result.output
-    assert "tiny / sweep.w4 / seeds 0, 1: same settings as tiny/wait: copied, not run" in (
+    assert "tiny / sweep.w4 / random seeds 0, 1: same settings as tiny/wait: copied, not run" in (
         result.output
     )
     assert f"{SEEDS} copies of another run's settings" in result.output

@@ -129,11 +129,11 @@ def test_dry_run_lists_the_copies(invoke, tmp_path: Path) -> None:  # type: igno
     assert lines[0].startswith(f"experiment OK: {TRAINED} runs")
     for k, original in ORIGINAL.items():
         copy = f"same settings as tuning tiny/wait point {original}: copied, not run"
-        wait = f"  tuning       tiny / wait point {k} / seeds 100: "
+        wait = f"  tuning       tiny / wait point {k} / random seeds 100: "
         assert wait + ("to run" if k == original else copy) in lines
-        assert f"  tuning       tiny / sweep.w4 point {k} / seeds 100: {copy}" in lines
+        assert f"  tuning       tiny / sweep.w4 point {k} / random seeds 100: {copy}" in lines
     assert (
-        "  evaluation   tiny / sweep.w4 / seeds 0, 1: same settings as tiny/wait: copied, not run"
+        "  evaluation   tiny / sweep.w4 / random seeds 0, 1: same settings as tiny/wait: copied, not run"
     ) in lines
     assert lines[-1].startswith(
         f"{TRAINED} runs ({len(TRAINED_POINTS)} of them tuning runs; {TRAINED} to run), "

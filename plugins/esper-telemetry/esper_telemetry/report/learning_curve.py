@@ -94,7 +94,7 @@ def _evaluations(data: RunData, ax: Any) -> None:
             style = REFERENCE_STYLE.get(ref.policy, {"color": "#000000", "linestyle": ":"})
             ax.axhline(level, label=f"{ref.policy} ({level:.1f})", linewidth=1.4, **style)
     seeds = ", ".join(str(s) for s in trained[-1].seeds)
-    ax.set_title(f"greedy evaluation, final test acc. (seeds {seeds})", fontsize=9)
+    ax.set_title(f"greedy evaluation, final test acc. (random seeds {seeds})", fontsize=9)
     ax.set_xlabel("update")
     ax.set_ylabel("%")
     ax.legend(fontsize=7, loc="lower right")

@@ -238,7 +238,7 @@ def render(data: RunData, figures: Sequence[str]) -> str:
             [
                 "env",
                 data.outer_name,
-                "seed",
+                "random seed",
                 "val acc %",
                 "test acc %",
                 "return",
