@@ -44,6 +44,7 @@ GLYPH_TESTS = ("tests/plugins/esper_tasks/test_glyphs.py",)
 BLUEPRINTS = "plugins/esper-blueprints/esper_blueprints"
 STACKING_TESTS = ("tests/integration/test_stacking.py",)
 CORE = "esper_core"
+OPERATORS = "plugins/esper-operators/esper_operators"
 GROWER_TESTS = ("tests/integration/test_grower.py",)
 COST_TESTS = ("tests/core/test_birth_and_cost.py",)
 CROSSED_TESTS = ("tests/core/test_crossed_bootstrap.py",)
@@ -323,8 +324,8 @@ MUTATIONS = (
     # ---- Host growth (issue 50): the masks between 0 and 1, which checks at 0 and 1 miss.
     Mutation(
         "width-stage-mask-squared",
-        CORE,
-        "lifecycle/width.py",
+        OPERATORS,
+        "width_conv.py",
         "new = None if y_new is None else y_new * self.mask.to(y_new.dtype)",
         "new = None if y_new is None else y_new * self.mask.to(y_new.dtype) ** 2",
         WIDTH_TESTS,
@@ -348,8 +349,8 @@ MUTATIONS = (
     # ---- Host growth: biases and a later layer's new inputs at the fold.
     Mutation(
         "width-stage-consumer-bias-reinitialised",
-        CORE,
-        "lifecycle/width.py",
+        OPERATORS,
+        "width_conv.py",
         "wide.bias = conv.bias  # no new outputs",
         "pass  # no new outputs",
         WIDTH_TESTS,
@@ -364,8 +365,8 @@ MUTATIONS = (
     ),
     Mutation(
         "width-stage-consumer-only-not-folded",
-        CORE,
-        "lifecycle/width.py",
+        OPERATORS,
+        "width_conv.py",
         "if cross is None and not self.out_extra:",
         "if not self.out_extra:",
         WIDTH_TESTS,
@@ -405,8 +406,8 @@ MUTATIONS = (
     ),
     Mutation(
         "width-stage-new-norm-torch-defaults",
-        CORE,
-        "lifecycle/width.py",
+        OPERATORS,
+        "width_conv.py",
         "out_extra, bn.eps, bn.momentum, bn.affine, bn.track_running_stats",
         "out_extra",
         WIDTH_TESTS,
@@ -414,8 +415,8 @@ MUTATIONS = (
     # ---- Host growth: a strided stage deepened, and PPO's head at the last epoch.
     Mutation(
         "deepen-stack-copies-a-strided-conv",
-        CORE,
-        "lifecycle/deepening_cnn.py",
+        OPERATORS,
+        "deepening_cnn.py",
         "if conv.stride != (1, 1):",
         "if False:",
         DEEPEN_TESTS,
@@ -549,6 +550,39 @@ MUTATIONS = (
         "if failed & {policy, results.baseline}:",
         "if False:",
         ("tests/core/test_stalls.py",),
+    ),
+    # ---- The expansion probe and the heuristic's trigger and judgement that read it.
+    Mutation(
+        "expansion-features-linear",
+        CORE,
+        "env/expansion_score.py",
+        "phi = torch.relu(h @ projection)",
+        "phi = h @ projection",
+        ("tests/core/test_expansion_score.py",),
+    ),
+    Mutation(
+        "expansion-trigger-threshold-inverted",
+        HEURISTIC,
+        "signals.py",
+        "if best < ratio:",
+        "if best > ratio:",
+        ("tests/plugins/esper_tamiyo_heuristic/test_tamiyo_expansion.py",),
+    ),
+    Mutation(
+        "expansion-trigger-first-slot-not-best",
+        HEURISTIC,
+        "germination.py",
+        'slot = best_slot(legal_slots, obs.expansion if o.trigger == "expansion" else ())',
+        "slot = legal_slots.index(True)",
+        ("tests/plugins/esper_tamiyo_heuristic/test_tamiyo_expansion.py",),
+    ),
+    Mutation(
+        "contribution-judge-keeps-a-short-seed",
+        HEURISTIC,
+        "judgement.py",
+        "if c is None or c < o.min_contribution:",
+        "if c is None:",
+        ("tests/plugins/esper_tamiyo_heuristic/test_tamiyo_expansion.py",),
     ),
 )
 BY_NAME = {m.name: m for m in MUTATIONS}
