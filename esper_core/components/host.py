@@ -74,7 +74,7 @@ class RoutedHost(Protocol):
 
 @runtime_checkable
 class HasWidths(Protocol):
-    """Optional: a host whose width can grow (:mod:`esper_core.lifecycle.host_width`).
+    """Optional: a host whose width can grow (:mod:`esper_operators.host_width`).
 
     ``stage_channels()`` are its widths, one per part that widens on its own (a CNN's
     stages; a transformer's one residual width, ``d_model``). A width growth replaces the
@@ -169,7 +169,7 @@ class WidenableTransformer(HasWidths, Protocol):
 @runtime_checkable
 class DeepenableTransformer(Protocol):
     """A transformer host whose stack of residual blocks can grow in depth (host depth
-    growth, :mod:`esper_core.lifecycle.host_depth`): each block maps the residual stream
+    growth, :mod:`esper_operators.host_depth`): each block maps the residual stream
     ``x`` to ``x + f(x)``, of the same shape, so a block born behind a mask can start as
     the identity. New blocks go on top of the stack, in :meth:`top_stage` (the last
     segment, before the head), so every slot keeps the blocks it follows."""
@@ -197,7 +197,7 @@ class DeepenableTransformer(Protocol):
 @runtime_checkable
 class DeepenableCNN(Protocol):
     """A CNN host whose conv stages can grow in depth (host depth growth,
-    :mod:`esper_core.lifecycle.deepening_cnn`): ``depth_stages()[i]`` is an
+    :mod:`esper_operators.deepening_cnn`): ``depth_stages()[i]`` is an
     ``nn.Sequential`` of conv layers (Conv2d, BatchNorm2d, channel-wise modules), then
     its pool, if any, and any layers after the pool. New layers keep the stage's width
     and resolution, so they go after the stage's last layer before the pool; a layer

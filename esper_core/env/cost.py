@@ -8,51 +8,49 @@ device: torch gives the CPU's fused attention kernel no FLOP formula (it would c
 zero) and counts CUDA's with its backward's recomputation, so a fused kernel would make a
 run's FLOPs depend on where it ran. An
 architecture is what changes the computation: each slot's stage, blueprint and whether
-the seed's input is isolated, and the widths and depth of a host that can grow. The counting pass leaves no trace: the random state is
+the seed's input is isolated, and the sizes of a growing host's sites (as each installed growth operator reads them). The counting pass leaves no trace: the random state is
 forked, buffers (BatchNorm statistics) are restored and gradients dropped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import torch
 from attrs import define, field, frozen
-from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from esper_core.components.host import DeepenableCNN, DeepenableTransformer, HasWidths
 from esper_core.lifecycle import rules
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.rules import BLENDED_STAGES, SEED_STAGES
 
 if TYPE_CHECKING:
+    from esper_core.components.growth_operator import GrowthOperator
     from esper_core.components.task import Task
     from esper_core.env.episode import EpisodeStats
 
 Architecture = tuple[tuple[str, str, str | None, bool], ...]
 
 
-def architecture(model: MorphogeneticModel) -> Architecture:
+def architecture(
+    model: MorphogeneticModel, operators: Sequence[GrowthOperator] = ()
+) -> Architecture:
     """Each slot's (id, stage, blueprint, isolated); for a host that can grow, one more
-    entry ("host", its stage widths and for a transformer its depth, the stage of a host
-    growth in flight or None, False): a widened or deepened host is a new architecture,
-    its FLOPs counted anew."""
+    entry ("host", the sizes of its sites by each operator that grows it, the stage of a
+    host growth in flight or None, False): a widened or deepened host is a new
+    architecture, its FLOPs counted anew."""
     slots = tuple(
         (s.slot_id, s.stage.value, s.state.blueprint, rules.is_isolated(s.stage, s.state.alpha))
         for s in model.iter_slots()
     )
     host = model.host
-    widths = host.stage_channels() if isinstance(host, HasWidths) else ()
-    sizes = [",".join(map(str, widths))] if widths else []  # a user's module: pairs, or none
-    if isinstance(host, DeepenableTransformer):
-        sizes.append(f"depth {len(host.residual_blocks())}")
-    elif isinstance(host, DeepenableCNN):
-        # Counted through any module a width growth wraps a stage in.
-        convs = (sum(isinstance(m, nn.Conv2d) for m in s.modules()) for s in host.depth_stages())
-        sizes.append("depth " + ",".join(map(str, convs)))
+    sizes = []
+    for operator in operators:
+        sites = operator.sites(host)
+        if sites:  # a user's module with no layer pair declares none
+            sizes.append(f"{operator.name} " + ",".join(str(site.size) for site in sites))
     if not sizes:
         return slots
     growth = model.host_growth
@@ -129,6 +127,9 @@ class CostMeter:
     """Per-sample training FLOPs of each architecture an episode has trained, and of the
     bare host, so an epoch's compute can be priced relative to not growing at all."""
 
+    # The growth operators installed: the sizes of a host's sites they read are part of
+    # its architecture.
+    operators: Sequence[GrowthOperator] = ()
     per_sample: dict[Architecture, float] = field(factory=dict)
     host_per_sample: float | None = None
     epoch_flops: int = 0
@@ -140,7 +141,7 @@ class CostMeter:
     _stale: bool = False
 
     def begin_epoch(self, model: MorphogeneticModel) -> None:
-        self._current = architecture(model)
+        self._current = architecture(model, self.operators)
         self._stale = True
 
     def epoch_flops_ratio(self) -> float:
@@ -160,7 +161,7 @@ class CostMeter:
         if self._stale:
             self.epoch_flops = self.epoch_host_flops = 0
             self._stale = False
-        key = self._current if self._current is not None else architecture(model)
+        key = self._current if self._current is not None else architecture(model, self.operators)
         n = max(inputs.shape[0], 1)
         trained = inputs.shape[0] if samples is None else samples
         if key not in self.per_sample:

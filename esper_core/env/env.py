@@ -116,7 +116,7 @@ class MorphogeneticEnv:
         # The host as built, before any growth of its own: what params_added counts from.
         self.birth_host_params = self.host_params
         self.governor = Governor(self.config.governor, self.task.chance_loss)
-        self.cost = CostMeter()
+        self.cost = CostMeter(tuple(self.operators.values()))
         self.data: TaskData = self.task.load_data(self.device)
         self.generator = torch.Generator().manual_seed(seed)
         # Built once per episode: each iteration draws a fresh permutation from the

@@ -23,7 +23,7 @@ import torch
 from attrs import frozen
 from torch import nn
 
-from esper_core.lifecycle.width import CHANNELWISE
+from esper_core.lifecycle.width_parts import CHANNELWISE
 
 LAYERS = (nn.Linear, nn.Conv2d)
 NORMS = (nn.BatchNorm1d, nn.BatchNorm2d)

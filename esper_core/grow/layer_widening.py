@@ -29,7 +29,7 @@ from torch import nn
 
 from esper_core.components.host import InjectionSpec
 from esper_core.grow.layer_pairs import LayerPair
-from esper_core.lifecycle.width import WidthError, check_extra, uniform_init
+from esper_core.lifecycle.host_growth import WidthError
 from esper_core.lifecycle.width_fold import (
     FoldedParam,
     cat0,
@@ -37,6 +37,7 @@ from esper_core.lifecycle.width_fold import (
     fold_norm,
     set_assembled,
 )
+from esper_core.lifecycle.width_parts import check_extra, uniform_init
 
 Norm = nn.BatchNorm1d | nn.BatchNorm2d
 # The submodule of a user's layer that holds a growth's new parameters while it ramps.

@@ -140,7 +140,7 @@ class LoopEnv(MorphogeneticEnv):
         self.host_params = self.model.host_param_count()
         self.birth_host_params = self.host_params  # what params_added counts from
         self.governor = Governor(self.config.governor, self.task.chance_loss)
-        self.cost = CostMeter()
+        self.cost = CostMeter(tuple(self.operators.values()))
         self.generator = torch.Generator().manual_seed(seed)
 
     def load_state_dict(self, data: dict[str, Any]) -> None:

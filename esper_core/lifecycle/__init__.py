@@ -7,7 +7,8 @@
 * ``actions``: the action space and its masks; ``governor``: the safety rollback;
 * ``blueprint_check``: the checks of every seed module a blueprint builds;
 * ``views``: values copied by field name (settings from the config, reports from state);
-* ``host_growth``: the ramp and stages every growth of the host itself shares; its
-  operators ``host_width`` (``widening``, ``width*``) and ``host_depth`` (``deepening``,
-  ``deepening_cnn``).
+* ``host_growth``: the ramp and stages every growth of the host itself shares, with
+  ``module_swap`` (masked modules put in place and folded), ``width_parts`` and
+  ``width_fold`` (what every width operator's modules share); the operators themselves
+  come from a plugin (``plugins/esper-operators``).
 """

@@ -82,7 +82,7 @@ class MorphogeneticModel(nn.Module):
             spec.segment: spec.slot_id for spec in specs if spec.slot_id in enabled
         }
         self._routed = not segmented
-        # The host's own growths (width: esper_core.lifecycle.host_width, depth:
+        # The host's own growths (width: esper_operators.host_width, depth:
         # host_depth), oldest first: the cost meter, the governor and the trainer ask the
         # one in flight what the host is.
         self.host_growths: list[HostGrowth] = []

@@ -15,7 +15,7 @@ from typing import Generic, TypeVar
 
 from torch import nn
 
-from esper_core.lifecycle.width import FoldedParam
+from esper_core.lifecycle.width_fold import FoldedParam
 
 K = TypeVar("K", bound=Hashable)
 

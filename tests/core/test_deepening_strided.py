@@ -9,9 +9,9 @@ import math
 
 import pytest
 import torch
+from esper_operators.deepening_cnn import ConvDeepening, GatedLayer
 from torch import nn
 
-from esper_core.lifecycle.deepening_cnn import ConvDeepening, GatedLayer
 from esper_core.lifecycle.host_growth import GrowthError
 
 X = torch.randn(4, 3, 16, 16, generator=torch.Generator().manual_seed(3))

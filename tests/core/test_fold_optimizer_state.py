@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 import torch
+from esper_operators.host_depth import HostDepthGrowth
+from esper_operators.host_width import HostWidthGrowth, plan_by_factor
 from esper_tasks.hosts.cnn import CNNHost
 from esper_tasks.hosts.transformer import TransformerHost
 from torch import nn
@@ -25,9 +27,7 @@ from esper_core.components.blueprint import Blueprint
 from esper_core.env.adam_ages import LAG_KEY, correct_young_slices
 from esper_core.env.optimizers import carry_state, make_optimizer
 from esper_core.grow.grower import Grower
-from esper_core.lifecycle.host_depth import HostDepthGrowth
 from esper_core.lifecycle.host_growth import HostGrowth
-from esper_core.lifecycle.host_width import HostWidthGrowth, plan_by_factor
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.width_fold import FoldedParam, cat0
 from esper_core.recipe import Recipe

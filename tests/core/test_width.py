@@ -1,4 +1,4 @@
-"""Masked width growth of a conv stage (esper_core.lifecycle.width): bit-identity at
+"""Masked width growth of a conv stage (esper_operators.width_conv): bit-identity at
 mask 0, folding at mask 1, unwrapping, and what it refuses."""
 
 from __future__ import annotations
@@ -7,14 +7,10 @@ import copy
 
 import pytest
 import torch
+from esper_operators.width_conv import MaskedConvStage, MaskedLinearInput, stage_out_channels
 from torch import nn
 
-from esper_core.lifecycle.width import (
-    MaskedConvStage,
-    MaskedLinearInput,
-    WidthError,
-    stage_out_channels,
-)
+from esper_core.lifecycle.host_growth import WidthError
 
 
 def _stage(c_in: int, c_out: int, convs: int = 2, bias: bool = False) -> nn.Sequential:

@@ -9,11 +9,12 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from esper_operators.width_conv import MaskedConvStage
 from torch import nn
 
 from esper_core.grow.layer_pairs import find_pairs
 from esper_core.grow.layer_widening import ON_LAYER, LayerWidening, MaskedLayer, WidenedNorm
-from esper_core.lifecycle.width import MaskedConvStage, WidthError
+from esper_core.lifecycle.host_growth import WidthError
 
 X = torch.randn(4, 3, 8, 8, generator=torch.Generator().manual_seed(3))
 # Float sums in another order (a widened kernel against its pieces): no looser than this.

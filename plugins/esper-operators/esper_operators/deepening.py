@@ -39,7 +39,7 @@ class GatedBlock(nn.Module):
 
 class StackDeepening:
     """``factor - 1`` more stacks of blocks on top of ``host``'s (the operation of a
-    :class:`~esper_core.lifecycle.host_depth.HostDepthGrowth`)."""
+    :class:`~esper_operators.host_depth.HostDepthGrowth`)."""
 
     def __init__(
         self,

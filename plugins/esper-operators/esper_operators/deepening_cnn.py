@@ -26,8 +26,8 @@ from torch import nn
 
 from esper_core.components.host import DeepenableCNN, InjectionSpec
 from esper_core.lifecycle.host_growth import GrowthError
-from esper_core.lifecycle.width import CHANNELWISE
 from esper_core.lifecycle.width_fold import FoldedParam
+from esper_core.lifecycle.width_parts import CHANNELWISE
 
 POOLS = (nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.AdaptiveMaxPool2d)
 
@@ -122,7 +122,7 @@ def stackable(host: DeepenableCNN, mode: str, stages: Sequence[int]) -> None:
 
 class ConvDeepening:
     """Each chosen stage ``factor`` times as deep before its pool (the operation of a
-    :class:`~esper_core.lifecycle.host_depth.HostDepthGrowth` on a CNN host)."""
+    :class:`~esper_operators.host_depth.HostDepthGrowth` on a CNN host)."""
 
     def __init__(
         self,

@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
 def depth_problems(host: nn.Module, spec: DepthGrowthSpec) -> list[str]:
     """A depth request's problems: the mode, the factor, the stages, and the weights."""
-    from esper_core.lifecycle.host_depth import check_plan
     from esper_core.lifecycle.host_growth import GrowthError
+    from esper_operators.host_depth import check_plan
 
     problems = []
     try:
@@ -74,7 +74,7 @@ class _Depth(ABC):
         born_epoch: int,
         replayed: Any = None,
     ) -> HostGrowth:
-        from esper_core.lifecycle.host_depth import HostDepthGrowth
+        from esper_operators.host_depth import HostDepthGrowth
 
         # A record's plan is its request's (mode, factor, stages as asked).
         return HostDepthGrowth(
@@ -119,8 +119,8 @@ class CNNDepth(_Depth):
     def sites(self, host: nn.Module) -> tuple[GrowthSite, ...]:
         if not isinstance(host, DeepenableCNN) or isinstance(host, DeepenableTransformer):
             return ()
-        from esper_core.lifecycle.deepening_cnn import stage_depths
         from esper_core.lifecycle.host_growth import GrowthError
+        from esper_operators.deepening_cnn import stage_depths
 
         try:
             depths = stage_depths(host)

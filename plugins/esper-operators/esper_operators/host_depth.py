@@ -1,6 +1,6 @@
 """Host depth growth: more residual blocks on top of a transformer's stack
-(:mod:`esper_core.lifecycle.deepening`), or more conv layers in a CNN's stages before
-their pools (:mod:`esper_core.lifecycle.deepening_cnn`), each behind a mask ramped by an
+(:mod:`esper_operators.deepening`), or more conv layers in a CNN's stages before
+their pools (:mod:`esper_operators.deepening_cnn`), each behind a mask ramped by an
 alpha schedule, then folded into plain blocks or layers (fossilize) or taken out again
 (prune).
 
@@ -18,9 +18,9 @@ import torch
 from torch import nn
 
 from esper_core.components.host import DeepenableCNN, DeepenableTransformer
-from esper_core.lifecycle.deepening import DEPTH_MODES, StackDeepening
-from esper_core.lifecycle.deepening_cnn import ConvDeepening, chosen_stages, stackable
 from esper_core.lifecycle.host_growth import DepthError, GrowthError, HostGrowth
+from esper_operators.deepening import DEPTH_MODES, StackDeepening
+from esper_operators.deepening_cnn import ConvDeepening, chosen_stages, stackable
 
 if TYPE_CHECKING:
     from esper_core.lifecycle.host_growth import GrowingModel

@@ -1,14 +1,14 @@
 """Host width growth: widen a host behind a mask ramped by an alpha schedule, then fold
 the mask away (fossilize) or restore the old modules (prune).
 
-Two kinds of host can grow (:mod:`esper_core.lifecycle.widening` does their modules): a
+Two kinds of host can grow (:mod:`esper_operators.widening` does their modules): a
 CNN (:class:`~esper_core.components.host.WidenableHost`), whose conv stages named by a
-:class:`WidthPlan` are replaced by :class:`~esper_core.lifecycle.width.MaskedConvStage`
+:class:`WidthPlan` are replaced by :class:`~esper_operators.width_conv.MaskedConvStage`
 (and the layer that reads the last one, the next stage or the head, gains their new
 channels as inputs); and a transformer
 (:class:`~esper_core.components.host.WidenableTransformer`), whose residual width
 ``d_model`` grows in every module at once
-(:mod:`esper_core.lifecycle.width_transformer`). One
+(:mod:`esper_operators.width_transformer`). One
 :class:`~esper_core.lifecycle.alpha.AlphaSchedule`, ticked once per epoch like a seed's,
 drives every mask of the growth: at birth alpha is 0 and the host computes bit for bit
 what it computed before. Stages follow the seed lifecycle's names: BLENDING while the
@@ -32,9 +32,8 @@ from esper_core.components.host import (
     WidensItsLayers,
 )
 from esper_core.lifecycle import rules
-from esper_core.lifecycle.host_growth import HostGrowth
-from esper_core.lifecycle.widening import Widening, widening_for
-from esper_core.lifecycle.width import WidthError
+from esper_core.lifecycle.host_growth import HostGrowth, WidthError
+from esper_operators.widening import Widening, widening_for
 
 if TYPE_CHECKING:
     from esper_core.lifecycle.host_growth import GrowingModel
@@ -129,7 +128,7 @@ class HostWidthGrowth(HostGrowth):
     """One width growth of ``model``'s host, in flight from construction on.
 
     ``generator`` initialises the new parameters (so a run's growth is reproducible);
-    ``cross_init``: see :class:`~esper_core.lifecycle.width.MaskedConvStage`.
+    ``cross_init``: see :class:`~esper_operators.width_conv.MaskedConvStage`.
     """
 
     operator: ClassVar[str] = "width"

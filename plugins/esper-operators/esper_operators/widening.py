@@ -1,10 +1,10 @@
 """What a host width growth does to the host's modules, one kind of host each: the masked
 modules it installs, their masks, how they fold and how the originals come back.
 
-:class:`~esper_core.lifecycle.host_width.HostWidthGrowth` runs the lifecycle (the
+:class:`~esper_operators.host_width.HostWidthGrowth` runs the lifecycle (the
 ramp, the stages, the slots) and hands the modules to a :class:`Widening`:
 :class:`ConvWidening` for a CNN's conv stages, and
-:class:`~esper_core.lifecycle.width_transformer.ResidualWidening` for a transformer's
+:class:`~esper_operators.width_transformer.ResidualWidening` for a transformer's
 residual width.
 """
 
@@ -22,13 +22,9 @@ from esper_core.components.host import (
     WidenableTransformer,
     WidensItsLayers,
 )
-from esper_core.lifecycle.host_growth import HostOperation
+from esper_core.lifecycle.host_growth import HostOperation, WidthError
 from esper_core.lifecycle.module_swap import ModuleSwap
-from esper_core.lifecycle.width import (
-    MaskedConvStage,
-    MaskedLinearInput,
-    WidthError,
-)
+from esper_operators.width_conv import MaskedConvStage, MaskedLinearInput
 
 # The host side of one width growth: the operation every host growth runs.
 Widening = HostOperation
@@ -45,7 +41,7 @@ def widening_for(
     if isinstance(host, WidensItsLayers):
         return cast(Widening, host.layer_widening(old, new, generator, cross_init))
     if isinstance(host, WidenableTransformer):
-        from esper_core.lifecycle.width_transformer import ResidualWidening
+        from esper_operators.width_transformer import ResidualWidening
 
         return ResidualWidening(host, old[0], new[0], generator, cross_init)
     return ConvWidening(cast(WidenableHost, host), old, new, generator, cross_init)

@@ -32,8 +32,8 @@ def width_problems(host: nn.Module, spec: WidthGrowthSpec) -> list[str]:
     """A width request's problems: the factor, the cross init, the plan (stages, a
     transformer's head dimension), and the weights and FLOPs per sample it would add."""
     from esper_core.lifecycle.host_growth import GrowthError
-    from esper_core.lifecycle.host_width import plan_by_factor, widened_weights, widening_ratio
-    from esper_core.lifecycle.width import CROSS_INITS
+    from esper_core.lifecycle.width_parts import CROSS_INITS
+    from esper_operators.host_width import plan_by_factor, widened_weights, widening_ratio
 
     problems = []
     if spec.factor <= 1:
@@ -97,7 +97,7 @@ class _Width(ABC):
         born_epoch: int,
         replayed: Any = None,
     ) -> HostGrowth:
-        from esper_core.lifecycle.host_width import HostWidthGrowth, WidthPlan, plan_by_factor
+        from esper_operators.host_width import HostWidthGrowth, WidthPlan, plan_by_factor
 
         if replayed is not None:
             plan = WidthPlan(replayed.stages, replayed.channels)

@@ -17,7 +17,6 @@ away); :meth:`MaskedConvStage.unwrap` returns the original stage (pruning).
 
 from __future__ import annotations
 
-import math
 from typing import Any, cast
 
 import torch
@@ -33,31 +32,7 @@ from esper_core.lifecycle.width_fold import (
     fold_norm,
     set_assembled,
 )
-
-# Modules without parameters that act on each channel alone: widening passes them both the
-# old and the new channels unchanged. Anything else inside a stage is refused.
-CHANNELWISE = (
-    nn.ReLU,
-    nn.ReLU6,
-    nn.LeakyReLU,
-    nn.GELU,
-    nn.SiLU,
-    nn.Tanh,
-    nn.Sigmoid,
-    nn.Identity,
-    nn.Dropout,
-    nn.MaxPool2d,
-    nn.AvgPool2d,
-)
-CROSS_INITS = ("random", "zero")
-
-
-def check_extra(what: str, in_extra: int, out_extra: int, cross_init: str) -> None:
-    """A masked ``what`` gains new inputs or outputs (none negative), and a known cross init."""
-    if in_extra < 0 or out_extra < 0 or in_extra + out_extra == 0:
-        raise WidthError(f"a masked {what} needs new channels, got in {in_extra}, out {out_extra}")
-    if cross_init not in CROSS_INITS:
-        raise WidthError(f"cross_init {cross_init!r}: expected one of {', '.join(CROSS_INITS)}")
+from esper_core.lifecycle.width_parts import CHANNELWISE, CROSS_INITS, check_extra, uniform_init
 
 
 def stage_out_channels(stage: nn.Module) -> int:
@@ -101,16 +76,6 @@ def _layers(stage: nn.Sequential) -> list[tuple[int, int | None, list[int]]]:
     if not layers:
         raise WidthError("the stage has no Conv2d to widen")
     return layers
-
-
-def uniform_init(
-    shape: tuple[int, ...], fan_in: int, like: torch.Tensor, gen: torch.Generator | None
-) -> torch.Tensor:
-    """torch's default Conv2d/Linear init (kaiming-uniform, a=sqrt(5)): U(-1/sqrt(fan_in), ..)."""
-    bound = 1.0 / math.sqrt(max(fan_in, 1))
-    out = torch.empty(shape, dtype=like.dtype)
-    out.uniform_(-bound, bound, generator=gen)
-    return out.to(like.device)
 
 
 class MaskedConvStage(nn.Module):

@@ -39,10 +39,10 @@ import torch
 from torch import nn
 
 from esper_core.components.host import InjectionSpec, WidenableTransformer, WidthSite
+from esper_core.lifecycle.host_growth import WidthError
 from esper_core.lifecycle.module_swap import ModuleSwap, put
-from esper_core.lifecycle.width import WidthError
 from esper_core.lifecycle.width_fold import FoldedParam
-from esper_core.lifecycle.width_transformer_modules import (
+from esper_operators.width_transformer_modules import (
     MaskedLayerNorm,
     MaskedLinear,
     Widened,

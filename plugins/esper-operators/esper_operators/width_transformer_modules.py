@@ -1,6 +1,6 @@
 """The modules of a transformer's masked width growth: a linear layer, a LayerNorm and an
 embedding that read their new features through the growth's mask (the design is in
-:mod:`esper_core.lifecycle.width_transformer`), and the helpers that assemble them."""
+:mod:`esper_operators.width_transformer`), and the helpers that assemble them."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils import skip_init
 
-from esper_core.lifecycle.width import CROSS_INITS, WidthError
+from esper_core.lifecycle.host_growth import WidthError
 from esper_core.lifecycle.width_fold import FoldedParam, cat0, cat1, set_assembled
+from esper_core.lifecycle.width_parts import CROSS_INITS
 
 
 def _normal(

@@ -81,7 +81,7 @@ def test_a_conv_layer_before_the_pool_grows_a_block_by_one_conv() -> None:
 def test_a_host_with_slots_before_pool_refuses_width_growth_in_one_line() -> None:
     import pytest
 
-    from esper_core.lifecycle.width import WidthError
+    from esper_core.lifecycle.host_growth import WidthError
 
     with pytest.raises(WidthError, match="slots_before_pool cannot grow in width"):
         CNNHost(1, 10, 4, 2, slots_before_pool=True).conv_stages()

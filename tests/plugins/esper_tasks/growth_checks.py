@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 import torch
+from esper_operators.depth import OPERATORS as DEPTH_OPERATORS
+from esper_operators.width import OPERATORS as WIDTH_OPERATORS
 
 from esper_core.config import load_config
 from esper_core.env.optimizers import carry_state
@@ -16,6 +18,9 @@ from esper_core.plugins import PluginManager
 from esper_core.run.api import run
 from esper_core.run.interrupts import Interrupted
 from tests.integration.test_run import stable
+
+# The operators an env's cost meter reads a host's sizes through.
+OPERATORS = (*WIDTH_OPERATORS, *DEPTH_OPERATORS)
 
 
 def assert_resumes_identically(

@@ -1,4 +1,4 @@
-"""Depth growth of the tasks' transformer host (esper_core.lifecycle.host_depth): G_stack
+"""Depth growth of the tasks' transformer host (esper_operators.host_depth): G_stack
 and identity blocks bit-identical at birth, the ramp, the fold, prune, the optimizer's
 state, the cost meter, and runs that deepen (resume mid-ramp and rollback included)."""
 
@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from esper_operators.deepening import GatedBlock
+from esper_operators.host_depth import DepthError, HostDepthGrowth
 from esper_tamiyo_heuristic.static import StaticOptions, StaticPolicy
 from esper_tasks.hosts.transformer import Block, TransformerHost
 from torch import nn
@@ -23,8 +25,6 @@ from esper_core.env.events import StepEvents
 from esper_core.env.gym import make_env
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.actions import WAIT
-from esper_core.lifecycle.deepening import GatedBlock
-from esper_core.lifecycle.host_depth import DepthError, HostDepthGrowth
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.stages import Stage
 from esper_core.plugins import PluginManager
@@ -32,6 +32,7 @@ from esper_core.run.api import run
 from esper_core.run.ledger import HostGrowthRecord
 from esper_core.run.summary import growth_verdict
 from tests.plugins.esper_tasks.growth_checks import (
+    OPERATORS,
     assert_resumes_identically,
     grown_with_state_carried,
 )
@@ -175,10 +176,10 @@ def test_old_parameters_keep_their_state_new_ones_start_fresh() -> None:
 def test_the_cost_meter_counts_the_new_blocks() -> None:
     model = _model()
     loss = nn.functional.cross_entropy
-    run_meter = CostMeter()  # one meter across the growth, as an episode's
+    run_meter = CostMeter(OPERATORS)  # one meter across the growth, as an episode's
 
     def flops(m: MorphogeneticModel, meter: CostMeter | None = None) -> int:
-        meter = meter if meter is not None else CostMeter()
+        meter = meter if meter is not None else CostMeter(OPERATORS)
         meter.begin_epoch(m)
         return meter.batch_flops(
             m, lambda out, y: loss(out.reshape(-1, VOCAB), y.reshape(-1)), X, Y
@@ -192,7 +193,7 @@ def test_the_cost_meter_counts_the_new_blocks() -> None:
     growth.stage = Stage.HOLDING
     growth.fossilize()
     reference = MorphogeneticModel(_host(4), _no_blueprint)
-    assert architecture(model) == architecture(reference)
+    assert architecture(model, OPERATORS) == architecture(reference, OPERATORS)
     # The deeper stack is a new architecture: counted anew, not priced as the old one.
     assert flops(model, run_meter) == flops(reference) == growing
     assert params_forward(model) == params_forward(reference)

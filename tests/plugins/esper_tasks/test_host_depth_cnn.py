@@ -1,4 +1,4 @@
-"""Depth growth of the tasks' CNN host (esper_core.lifecycle.deepening_cnn): new conv
+"""Depth growth of the tasks' CNN host (esper_operators.deepening_cnn): new conv
 layers before each stage's pool, bit-identical at birth, the host built deep at alpha 1,
 prune, the optimizer's state, the cost meter, and runs that deepen (resume mid-ramp,
 rollback and a later widening included)."""
@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from esper_operators.deepening_cnn import GatedLayer
+from esper_operators.host_depth import DepthError, HostDepthGrowth, deepenable
 from esper_tamiyo_heuristic.static import StaticOptions, StaticPolicy
 from esper_tasks.hosts.cnn import CNNHost
 from torch import nn
@@ -23,14 +25,13 @@ from esper_core.env.events import StepEvents
 from esper_core.env.gym import make_env
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.actions import WAIT
-from esper_core.lifecycle.deepening_cnn import GatedLayer
-from esper_core.lifecycle.host_depth import DepthError, HostDepthGrowth, deepenable
 from esper_core.lifecycle.host_growth import GrowthError
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.stages import Stage
 from esper_core.plugins import PluginManager
 from esper_core.run.api import run
 from tests.plugins.esper_tasks.growth_checks import (
+    OPERATORS,
     assert_resumes_identically,
     grown_with_state_carried,
 )
@@ -215,10 +216,10 @@ def test_old_parameters_keep_their_state_new_ones_start_fresh() -> None:
 
 def test_the_cost_meter_counts_the_new_layers() -> None:
     model = _model()
-    run_meter = CostMeter()  # one meter across the growth, as an episode's
+    run_meter = CostMeter(OPERATORS)  # one meter across the growth, as an episode's
 
     def flops(m: MorphogeneticModel, meter: CostMeter | None = None) -> int:
-        meter = meter if meter is not None else CostMeter()
+        meter = meter if meter is not None else CostMeter(OPERATORS)
         meter.begin_epoch(m)
         return meter.batch_flops(m, nn.functional.cross_entropy, X, Y)
 
@@ -229,7 +230,7 @@ def test_the_cost_meter_counts_the_new_layers() -> None:
     _hold(growth)
     growth.fossilize()
     reference = MorphogeneticModel(_host(2), _no_blueprint)
-    assert architecture(model) == architecture(reference)
+    assert architecture(model, OPERATORS) == architecture(reference, OPERATORS)
     # The deeper stages are a new architecture: counted anew, not priced as the old one.
     assert flops(model, run_meter) == flops(reference) == growing
     assert params_forward(model) == params_forward(reference)

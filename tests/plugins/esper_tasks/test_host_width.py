@@ -1,4 +1,4 @@
-"""Host width growth of the tasks' CNN host (esper_core.lifecycle.host_width): bit-identity
+"""Host width growth of the tasks' CNN host (esper_operators.host_width): bit-identity
 at birth, prune, fossilize, the optimizer's state, the cost meter, and a run that grows."""
 
 from __future__ import annotations
@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from esper_operators.host_width import HostWidthGrowth, WidthPlan, plan_by_factor
+from esper_operators.width_conv import MaskedConvStage
 from esper_tamiyo_heuristic.static import StaticOptions, StaticPolicy
 from esper_tasks.hosts.cnn import CNNHost
 from torch import nn
@@ -21,13 +23,12 @@ from esper_core.env.gym import make_env
 from esper_core.env.optimizers import carry_state
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.actions import WAIT
-from esper_core.lifecycle.host_width import HostWidthGrowth, WidthPlan, plan_by_factor
+from esper_core.lifecycle.host_growth import WidthError
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.stages import Stage
-from esper_core.lifecycle.width import MaskedConvStage, WidthError
 from esper_core.plugins import PluginManager
 from esper_core.run.api import run
-from tests.plugins.esper_tasks.growth_checks import assert_resumes_identically
+from tests.plugins.esper_tasks.growth_checks import OPERATORS, assert_resumes_identically
 
 
 def _no_blueprint(key: str) -> Blueprint:
@@ -216,13 +217,13 @@ def test_the_cost_meter_counts_the_widened_layers() -> None:
     model = _model()
     loss = nn.functional.cross_entropy
     y = torch.zeros(X.shape[0], dtype=torch.long)
-    meter = CostMeter()
+    meter = CostMeter(OPERATORS)
     meter.begin_epoch(model)
     small = meter.batch_flops(model, loss, X, y)
     params = params_forward(model)
-    key = architecture(model)
+    key = architecture(model, OPERATORS)
     growth = _grow(model)
-    assert architecture(model) != key
+    assert architecture(model, OPERATORS) != key
     assert params_forward(model) == params + growth.new_param_count()
     meter.begin_epoch(model)
     growing = meter.batch_flops(model, loss, X, y)
@@ -232,7 +233,7 @@ def test_the_cost_meter_counts_the_widened_layers() -> None:
     meter.begin_epoch(model)
     wide = meter.batch_flops(model, loss, X, y)
     reference = _model(base=8)
-    ref_meter = CostMeter()
+    ref_meter = CostMeter(OPERATORS)
     ref_meter.begin_epoch(reference)
     assert wide == ref_meter.batch_flops(reference, loss, X, y)  # the base-8 host's FLOPs
     assert params_forward(model) == params_forward(reference)

@@ -1,4 +1,4 @@
-"""Width growth of the tasks' transformer host (esper_core.lifecycle.width_transformer):
+"""Width growth of the tasks' transformer host (esper_operators.width_transformer):
 bit-identity at birth, the ramp, the fold, prune, the optimizer's state, the cost meter,
 the slots, and runs that grow d_model (resume and rollback included)."""
 
@@ -9,6 +9,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from esper_operators.host_width import HostWidthGrowth, plan_by_factor
+from esper_operators.width_transformer_modules import (
+    MaskedLayerNorm,
+    MaskedLinear,
+    WidenedEmbedding,
+)
 from esper_tasks.hosts.transformer import CausalSelfAttention, TransformerHost
 from torch import nn
 
@@ -22,18 +28,13 @@ from esper_core.env.gym import make_env
 from esper_core.env.optimizers import carry_state, embedding_parameters
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.actions import WAIT
-from esper_core.lifecycle.host_width import HostWidthGrowth, plan_by_factor
+from esper_core.lifecycle.host_growth import WidthError
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.stages import Stage
-from esper_core.lifecycle.width import WidthError
-from esper_core.lifecycle.width_transformer_modules import (
-    MaskedLayerNorm,
-    MaskedLinear,
-    WidenedEmbedding,
-)
 from esper_core.plugins import PluginManager
 from esper_core.run.api import run
 from tests.plugins.esper_tasks.growth_checks import (
+    OPERATORS,
     assert_resumes_identically,
     grown_with_state_carried,
 )
@@ -256,15 +257,15 @@ def test_the_cost_meter_counts_the_widened_model() -> None:
     loss = nn.functional.cross_entropy
 
     def flops(m: MorphogeneticModel) -> int:
-        meter = CostMeter()
+        meter = CostMeter(OPERATORS)
         meter.begin_epoch(m)
         return meter.batch_flops(
             m, lambda out, y: loss(out.reshape(-1, VOCAB), y.reshape(-1)), X, Y
         )
 
-    small, params, key = flops(model), params_forward(model), architecture(model)
+    small, params, key = flops(model), params_forward(model), architecture(model, OPERATORS)
     growth = _grow(model)
-    assert architecture(model) != key
+    assert architecture(model, OPERATORS) != key
     assert params_forward(model) == params + sum(p.numel() for p in growth.new_parameters())
     growing = flops(model)
     growth.set_alpha(1.0)

@@ -98,7 +98,7 @@ class CNNHost(nn.Module):
     def conv_stages(self) -> nn.ModuleList:
         """The blocks, for host width growth (``esper_core.components.host.WidenableHost``)."""
         if self._before_pool:
-            from esper_core.lifecycle.width import WidthError
+            from esper_core.lifecycle.host_growth import WidthError
 
             # A widened block is one masked module: it cannot be cut at its pool.
             raise WidthError(
