@@ -16,6 +16,7 @@ from esper_cli.benchmark import benchmark
 from esper_cli.compare import compare
 from esper_cli.config_command import config
 from esper_cli.context import dumps, note_run, plugin_manager
+from esper_cli.operator_commands import operators
 from esper_cli.options import F, build_config, config_options
 from esper_cli.paths import output_dir
 from esper_cli.registry_commands import blueprints, plugins
@@ -218,4 +219,4 @@ def train(ctx: click.Context, **params: Any) -> None:
         _report(job, drive(TrainLoop, job.config, job.pm, **job.options()))
 
 
-COMMANDS = [run, train, compare, benchmark, plugins, blueprints, config]
+COMMANDS = [run, train, compare, benchmark, plugins, blueprints, operators, config]

@@ -17,7 +17,9 @@ folded, the original back on prune).
 
 A request names its operator's kind (``width``: ``WidthGrowthSpec``; ``depth``:
 ``DepthGrowthSpec``) and optionally the operator by name; without a name the env takes
-the one installed operator of that kind the host declares sites for.
+the one installed operator of that kind the host declares sites for. An operator with
+a true ``by_name_only`` attribute (optional; one that narrows another, such as one
+submodule's widths) is taken only where a request names it.
 """
 
 from __future__ import annotations

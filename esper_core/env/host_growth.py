@@ -85,7 +85,13 @@ def operator_for(
             raise error(f"{type(host).__name__} cannot grow by {name}: it needs {operator.needs}")
         candidates = [operator]
     else:
-        candidates = [op for op in operators.values() if op.kind == kind and op.sites(host)]
+        # An operator that narrows another (one submodule's widths) grows only where a
+        # request names it: installing it never changes what an unnamed request grows.
+        candidates = [
+            op
+            for op in operators.values()
+            if op.kind == kind and not getattr(op, "by_name_only", False) and op.sites(host)
+        ]
     if not candidates:
         # An operator of the kind whose host declares no site (a user's module with no
         # layer pair) says why; else the hosts each operator needs.

@@ -1,7 +1,7 @@
-"""What ``esper plugins | cat``, ``esper blueprints``, ``esper run``, ``esper train``,
-``esper compare`` and ``esper report`` print piped, at 80 columns: no name cut with "…",
-no value split over two lines, counts formatted alike, tables within 80 columns and
-prose wrapped between words.
+"""What ``esper plugins | cat``, ``esper blueprints``, ``esper operators``, ``esper run``,
+``esper train``, ``esper compare`` and ``esper report`` print piped, at 80 columns: no
+name cut with "…", no value split over two lines, counts formatted alike, tables within
+80 columns and prose wrapped between words.
 
 Each output is pinned by a snapshot under tests/cli/snapshots/ with its digits masked
 (each run of digits reads ``9``: the numbers of a run vary with the platform, their
@@ -95,6 +95,18 @@ def test_blueprints_piped_cut_no_name(tmp_path: Path) -> None:
     assert re.search(r"^transformer blueprints \(blueprints\.transformer; ", text, re.M), text
     assert re.search(r"^│ lora_large +│ +[\d,]+ │ yes +│ \S", text, re.M), text
     check_snapshot("blueprints", text)
+
+
+def test_operators_piped_one_line_each(tmp_path: Path) -> None:
+    loads = [a for name in first_party() for a in ("--plugin", name)]
+    text = piped("operators", *loads, tmp=tmp_path)
+    assert max(len(x) for x in text.splitlines()) <= 80, text
+    # One line per operator (5) under one line per plugin (2) and the header.
+    assert len(text.splitlines()) == 8, text
+    assert re.search(
+        r"^  cnn/depth +depth +CNNHost +stage0_layers: \d+, stage1_layers: \d+$", text, re.M
+    )
+    check_snapshot("operators", text)
 
 
 def test_run_summary_piped_splits_no_value(tmp_path: Path) -> None:

@@ -19,6 +19,8 @@ the stack copied on itself (``deepen_mode = "stack"``, G_stack) or fresh blocks
 folded in; a CNN host's conv stages (``deepen_stages``) each grow ``deepen_factor`` times
 as deep in their layers before the pool (fresh conv+BN+ReLU layers, or copies of the
 stage's channel-preserving ones). Both may be set (at epochs whose ramps do not overlap).
+``widen_operator`` and ``deepen_operator`` name the growth operator (``esper operators``
+lists them, a third party's too); empty, the one of its kind the host declares sites for.
 """
 
 from __future__ import annotations
@@ -81,6 +83,12 @@ class StaticOptions(WaitOptions):
         "How the weights from new channels into existing ones start (the mask hides them "
         "either way at first).",
     )
+    widen_operator: str = options_field(
+        "",
+        None,
+        "The width growth operator by name (esper operators lists them, e.g. layers/width); "
+        "empty: the one the host declares sites for.",
+    )
     deepen_at: float | None = options_field(
         None,
         in_range(0, 1, hi_open=True),
@@ -113,6 +121,12 @@ class StaticOptions(WaitOptions):
     )
     deepen_curve: str = options_field(
         "linear", one_of("linear", "cosine", "sigmoid"), "The mask ramp's alpha curve."
+    )
+    deepen_operator: str = options_field(
+        "",
+        None,
+        "The depth growth operator by name (esper operators lists them, e.g. cnn/depth); "
+        "empty: the one the host declares sites for.",
     )
 
 
@@ -159,6 +173,7 @@ class StaticPolicy(WaitPolicy):
                     tempo=o.widen_tempo,
                     curve=o.widen_curve,
                     cross_init=o.widen_cross_init,
+                    operator=o.widen_operator,
                 )
             )
         if o.deepen_at is not None:
@@ -170,6 +185,7 @@ class StaticPolicy(WaitPolicy):
                     tempo=o.deepen_tempo,
                     curve=o.deepen_curve,
                     stages=tuple(o.deepen_stages),
+                    operator=o.deepen_operator,
                 )
             )
         return specs

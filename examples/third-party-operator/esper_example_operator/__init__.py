@@ -1,0 +1,3 @@
+"""An example third-party growth operator: see the README."""
+
+__all__: list[str] = []
