@@ -39,8 +39,6 @@ ENV_CIRCLE = {
         "env",
         "epoch_end",
         "events",
-        "host_growth",
-        "host_growth_online",
         "observation",
         "state",
     )

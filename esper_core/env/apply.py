@@ -13,10 +13,10 @@ from attrs import frozen
 
 from esper_core.components.reward import SlotSnapshot
 from esper_core.env import decision, host_growth_online
-from esper_core.env.birth import init_seed
 from esper_core.env.decision import StepDecision
 from esper_core.env.evaluation import EvalResult
 from esper_core.env.events import SeedRecord, StepEvents
+from esper_core.env.init_seeds import init_seed
 from esper_core.lifecycle.actions import Action, LifecycleOp, refusal_reason
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.slot import SeedSlot

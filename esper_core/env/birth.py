@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from attrs import frozen
 
 from esper_core.components.blueprint import Blueprint
+from esper_core.env.init_seeds import init_seed
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.alpha import STYLES
 from esper_core.lifecycle.seed_spec import DEFAULT_STYLE, seed_spec
@@ -37,11 +38,6 @@ class BirthSeed:
     @property
     def spec(self) -> str:
         return seed_spec(self.blueprint, self.slot_id, self.style)
-
-
-def init_seed(env_seed: int, germination: int) -> int:
-    """The init seed of the ``germination``-th seed (from 1) of an episode seeded ``env_seed``."""
-    return env_seed * 1_000_003 + germination
 
 
 def parse_birth_seeds(

@@ -34,10 +34,11 @@ from esper_core.run.telemetry import (
 
 if TYPE_CHECKING:
     from esper_core.env.env import MorphogeneticEnv
+    from esper_core.env.growing import HostCount
     from esper_core.lifecycle.host_growth import HostGrowth
 
 
-def growth_id(env: MorphogeneticEnv, growth: HostGrowth) -> str:
+def growth_id(env: HostCount, growth: HostGrowth) -> str:
     """``width-K`` (``depth-K``): the growth's operator and its index among the episode's
     host growths (pruned ones included, so an id is never reused within an episode)."""
     return f"{growth.operator}-{env.model.host_growths.index(growth)}"
@@ -53,7 +54,7 @@ def _plan(growth: HostGrowth) -> str:
     return growth.describe()
 
 
-def _growth_params_before(env: MorphogeneticEnv, growth: HostGrowth) -> int:
+def _growth_params_before(env: HostCount, growth: HostGrowth) -> int:
     """The host's parameters before ``growth``, read while it is in flight."""
     return env.host_params - growth.new_param_count()
 
@@ -146,7 +147,7 @@ class StepEvents:
         record = SeedRecord.of(slot, slot.state.acc_at_stage_start)
         self.emit(SeedFossilized, slot_id=slot.slot_id, **unstructure(record))
 
-    def host_growth_started(self, env: MorphogeneticEnv, growth: HostGrowth) -> None:
+    def host_growth_started(self, env: HostCount, growth: HostGrowth) -> None:
         """Just after ``growth`` was born (alpha 0) and the env counted the host anew."""
         self.emit(
             HostGrowthStarted,
@@ -161,7 +162,7 @@ class StepEvents:
             curve=growth.schedule.curve,
         )
 
-    def host_growth_stage(self, env: MorphogeneticEnv, growth: HostGrowth, before: Stage) -> None:
+    def host_growth_stage(self, env: HostCount, growth: HostGrowth, before: Stage) -> None:
         if growth.stage == before:
             return
         self.emit(
@@ -173,7 +174,7 @@ class StepEvents:
         )
 
     def host_growth_fossilized(
-        self, env: MorphogeneticEnv, growth: HostGrowth, params_before: int
+        self, env: HostCount, growth: HostGrowth, params_before: int
     ) -> None:
         """After the fold and the env's new count; ``params_before``: the host's before the
         growth (read while it was in flight, before the fold)."""
@@ -188,7 +189,7 @@ class StepEvents:
 
     def host_growth_pruned(
         self,
-        env: MorphogeneticEnv,
+        env: HostCount,
         growth: HostGrowth,
         stage: Stage,
         params_before: int,

@@ -28,7 +28,7 @@ from torch import nn
 
 from esper_core.components.growth_operator import GrowthOperator
 from esper_core.components.growth_request import DepthGrowthSpec, HostGrowthSpec, WidthGrowthSpec
-from esper_core.env.birth import init_seed
+from esper_core.env.init_seeds import init_seed
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.alpha import CURVES
 from esper_core.lifecycle.host_growth import DepthError, GrowthError, HostGrowth, WidthError
@@ -36,8 +36,7 @@ from esper_core.lifecycle.stages import Stage
 from esper_core.lifecycle.width_fold import FoldedParam
 
 if TYPE_CHECKING:
-    from esper_core.env.env import MorphogeneticEnv
-    from esper_core.env.events import StepEvents
+    from esper_core.env.growing import Growing, GrowthEvents
 
 # Growth k of an episode initialises its new weights from init_seed(seed, OFFSET + k): far
 # from the seeds' germination counts, so growing the host never shifts a seed's init.
@@ -111,9 +110,7 @@ def operator_for(
     return operator
 
 
-def check_specs(
-    specs: Sequence[HostGrowthSpec], env: MorphogeneticEnv
-) -> tuple[HostGrowthSpec, ...]:
+def check_specs(specs: Sequence[HostGrowthSpec], env: Growing) -> tuple[HostGrowthSpec, ...]:
     """The specs, or a ConfigError naming every problem (one line each)."""
     if not specs:
         return ()  # nothing scheduled: any host will do
@@ -158,7 +155,7 @@ def check_specs(
     return tuple(specs)
 
 
-def start_due(env: MorphogeneticEnv, events: StepEvents) -> None:
+def start_due(env: Growing, events: GrowthEvents) -> None:
     """Start the growth scheduled for the epoch about to train, if any: called where the
     next observation is built, so its masks already keep seeds out of the slots it touches."""
     for spec in env.host_growth_specs:
@@ -166,7 +163,7 @@ def start_due(env: MorphogeneticEnv, events: StepEvents) -> None:
             start_spec(env, spec, events, "host growth")
 
 
-def start_spec(env: MorphogeneticEnv, spec: HostGrowthSpec, events: StepEvents, who: str) -> None:
+def start_spec(env: Growing, spec: HostGrowthSpec, events: GrowthEvents, who: str) -> None:
     """Start ``spec`` now, before the epoch ``env.epoch`` trains (``who`` asked for it)."""
     try:
         start(env, spec)
@@ -178,9 +175,7 @@ def start_spec(env: MorphogeneticEnv, spec: HostGrowthSpec, events: StepEvents, 
     tick(env, events)
 
 
-def start(
-    env: MorphogeneticEnv, spec: HostGrowthSpec, replayed: GrowthRecord | None = None
-) -> None:
+def start(env: Growing, spec: HostGrowthSpec, replayed: GrowthRecord | None = None) -> None:
     """Grow the host as ``spec`` asks (``replayed``: as a checkpoint's record says), at
     alpha 0, by the operator that grows this host; the host optimizer follows."""
     host = env.model.host
@@ -199,13 +194,13 @@ def start(
     _born(env, grow)
 
 
-def _generator(env: MorphogeneticEnv) -> torch.Generator:
+def _generator(env: Growing) -> torch.Generator:
     return torch.Generator().manual_seed(
         init_seed(env.seed, INIT_OFFSET + len(env.model.host_growths))
     )
 
 
-def _born(env: MorphogeneticEnv, grow: Callable[[], HostGrowth]) -> None:
+def _born(env: Growing, grow: Callable[[], HostGrowth]) -> None:
     model = env.model
     if model.host_growth is not None:
         raise GrowthError(
@@ -216,7 +211,7 @@ def _born(env: MorphogeneticEnv, grow: Callable[[], HostGrowth]) -> None:
     host_changed(env)
 
 
-def tick(env: MorphogeneticEnv, events: StepEvents) -> None:
+def tick(env: Growing, events: GrowthEvents) -> None:
     """One tick of the ramp; fossilize the growth once it holds at alpha 1."""
     growth = env.model.host_growth
     if growth is None:
@@ -232,7 +227,7 @@ def tick(env: MorphogeneticEnv, events: StepEvents) -> None:
         env.governor.take_snapshot(env.model, env.epoch)
 
 
-def prune(env: MorphogeneticEnv, events: StepEvents | None = None, reason: str = "") -> bool:
+def prune(env: Growing, events: GrowthEvents | None = None, reason: str = "") -> bool:
     """Prune the growth in flight (a rollback: ``reason``); whether there was one. A
     checkpoint's replay passes no ``events``: it rebuilds what was already told."""
     growth = env.model.host_growth
@@ -247,7 +242,7 @@ def prune(env: MorphogeneticEnv, events: StepEvents | None = None, reason: str =
     return True
 
 
-def host_changed(env: MorphogeneticEnv, folded: Sequence[FoldedParam] = ()) -> None:
+def host_changed(env: Growing, folded: Sequence[FoldedParam] = ()) -> None:
     """What follows a change of the host's parameters: its optimizer, its parameter
     count, the table of which blueprint fits which slot."""
     env.trainer.host_changed(folded)
@@ -255,7 +250,7 @@ def host_changed(env: MorphogeneticEnv, folded: Sequence[FoldedParam] = ()) -> N
     env.fits = slot_fits(env)
 
 
-def slot_fits(env: MorphogeneticEnv) -> torch.Tensor:
+def slot_fits(env: Growing) -> torch.Tensor:
     """Which blueprint can grow in which slot (the env's action masks): a branch only
     where a segment follows, and nothing where a host growth in flight is changing the
     activations' width (or is putting gated blocks on top of the stack)."""
@@ -274,7 +269,7 @@ def slot_fits(env: MorphogeneticEnv) -> torch.Tensor:
     ).reshape(len(env.space.slot_ids), len(env.space.blueprints))
 
 
-def records(env: MorphogeneticEnv) -> tuple[GrowthRecord, ...]:
+def records(env: Growing) -> tuple[GrowthRecord, ...]:
     return tuple(_record(g) for g in env.model.host_growths)
 
 
@@ -294,7 +289,7 @@ def _record(g: HostGrowth) -> GrowthRecord:
     return attrs.evolve(record, **g.record())
 
 
-def replay(env: MorphogeneticEnv, saved: Sequence[GrowthRecord]) -> None:
+def replay(env: Growing, saved: Sequence[GrowthRecord]) -> None:
     """Rebuild a checkpoint's growths on the env's fresh host, before its weights load
     (they overwrite every value set here: new weights, masks, statistics)."""
     for record in saved:

@@ -22,15 +22,14 @@ from esper_core.env.host_growth import check_specs, start_spec
 from esper_core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from esper_core.env.env import MorphogeneticEnv
-    from esper_core.env.events import StepEvents
+    from esper_core.env.growing import GrowthEvents, Requesting
 
 
-def _who(env: MorphogeneticEnv) -> str:
+def _who(env: Requesting) -> str:
     return f"run.policy {env.config.run.policy!r}: its host growth request"
 
 
-def request(env: MorphogeneticEnv, spec: HostGrowthSpec | None, events: StepEvents) -> None:
+def request(env: Requesting, spec: HostGrowthSpec | None, events: GrowthEvents) -> None:
     """Start ``spec`` (an action's ``host_growth``; None: nothing asked) before this epoch."""
     if spec is None:
         return

@@ -7,7 +7,8 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from esper_core.env import cost
-from esper_core.env.birth import init_seed, parse_birth_seeds
+from esper_core.env.birth import parse_birth_seeds
+from esper_core.env.init_seeds import init_seed
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.actions import WAIT
 from esper_core.lifecycle.rules import LifecycleError
