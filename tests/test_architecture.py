@@ -35,10 +35,8 @@ ENV_CIRCLE = {
     f"esper_core.env.{name}"
     for name in (
         "apply",
-        "birth",
         "env",
         "epoch_end",
-        "events",
         "observation",
         "state",
     )

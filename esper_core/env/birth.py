@@ -14,7 +14,7 @@ baseline).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from attrs import frozen
 
@@ -25,8 +25,10 @@ from esper_core.lifecycle.alpha import STYLES
 from esper_core.lifecycle.seed_spec import DEFAULT_STYLE, seed_spec
 
 if TYPE_CHECKING:
-    from esper_core.env.env import MorphogeneticEnv
+    from esper_core.env.episode import EpisodeStats
     from esper_core.env.events import StepEvents
+    from esper_core.env.training import Trainer
+    from esper_core.lifecycle.model import MorphogeneticModel
 
 
 @frozen
@@ -73,7 +75,30 @@ def parse_birth_seeds(
     return tuple(seeds)
 
 
-def install(env: MorphogeneticEnv, seeds: Sequence[BirthSeed], events: StepEvents) -> None:
+class Installing(Protocol):
+    """What installing seeds at birth reads and writes of an env (``MorphogeneticEnv`` is
+    one): its untrained model, the episode's counts, the trainer whose optimizers follow."""
+
+    @property
+    def model(self) -> MorphogeneticModel: ...
+
+    @property
+    def stats(self) -> EpisodeStats: ...
+
+    @property
+    def blueprints(self) -> Mapping[str, Blueprint]: ...
+
+    @property
+    def trainer(self) -> Trainer: ...
+
+    @property
+    def epoch(self) -> int: ...
+
+    @property
+    def seed(self) -> int: ...
+
+
+def install(env: Installing, seeds: Sequence[BirthSeed], events: StepEvents) -> None:
     """Install ``seeds`` as fossils into ``env``'s untrained model, with their events."""
     for seed in seeds:
         slot = env.model.slot(seed.slot_id)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from attrs import define, field, frozen
 
@@ -33,9 +33,12 @@ from esper_core.run.telemetry import (
 )
 
 if TYPE_CHECKING:
-    from esper_core.env.env import MorphogeneticEnv
+    from esper_core.env.episode import EpisodeStats
+    from esper_core.env.evaluation import EvalResult
     from esper_core.env.growing import HostCount
+    from esper_core.lifecycle.governor import Governor
     from esper_core.lifecycle.host_growth import HostGrowth
+    from esper_core.lifecycle.model import MorphogeneticModel
 
 
 def growth_id(env: HostCount, growth: HostGrowth) -> str:
@@ -57,6 +60,37 @@ def _plan(growth: HostGrowth) -> str:
 def _growth_params_before(env: HostCount, growth: HostGrowth) -> int:
     """The host's parameters before ``growth``, read while it is in flight."""
     return env.host_params - growth.new_param_count()
+
+
+class Finishing(Protocol):
+    """What an episode's last event reads of an env (``MorphogeneticEnv`` is one)."""
+
+    @property
+    def model(self) -> MorphogeneticModel: ...
+
+    @property
+    def stats(self) -> EpisodeStats: ...
+
+    @property
+    def governor(self) -> Governor: ...
+
+    @property
+    def last_eval(self) -> EvalResult: ...
+
+    @property
+    def last_test(self) -> EvalResult | None: ...
+
+    @property
+    def host_params(self) -> int: ...
+
+    @property
+    def birth_host_params(self) -> int: ...
+
+    @property
+    def epoch(self) -> int: ...
+
+    @property
+    def seed(self) -> int: ...
 
 
 @frozen
@@ -217,7 +251,7 @@ class StepEvents:
         slots = [by_name(SlotSummary, r, stage=r.stage.value) for r in reports]
         self.emit(EpochCompleted, slots=slots, **numbers, **fields)
 
-    def episode_finished(self, env: MorphogeneticEnv) -> None:
+    def episode_finished(self, env: Finishing) -> None:
         test, stats = env.last_test, env.stats
         host_added = env.host_params - env.birth_host_params
         self.events.append(
