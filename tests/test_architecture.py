@@ -37,8 +37,6 @@ ENV_CIRCLE = {
         "apply",
         "env",
         "epoch_end",
-        "observation",
-        "state",
     )
 }
 

@@ -36,7 +36,7 @@ from esper_core.lifecycle.stages import Stage
 from esper_core.lifecycle.width_fold import FoldedParam
 
 if TYPE_CHECKING:
-    from esper_core.env.growing import Growing, GrowthEvents
+    from esper_core.env.growing import Growing, GrowthEvents, HostCount
 
 # Growth k of an episode initialises its new weights from init_seed(seed, OFFSET + k): far
 # from the seeds' germination counts, so growing the host never shifts a seed's init.
@@ -269,7 +269,7 @@ def slot_fits(env: Growing) -> torch.Tensor:
     ).reshape(len(env.space.slot_ids), len(env.space.blueprints))
 
 
-def records(env: Growing) -> tuple[GrowthRecord, ...]:
+def records(env: HostCount) -> tuple[GrowthRecord, ...]:
     return tuple(_record(g) for g in env.model.host_growths)
 
 

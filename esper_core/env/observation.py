@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
@@ -14,11 +14,73 @@ from esper_core.lifecycle.stages import STAGES
 from esper_core.step_values import Observation
 
 if TYPE_CHECKING:
-    from esper_core.env.env import MorphogeneticEnv
+    from collections.abc import Mapping
+
+    from esper_core.components.blueprint import Blueprint
+    from esper_core.components.task import Task
+    from esper_core.env.cost import CostMeter
+    from esper_core.env.episode import EpisodeStats
+    from esper_core.env.evaluation import EvalResult
     from esper_core.env.expansion_score import ExpansionScores
+    from esper_core.env.training import TrainStats
+    from esper_core.lifecycle.actions import MaskRules
+    from esper_core.lifecycle.model import MorphogeneticModel
+    from esper_core.lifecycle.slot_state import SlotSettings
 
 
-def observe(env: MorphogeneticEnv, rolled_back: bool) -> Observation:
+class Observed(Protocol):
+    """What an observation reads of an env (``MorphogeneticEnv`` is one)."""
+
+    @property
+    def model(self) -> MorphogeneticModel: ...
+
+    @property
+    def task(self) -> Task: ...
+
+    @property
+    def blueprints(self) -> Mapping[str, Blueprint]: ...
+
+    @property
+    def space(self) -> ActionSpace: ...
+
+    @property
+    def mask_rules(self) -> MaskRules: ...
+
+    @property
+    def settings(self) -> SlotSettings: ...
+
+    @property
+    def fits(self) -> torch.Tensor: ...
+
+    @property
+    def cost(self) -> CostMeter: ...
+
+    @property
+    def stats(self) -> EpisodeStats: ...
+
+    @property
+    def last_eval(self) -> EvalResult: ...
+
+    @property
+    def last_train(self) -> TrainStats | None: ...
+
+    @property
+    def last_expansion(self) -> ExpansionScores: ...
+
+    @property
+    def env_index(self) -> int: ...
+
+    @property
+    def epoch(self) -> int: ...
+
+    @property
+    def max_epochs(self) -> int: ...
+
+    @property
+    def host_params(self) -> int: ...
+
+
+def observe(env: Observed, rolled_back: bool) -> Observation:
     """The observation of ``env`` now; before the first epoch, training numbers are validation's."""
     reports = tuple(env.model.reports())
     ev, stats = env.last_eval, env.stats
@@ -66,7 +128,7 @@ def expansion_ratios(scores: ExpansionScores, slot_ids: Sequence[str]) -> tuple[
     return tuple(scores.ratio(sid) if sid in scores.slots else math.nan for sid in slot_ids)
 
 
-def blueprint_params(env: MorphogeneticEnv) -> tuple[tuple[int, ...], ...]:
+def blueprint_params(env: Observed) -> tuple[tuple[int, ...], ...]:
     """``[slot][blueprint]``: the parameters of a new seed of each blueprint in each slot
     (``Blueprint.estimate_for`` its slot as it is now, a widened host included), 0 where
     it cannot grow."""

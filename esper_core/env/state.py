@@ -7,7 +7,7 @@ only, so the checkpoint loads with ``torch.load(weights_only=True)``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from attrs import frozen
 
@@ -21,7 +21,12 @@ from esper_core.errors import CheckpointError, ConfigError
 from esper_core.lifecycle.views import by_name
 
 if TYPE_CHECKING:
-    from esper_core.env.env import MorphogeneticEnv
+    import torch
+
+    from esper_core.env.cost import CostMeter
+    from esper_core.env.training import Trainer
+    from esper_core.lifecycle.governor import Governor
+    from esper_core.lifecycle.model import MorphogeneticModel
 
 # Keys of the torch-side state, saved and loaded as torch objects (never structured).
 TORCH_KEYS = ("model", "trainer", "governor", "generator")
@@ -43,7 +48,50 @@ class EnvState:
     growths: tuple[GrowthRecord, ...] = ()
 
 
-def env_state_dict(env: MorphogeneticEnv) -> dict[str, Any]:
+class Saved(Protocol):
+    """What an env's checkpoint reads of it and loads into it (``MorphogeneticEnv`` is one)."""
+
+    @property
+    def model(self) -> MorphogeneticModel: ...
+
+    @property
+    def trainer(self) -> Trainer: ...
+
+    @property
+    def governor(self) -> Governor: ...
+
+    @property
+    def generator(self) -> torch.Generator: ...
+
+    @property
+    def cost(self) -> CostMeter: ...
+
+    @property
+    def stats(self) -> EpisodeStats: ...
+
+    @property
+    def last_train(self) -> TrainStats | None: ...
+
+    @property
+    def last_eval(self) -> EvalResult: ...
+
+    @property
+    def last_test(self) -> EvalResult | None: ...
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def episode(self) -> int: ...
+
+    @property
+    def epoch(self) -> int: ...
+
+    @property
+    def host_params(self) -> int: ...
+
+
+def env_state_dict(env: Saved) -> dict[str, Any]:
     train = env.last_train
     last_train = None if train is None else (train.loss, train.accuracy)
     state = by_name(
@@ -72,7 +120,7 @@ def env_state(data: dict[str, Any]) -> EnvState:
         raise CheckpointError(f"the checkpoint's env state does not load: {exc}") from None
 
 
-def load_torch_state(env: MorphogeneticEnv, data: dict[str, Any]) -> None:
+def load_torch_state(env: Saved, data: dict[str, Any]) -> None:
     """Load the torch part of ``data`` into ``env``'s freshly built model, trainer,
     governor and generator."""
     env.model.load_state_dict(data["model"])
