@@ -1,5 +1,6 @@
-"""The README's table of shared options says which command takes --config, --set and --plugin;
-the commands themselves must agree (the README once promised all three everywhere)."""
+"""The tour's table of shared options (docs/tour.md) says which command takes --config, --set
+and --plugin; the commands themselves must agree (the README once promised all three
+everywhere)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ FLAGS = ("--config", "--set", "--plugin")
 
 
 def _readme_table() -> dict[str, dict[str, bool]]:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    text = (REPO / "docs" / "tour.md").read_text(encoding="utf-8")
     header = "| command | `--config` | `--set` | `--plugin` |"
     assert header in text
     rows: dict[str, dict[str, bool]] = {}
@@ -32,7 +33,7 @@ def _command(group: click.Group, path: str) -> click.Command:
     for part in path.split():
         assert isinstance(command, click.Group)
         found = command.commands.get(part)
-        assert found is not None, f"README names `{path}`, which does not exist"
+        assert found is not None, f"docs/tour.md names `{path}`, which does not exist"
         command = found
     return command
 
@@ -46,7 +47,7 @@ def test_readme_option_table_matches_the_commands() -> None:
     for path, promised in table.items():
         options = {o for p in _command(group, path).params for o in p.opts}
         for flag, yes in promised.items():
-            assert (flag in options) == yes, f"`esper {path}`: README says {flag} is {yes}"
+            assert (flag in options) == yes, f"`esper {path}`: docs/tour.md says {flag} is {yes}"
     # Every command of the CLI is in the table.
     listed = {path.split()[0] for path in table}
     assert set(group.commands) <= listed, sorted(set(group.commands) - listed)

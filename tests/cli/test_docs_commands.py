@@ -182,7 +182,7 @@ COMMANDS: dict[str, Way] = {
     "python3.11 -m venv .venv": NotRun("the documented install: this test runs inside it"),
     ".venv/bin/esper run": Run(),
     ".venv/bin/python -m pytest -n 2": NotRun("the test suite itself, this test included"),
-    # README.md: the tour
+    # README.md and docs/tour.md: the tour
     "esper run --task glyphs --set tasks.glyphs.preset=large": Run(TINY + GLYPHS),
     "esper run --task charlm": Run(TINY + CHARLM),
     "esper run --policy wait": Run(),
@@ -191,6 +191,11 @@ COMMANDS: dict[str, Way] = {
     "esper run --resume 'runs/<run>'": Run((), placeholder=("runs/<run>", "runs/run")),
     "esper report 'runs/<run>'": Run((), placeholder=("runs/<run>", "runs/run")),
     "esper train --policy ppo --envs 4 --updates 20 --out runs/ppo": Run(TINY + PPO),
+    # README.md: the PPO quick start (about 75 s of one core; docs/tour.md's test skips it)
+    (
+        "esper train --policy ppo --envs 2 --updates 3 --max-epochs 10 "
+        "--set policies.ppo.rollout_episodes=2 --out runs/ppo"
+    ): Run(TINY + PPO),
     "esper run --policy ppo:runs/ppo/checkpoint.pt": Run(
         needs="esper train --policy ppo --envs 4 --updates 20 --out runs/ppo"
     ),
