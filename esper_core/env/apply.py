@@ -7,7 +7,7 @@ trains, and the reward sees what happened through :class:`ActionOutcome`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from attrs import frozen
 
@@ -16,6 +16,7 @@ from esper_core.env import decision, host_growth_online
 from esper_core.env.decision import StepDecision
 from esper_core.env.evaluation import EvalResult
 from esper_core.env.events import SeedRecord, StepEvents
+from esper_core.env.growing import Requesting
 from esper_core.env.init_seeds import init_seed
 from esper_core.lifecycle.actions import Action, LifecycleOp, refusal_reason
 from esper_core.lifecycle.model import MorphogeneticModel
@@ -27,7 +28,23 @@ if TYPE_CHECKING:
     from torch import nn
 
     from esper_core.components.blueprint import Blueprint
-    from esper_core.env.env import MorphogeneticEnv
+    from esper_core.env.episode import EpisodeStats
+    from esper_core.step_values import Observation
+
+
+class Applying(Requesting, Protocol):
+    """What applying an action reads and writes of an env (``MorphogeneticEnv`` is one):
+    a growth request's, the observation whose masks it obeys, and the episode's counts
+    and last validation."""
+
+    @property
+    def stats(self) -> EpisodeStats: ...
+
+    @property
+    def last_eval(self) -> EvalResult: ...
+
+    @property
+    def observation(self) -> Observation: ...
 
 
 @frozen
@@ -58,7 +75,7 @@ def slot_snapshots(model: MorphogeneticModel) -> tuple[SlotSnapshot, ...]:
     return tuple(by_name(SlotSnapshot, r) for r in model.reports())
 
 
-def stack_source(env: MorphogeneticEnv, slot_id: str, blueprint: Blueprint) -> nn.Module | None:
+def stack_source(env: Applying, slot_id: str, blueprint: Blueprint) -> nn.Module | None:
     """The host block a stacking birth copies (``lifecycle.stack_blocks``): the one before
     the slot, where the blueprint can inherit it and the host names it (``block_before``)."""
     block_before = getattr(env.model.host, "block_before", None)
@@ -68,9 +85,7 @@ def stack_source(env: MorphogeneticEnv, slot_id: str, blueprint: Blueprint) -> n
     return block
 
 
-def start_step(
-    env: MorphogeneticEnv, action: Action, events: StepEvents, started: float
-) -> StepStart:
+def start_step(env: Applying, action: Action, events: StepEvents, started: float) -> StepStart:
     """Apply ``action`` (see :func:`apply`) and keep what the step's end compares to."""
     before = slot_snapshots(env.model)
     outcome = apply(env, action, events)
@@ -79,7 +94,7 @@ def start_step(
     )
 
 
-def apply(env: MorphogeneticEnv, action: Action, events: StepEvents) -> ActionOutcome:
+def apply(env: Applying, action: Action, events: StepEvents) -> ActionOutcome:
     """Apply ``action``, then start the host growth it asks for (if any): after the op, so
     a seed it germinates where the width would change is refused in one line rather than
     let into a slot the observation's masks did not yet close."""
@@ -88,7 +103,7 @@ def apply(env: MorphogeneticEnv, action: Action, events: StepEvents) -> ActionOu
     return outcome
 
 
-def _apply_op(env: MorphogeneticEnv, action: Action, events: StepEvents) -> ActionOutcome:
+def _apply_op(env: Applying, action: Action, events: StepEvents) -> ActionOutcome:
     """Apply the op if the observation's masks allow it; count refusals and failed gates."""
     reason = refusal_reason(action, env.observation.masks, env.space)
     if reason is not None:
@@ -100,7 +115,7 @@ def _apply_op(env: MorphogeneticEnv, action: Action, events: StepEvents) -> Acti
     return outcome
 
 
-def _apply_to_slot(env: MorphogeneticEnv, action: Action, events: StepEvents) -> ActionOutcome:
+def _apply_to_slot(env: Applying, action: Action, events: StepEvents) -> ActionOutcome:
     op, space = action.op, env.space
     slot = env.model.slot(space.slot_ids[action.slot])
     before = slot.stage
@@ -150,9 +165,7 @@ def _apply_to_slot(env: MorphogeneticEnv, action: Action, events: StepEvents) ->
     )
 
 
-def record_fossilization(
-    env: MorphogeneticEnv, slot: SeedSlot, before: Stage, events: StepEvents
-) -> None:
+def record_fossilization(env: Applying, slot: SeedSlot, before: Stage, events: StepEvents) -> None:
     """Bookkeeping of a fossilization (by action or auto-advance): events and a snapshot."""
     env.stats.n_fossilized += 1
     events.fossilized(slot)

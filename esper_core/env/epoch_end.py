@@ -3,11 +3,11 @@ rollback, stage ticks, auto-advance and the reward (DOMAIN §5)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from esper_core.components.reward import RewardContext
 from esper_core.env import host_growth
-from esper_core.env.apply import StepStart, record_fossilization, slot_snapshots
+from esper_core.env.apply import Applying, StepStart, record_fossilization, slot_snapshots
 from esper_core.env.evaluation import EvalResult
 from esper_core.env.events import SeedRecord, StepEvents
 from esper_core.env.training import TrainStats
@@ -17,7 +17,20 @@ from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.run.telemetry import GovernorRollback
 
 if TYPE_CHECKING:
-    from esper_core.env.env import MorphogeneticEnv
+    from esper_core.components.task import Task
+    from esper_core.env.cost import CostMeter
+
+
+class Ending(Applying, Protocol):
+    """What the end of an epoch reads and writes of an env (``MorphogeneticEnv`` is one):
+    what applying an action does (auto-advance fossilizes as an action would), the task
+    and the epoch's cost (the reward's)."""
+
+    @property
+    def task(self) -> Task: ...
+
+    @property
+    def cost(self) -> CostMeter: ...
 
 
 def record_measurements(model: MorphogeneticModel, train: TrainStats, ev: EvalResult) -> None:
@@ -40,7 +53,7 @@ NONFINITE_REASON = "non_finite"
 ROLLBACK_REASON = "rollback"
 
 
-def prune_nonfinite(env: MorphogeneticEnv, counts: dict[str, float], events: StepEvents) -> None:
+def prune_nonfinite(env: Ending, counts: dict[str, float], events: StepEvents) -> None:
     """Prune every live seed whose output held an inf or NaN this epoch.
 
     Isolation kept the host free of those values (see esper_core.lifecycle.isolation),
@@ -59,7 +72,7 @@ def prune_nonfinite(env: MorphogeneticEnv, counts: dict[str, float], events: Ste
         env.trainer.sync_optimizers()
 
 
-def rollback(env: MorphogeneticEnv, reason: str, loss: float, events: StepEvents) -> None:
+def rollback(env: Ending, reason: str, loss: float, events: StepEvents) -> None:
     """Restore the governor's snapshot and prune every live seed, with their events."""
     live = {
         s.slot_id: (s.stage, SeedRecord.of(s))
@@ -95,7 +108,7 @@ def tick_slots(model: MorphogeneticModel, events: StepEvents) -> None:
         events.stage_changed(slot, before)
 
 
-def auto_advance(env: MorphogeneticEnv, accuracy: float, events: StepEvents) -> None:
+def auto_advance(env: Ending, accuracy: float, events: StepEvents) -> None:
     """Move every seed whose next gate passes: fossilize from HOLDING, else advance."""
     for slot in env.model.iter_slots():
         gate = slot.next_gate()
@@ -112,7 +125,7 @@ def auto_advance(env: MorphogeneticEnv, accuracy: float, events: StepEvents) -> 
 
 
 def reward_context(
-    env: MorphogeneticEnv, step: StepStart, ev: EvalResult, rolled_back: bool
+    env: Ending, step: StepStart, ev: EvalResult, rolled_back: bool
 ) -> RewardContext:
     """What the reward family is shown of this epoch."""
     action, model, space = step.action, env.model, env.space
