@@ -19,21 +19,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import torch
 from attrs import frozen
 from torch import nn
 
-from esper_core.components.host import (
-    HasWidths,
-    WidenableHost,
-    WidenableTransformer,
-    WidensItsLayers,
-)
+from esper_core.components.host import HasWidths, WidenableTransformer
 from esper_core.lifecycle import rules
 from esper_core.lifecycle.host_growth import HostGrowth, WidthError
-from esper_operators.widening import Widening, widening_for
+from esper_operators.widening import Widening
+from esper_operators.width_layouts import WidthLayout, layout_of
 
 if TYPE_CHECKING:
     from esper_core.lifecycle.host_growth import GrowingModel
@@ -51,41 +47,40 @@ class WidthPlan:
         return ", ".join(f"stage {s} -> {c}" for s, c in zip(self.stages, self.channels))
 
 
-def widenable(host: nn.Module) -> HasWidths:
-    """``host`` as a host that can grow in width, or a one-line error saying it is not one."""
-    if not isinstance(host, (WidenableHost, WidenableTransformer, WidensItsLayers)):
-        raise WidthError(
-            f"{type(host).__name__} cannot grow in width: host width growth needs a CNN "
-            "host (esper_core.components.host.WidenableHost, such as the tasks' CNNHost) or "
-            "a transformer host (WidenableTransformer, such as the tasks' TransformerHost)"
-        )
-    if isinstance(host, WidensItsLayers) and not host.stage_channels():
-        # A user's module with no layer pair that can widen: a plan would widen nothing.
-        raise WidthError(host.width_refusal())
-    return host
-
-
-def plan_by_factor(host: nn.Module, factor: float, stages: Sequence[int] = ()) -> WidthPlan:
+def plan_by_factor(
+    host: nn.Module,
+    factor: float,
+    stages: Sequence[int] = (),
+    layout: WidthLayout | None = None,
+) -> WidthPlan:
     """Widen ``stages`` (all when empty) to ``round(factor x`` their channels``)``; a
     transformer's ``d_model`` to ``round(factor x d_model)``, which must stay a multiple of
-    its head dimension."""
-    widths = widenable(host)
-    current = widths.stage_channels()
-    if isinstance(widths, WidenableTransformer):
-        if stages:
-            raise WidthError(
-                f"width stages {list(stages)} given, but a transformer host widens d_model "
-                "in every block at once; leave widen_stages empty"
-            )
-        step = widths.width_step()
-        wide = round(current[0] * factor)
-        _adds_width("d_model", current[0], wide, factor)
-        if wide % step:
-            raise WidthError(
-                f"d_model {current[0]} x {factor:g} = {wide} is not a multiple of the head "
-                f"dimension {step}; choose a factor that gives one (heads keep their size)"
-            )
-        return WidthPlan((0,), (wide,))
+    its head dimension. ``layout``: the operator's (None: the one ``host`` declares)."""
+    layout = layout if layout is not None else layout_of(host)
+    return layout.plan(cast(HasWidths, host), factor, stages)
+
+
+def plan_d_model(host: WidenableTransformer, factor: float, stages: Sequence[int]) -> WidthPlan:
+    """A transformer's plan: ``d_model`` in every block at once, by whole heads."""
+    current = host.stage_channels()
+    if stages:
+        raise WidthError(
+            f"width stages {list(stages)} given, but a transformer host widens d_model "
+            "in every block at once; leave widen_stages empty"
+        )
+    step = host.width_step()
+    wide = round(current[0] * factor)
+    _adds_width("d_model", current[0], wide, factor)
+    if wide % step:
+        raise WidthError(
+            f"d_model {current[0]} x {factor:g} = {wide} is not a multiple of the head "
+            f"dimension {step}; choose a factor that gives one (heads keep their size)"
+        )
+    return WidthPlan((0,), (wide,))
+
+
+def plan_stages(current: tuple[int, ...], factor: float, stages: Sequence[int]) -> WidthPlan:
+    """A plan of stages (a CNN's, a user's layer pairs): each named one ``factor`` wider."""
     chosen = tuple(sorted(set(stages))) if stages else tuple(range(len(current)))
     bad = [s for s in chosen if not 0 <= s < len(current)]
     if bad:
@@ -114,7 +109,7 @@ def widening_ratio(host: nn.Module, plan: WidthPlan) -> float:
     """The plan's largest ratio of a new width to the old: each weight, and the work of
     the layer that holds it, grows at most with the ratio of its input and of its output
     widths, so at most by this ratio squared."""
-    current = widenable(host).stage_channels()
+    current = cast(HasWidths, host).stage_channels()
     return max(new / current[s] for s, new in zip(plan.stages, plan.channels))
 
 
@@ -143,14 +138,16 @@ class HostWidthGrowth(HostGrowth):
         cross_init: str = "random",
         generator: torch.Generator | None = None,
         born_epoch: int = 0,
+        layout: WidthLayout | None = None,
     ) -> None:
         super().__init__(model, tempo=tempo, curve=curve, born_epoch=born_epoch)
-        self.host = widenable(model.host)
+        self.layout = layout if layout is not None else layout_of(model.host)
+        self.host = cast(HasWidths, model.host)
         self.plan = plan
         self.cross_init = cross_init
         self.old_channels = self.host.stage_channels()
         self.new_channels = _new_channels(self.old_channels, plan)
-        widening = widening_for(
+        widening = self.layout.widening(
             self.host, self.old_channels, self.new_channels, generator, cross_init
         )
         self._check_slots(widening)
@@ -160,20 +157,10 @@ class HostWidthGrowth(HostGrowth):
 
     def sizes(self, after: bool) -> dict[str, int]:
         """A transformer's one width is ``d_model``; a CNN's stage widths ``stage0``..."""
-        channels = self.new_channels if after else self.old_channels
-        if isinstance(self.host, WidenableTransformer):
-            return {"d_model": channels[0]}
-        return {f"stage{i}": c for i, c in enumerate(channels)}
+        return self.layout.sizes(self.new_channels if after else self.old_channels)
 
     def describe(self) -> str:
-        if isinstance(self.host, WidenableTransformer):
-            return f"d_model {self.old_channels[0]} -> {self.new_channels[0]}"
-        if isinstance(self.host, WidensItsLayers):  # a user's layer pairs, by their names
-            names, old = self.host.stage_names(), self.old_channels
-            return ", ".join(
-                f"{names[s]}: {old[s]} -> {c}" for s, c in zip(self.plan.stages, self.plan.channels)
-            )
-        return self.plan.describe()
+        return self.layout.describe(self.host, self.old_channels, self.plan)
 
     def scale(self) -> float:
         pairs = zip(self.old_channels, self.new_channels)

@@ -5,7 +5,7 @@ modules it installs, their masks, how they fold and how the originals come back.
 ramp, the stages, the slots) and hands the modules to a :class:`Widening`:
 :class:`ConvWidening` for a CNN's conv stages, and
 :class:`~esper_operators.width_transformer.ResidualWidening` for a transformer's
-residual width.
+residual width (each operator's layout, :mod:`esper_operators.width_layouts`, says which).
 """
 
 from __future__ import annotations
@@ -15,36 +15,13 @@ from typing import cast
 import torch
 from torch import nn
 
-from esper_core.components.host import (
-    HasWidths,
-    InjectionSpec,
-    WidenableHost,
-    WidenableTransformer,
-    WidensItsLayers,
-)
+from esper_core.components.host import InjectionSpec, WidenableHost
 from esper_core.lifecycle.host_growth import HostOperation, WidthError
 from esper_core.lifecycle.module_swap import ModuleSwap
 from esper_operators.width_conv import MaskedConvStage, MaskedLinearInput
 
 # The host side of one width growth: the operation every host growth runs.
 Widening = HostOperation
-
-
-def widening_for(
-    host: HasWidths,
-    old: tuple[int, ...],
-    new: tuple[int, ...],
-    generator: torch.Generator | None,
-    cross_init: str,
-) -> Widening:
-    """The widening of ``host`` from widths ``old`` to ``new``."""
-    if isinstance(host, WidensItsLayers):
-        return cast(Widening, host.layer_widening(old, new, generator, cross_init))
-    if isinstance(host, WidenableTransformer):
-        from esper_operators.width_transformer import ResidualWidening
-
-        return ResidualWidening(host, old[0], new[0], generator, cross_init)
-    return ConvWidening(cast(WidenableHost, host), old, new, generator, cross_init)
 
 
 class ConvWidening(ModuleSwap[int]):

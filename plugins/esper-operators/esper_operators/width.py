@@ -24,11 +24,14 @@ if TYPE_CHECKING:
     from torch import nn
 
     from esper_core.lifecycle.host_growth import GrowingModel, HostGrowth
+    from esper_operators.width_layouts import WidthLayout
 
 # Torch and the masked modules load when a host grows, not when `esper plugins` lists.
 
 
-def width_problems(host: nn.Module, spec: WidthGrowthSpec) -> list[str]:
+def width_problems(
+    host: nn.Module, spec: WidthGrowthSpec, layout: WidthLayout | None = None
+) -> list[str]:
     """A width request's problems: the factor, the cross init, the plan (stages, a
     transformer's head dimension), and the weights and FLOPs per sample it would add."""
     from esper_core.lifecycle.host_growth import GrowthError
@@ -42,7 +45,7 @@ def width_problems(host: nn.Module, spec: WidthGrowthSpec) -> list[str]:
         problems.append(f"cross_init {spec.cross_init!r}; expected one of {', '.join(CROSS_INITS)}")
     if spec.factor > 1:
         try:  # the stages, and a transformer's head dimension
-            plan = plan_by_factor(host, spec.factor, spec.stages)
+            plan = plan_by_factor(host, spec.factor, spec.stages, layout)
         except GrowthError as exc:
             problems.append(str(exc))
         else:
@@ -82,11 +85,16 @@ class _Width(ABC):
     def sample(self) -> OperatorSample:
         """A small host of its kind."""
 
+    @property
+    @abstractmethod
+    def layout(self) -> WidthLayout:
+        """How its hosts widen (their plan, modules and size names)."""
+
     def refusal(self, host: nn.Module) -> str | None:
         return None
 
     def problems(self, host: nn.Module, spec: Any) -> list[str]:
-        return width_problems(host, spec)
+        return width_problems(host, spec, self.layout)
 
     def start(
         self,
@@ -102,7 +110,7 @@ class _Width(ABC):
         if replayed is not None:
             plan = WidthPlan(replayed.stages, replayed.channels)
         else:
-            plan = plan_by_factor(model.host, spec.factor, spec.stages)
+            plan = plan_by_factor(model.host, spec.factor, spec.stages, self.layout)
         return HostWidthGrowth(
             model,
             plan,
@@ -111,6 +119,7 @@ class _Width(ABC):
             cross_init=spec.cross_init,
             generator=generator,
             born_epoch=born_epoch,
+            layout=self.layout,
         )
 
 
@@ -118,6 +127,12 @@ class CNNWidth(_Width):
     name = "cnn/width"
     description = "A CNN's conv stages (and the layer reading the last one) widened, MSG-masked."
     needs = "a CNN host (esper_core.components.host.WidenableHost, such as the tasks' CNNHost)"
+
+    @property
+    def layout(self) -> WidthLayout:
+        from esper_operators.width_layouts import CONV
+
+        return CONV
 
     def sites(self, host: nn.Module) -> tuple[GrowthSite, ...]:
         if not isinstance(host, WidenableHost) or isinstance(
@@ -142,6 +157,12 @@ class TransformerWidth(_Width):
     )
     needs = "a transformer host (WidenableTransformer, such as the tasks' TransformerHost)"
 
+    @property
+    def layout(self) -> WidthLayout:
+        from esper_operators.width_layouts import TRANSFORMER
+
+        return TRANSFORMER
+
     def sites(self, host: nn.Module) -> tuple[GrowthSite, ...]:
         if not isinstance(host, WidenableTransformer):
             return ()
@@ -160,6 +181,12 @@ class LayerWidth(_Width):
     name = "layers/width"
     description = "A Grower user's layer pairs: a producer's outputs and its one reader's inputs."
     needs = "a Grower's model with a layer pair (esper_core.widenable_layers lists them)"
+
+    @property
+    def layout(self) -> WidthLayout:
+        from esper_operators.width_layouts import LAYERS
+
+        return LAYERS
 
     def sites(self, host: nn.Module) -> tuple[GrowthSite, ...]:
         if not isinstance(host, WidensItsLayers):
