@@ -19,18 +19,21 @@ if TYPE_CHECKING:
     from torch import nn
 
     from esper_core.lifecycle.host_growth import GrowingModel, HostGrowth
+    from esper_operators.depth_layouts import DepthLayout
 
 # Torch and the masked modules load when a host grows, not when `esper plugins` lists.
 
 
-def depth_problems(host: nn.Module, spec: DepthGrowthSpec) -> list[str]:
+def depth_problems(
+    host: nn.Module, spec: DepthGrowthSpec, layout: DepthLayout | None = None
+) -> list[str]:
     """A depth request's problems: the mode, the factor, the stages, and the weights."""
     from esper_core.lifecycle.host_growth import GrowthError
     from esper_operators.host_depth import check_plan
 
     problems = []
     try:
-        check_plan(host, spec.mode, spec.factor, spec.stages)
+        check_plan(host, spec.mode, spec.factor, spec.stages, layout)
     except GrowthError as exc:
         problems.append(str(exc))
     # At most factor x the host's weights (each stage or the stack grows that much).
@@ -59,11 +62,16 @@ class _Depth(ABC):
     def sample(self) -> OperatorSample:
         """A small host of its kind."""
 
+    @property
+    @abstractmethod
+    def layout(self) -> DepthLayout:
+        """How its hosts deepen (the checks, the gated modules, the depths' names)."""
+
     def refusal(self, host: nn.Module) -> str | None:
         return None
 
     def problems(self, host: nn.Module, spec: Any) -> list[str]:
-        return depth_problems(host, spec)
+        return depth_problems(host, spec, self.layout)
 
     def start(
         self,
@@ -86,6 +94,7 @@ class _Depth(ABC):
             curve=spec.curve,
             generator=generator,
             born_epoch=born_epoch,
+            layout=self.layout,
         )
 
 
@@ -96,6 +105,12 @@ class TransformerDepth(_Depth):
         "a transformer host of residual blocks (esper_core.components.host."
         "DeepenableTransformer, such as the tasks' TransformerHost)"
     )
+
+    @property
+    def layout(self) -> DepthLayout:
+        from esper_operators.depth_layouts import STACK
+
+        return STACK
 
     def sites(self, host: nn.Module) -> tuple[GrowthSite, ...]:
         if not isinstance(host, DeepenableTransformer):
@@ -115,6 +130,12 @@ class CNNDepth(_Depth):
     name = "cnn/depth"
     description = "The conv layers of a CNN's stages before their pools, factor times as many."
     needs = "a CNN host of conv stages (DeepenableCNN, such as the tasks' CNNHost)"
+
+    @property
+    def layout(self) -> DepthLayout:
+        from esper_operators.depth_layouts import STAGES
+
+        return STAGES
 
     def sites(self, host: nn.Module) -> tuple[GrowthSite, ...]:
         if not isinstance(host, DeepenableCNN) or isinstance(host, DeepenableTransformer):

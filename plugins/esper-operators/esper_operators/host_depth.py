@@ -12,15 +12,15 @@ for bit what it did at birth (alpha 0).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import torch
 from torch import nn
 
 from esper_core.components.host import DeepenableCNN, DeepenableTransformer
-from esper_core.lifecycle.host_growth import DepthError, GrowthError, HostGrowth
-from esper_operators.deepening import DEPTH_MODES, StackDeepening
-from esper_operators.deepening_cnn import ConvDeepening, chosen_stages, stackable
+from esper_core.lifecycle.host_growth import DepthError, HostGrowth
+from esper_operators.deepening import DEPTH_MODES
+from esper_operators.depth_layouts import DepthLayout, layout_of
 
 if TYPE_CHECKING:
     from esper_core.lifecycle.host_growth import GrowingModel
@@ -30,32 +30,21 @@ MAX_DEPTH_FACTOR = 8
 
 def deepenable(host: nn.Module) -> DeepenableTransformer | DeepenableCNN:
     """``host`` as a host that can grow in depth, or a one-line error saying it is not one."""
-    if not isinstance(host, (DeepenableTransformer, DeepenableCNN)):
-        raise DepthError(
-            f"{type(host).__name__} cannot grow in depth: host depth growth (deepen_at) "
-            "needs a transformer host of residual blocks (esper_core.components.host."
-            "DeepenableTransformer, such as the tasks' TransformerHost) or a CNN host of "
-            "conv stages (DeepenableCNN, such as the tasks' CNNHost)"
-        )
-    return host
+    layout_of(host)
+    return cast("DeepenableTransformer | DeepenableCNN", host)
 
 
-def check_plan(host: nn.Module, mode: str, factor: int, stages: tuple[int, ...] = ()) -> None:
-    """Refuse (one line) a depth growth ``host`` cannot take, before the run trains."""
+def check_plan(
+    host: nn.Module,
+    mode: str,
+    factor: int,
+    stages: tuple[int, ...] = (),
+    layout: DepthLayout | None = None,
+) -> None:
+    """Refuse (one line) a depth growth ``host`` cannot take, before the run trains;
+    ``layout``: the operator's (None: the one ``host`` declares)."""
     check_depth(mode, factor)
-    deep = deepenable(host)
-    if isinstance(deep, DeepenableTransformer):
-        if stages:
-            raise DepthError(
-                f"deepen_stages {list(stages)} given, but a transformer host deepens its "
-                "whole stack; leave deepen_stages empty"
-            )
-        return
-    try:
-        chosen_stages(deep, stages)
-        stackable(deep, mode, stages)
-    except GrowthError as exc:
-        raise DepthError(str(exc)) from None
+    (layout if layout is not None else layout_of(host)).check(host, mode, stages)
 
 
 def check_depth(mode: str, factor: int) -> None:
@@ -86,27 +75,18 @@ class HostDepthGrowth(HostGrowth):
         curve: str = "linear",
         generator: torch.Generator | None = None,
         born_epoch: int = 0,
+        layout: DepthLayout | None = None,
     ) -> None:
         super().__init__(model, tempo=tempo, curve=curve, born_epoch=born_epoch)
-        check_plan(model.host, mode, factor, stages)
-        host = deepenable(model.host)
+        check_depth(mode, factor)
+        self.layout = layout if layout is not None else layout_of(model.host)
+        self.layout.check(model.host, mode, stages)
         self.mode, self.factor = mode, factor
-        self.stages: tuple[int, ...] = ()
-        self.old_depths: tuple[int, ...]
-        self.new_depths: tuple[int, ...]
-        self.host: DeepenableTransformer | DeepenableCNN
-        operation: StackDeepening | ConvDeepening
-        if isinstance(host, DeepenableTransformer):
-            stack = StackDeepening(host, mode, factor, generator)
-            self.old_depths, self.new_depths = (stack.old_depth,), (stack.new_depth,)
-            self.host, operation = host, stack
-        else:
-            convs = ConvDeepening(host, mode, factor, stages, generator)
-            # As asked (empty: every stage), so a checkpoint replays the same plan.
-            self.stages = tuple(stages)
-            self.old_depths, self.new_depths = convs.old_depths, convs.new_depths
-            self.host, operation = host, convs
-        self._install(operation)
+        self.host = model.host
+        deepened = self.layout.deepen(self.host, mode, factor, stages, generator)
+        self.stages = deepened.stages
+        self.old_depths, self.new_depths = deepened.old_depths, deepened.new_depths
+        self._install(deepened.operation)
 
     @property
     def old_depth(self) -> int:
@@ -119,10 +99,7 @@ class HostDepthGrowth(HostGrowth):
     def sizes(self, after: bool) -> dict[str, int]:
         """The depths by the name a reader knows: a transformer's ``n_layer``, a CNN
         stage's conv layers before its pool (``stage0_layers``)."""
-        depths = self.new_depths if after else self.old_depths
-        if isinstance(self.host, DeepenableTransformer):
-            return {"n_layer": depths[0]}
-        return {f"stage{i}_layers": d for i, d in enumerate(depths)}
+        return self.layout.sizes(self.new_depths if after else self.old_depths)
 
     def scale(self) -> float:
         return float(self.factor)
@@ -131,11 +108,4 @@ class HostDepthGrowth(HostGrowth):
         return {"mode": self.mode, "factor": self.factor, "stages": self.stages}
 
     def describe(self) -> str:
-        if isinstance(self.host, DeepenableTransformer):
-            return f"n_layer {self.old_depth} -> {self.new_depth}, {self.mode}"
-        grown = [
-            f"stage {i} layers {a} -> {b}"
-            for i, (a, b) in enumerate(zip(self.old_depths, self.new_depths))
-            if a != b
-        ]
-        return f"{', '.join(grown)}, {self.mode}"
+        return self.layout.describe(self.old_depths, self.new_depths, self.mode)
