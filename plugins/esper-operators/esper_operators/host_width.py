@@ -22,29 +22,16 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import torch
-from attrs import frozen
 from torch import nn
 
-from esper_core.components.host import HasWidths, WidenableTransformer
+from esper_core.components.host import HasWidths
 from esper_core.lifecycle import rules
 from esper_core.lifecycle.host_growth import HostGrowth, WidthError
 from esper_operators.widening import Widening
-from esper_operators.width_layouts import WidthLayout, layout_of
+from esper_operators.width_layouts import WidthLayout, WidthPlan, layout_of
 
 if TYPE_CHECKING:
     from esper_core.lifecycle.host_growth import GrowingModel
-
-
-@frozen
-class WidthPlan:
-    """Which stages to widen (indices, ascending) and to how many channels each (a
-    transformer has one: its residual width ``d_model``)."""
-
-    stages: tuple[int, ...]
-    channels: tuple[int, ...]
-
-    def describe(self) -> str:
-        return ", ".join(f"stage {s} -> {c}" for s, c in zip(self.stages, self.channels))
 
 
 def plan_by_factor(
@@ -58,51 +45,6 @@ def plan_by_factor(
     its head dimension. ``layout``: the operator's (None: the one ``host`` declares)."""
     layout = layout if layout is not None else layout_of(host)
     return layout.plan(cast(HasWidths, host), factor, stages)
-
-
-def plan_d_model(host: WidenableTransformer, factor: float, stages: Sequence[int]) -> WidthPlan:
-    """A transformer's plan: ``d_model`` in every block at once, by whole heads."""
-    current = host.stage_channels()
-    if stages:
-        raise WidthError(
-            f"width stages {list(stages)} given, but a transformer host widens d_model "
-            "in every block at once; leave widen_stages empty"
-        )
-    step = host.width_step()
-    wide = round(current[0] * factor)
-    _adds_width("d_model", current[0], wide, factor)
-    if wide % step:
-        raise WidthError(
-            f"d_model {current[0]} x {factor:g} = {wide} is not a multiple of the head "
-            f"dimension {step}; choose a factor that gives one (heads keep their size)"
-        )
-    return WidthPlan((0,), (wide,))
-
-
-def plan_stages(current: tuple[int, ...], factor: float, stages: Sequence[int]) -> WidthPlan:
-    """A plan of stages (a CNN's, a user's layer pairs): each named one ``factor`` wider."""
-    chosen = tuple(sorted(set(stages))) if stages else tuple(range(len(current)))
-    bad = [s for s in chosen if not 0 <= s < len(current)]
-    if bad:
-        raise WidthError(
-            f"stage(s) {', '.join(map(str, bad))} out of range: this host has stages "
-            f"0..{len(current) - 1}"
-        )
-    widths_after = tuple(max(round(current[s] * factor), 1) for s in chosen)
-    for s, c in zip(chosen, widths_after):
-        _adds_width(f"stage {s}", current[s], c, factor)
-    return WidthPlan(chosen, widths_after)
-
-
-def _adds_width(what: str, old: int, new: int, factor: float) -> None:
-    """A factor that rounds back to the width it started from widens nothing (it was
-    refused only at the growth's epoch, after the run's first part had trained)."""
-    if new <= old:
-        least = math.ceil(((old + 0.5) / old + 1e-9) * 1000) / 1000  # round() halves to even
-        raise WidthError(
-            f"{what} is {old} wide and x {factor:g} rounds to {new}: nothing to widen; "
-            f"choose a factor of at least {least:g}"
-        )
 
 
 def widening_ratio(host: nn.Module, plan: WidthPlan) -> float:

@@ -6,9 +6,12 @@ caller that names no operator (a test building a growth by hand) has one found f
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
+
+from attrs import frozen
 
 from esper_core.components.host import (
     HasWidths,
@@ -22,7 +25,62 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-    from esper_operators.host_width import WidthPlan
+
+@frozen
+class WidthPlan:
+    """Which stages to widen (indices, ascending) and to how many channels each (a
+    transformer has one: its residual width ``d_model``)."""
+
+    stages: tuple[int, ...]
+    channels: tuple[int, ...]
+
+    def describe(self) -> str:
+        return ", ".join(f"stage {s} -> {c}" for s, c in zip(self.stages, self.channels))
+
+
+def plan_d_model(host: WidenableTransformer, factor: float, stages: Sequence[int]) -> WidthPlan:
+    """A transformer's plan: ``d_model`` in every block at once, by whole heads."""
+    current = host.stage_channels()
+    if stages:
+        raise WidthError(
+            f"width stages {list(stages)} given, but a transformer host widens d_model "
+            "in every block at once; leave widen_stages empty"
+        )
+    step = host.width_step()
+    wide = round(current[0] * factor)
+    _adds_width("d_model", current[0], wide, factor)
+    if wide % step:
+        raise WidthError(
+            f"d_model {current[0]} x {factor:g} = {wide} is not a multiple of the head "
+            f"dimension {step}; choose a factor that gives one (heads keep their size)"
+        )
+    return WidthPlan((0,), (wide,))
+
+
+def plan_stages(current: tuple[int, ...], factor: float, stages: Sequence[int]) -> WidthPlan:
+    """A plan of stages (a CNN's, a user's layer pairs): each named one ``factor`` wider."""
+    chosen = tuple(sorted(set(stages))) if stages else tuple(range(len(current)))
+    bad = [s for s in chosen if not 0 <= s < len(current)]
+    if bad:
+        raise WidthError(
+            f"stage(s) {', '.join(map(str, bad))} out of range: this host has stages "
+            f"0..{len(current) - 1}"
+        )
+    widths_after = tuple(max(round(current[s] * factor), 1) for s in chosen)
+    for s, c in zip(chosen, widths_after):
+        _adds_width(f"stage {s}", current[s], c, factor)
+    return WidthPlan(chosen, widths_after)
+
+
+def _adds_width(what: str, old: int, new: int, factor: float) -> None:
+    """A factor that rounds back to the width it started from widens nothing (it was
+    refused only at the growth's epoch, after the run's first part had trained)."""
+    if new <= old:
+        least = math.ceil(((old + 0.5) / old + 1e-9) * 1000) / 1000  # round() halves to even
+        raise WidthError(
+            f"{what} is {old} wide and x {factor:g} rounds to {new}: nothing to widen; "
+            f"choose a factor of at least {least:g}"
+        )
 
 
 class WidthLayout(ABC):
@@ -56,8 +114,6 @@ class ConvLayout(WidthLayout):
     """A CNN's conv stages (and the head reading the last one)."""
 
     def plan(self, host: HasWidths, factor: float, stages: Sequence[int]) -> WidthPlan:
-        from esper_operators.host_width import plan_stages
-
         return plan_stages(host.stage_channels(), factor, stages)
 
     def widening(
@@ -77,8 +133,6 @@ class TransformerLayout(WidthLayout):
     """A transformer's residual width ``d_model``, in every module at once."""
 
     def plan(self, host: HasWidths, factor: float, stages: Sequence[int]) -> WidthPlan:
-        from esper_operators.host_width import plan_d_model
-
         return plan_d_model(cast(WidenableTransformer, host), factor, stages)
 
     def widening(
@@ -105,8 +159,6 @@ class LayersLayout(WidthLayout):
     """A Grower user's layer pairs, which the host widens itself, named by their layers."""
 
     def plan(self, host: HasWidths, factor: float, stages: Sequence[int]) -> WidthPlan:
-        from esper_operators.host_width import plan_stages
-
         layers = cast(WidensItsLayers, host)
         if not layers.stage_channels():
             # A user's module with no layer pair that can widen: a plan would widen nothing.
