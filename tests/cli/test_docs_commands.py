@@ -186,7 +186,7 @@ COMMANDS: dict[str, Way] = {
     "esper run --task glyphs --set tasks.glyphs.preset=large": Run(TINY + GLYPHS),
     "esper run --task charlm": Run(TINY + CHARLM),
     "esper run --policy wait": Run(),
-    "esper run --set training.lr=0.05": Run(),
+    "esper run --set policies.heuristic.trigger=capacity": Run(),
     "esper run --plugin rewards.shaped --episodes 3": Run(),
     "esper run --resume 'runs/<run>'": Run((), placeholder=("runs/<run>", "runs/run")),
     "esper report 'runs/<run>'": Run((), placeholder=("runs/<run>", "runs/run")),
@@ -202,6 +202,12 @@ COMMANDS: dict[str, Way] = {
     "esper compare examples/main-job-digits.toml --jobs 2": DryRun(54),
     # docs/results/main-job-fair-rate.md: the tour's A/B at a fair rate
     "esper compare examples/main-job-fair-rate.toml --jobs 2": DryRun(90),
+    # docs/results/heuristic-expansion.md: the gradient-based trigger on digits, and the
+    # choice of its ratio on the controller suite's training pairs
+    "esper compare examples/heuristic-expansion-digits.toml --jobs 2": DryRun(40),
+    "esper compare examples/heuristic-expansion-tuning.toml --jobs 2": DryRun(18),
+    "esper compare examples/heuristic-expansion-tuning-mlp.toml --jobs 2": DryRun(18),
+    "esper compare examples/heuristic-expansion-tuning-cnn.toml --jobs 2": DryRun(18),
     # docs/results/growth-charlm-300k-budget.md: the smaller start under the tuning rule
     "esper compare examples/growth-charlm-300k-rule.toml --jobs 2": DryRun(70),
     "esper compare examples/recipes-glyphs.toml --jobs 2": DryRun(220),

@@ -29,6 +29,10 @@ from tests.integration.own_model_helpers import (
 
 # Seeds that blend from germination, so a counterfactual is measured the epoch after.
 EAGER = [
+    # The capacity trigger and gain judgement (the expansion trigger has no scores
+    # before the first end_epoch): a seed at the first epoch end, as these tests need.
+    'policies.heuristic.trigger="capacity"',
+    'policies.heuristic.judge="gain"',
     "policies.heuristic.min_epoch=0",
     "policies.heuristic.flat_window=1",
     "policies.heuristic.underfit_loss_ratio=0",

@@ -33,6 +33,8 @@ SMALL = [
 WIDEN_RUN = [
     *SMALL,
     "run.policy=heuristic",
+    'policies.heuristic.trigger="capacity"',  # the lifecycle of a widen seed, not a trigger
+    'policies.heuristic.judge="gain"',
     "policies.heuristic.underfit_loss_ratio=0",
     "policies.heuristic.flat_max_drop=1",
     'policies.heuristic.blueprint_order=["widen"]',

@@ -1,8 +1,10 @@
-"""``policies.heuristic``: the rule-based Tamiyo that grows only when it pays (issue 16).
+"""``policies.heuristic``: the rule-based Tamiyo that grows only where it pays.
 
 Once per epoch and env it takes the first rule that yields a legal action:
 
-1. Judge a HOLDING seed (after ``min_holding_epochs`` at alpha 1) by its measured
+1. Judge a HOLDING seed (after ``min_holding_epochs`` at alpha 1): ``judge =
+   contribution`` (default, ``judgement``) keeps it once the model is ``min_contribution``
+   points better with it than switched off; ``judge = gain``, by its measured
    *gain*: how much lower the validation loss is than the host alone was heading for
    (the trend before the seed touched the output, extrapolated), as a fraction of the
    loss then. It must pay for its parameters: ``min_gain`` plus ``gain_per_doubling``
@@ -17,8 +19,9 @@ Once per epoch and env it takes the first rule that yields a legal action:
    drop then is the host's own noise).
 3. Stall: prune a seed that has spent ``stall_epochs`` in TRAINING or BLENDING.
 4. Advance a seed whose next gate (``Observation.gates``) passes.
-5. Germinate when the trigger fires: ``trigger = capacity`` (default), the host shows a
-   capacity limit (training loss still at least ``underfit_loss_ratio`` x chance and
+5. Germinate when the trigger fires: ``trigger = expansion`` (default), a free slot's
+   expansion score reaches ``expansion_ratio`` (the seed goes to the best slot);
+   ``trigger = capacity``, the host shows a capacity limit (training loss still at least ``underfit_loss_ratio`` x chance and
    falling less than ``flat_max_drop`` per epoch over ``flat_window`` epochs);
    ``trigger = slowdown`` (the compute-aware recipe: train small while that pays, grow
    when it stops paying), the validation loss fell by less than ``slowdown_drop`` per
@@ -34,8 +37,7 @@ Every action carries its reason (``Action.reason``): the rule that chose it with
 numbers it read, and for WAIT why nothing fired (each live seed's state, then why no
 seed is germinated: the trigger's numbers, ``min_epoch``, the cooldown, the masks).
 
-A host that fits its training data never shows a capacity limit, so nothing grows on
-it. Every candidate is checked against ``Observation.masks`` with
+Every candidate is checked against ``Observation.masks`` with
 ``esper_core.lifecycle.actions.refusal_reason``; an illegal one is skipped, never sent.
 Memory (rotation, penalties, live seeds last seen, the training losses, each seed's
 baseline) is kept per env, keyed by ``Observation.env_index``, and is part of the state
@@ -86,8 +88,8 @@ class HeuristicPolicy:
 
     name: ClassVar[str] = "heuristic"
     description: ClassVar[str] = (
-        "Rules: germinate on a capacity limit, judge seeds by measured gain against their "
-        "parameters, prune what does not pay"
+        "Rules: germinate where the host's gradients say new capacity pays, keep seeds the "
+        "model is measurably better with, prune the rest"
     )
     Options: ClassVar[type] = HeuristicOptions
 

@@ -47,8 +47,12 @@ def _non_blank(value: Any) -> str | None:
 
 @define
 class HeuristicOptions:
+    # expansion (with judge = contribution and expansion_ratio = 2) chosen on the
+    # controller suite's training pairs and tuning random seeds 100-102
+    # (docs/results/heuristic-expansion.md): the capacity trigger never fires on a host
+    # that learns, at the rate that trains it best.
     trigger: str = options_field(
-        "capacity",
+        "expansion",
         one_of(*TRIGGERS),
         "When to germinate: capacity (the host underfits and its training loss is flat, see "
         "underfit_loss_ratio) or slowdown (compute-aware: the host's validation loss falls "
@@ -58,7 +62,7 @@ class HeuristicOptions:
         "the host's own next step, see expansion_ratio).",
     )
     expansion_ratio: float = options_field(
-        1.5,
+        2.0,
         in_range(0, MAX_FACTOR, lo_open=True),
         "trigger = expansion: germinate once a free slot's expansion score (the first-order "
         "loss decrease a zero-initialised module there would buy, over the host's own next "
@@ -127,7 +131,7 @@ class HeuristicOptions:
         "Alpha ramp length in epochs (one of lifecycle.tempos).",
     )
     judge: str = options_field(
-        "gain",
+        "contribution",
         one_of(*JUDGES),
         "How a HOLDING seed is judged: gain (the validation loss against where the host "
         "alone was heading, priced per doubling, see min_gain) or contribution (its "

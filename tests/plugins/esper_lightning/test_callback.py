@@ -21,6 +21,10 @@ from tests.plugin_set import first_party
 
 # The heuristic germinates at the first epoch end with these (see tests/integration).
 EAGER = [
+    # The capacity trigger and gain judgement (the expansion trigger has no scores
+    # before the first end_epoch): a seed at the first epoch end, as these tests need.
+    'policies.heuristic.trigger="capacity"',
+    'policies.heuristic.judge="gain"',
     "policies.heuristic.min_epoch=0",
     "policies.heuristic.flat_window=1",
     "policies.heuristic.underfit_loss_ratio=0",

@@ -36,7 +36,10 @@ FITTING = (1.8, 0.6, 0.2)  # far below chance and falling fast: none
 
 
 def policy(build, **options) -> HeuristicPolicy:
+    # The capacity trigger and the gain judgement: the rules these tests pin (the
+    # defaults are the expansion trigger and the contribution judgement).
     base = {"min_epoch": 2, "prune_cooldown": 5, "blueprint_order": ORDER}
+    base |= {"trigger": "capacity", "judge": "gain"}
     return HeuristicPolicy(HeuristicOptions(**{**base, **options}), build.context())
 
 

@@ -36,6 +36,7 @@ def _losses() -> list[float]:
 
 def policy(build, **options) -> HeuristicPolicy:  # type: ignore[no-untyped-def]
     base = {"host_growth": "widen", "host_growth_drop": 0.05, "blueprint_order": ["conv_heavy"]}
+    base |= {"trigger": "capacity", "judge": "gain"}  # hand-made observations carry no scores
     return HeuristicPolicy(HeuristicOptions(**{**base, **options}), build.context())
 
 
@@ -121,7 +122,8 @@ def test_germination_waits_for_the_host_growth_then_resumes(build) -> None:
 def test_off_changes_nothing(build) -> None:
     """Off, the host_growth_* options are never read: the same decisions as the defaults,
     none asking for a growth, and nothing declared to the session."""
-    default = HeuristicPolicy(HeuristicOptions(blueprint_order=["conv_heavy"]), build.context())
+    same = {"blueprint_order": ["conv_heavy"], "trigger": "capacity", "judge": "gain"}
+    default = HeuristicPolicy(HeuristicOptions(**same), build.context())
     off = policy(build, host_growth="off", host_growth_drop=10.0, host_growth_min_at=0.0)
     for train_loss in (0.5, UNDERFIT):
         a = episode(default, build, _losses(), train_loss=train_loss)

@@ -28,10 +28,13 @@ FAST = [
     "policies.heuristic.min_epoch=1",
     "policies.heuristic.tempo=2",
     'policies.heuristic.blueprint_order=["res"]',
-    # The toy task is learnt in a few epochs: call any host capacity-limited...
+    # The toy task is learnt in a few epochs: any expansion score fires the trigger
+    # (and with the capacity trigger, any host is capacity-limited)...
+    "policies.heuristic.expansion_ratio=1e-9",
     "policies.heuristic.underfit_loss_ratio=0.0",
     "policies.heuristic.flat_max_drop=100.0",
-    # ...and the zero-init residual's gain there is noise: admit any.
+    # ...and the zero-init residual's contribution (or gain) there is noise: admit any.
+    "policies.heuristic.min_contribution=-100.0",
     "policies.heuristic.min_gain=-100.0",
     "policies.heuristic.regression_points=100.0",
 ]

@@ -54,6 +54,8 @@ def test_heuristic_resumes_exactly(build, tmp_path: Path) -> None:
         blueprint_order=["conv_heavy", "conv_light", "norm"],
         prune_cooldown=0,
         blueprint_penalty_epochs=4,
+        trigger="capacity",  # hand-made observations carry no expansion scores
+        judge="gain",
     )
     steps = episode(build)
     straight = HeuristicPolicy(options, build.context())

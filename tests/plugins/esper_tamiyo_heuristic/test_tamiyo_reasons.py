@@ -17,7 +17,8 @@ UNDERFIT = (2.28, 2.27, 2.26)
 
 
 def heuristic(build, **options) -> HeuristicPolicy:  # type: ignore[no-untyped-def]
-    base = {"min_epoch": 2, "prune_cooldown": 5}
+    # Reasons of the capacity trigger and the gain judgement (not the defaults).
+    base = {"min_epoch": 2, "prune_cooldown": 5, "trigger": "capacity", "judge": "gain"}
     return HeuristicPolicy(HeuristicOptions(**{**base, **options}), build.context())
 
 
