@@ -194,7 +194,7 @@ COMMANDS: dict[str, Way] = {
     # README.md: the PPO quick start (about 75 s of one core; docs/tour.md's test skips it)
     (
         "esper train --policy ppo --envs 2 --updates 3 --max-epochs 10 "
-        "--set policies.ppo.rollout_episodes=2 --out runs/ppo"
+        "--set policies.ppo.rollout_episodes=2 --out runs/ppo-quick"
     ): Run(TINY + PPO),
     "esper run --policy ppo:runs/ppo/checkpoint.pt": Run(
         needs="esper train --policy ppo --envs 4 --updates 20 --out runs/ppo"

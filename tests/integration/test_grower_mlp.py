@@ -23,6 +23,9 @@ from tests.integration.own_model_helpers import (
 from tests.plugin_set import first_party
 
 EAGER = [
+    # The capacity trigger and the gain judgement (the tests pin a lifecycle, not a trigger).
+    'policies.heuristic.trigger="capacity"',
+    'policies.heuristic.judge="gain"',
     "policies.heuristic.min_epoch=0",
     "policies.heuristic.flat_window=1",
     "policies.heuristic.underfit_loss_ratio=0",

@@ -179,6 +179,9 @@ def _loop(name: str, recipe: Recipe, policy: str, growth: list[str]) -> Any:
 # The heuristic, eager: it decides from the validation history, the untrained model's
 # included, so its germination lands where the run's does.
 EAGER = [
+    # The capacity trigger and the gain judgement (the tests pin a lifecycle, not a trigger).
+    'policies.heuristic.trigger="capacity"',
+    'policies.heuristic.judge="gain"',
     "policies.heuristic.min_epoch=0",
     "policies.heuristic.flat_window=1",
     "policies.heuristic.underfit_loss_ratio=0",

@@ -57,7 +57,7 @@ def test_the_mlp_example_grows_and_says_why(tmp_path: Path) -> None:
     out = _example("own_model_mlp.py", "--save", str(state))
     assert "epoch 0: WAIT: the first epoch trains the model as it was given" in out
     assert "germinated mlp/residual" in out
-    assert "next: GERMINATE body/1 mlp/residual" in out and "slowed down" in out
+    assert "next: GERMINATE body/1 mlp/residual" in out and "bottleneck: expansion score" in out
     assert "next: WAIT: " in out
     assert "test accuracy (the grown model)" in out
     assert state.is_file()
