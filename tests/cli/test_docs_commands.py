@@ -205,6 +205,7 @@ COMMANDS: dict[str, Way] = {
     # docs/results/heuristic-expansion.md: the gradient-based trigger on digits, and the
     # choice of its ratio on the controller suite's training pairs
     "esper compare examples/heuristic-expansion-digits.toml --jobs 2": DryRun(40),
+    "esper compare examples/heuristic-expansion-default.toml --jobs 2": DryRun(40),
     "esper compare examples/heuristic-expansion-tuning.toml --jobs 2": DryRun(18),
     "esper compare examples/heuristic-expansion-tuning-mlp.toml --jobs 2": DryRun(18),
     "esper compare examples/heuristic-expansion-tuning-cnn.toml --jobs 2": DryRun(18),
