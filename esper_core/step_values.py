@@ -59,6 +59,9 @@ class Observation:
     blueprint_params: tuple[tuple[int, ...], ...] = ()
     blueprint_identity: tuple[bool, ...] = ()
     blueprint_branch: tuple[bool, ...] = ()
+    # The env's task topology ("cnn", "transformer", "mlp"): a policy acting on envs of
+    # several tasks at once (train.pairs) reads it per observation.
+    topology: str = ""
 
 
 @frozen

@@ -117,6 +117,7 @@ def observe(env: Observed, rolled_back: bool) -> Observation:
             env.blueprints[key].identity_at_birth for key in env.space.blueprints
         ),
         blueprint_branch=tuple(env.blueprints[key].branch for key in env.space.blueprints),
+        topology=env.task.topology,
     )
 
 
