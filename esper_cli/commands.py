@@ -195,6 +195,12 @@ def run(ctx: click.Context, **params: Any) -> None:
     help="Policy updates (train.updates); each learns from one rollout of "
     "policies.ppo.rollout_episodes episodes of every env (4 by default).",
 )
+@click.option(
+    "--suite",
+    type=PathArg(dir_okay=False, exists=True),
+    help="Train on a benchmark suite's training pairs, one drawn per episode, each at "
+    "its tuned rate (run `esper benchmark SUITE --split training` first).",
+)
 @run_options("train")
 @click.pass_context
 def train(ctx: click.Context, **params: Any) -> None:
@@ -212,7 +218,13 @@ def train(ctx: click.Context, **params: Any) -> None:
         or any(p.startswith("policies.") for p in params.get("plugins") or ())
         else {"policy": "ppo"}
     )
+    if params.get("suite") and params.get("resume"):
+        raise click.UsageError("--suite starts a run; a resumed run keeps the pairs it had")
     job = _job(ctx, "train", params, extra)
+    if params.get("suite"):
+        from esper_cli.suite_pairs import with_suite_pairs
+
+        job = attrs.evolve(job, config=with_suite_pairs(job.config, params["suite"], job.pm))
     if params.get("nproc") is not None:
         _report(job, _launch(job, TrainLoop))
     else:

@@ -27,6 +27,7 @@ from esper_core.config_limits import (
     MAX_THREADS,
     check_device,
 )
+from esper_core.config_train import TrainSection
 from esper_core.converter import (
     drop_none,
     each,
@@ -305,38 +306,6 @@ class GovernorSection:
         1.5,
         in_range(0, MAX_FACTOR),
         "Accuracy at most chance x this counts as chance level (0: no accuracy trigger).",
-    )
-
-
-@define
-class TrainSection:
-    """``esper train``: PPO-style updates, each from one rollout of every env.
-
-    A rollout's length is the policy's (``policies.ppo.rollout_episodes`` episodes).
-    """
-
-    updates: int = options_field(
-        20, in_range(1, MAX_EPOCHS, integer=True), "Policy updates (rollouts) to run."
-    )
-    checkpoint_every: int = options_field(
-        1, in_range(1, MAX_EPOCHS, integer=True), "Checkpoint every N updates."
-    )
-    eval_every: int = options_field(
-        5,
-        in_range(0, MAX_EPOCHS, integer=True),
-        "Evaluate the greedy policy on eval_seeds before the first update and every N "
-        "updates (0: never).",
-    )
-    eval_seeds: list[int] = options_field(
-        [100_000, 100_001, 100_002],
-        each(in_range(0, MAX_SEED, integer=True)),
-        "Env seeds of the evaluation episodes: fixed, and far from the training seeds "
-        "(run.seed + episode x n_envs + env).",
-    )
-    eval_references: list[str] = options_field(
-        ["wait", "heuristic"],
-        doc="Policies evaluated once on eval_seeds, as reference lines (those not installed "
-        "are skipped).",
     )
 
 

@@ -47,7 +47,10 @@ def due(session: Session) -> bool:
 def evaluate(session: Session) -> list[PolicyEvaluation]:
     """The evaluations due now (the references first, once); also kept in the session."""
     events = []
-    if not any(e["update"] is None for e in session.evaluations):
+    # A mixed run's references would act on the pairs' union space, which only a policy
+    # reading observations by their features can: the benchmark's cells are its references.
+    mixed = bool(session.config.train.pairs)
+    if not mixed and not any(e["update"] is None for e in session.evaluations):
         for name in session.config.train.eval_references:
             make = _reference(session, name)
             if make is not None:
@@ -81,8 +84,9 @@ def _envs(session: Session, count: int) -> list[MorphogeneticEnv]:
 
     if len(session.eval_envs) < count:
         task, resolved = session.envs[0].task, session.resolved
-        session.eval_envs.extend(
-            MorphogeneticEnv(
+
+        def build(i: int) -> MorphogeneticEnv:
+            return MorphogeneticEnv(
                 task,
                 resolved.make_reward(),
                 resolved.blueprints,
@@ -91,8 +95,9 @@ def _envs(session: Session, count: int) -> list[MorphogeneticEnv]:
                 session.envs[i].device,
                 operators=resolved.operators,
             )
-            for i in range(len(session.eval_envs), count)
-        )
+
+        make = session.build_env or build  # a mixed run's envs draw their pair per seed
+        session.eval_envs.extend(make(i) for i in range(len(session.eval_envs), count))
     return session.eval_envs[:count]
 
 
@@ -108,6 +113,7 @@ def _play(
     seeds = list(session.config.train.eval_seeds)
     width = len(session.envs)
     finished: list[EpisodeFinished] = []
+    pairs: list[str] = []
     for start in range(0, len(seeds), width):
         group = seeds[start : start + width]
         envs = _envs(session, width)[: len(group)]
@@ -121,6 +127,7 @@ def _play(
             policy.observe(results)
             observations = [r.observation for r in results]
         finished += [e for r in results for e in r.events if isinstance(e, EpisodeFinished)]
+        pairs += [label for env in envs if (label := getattr(env, "pair_label", None))]
     return PolicyEvaluation(
         update=update,
         policy=name,
@@ -130,4 +137,5 @@ def _play(
         total_reward=[e.total_reward for e in finished],
         seeds_fossilized=[e.seeds_fossilized for e in finished],
         params_added=[e.params_added for e in finished],
+        pairs=pairs,
     )

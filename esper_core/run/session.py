@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,7 @@ from esper_core.plugins import PluginManager
 from esper_core.run.checkpoint import DiskFullError, save_checkpoint, write_text
 from esper_core.run.checkpoint_fields import check_progress
 from esper_core.run.devices import check_devices
+from esper_core.run.env_builders import each_pair, paired_builder, task_builder
 from esper_core.run.hub import Hub
 from esper_core.run.interrupts import Interrupted, StopFlag
 from esper_core.run.ledger import HostGrowthLedger, SeedLedger
@@ -69,6 +70,7 @@ class Session:
     evaluations: list[dict[str, Any]] = attrs.field(factory=list)  # training: greedy evaluations
     eval_envs: list[Any] = attrs.field(factory=list)  # built by run.evaluation when first due
     plugins: PluginManager | None = None  # where reference policies are looked up
+    build_env: Callable[[int], Any] | None = None  # env i as the run builds it (evaluation's)
     started: float = attrs.field(factory=time.time)
     elapsed_before: float = 0.0
     lock: RunDirLock | None = None  # held by the writing process until close()
@@ -123,13 +125,20 @@ class Session:
         return observations
 
     def emit(self, events: Sequence[Event]) -> None:
-        events = [self._with_growth_note(event) for event in events]
+        events = [self._with_pair(self._with_growth_note(event)) for event in events]
         self.ledger.consume(events)
         self.growth_ledger.consume(events)
         for event in events:
             if isinstance(event, EpisodeFinished):
                 self.episodes.append(unstructure(event))
         self.hub.emit(events)
+
+    def _with_pair(self, event: Event) -> Event:
+        """A mixed run's episode says which pair it ran (before that env draws its next)."""
+        if not isinstance(event, EpisodeFinished) or not self.config.train.pairs:
+            return event
+        label = getattr(self.envs[event.env], "pair_label", None)
+        return event if label is None else attrs.evolve(event, pair=label)
 
     def _with_growth_note(self, event: Event) -> Event:
         """An episode that germinated nothing says why, when its policy can tell (before
@@ -266,7 +275,6 @@ def open_session(
     import torch
 
     from esper_core.env import host_growth_online
-    from esper_core.env.env import MorphogeneticEnv
 
     resolved = resolve(config, pm)
     config = resolved.config
@@ -285,19 +293,12 @@ def open_session(
     writer = ranks is None or bool(ranks.is_writer)
     # The envs and the policy are built before the run directory is: a setting only they
     # can check (an unknown slot id, a missing checkpoint) fails without leaving a stub.
-    task = resolved.make_task(quiet)
     devices = executor.env_devices(config.run.n_envs)
-
-    def build(i: int) -> MorphogeneticEnv:
-        return MorphogeneticEnv(
-            task,
-            resolved.make_reward(),
-            resolved.blueprints,
-            config,
-            i,
-            devices[i],
-            operators=resolved.operators,
-        )
+    build: Callable[[int], Any] = (
+        paired_builder(config, pm, devices, quiet)  # a host/task pair drawn per episode
+        if mode == "train" and config.train.pairs
+        else task_builder(resolved, devices, quiet)
+    )
 
     n_envs = config.run.n_envs
     # A multi-process executor builds only its rank's envs (the others are stand-ins).
@@ -314,7 +315,8 @@ def open_session(
         for env in envs:
             env.schedule_host_growth(policy.host_growths())
     if isinstance(policy, GrowsHostOnline):  # ...or when the policy chooses: can it?
-        host_growth_online.check_declared(envs, policy.online_host_growths())
+        for group in each_pair(envs):
+            host_growth_online.check_declared(group, policy.online_host_growths())
     lock = lock_run_dir(path, resume) if writer else None
     try:
         # The backends name their files before config.toml is written: a new run whose
@@ -327,7 +329,16 @@ def open_session(
             lock.release()
         raise
     session = Session(
-        resolved, mode, path, envs, policy, executor, Hub(backends), lock=lock, plugins=pm
+        resolved,
+        mode,
+        path,
+        envs,
+        policy,
+        executor,
+        Hub(backends),
+        lock=lock,
+        plugins=pm,
+        build_env=build,
     )
     try:
         if saved is not None:

@@ -20,9 +20,10 @@ from esper_core.errors import ConfigError, EsperError
 # 2: EpochCompleted.reason (why the policy chose the epoch's action). 3: RunFinished.error
 # (why a run failed). 4: the host_growth_* events (the host itself grew, not a seed) and
 # EpisodeFinished.host_params_added, which params_added now includes. 5:
-# RunStarted.episodes_per_update. A reader reads every schema up to its own; an older
-# file's missing fields take their defaults.
-SCHEMA_VERSION = 5
+# RunStarted.episodes_per_update. 6: EpisodeFinished.pair and PolicyEvaluation.pairs (a
+# mixed training run's host/task pair). A reader reads every schema up to its own; an
+# older file's missing fields take their defaults.
+SCHEMA_VERSION = 6
 
 
 @frozen
@@ -288,6 +289,8 @@ class EpisodeFinished(Event):
     # Parameters the host's own growth added (its parameters at the end minus at birth),
     # a growth still ramping included: part of params_added since schema 4 (0 before).
     host_params_added: int = 0
+    # The host/task pair the episode ran in a mixed training run (train.pairs); None else.
+    pair: str | None = None
 
 
 @frozen
@@ -311,6 +314,7 @@ class PolicyEvaluation(Event):
     total_reward: list[float]
     seeds_fossilized: list[int]
     params_added: list[int]
+    pairs: list[str] = field(factory=list)  # each seed's pair in a mixed run; [] else
 
 
 EVENT_TYPES: dict[str, type[Event]] = {

@@ -19,6 +19,7 @@ from esper_core.run.telemetry import (
     EpisodeFinished,
     EpochCompleted,
     EpochScores,
+    PolicyEvaluation,
     RunFinished,
     RunStarted,
     dumps,
@@ -80,11 +81,13 @@ WRITTEN_KEYS = {
         "final_val_loss",
         "growth_note",
         "host_params_added",
+        "pair",
     ],
     "policy_update": ["schema", "kind", "time", "update", "diagnostics"],
     "policy_evaluation": [
         *("schema", "kind", "time", "update", "policy", "seeds", "final_val_acc"),
         *("final_test_acc", "total_reward", "seeds_fossilized", "params_added"),
+        "pairs",
     ],
 }
 
@@ -155,10 +158,26 @@ def test_schema_4_tells_host_growth_and_still_reads_schema_3() -> None:
 def test_schema_5_says_the_episodes_per_update_and_still_reads_schema_4() -> None:
     # Progress names the rollout episode of an update from RunStarted.episodes_per_update;
     # a schema-4 run_started line still reads, as one episode per update.
-    assert SCHEMA_VERSION == 5
+    assert SCHEMA_VERSION >= 5
     started = next(e for e in one_of_each() if isinstance(e, RunStarted))
     old = {**event_to_dict(attrs.evolve(started, episodes_per_update=4)), "schema": 4}
     assert old["episodes_per_update"] == 4
     del old["episodes_per_update"]
     read = event_from_dict(old)
     assert isinstance(read, RunStarted) and read.episodes_per_update == 1
+
+
+def test_schema_6_names_a_mixed_runs_pair_and_still_reads_schema_5() -> None:
+    assert SCHEMA_VERSION == 6
+    episode = next(e for e in one_of_each() if isinstance(e, EpisodeFinished))
+    mine = attrs.evolve(episode, pair="digits-mid")
+    assert event_from_dict(event_to_dict(mine)) == mine
+    old = {**event_to_dict(episode), "schema": 5}
+    del old["pair"]
+    read = event_from_dict(old)
+    assert isinstance(read, EpisodeFinished) and read.pair is None
+    evaluation = next(e for e in one_of_each() if isinstance(e, PolicyEvaluation))
+    old = {**event_to_dict(evaluation), "schema": 5}
+    del old["pairs"]
+    read = event_from_dict(old)
+    assert isinstance(read, PolicyEvaluation) and read.pairs == []
