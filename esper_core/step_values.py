@@ -59,6 +59,9 @@ class Observation:
     blueprint_params: tuple[tuple[int, ...], ...] = ()
     blueprint_identity: tuple[bool, ...] = ()
     blueprint_branch: tuple[bool, ...] = ()
+    # Per growth the policy declared (GrowsHostOnline.online_host_growths, in order):
+    # whether it can start now (esper_core.env.host_growth_ready); () when none.
+    host_growth_ready: tuple[bool, ...] = ()
     # The env's task topology ("cnn", "transformer", "mlp"): a policy acting on envs of
     # several tasks at once (train.pairs) reads it per observation.
     topology: str = ""

@@ -20,6 +20,13 @@ A request names its operator's kind (``width``: ``WidthGrowthSpec``; ``depth``:
 the one installed operator of that kind the host declares sites for. An operator with
 a true ``by_name_only`` attribute (optional; one that narrows another, such as one
 submodule's widths) is taken only where a request names it.
+
+Whether a growth can start now, with the seeds the slots hold, is read from two more
+optional members (:mod:`esper_core.env.host_growth_ready`): ``touches_slot(host, spec,
+slot)``, whether a growth as ``spec`` asks changes what a seed at ``slot`` (an
+``InjectionSpec``) sees (absent: every slot), and ``keeps_fossils``, whether a fossilized
+seed in a slot it touches may stay there (absent: no). A live seed in a touched slot
+always waits; an operator's ``start`` refuses no more than they say.
 """
 
 from __future__ import annotations

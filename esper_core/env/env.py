@@ -88,6 +88,7 @@ class MorphogeneticEnv:
             alpha_targets=tuple(lc.alpha_targets),
         )
         self.host_growth_specs: tuple[HostGrowthSpec, ...] = ()
+        self.online_growth_specs: tuple[HostGrowthSpec, ...] = ()  # see host_growth_online
         self.fits = host_growth.slot_fits(self)
         self._started = False
         self._step: StepStart | None = None
@@ -171,8 +172,7 @@ class MorphogeneticEnv:
         self.birth_seeds = birth.parse_birth_seeds(specs, self.blueprints, self.model.slot_ids)
 
     def schedule_host_growth(self, specs: Sequence[HostGrowthSpec]) -> None:
-        """Grow the host (width, depth) as ``specs`` say in every episode from the next
-        :meth:`reset` on (see :mod:`esper_core.env.host_growth`)."""
+        """Grow the host as ``specs`` say in every episode from the next :meth:`reset` on."""
         self.host_growth_specs = host_growth.check_specs(specs, self)
 
     def reset(self, seed: int | None = None, episode: int = 0) -> Observation:

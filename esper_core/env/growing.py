@@ -34,13 +34,9 @@ class HostCount(Protocol):
     def host_params(self) -> int: ...
 
 
-class Growing(Protocol):
-    """What starting, ticking, pruning and replaying a host growth reads and writes of an
-    env: the epoch (a replay sets it), the host's count and the slot table it renews."""
-
-    epoch: int
-    host_params: int
-    fits: torch.Tensor
+class Checking(Protocol):
+    """What checking a host growth reads of an env: its host, its operators, its
+    schedule and the run's length."""
 
     @property
     def model(self) -> MorphogeneticModel: ...
@@ -53,6 +49,15 @@ class Growing(Protocol):
 
     @property
     def host_growth_specs(self) -> Sequence[HostGrowthSpec]: ...
+
+
+class Growing(Checking, Protocol):
+    """What starting, ticking, pruning and replaying a host growth reads and writes of an
+    env: the epoch (a replay sets it), the host's count and the slot table it renews."""
+
+    epoch: int
+    host_params: int
+    fits: torch.Tensor
 
     @property
     def seed(self) -> int: ...

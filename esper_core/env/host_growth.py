@@ -36,7 +36,7 @@ from esper_core.lifecycle.stages import Stage
 from esper_core.lifecycle.width_fold import FoldedParam
 
 if TYPE_CHECKING:
-    from esper_core.env.growing import Growing, GrowthEvents, HostCount
+    from esper_core.env.growing import Checking, Growing, GrowthEvents, HostCount
 
 # Growth k of an episode initialises its new weights from init_seed(seed, OFFSET + k): far
 # from the seeds' germination counts, so growing the host never shifts a seed's init.
@@ -110,7 +110,7 @@ def operator_for(
     return operator
 
 
-def check_specs(specs: Sequence[HostGrowthSpec], env: Growing) -> tuple[HostGrowthSpec, ...]:
+def check_specs(specs: Sequence[HostGrowthSpec], env: Checking) -> tuple[HostGrowthSpec, ...]:
     """The specs, or a ConfigError naming every problem (one line each)."""
     if not specs:
         return ()  # nothing scheduled: any host will do

@@ -2,12 +2,15 @@
 
 The request travels with the action (``Action.host_growth``), so every executor and loop
 delivers it as it delivers the action, and it starts before the epoch that action
-trains. It passes the checks a scheduled growth passes (:func:`host_growth.check_specs`,
-against the schedule too) and starts as a scheduled growth does
-(:func:`host_growth.start_spec`): the same lifecycle, ramp, fold and governor rollback,
-and the same :class:`~esper_core.env.host_growth.GrowthRecord` with its epoch, which a
-checkpoint replays. A request the env cannot honour is a ConfigError: a policy that grows
-online checks first, so one that asks anyway is misconfigured.
+trains. It starts when :mod:`esper_core.env.host_growth_ready` says it can (the checks
+a scheduled growth passes, no growth in flight, no seed in its way, not at the last
+epoch) and as a scheduled growth does (:func:`host_growth.start_spec`): the same
+lifecycle, ramp, fold and governor rollback, and the same
+:class:`~esper_core.env.host_growth.GrowthRecord` with its epoch, which a checkpoint
+replays. Each observation says, per growth the policy declared, whether it can start
+(``Observation.host_growth_ready``), so a policy masks by the rule the env refuses by: a
+request the env cannot honour is a ConfigError, as a policy that asks anyway is
+misconfigured.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import attrs
 
 from esper_core.components.policy import HostGrowthSpec
 from esper_core.env.host_growth import check_specs, start_spec
+from esper_core.env.host_growth_ready import blocked
 from esper_core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -43,20 +47,21 @@ def request(env: Requesting, spec: HostGrowthSpec | None, events: GrowthEvents) 
                 f"at = {env.epoch}/{env.max_epochs}"
             ]
         )
-    try:
-        check_specs((*env.host_growth_specs, spec), env)
-    except ConfigError as exc:
-        raise ConfigError([f"{who}: {problem}" for problem in exc.problems]) from None
+    why = blocked(env, spec)
+    if why is not None:
+        raise ConfigError([f"{who} at epoch {env.epoch}: {why}"])
     start_spec(env, spec, events, who)
 
 
 def check_declared(envs: Sequence[Any], specs: Sequence[HostGrowthSpec]) -> None:
     """Refuse, before the run starts, a growth the policy may ask for that the host cannot
-    take (its shape, the factor, the mode): every env of a run has the same host."""
+    take (its shape, the factor, the mode): every env of a run has the same host. Each
+    env then observes whether each of them can start (``host_growth_ready``)."""
     # Another rank's env is a stand-in without a model; this rank's own envs have one.
-    env = next((e for e in envs if getattr(e, "model", None) is not None), None)
-    if env is None:
+    own = [e for e in envs if getattr(e, "model", None) is not None]
+    if not own:
         return
+    env = own[0]
     try:
         for spec in specs:
             check_specs([attrs.evolve(spec, at=0.0)], env)
@@ -65,3 +70,5 @@ def check_declared(envs: Sequence[Any], specs: Sequence[HostGrowthSpec]) -> None
         raise ConfigError(
             [f"run.policy {policy!r} may grow the host so: {p}" for p in exc.problems]
         ) from None
+    for e in own:
+        e.online_growth_specs = tuple(specs)

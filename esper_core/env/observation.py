@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import torch
 
+from esper_core.env.host_growth_ready import growth_ready
 from esper_core.lifecycle.actions import ActionSpace, compute_masks
 from esper_core.lifecycle.stages import STAGES
 from esper_core.step_values import Observation
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from esper_core.components.blueprint import Blueprint
+    from esper_core.components.growth_operator import GrowthOperator
+    from esper_core.components.growth_request import HostGrowthSpec
     from esper_core.components.task import Task
     from esper_core.env.cost import CostMeter
     from esper_core.env.episode import EpisodeStats
@@ -79,6 +82,15 @@ class Observed(Protocol):
     @property
     def host_params(self) -> int: ...
 
+    @property
+    def operators(self) -> Mapping[str, GrowthOperator]: ...
+
+    @property
+    def host_growth_specs(self) -> Sequence[HostGrowthSpec]: ...
+
+    @property
+    def online_growth_specs(self) -> Sequence[HostGrowthSpec]: ...
+
 
 def observe(env: Observed, rolled_back: bool) -> Observation:
     """The observation of ``env`` now; before the first epoch, training numbers are validation's."""
@@ -118,6 +130,7 @@ def observe(env: Observed, rolled_back: bool) -> Observation:
         ),
         blueprint_branch=tuple(env.blueprints[key].branch for key in env.space.blueprints),
         topology=env.task.topology,
+        host_growth_ready=growth_ready(env),
     )
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from esper_core.components.growth_operator import GrowthSite, OperatorSample
 from esper_core.components.growth_request import DepthGrowthSpec
-from esper_core.components.host import DeepenableCNN, DeepenableTransformer
+from esper_core.components.host import DeepenableCNN, DeepenableTransformer, InjectionSpec
 from esper_core.config_limits import MAX_HOST_WEIGHTS
 from esper_core.hookspecs import Register, hookimpl
 
@@ -70,8 +70,15 @@ class _Depth(ABC):
     def refusal(self, host: nn.Module) -> str | None:
         return None
 
+    # New blocks or layers keep the activations' shape: a fossil's modules still fit.
+    keeps_fossils = True
+
     def problems(self, host: nn.Module, spec: Any) -> list[str]:
         return depth_problems(host, spec, self.layout)
+
+    def touches_slot(self, host: nn.Module, spec: Any, slot: InjectionSpec) -> bool:
+        """Whether deepening ``host`` as ``spec`` asks changes what a seed at ``slot`` sees."""
+        return self.layout.touches(host, spec.stages, slot)
 
     def start(
         self,

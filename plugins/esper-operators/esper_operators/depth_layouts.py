@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, cast
 
 from attrs import frozen
 
-from esper_core.components.host import DeepenableCNN, DeepenableTransformer
+from esper_core.components.host import DeepenableCNN, DeepenableTransformer, InjectionSpec
 from esper_core.lifecycle.host_growth import DepthError, GrowthError, HostOperation
 
 if TYPE_CHECKING:
@@ -56,6 +56,11 @@ class DepthLayout(ABC):
     @abstractmethod
     def describe(self, old: tuple[int, ...], new: tuple[int, ...], mode: str) -> str: ...
 
+    @abstractmethod
+    def touches(self, host: nn.Module, stages: tuple[int, ...], slot: InjectionSpec) -> bool:
+        """Whether deepening ``stages`` of ``host`` changes what a seed at ``slot`` sees
+        (as the growth's own ``touches`` says once it is in flight)."""
+
 
 class StackLayout(DepthLayout):
     """A transformer's stack of residual blocks, deepened as a whole."""
@@ -85,6 +90,9 @@ class StackLayout(DepthLayout):
 
     def describe(self, old: tuple[int, ...], new: tuple[int, ...], mode: str) -> str:
         return f"n_layer {sum(old)} -> {sum(new)}, {mode}"
+
+    def touches(self, host: nn.Module, stages: tuple[int, ...], slot: InjectionSpec) -> bool:
+        return slot.segment == cast(DeepenableTransformer, host).num_segments() - 1
 
 
 class StagesLayout(DepthLayout):
@@ -119,6 +127,11 @@ class StagesLayout(DepthLayout):
     def describe(self, old: tuple[int, ...], new: tuple[int, ...], mode: str) -> str:
         grown = [f"stage {i} layers {a} -> {b}" for i, (a, b) in enumerate(zip(old, new)) if a != b]
         return f"{', '.join(grown)}, {mode}"
+
+    def touches(self, host: nn.Module, stages: tuple[int, ...], slot: InjectionSpec) -> bool:
+        from esper_operators.deepening_cnn import chosen_stages
+
+        return slot.segment in chosen_stages(cast(DeepenableCNN, host), stages)
 
 
 STACK, STAGES = StackLayout(), StagesLayout()

@@ -10,6 +10,7 @@ residual width (each operator's layout, :mod:`esper_operators.width_layouts`, sa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import cast
 
 import torch
@@ -22,6 +23,12 @@ from esper_operators.width_conv import MaskedConvStage, MaskedLinearInput
 
 # The host side of one width growth: the operation every host growth runs.
 Widening = HostOperation
+
+
+def conv_touches(widened: Sequence[int], segment: int) -> bool:
+    """Whether widening a CNN's stages ``widened`` changes a slot after ``segment``: after
+    a widened stage, or before one (a branch seed there produces the next stage's width)."""
+    return segment in widened or segment + 1 in widened
 
 
 class ConvWidening(ModuleSwap[int]):
@@ -56,12 +63,8 @@ class ConvWidening(ModuleSwap[int]):
             self._masked[-1] = MaskedLinearInput(head, extra[-1], generator, cross_init)
 
     def touches(self, spec: InjectionSpec) -> bool:
-        # After a widened stage, or before one (a branch seed there produces the next
-        # stage's width).
-        segment, nxt = spec.segment, spec.segment + 1
-        return self.new[segment] != self.old[segment] or (
-            nxt < len(self.old) and self.new[nxt] != self.old[nxt]
-        )
+        widened = [i for i, (n, o) in enumerate(zip(self.new, self.old)) if n != o]
+        return conv_touches(widened, spec.segment)
 
     def _put(self, index: int, module: nn.Module) -> nn.Module:
         """Put ``module`` in place of stage ``index`` (-1: the head); return what was there."""

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from esper_core.components.growth_operator import GrowthSite, OperatorSample
 from esper_core.components.growth_request import WidthGrowthSpec
 from esper_core.components.host import (
+    InjectionSpec,
     WidenableHost,
     WidenableTransformer,
     WidensItsLayers,
@@ -93,8 +94,19 @@ class _Width(ABC):
     def refusal(self, host: nn.Module) -> str | None:
         return None
 
+    # A fossil's modules keep the width they were born at: a slot it sits in cannot widen.
+    keeps_fossils = False
+
     def problems(self, host: nn.Module, spec: Any) -> list[str]:
         return width_problems(host, spec, self.layout)
+
+    def touches_slot(self, host: nn.Module, spec: Any, slot: InjectionSpec) -> bool:
+        """Whether widening ``host`` as ``spec`` asks changes the width at ``slot``."""
+        from esper_operators.host_width import plan_by_factor
+
+        return self.layout.touches(
+            plan_by_factor(host, spec.factor, spec.stages, self.layout), slot
+        )
 
     def start(
         self,

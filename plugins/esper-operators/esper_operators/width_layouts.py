@@ -15,6 +15,7 @@ from attrs import frozen
 
 from esper_core.components.host import (
     HasWidths,
+    InjectionSpec,
     WidenableHost,
     WidenableTransformer,
     WidensItsLayers,
@@ -109,12 +110,22 @@ class WidthLayout(ABC):
     def describe(self, host: HasWidths, old: tuple[int, ...], plan: WidthPlan) -> str:
         return plan.describe()
 
+    def touches(self, plan: WidthPlan, slot: InjectionSpec) -> bool:
+        """Whether ``plan`` changes the width a seed at ``slot`` works at (here: every
+        slot, as a transformer's residual width; a layout that can say less says so)."""
+        return True
+
 
 class ConvLayout(WidthLayout):
     """A CNN's conv stages (and the head reading the last one)."""
 
     def plan(self, host: HasWidths, factor: float, stages: Sequence[int]) -> WidthPlan:
         return plan_stages(host.stage_channels(), factor, stages)
+
+    def touches(self, plan: WidthPlan, slot: InjectionSpec) -> bool:
+        from esper_operators.widening import conv_touches
+
+        return conv_touches(plan.stages, slot.segment)
 
     def widening(
         self,

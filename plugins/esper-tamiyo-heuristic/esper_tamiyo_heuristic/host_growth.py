@@ -2,11 +2,11 @@
 moment the validation loss says the host alone has slowed down (``GrowsHostOnline``).
 
 It asks only when the env can honour the request, so a request is never refused: in
-the window ``host_growth_min_at`` .. ``host_growth_max_at`` of the run (the last epoch is
-never in it), not after it asked once, and while no slot holds a seed (a seed, even a
-fossil, may sit where the width changes: which slots a growth touches is the env's to
-know, so the heuristic asks only when none holds one). Until it has grown, or its
-window has closed, no seed germinates, so a seed cannot shut the window.
+the window ``host_growth_min_at`` .. ``host_growth_max_at`` of the run, not after it
+asked once, and when the env says the growth can start (``Observation.host_growth_ready``,
+:mod:`esper_core.env.host_growth_ready`: no growth in flight, no seed where the growth
+changes the host, not at the last epoch). Until it has grown, or its window has closed,
+no seed germinates, so only a seed installed at birth can be in the way.
 """
 
 from __future__ import annotations
@@ -69,11 +69,12 @@ def with_host_growth(
     first, last = window(o, obs.max_epochs)
     why = ""
     fired = None
-    seeded = [r.slot_id for r in obs.slots if r.stage in SEED_STAGES]
     if obs.epoch < first:
         why = f"no host growth before epoch {first} (host_growth_min_at)"
-    elif seeded:
-        why = f"no host growth while {', '.join(seeded)} holds a seed"
+    elif obs.host_growth_ready[:1] != (True,):
+        seeded = [r.slot_id for r in obs.slots if r.stage in SEED_STAGES]
+        held = f" ({', '.join(seeded)} holds a seed)" if seeded else ""
+        why = f"no host growth: the env says it cannot start now{held}"
     elif decision.action.op != LifecycleOp.WAIT:  # a seed's own action goes first
         why = "no host growth with a seed action"
     else:

@@ -191,7 +191,8 @@ class HeuristicOptions:
         "Grow the host itself once per episode, at the moment the host_growth_* trigger "
         "says: widen (a CNN's conv stages, a transformer's d_model), deepen (a transformer's "
         "stack, host_growth_mode) or off. Before it grows (or its window closes) no seed "
-        "germinates, and it grows only while no slot holds a seed."
+        "germinates, and it grows only when the env says the growth can start (no seed in its "
+        "way, host_growth_ready)."
     )
     host_growth_factor: float = growth.factor_field()
     host_growth_mode: str = growth.mode_field()

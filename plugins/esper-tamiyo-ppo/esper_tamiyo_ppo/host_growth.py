@@ -1,11 +1,15 @@
 """The PPO policy's growth of the host itself (``host_growth`` on; ``GrowsHostOnline``).
 
 The network has one more head, "grow the host now" (0: not now, 1: now); this module
-says when "now" is legal and turns the choice into the action's request. A request is
-legal once per episode, in the window ``host_growth_min_at`` .. ``host_growth_max_at`` of
-the run (never at the last epoch), and only while no slot holds a seed: which slots a
-growth touches is the env's to know, so, like the heuristic, the policy asks only when
-none can be in the way, and the env never refuses it. The head is decided with WAIT only
+says when "now" is legal and turns the choice into the action's request. "Now" is legal
+when the env says the one growth the policy declared can start
+(``Observation.host_growth_ready``, :mod:`esper_core.env.host_growth_ready`: no growth
+in flight, no seed in its way, not at the last epoch), so the env never refuses a
+request the mask allowed, and a seed kept for good no longer rules out a growth that can
+work around it (deepening: seed first, then grow). Two rules of the policy's own narrow
+it: the window ``host_growth_min_at`` .. ``host_growth_max_at`` of the run, which the
+options name, and once per episode, which keeps what an episode may cost bounded and the
+head's choice one decision per episode. The head is decided with WAIT only
 (:func:`~esper_tamiyo_ppo.distributions.run_heads`).
 """
 
@@ -21,7 +25,6 @@ from esper_core.components.host_growth_options import growth_request
 from esper_core.components.policy import HostGrowthSpec
 from esper_core.env.observation import Observation
 from esper_core.lifecycle.actions import Action
-from esper_core.lifecycle.rules import SEED_STAGES
 from esper_tamiyo_ppo.options import PPOOptions
 
 
@@ -52,8 +55,7 @@ class HostGrowthChoice:
             round(o.host_growth_min_at * obs.max_epochs)
             <= obs.epoch
             <= round(o.host_growth_max_at * obs.max_epochs)
-            and obs.epoch < obs.max_epochs - 1
-            and not any(r.stage in SEED_STAGES for r in obs.slots)
+            and obs.host_growth_ready[:1] == (True,)
             for obs in observations
         ]
         now = torch.tensor(legal, dtype=torch.bool, device=self.device) & ~self.asked[rows]

@@ -1,12 +1,13 @@
 """The heuristic's growth of the host itself (``host_growth``, issue 36): it asks once per
-episode, at the first epoch of its window where the validation loss has slowed down, never
-while a slot holds a seed, holds germination back until then, and remembers across a
-checkpoint that it has asked."""
+episode, at the first epoch of its window where the validation loss has slowed down, only
+when the env says the growth can start (``host_growth_ready``), holds germination back
+until then, and remembers across a checkpoint that it has asked."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
 import pytest
 from esper_tamiyo_heuristic.heuristic import HeuristicOptions, HeuristicPolicy
 from esper_tamiyo_heuristic.memory import Decision
@@ -15,6 +16,7 @@ from esper_core.components.policy import DepthGrowthSpec, WidthGrowthSpec
 from esper_core.converter import structure
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.actions import LifecycleOp
+from esper_core.lifecycle.rules import SEED_STAGES
 from esper_core.lifecycle.stages import Stage
 from tests.plugins.esper_tamiyo_heuristic.test_tamiyo_policy_state import through_checkpoint
 
@@ -40,8 +42,12 @@ def policy(build, **options) -> HeuristicPolicy:  # type: ignore[no-untyped-def]
     return HeuristicPolicy(HeuristicOptions(**{**base, **options}), build.context())
 
 
-def episode(p: HeuristicPolicy, build, losses, slots=None, start=0, train_loss=0.5, **kw):  # type: ignore[no-untyped-def]
-    """One decision per epoch from ``start`` on; the history is the last five losses."""
+def episode(
+    p: HeuristicPolicy, build, losses, slots=None, start=0, train_loss=0.5, ready=None, **kw
+):  # type: ignore[no-untyped-def]
+    """One decision per epoch from ``start`` on; the history is the last five losses.
+    ``ready``: what the env says of the declared growth each epoch (None: it can start
+    while no slot holds a seed, as a widening of every stage)."""
     decisions: list[Decision] = []
     for epoch in range(start, len(losses)):
         history = losses[max(0, epoch - 4) : epoch + 1]
@@ -53,7 +59,8 @@ def episode(p: HeuristicPolicy, build, losses, slots=None, start=0, train_loss=0
             train_loss=train_loss,
             **kw,
         )
-        decisions.append(p.decide(obs))
+        can = not any(r.stage in SEED_STAGES for r in obs.slots) if ready is None else ready
+        decisions.append(p.decide(attrs.evolve(obs, host_growth_ready=(can,))))
     return decisions
 
 
@@ -96,12 +103,20 @@ def test_deepen_asks_for_a_whole_stack(build) -> None:
     assert p.online_host_growths() == [DepthGrowthSpec(at=0.0, mode="identity", tempo=3)]
 
 
-def test_no_growth_while_a_slot_holds_a_seed(build) -> None:
+def test_it_grows_only_when_the_env_says_the_growth_can_start(build) -> None:
     for stage in (Stage.TRAINING, Stage.FOSSILIZED):
         slots = build.with_slot(build.report("r0c1", stage, epochs_in_stage=1))
         decisions = episode(policy(build), build, _losses(), slots=slots, passed=False)
         assert grown(decisions) == []
-        assert "r0c1 holds a seed" in decisions[9].action.reason
+        assert "cannot start now (r0c1 holds a seed)" in decisions[9].action.reason
+    # A fossil the growth can keep (a deepening) is not in its way: the env says so.
+    fossil = build.with_slot(build.report("r0c1", Stage.FOSSILIZED, epochs_in_stage=1))
+    decisions = episode(policy(build), build, _losses(), slots=fossil, ready=True)
+    assert grown(decisions) == [9]
+    # Nothing in the way the policy can see, but the env says no (a growth in flight).
+    decisions = episode(policy(build), build, _losses(), ready=False)
+    assert grown(decisions) == []
+    assert decisions[9].action.reason.endswith("the env says it cannot start now")
 
 
 def test_germination_waits_for_the_host_growth_then_resumes(build) -> None:

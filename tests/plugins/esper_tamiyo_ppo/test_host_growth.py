@@ -1,7 +1,8 @@
 """PPO choosing the host's growth (``policies.ppo.host_growth``, issue 36): a head of its
 own, off by default with the shipped layout unchanged; "now" legal once per episode, in
-its window, while no slot holds a seed, and only with WAIT; what it samples is what the
-learner re-evaluates; and a training run that grew the host resumes to the last bit."""
+its window, when the env says the growth can start (``host_growth_ready``: a fossil no
+longer rules out a deepening), and only with WAIT; what it samples is what the learner
+re-evaluates; and a training run that grew the host resumes to the last bit."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 import torch
 from esper_tamiyo_ppo.distributions import run_heads
 from esper_tamiyo_ppo.options import PPOOptions
-from esper_tamiyo_ppo.policy import saved_model_fields
+from esper_tamiyo_ppo.policy import PPOPolicy, saved_model_fields
 
 from esper_core.components.policy import WidthGrowthSpec, grows_host
 from esper_core.config import load_config
@@ -30,13 +31,15 @@ from esper_core.run.interrupts import Interrupted
 from esper_core.run.run_dir import CHECKPOINT, load_run_config
 from tests.plugins.esper_tasks.test_transformer_width import _charlm
 
-from .helpers import BanditEnv, make_policy
+from .helpers import BanditEnv, context, make_policy
 from .test_checkpoint import assert_same
 
 WIDEN = PPOOptions(host_growth="widen", hidden_size=16)
 
 
-def _observation(epoch: int, max_epochs: int = 10, seeded: bool = False):  # type: ignore[no-untyped-def]
+def _observation(epoch: int, max_epochs: int = 10, seeded: bool = False, ready=None):  # type: ignore[no-untyped-def]
+    """``ready``: what the env says of the growth (None: as of a widening of every stage,
+    which a seed blocks, and never at the last epoch)."""
     env = BanditEnv(0, max_epochs)
     obs = env.reset(0)
     slots = obs.slots
@@ -44,7 +47,8 @@ def _observation(epoch: int, max_epochs: int = 10, seeded: bool = False):  # typ
         slots = (attrs.evolve(slots[0], stage=Stage.TRAINING), slots[1])
     else:
         slots = tuple(attrs.evolve(s, stage=Stage.DORMANT) for s in slots)
-    return attrs.evolve(obs, epoch=epoch, slots=slots)
+    can = not seeded and epoch < max_epochs - 1 if ready is None else ready
+    return attrs.evolve(obs, epoch=epoch, slots=slots, host_growth_ready=(can,))
 
 
 def _bias(policy, op: LifecycleOp, grow: int) -> None:  # type: ignore[no-untyped-def]
@@ -91,11 +95,25 @@ def test_now_is_legal_once_an_episode_in_its_window_while_no_slot_holds_a_seed()
     assert make_policy(PPOOptions(), n_envs=1).growth.masks([_observation(3)], rows) is None
 
 
-def test_now_is_never_legal_at_the_last_epoch_even_inside_the_window() -> None:
-    """A window that reaches the run's end (0.95 x 10 epochs rounds to 10) still leaves
-    the last epoch out: a growth born there would end the run untrained, at alpha 0."""
+def test_now_is_legal_exactly_when_the_env_says_the_growth_can_start() -> None:
+    """Inside the window, the env's word decides (its cases, a live seed, a fossil, a
+    ramp in flight, the last epoch: tests/plugins/esper_tasks/test_host_growth_ready.py):
+    a seed it says is not in the way (a fossil a deepening keeps) does not block "now";
+    a reason the policy cannot see (a growth in flight, the last epoch) does."""
     options = attrs.evolve(WIDEN, host_growth_min_at=0.0, host_growth_max_at=0.95)
     policy = make_policy(options, n_envs=1, max_epochs=10)
+    rows = torch.zeros(1, dtype=torch.long)
+
+    def legal(obs) -> bool:  # type: ignore[no-untyped-def]
+        masks = policy.growth.masks([obs], rows)
+        assert masks is not None and bool(masks[0, 0])
+        return bool(masks[0, 1])
+
+    assert legal(_observation(3, seeded=True, ready=True))
+    assert not legal(_observation(3, ready=False))
+    assert not legal(attrs.evolve(_observation(3), host_growth_ready=()))  # none declared
+    # A window that reaches the run's end (0.95 x 10 rounds to 10): the env leaves out
+    # the last epoch, where a growth would end the run untrained, at alpha 0.
     observations = [_observation(e) for e in range(10)]
     masks = policy.growth.masks(observations, torch.zeros(10, dtype=torch.long))
     assert masks is not None
@@ -157,6 +175,38 @@ def test_its_request_is_the_decision_the_env_records(pm: PluginManager, tmp_path
     (event,) = [e for e in env.step(action).events if isinstance(e, EpochCompleted)]
     assert event.action == "WIDEN host x2"
     assert event.reason == action.reason and "grows the host: widen x2" in event.reason
+
+
+def test_forced_to_grow_after_a_seed_fossilized_it_deepens_and_the_run_ends(
+    pm: PluginManager, tmp_path: Path
+) -> None:
+    """A fossil in the slot a deepening touches: the env says the growth can start, so
+    "now" is legal, and the request it makes is honoured through to the run's end."""
+    from esper_core.env.gym import make_env
+    from esper_core.env.host_growth import records
+    from esper_core.env.host_growth_online import check_declared
+
+    env = make_env(load_config(overrides=_charlm(tmp_path, "env.max_epochs=5")), pm)
+    options = PPOOptions(
+        host_growth="deepen", host_growth_tempo=2, hidden_size=16, allow_untrained=True
+    )
+    ctx = attrs.evolve(context(n_envs=1, max_epochs=5, space=env.space), topology="transformer")
+    policy = PPOPolicy(options, ctx)
+    check_declared([env], policy.online_host_growths())
+    env.install_at_birth(["transformer/block@r0c1"])  # the top slot, which it touches
+    obs = env.reset(0)
+    assert env.model.slot("r0c1").stage == Stage.FOSSILIZED
+    policy.reset([0])
+    _bias(policy, LifecycleOp.WAIT, grow=1)
+    asked, small = [], env.host_params
+    for _ in range(5):
+        (action,) = policy.act([obs])
+        asked.append(action.host_growth is not None)
+        result = env.step(action)
+        obs = result.observation
+    assert asked == [True, False, False, False, False] and result.done
+    assert [r.stage for r in records(env)] == ["FOSSILIZED"] and env.host_params > small
+    assert env.model.slot("r0c1").stage == Stage.FOSSILIZED
 
 
 def test_its_options_are_checked() -> None:

@@ -89,7 +89,7 @@ def test_a_request_the_env_cannot_honour_is_refused_in_one_line(
     env = make_env(config, pm)
     env.reset(0)
     germinate = env.space.germinate("r0c1", "transformer/block", "linear_add")
-    with pytest.raises(ConfigError, match="r0c1, which holds a seed"):
+    with pytest.raises(ConfigError, match="slot r0c1 holds a seed"):
         env.apply_action(attrs.evolve(germinate, host_growth=WidthGrowthSpec(at=0.0)))
     assert env.model.host.stage_channels() == (16,)
 
