@@ -24,6 +24,14 @@ SPLITS = ("evaluation", "training")
     help="Which pairs to run: the evaluation pairs (never used for training or selection) "
     "or the training pairs (for training controllers and choosing their defaults).",
 )
+@click.option(
+    "--until",
+    type=click.Choice(["tuning", "menu", "evaluation"]),
+    default="evaluation",
+    show_default=True,
+    help="The last phase to run: tuning (each pair's rate, what `esper train --suite` "
+    "needs), menu (and the oracle) or evaluation.",
+)
 @click.option("--jobs", "-j", type=int, help="Cells run in parallel processes (default 1).")
 @click.option(
     "--out",
@@ -103,6 +111,7 @@ def benchmark(ctx: click.Context, **params: Any) -> None:
         plugins=tuple(params.get("plugins") or ()),
         notify=lambda m: click.echo(m, err=True),
         on_outcome=outcome,
+        until=params["until"],
     )
     for line in unfinished(results):
         click.echo(f"unfinished: {line}; run the same command again", err=True)

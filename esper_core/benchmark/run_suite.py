@@ -43,6 +43,7 @@ from esper_core.plugins import PluginManager
 from esper_core.run.checkpoint import write_json, write_text
 
 RESULTS_JSON, RESULTS_MD = "results.json", "results.md"
+PHASES = ("tuning", "menu", "evaluation")
 Notify = Callable[[str], None]
 
 
@@ -154,8 +155,13 @@ def benchmark(
     plugins: Sequence[str] = (),
     notify: Notify = print,
     on_outcome: Callable[[CellOutcome], None] | None = None,
+    until: str = "evaluation",
 ) -> BenchmarkResults:
-    """Run the split's phases (what is unfinished), then score and write the results."""
+    """Run the split's phases (what is unfinished) up to ``until`` (``tuning``, ``menu``
+    or ``evaluation``), then score and write the results (a phase not run is unfinished
+    in them: ``tuning`` gives each pair's rate, what ``esper train --suite`` needs)."""
+    if until not in PHASES:
+        raise ValueError(f"until must be one of {', '.join(PHASES)}, not {until!r}")
     threads = suite.base.run.threads or threads_per_job(jobs)
     cells_runner = make_runner(pm, runner, {}, jobs)
     report = on_outcome or (lambda _o: None)
@@ -188,7 +194,7 @@ def benchmark(
             left_out=plan.left_out,
         )
         results.append(result)
-        if result.lr is not None:
+        if result.lr is not None and until != "tuning":
             menu_cells[label] = phases.menu_phase(
                 suite, plan.pair, plan.menu, result.lr, pm, threads
             )
@@ -197,7 +203,7 @@ def benchmark(
     evaluation: dict[str, list[Cell]] = {}
     for i, plan in enumerate(plans):
         result = results[i]
-        if result.lr is None:
+        if result.lr is None or until == "tuning":
             continue
         label = plan.pair.task.label
         wait_runs = [c for c in searched[label] if c.config.training.lr == result.lr]
@@ -209,7 +215,7 @@ def benchmark(
             oracle=None if oracle is None else oracle.label,
             growth_pays=None if oracle is None else oracle.policy != "wait",
         )
-        if oracle is not None:
+        if oracle is not None and until == "evaluation":
             evaluation[label] = phases.evaluation_phase(
                 suite, plan.pair, oracle, result.lr, pm, threads
             )

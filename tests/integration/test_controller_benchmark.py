@@ -63,3 +63,47 @@ def test_one_split_runs_its_three_phases_and_scores_every_policy(tmp_path: Path)
         on_outcome=ran.append,
     )
     assert ran == []
+
+
+def test_until_tuning_gives_the_training_pairs_rates_and_runs_nothing_else(
+    tmp_path: Path,
+) -> None:
+    from esper_core.benchmark.train_pairs import training_pairs, tuned_rates
+    from esper_core.errors import ConfigError
+
+    small = pair("digits-small", "digits", "training", preset="small")
+    small.lr = [0.1, 0.4]
+    found = suite(
+        pair("digits-impaired", "digits", preset="impaired"),
+        small,
+        tuning_seeds=[100, 101],
+        menu=MenuFile(moments=[0.5]),
+    )
+    plugins = [*first_party(), INLINE_RUNNER]
+    pm = PluginManager(extra=plugins, autoload=False)
+    out = tmp_path / "bench" / "training"
+    with pytest.raises(ConfigError, match=r"run `esper benchmark suite\.toml --split training`"):
+        tuned_rates(out / "results.json", "suite.toml")
+    done = benchmark(
+        found,
+        pm,
+        out,
+        "training",
+        runner="inline",
+        plugins=plugins,
+        notify=lambda _m: None,
+        until="tuning",
+    )
+    (result,) = done.pairs
+    assert result.lr in (0.1, 0.4) and result.oracle is None and result.menu == []
+    assert not (out / "menu").exists() and not (out / "cells").exists()
+    rates = tuned_rates(out / "results.json", "suite.toml")
+    assert rates == {"digits-small": result.lr}
+    (mine,) = training_pairs(found, rates, "suite.toml")
+    assert mine.label == "digits-small"
+    assert mine.config["run"] == {"task": "digits"}
+    assert mine.config["tasks"]["digits"]["preset"] == "small"
+    assert mine.config["training"]["lr"] == result.lr
+    assert mine.config["env"]["max_epochs"] == 2  # the suite's shared config
+    with pytest.raises(ConfigError, match="no tuned rate for training pairs digits-small"):
+        training_pairs(found, {}, "suite.toml")
