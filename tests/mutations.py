@@ -51,6 +51,7 @@ CROSSED_TESTS = ("tests/core/test_crossed_bootstrap.py",)
 WIDTH_TESTS = ("tests/core/test_width_exact.py",)
 DEEPEN_TESTS = ("tests/core/test_deepening_strided.py",)
 PPO_GROWTH_TESTS = ("tests/plugins/esper_tamiyo_ppo/test_host_growth.py",)
+READY_TESTS = ("tests/plugins/esper_tasks/test_host_growth_ready.py",)
 FOLD_TESTS = ("tests/core/test_fold_optimizer_state.py",)
 
 
@@ -412,7 +413,7 @@ MUTATIONS = (
         "out_extra",
         WIDTH_TESTS,
     ),
-    # ---- Host growth: a strided stage deepened, and PPO's head at the last epoch.
+    # ---- Host growth: a strided stage deepened, and when a declared growth can start.
     Mutation(
         "deepen-stack-copies-a-strided-conv",
         OPERATORS,
@@ -422,11 +423,35 @@ MUTATIONS = (
         DEEPEN_TESTS,
     ),
     Mutation(
-        "ppo-host-growth-at-the-last-epoch",
+        "host-growth-ready-at-the-last-epoch",
+        CORE,
+        "env/host_growth_ready.py",
+        "if env.epoch >= env.max_epochs - 1:",
+        "if env.epoch >= env.max_epochs:",
+        READY_TESTS,
+    ),
+    Mutation(
+        "host-growth-ready-a-fossil-blocks-every-operator",
+        CORE,
+        "env/host_growth_ready.py",
+        'in_the_way = LIVE_STAGES if getattr(operator, "keeps_fossils", False) else SEED_STAGES',
+        "in_the_way = SEED_STAGES",
+        READY_TESTS,
+    ),
+    Mutation(
+        "host-growth-ready-every-slot-touched",
+        CORE,
+        "env/host_growth_ready.py",
+        "(touches is None or touches(host, now, slot.spec))",
+        "True",
+        READY_TESTS,
+    ),
+    Mutation(
+        "ppo-host-growth-ignores-the-env",
         PPO,
         "host_growth.py",
-        "and obs.epoch < obs.max_epochs - 1",
-        "and obs.epoch < obs.max_epochs",
+        "and obs.host_growth_ready[:1] == (True,)",
+        "and True",
         PPO_GROWTH_TESTS,
     ),
     # ---- The optimizer's state through a growth's fold (issue 50).
