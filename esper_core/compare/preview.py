@@ -14,6 +14,8 @@ its seconds per run; a group with none is predicted from its host's samples and 
 are some, else priced by the task's own benchmark (seconds per sample and per GFLOP on
 one CPU thread); a task that can say neither falls back on its finished runs' seconds
 per epoch, and a group with nothing at all is counted as unmeasured rather than guessed.
+A growing arm's prediction counts what it grows; an adaptive policy's is an assumption,
+printed on its line.
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ class Group:
     copy_of: str | None = None
     seconds: float | None = None  # seconds per run
     basis: str = MEASURED  # where ``seconds`` comes from: one of BASES
+    # What the estimate assumed an adaptive policy grows (run_cost, growth_work).
+    assumption: str | None = None
 
     @property
     def runs(self) -> int:
@@ -202,10 +206,12 @@ def preview(
     for i, (g, cell) in enumerate(zip(groups, first)):
         if g.seconds is not None:
             continue
-        estimate = _predicted(costs(cell.config), done.get(g.task, []))
+        cost = costs(cell.config)
+        estimate = _predicted(cost, done.get(g.task, []))
         length = epochs.get((g.task, g.arm.split(" ")[0]), 0)
         if estimate is not None:
-            groups[i] = attrs.evolve(g, seconds=estimate[0], basis=estimate[1])
+            assumed = cost.assumption if cost is not None else None
+            groups[i] = attrs.evolve(g, seconds=estimate[0], basis=estimate[1], assumption=assumed)
         elif per_epoch.get(g.task) and length:
             seconds = statistics.fmean(per_epoch[g.task]) * length
             groups[i] = attrs.evolve(g, seconds=seconds, basis=PER_EPOCH)
@@ -213,7 +219,12 @@ def preview(
     for policy in growing(experiment):
         for task_arm in experiment.tasks:
             label = task_arm.label
-            grown = next((g for g in groups if g.task == label and g.arm == policy), None)
+            at = next(
+                (i for i, g in enumerate(groups) if g.task == label and g.arm == policy), None
+            )
+            grown = groups[at] if at is not None else None
+            twin = first[at] if at is not None else None
+            twin_seconds, basis, assumed = _twin_cost(grown, twin, costs, done.get(label, []))
             kept = [
                 c
                 for c in statics
@@ -226,11 +237,31 @@ def preview(
                     static_label(policy),
                     experiment.seeds,
                     len(kept),
-                    seconds=grown.seconds if grown else None,
-                    basis=grown.basis if grown else MEASURED,
+                    seconds=twin_seconds,
+                    basis=basis,
+                    assumption=assumed,
                 )
             )
     return Preview(tuple(groups), jobs)
+
+
+def _twin_cost(
+    grown: Group | None,
+    cell: Cell | None,
+    costs: CellCosts,
+    finished: Sequence[tuple[float, TaskCost]],
+) -> tuple[float | None, str, str | None]:
+    """(seconds, basis, assumption) of a static-final run: its growing arm's measured time,
+    or that arm's prediction with its growth trained from epoch 0, as the twin trains it."""
+    if grown is None or cell is None:
+        return None, MEASURED, None
+    if grown.basis == MEASURED or grown.seconds is None:
+        return grown.seconds, grown.basis, grown.assumption
+    cost = costs(cell.config, from_start=True)
+    estimate = _predicted(cost, finished)
+    if estimate is None or cost is None:
+        return grown.seconds, grown.basis, grown.assumption
+    return estimate[0], estimate[1], cost.assumption
 
 
 def _predicted(
@@ -282,6 +313,8 @@ def preview_lines(p: Preview) -> list[str]:
             waiting = "once each grown run finishes (a run that did not grow: copied from wait)"
             state = f"{state}; the rest {waiting}" if g.finished else waiting
         estimated = "" if g.basis == MEASURED else " (estimated)"
+        if g.assumption and g.basis != MEASURED:
+            estimated = f" (estimated; assumes {g.assumption})"
         cost = f", ~{duration(g.seconds)} per run{estimated}" if g.seconds and g.runs else ""
         lines.append(
             f"  {g.kind:<12} {g.task} / {g.arm} / random seeds {seed_span(g.seeds)}: {state}{cost}"
@@ -300,7 +333,8 @@ def preview_lines(p: Preview) -> list[str]:
         if p.from_benchmark:
             summary += (
                 " (an estimate from each task's benchmark, one CPU thread a job, the "
-                "command's start and figures counted, growth not counted; BENCHMARKS.md)"
+                "command's start and figures counted, growth counted as each line says; "
+                "BENCHMARKS.md)"
             )
     else:
         summary += (

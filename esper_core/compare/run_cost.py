@@ -7,9 +7,10 @@ the GFLOPs computed over the run, with the cell's own epochs, batch size and
 ``env.max_batches``. Its ``measured_cost`` (seconds per sample and per GFLOP, measured by
 ``benchmarks/task_cost.py``) turns that into seconds. Once runs of the task have finished,
 their measured times calibrate the same prediction on this machine, so a host size not yet
-run is scaled by its own FLOPs instead of being given its smaller siblings' time. Growth
-adds FLOPs that cannot be known before the run: a growing arm is estimated as its bare
-host, a lower bound.
+run is scaled by its own FLOPs instead of being given its smaller siblings' time. A
+growing arm adds the FLOPs of what it grows (:mod:`esper_core.compare.growth_work`):
+known in advance for a fixed schedule, assumed (and the assumption shown) for a policy
+that decides as it goes.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from attrs import define, field, frozen
 
+from esper_core.compare.growth_work import Growth, growth
 from esper_core.components.task import MeasuredCost, TrainingWork
 from esper_core.config import RunConfig
 from esper_core.converter import structure
@@ -52,11 +54,19 @@ class TaskCost:
 
     work: RunWork
     cost: MeasuredCost | None
+    assumption: str | None = None  # what was assumed of an adaptive policy's growth
 
 
-def run_work(config: RunConfig, task: Any, work: TrainingWork) -> RunWork:
-    """The work of one run of ``config`` on ``task`` (its defaults where the config has none)."""
-    epochs = config.env.max_epochs or task.default_max_epochs
+def epochs_of(config: RunConfig, task: Any) -> int:
+    return config.env.max_epochs or task.default_max_epochs
+
+
+def run_work(
+    config: RunConfig, task: Any, work: TrainingWork, grown: Growth | None = None
+) -> RunWork:
+    """The work of one run of ``config`` on ``task`` (its defaults where the config has
+    none), with what ``grown`` adds from its epoch on."""
+    epochs = epochs_of(config, task)
     batch = config.env.batch_size or task.default_batch_size
     trained = work.train_samples
     if config.env.max_batches is not None:
@@ -66,6 +76,14 @@ def run_work(config: RunConfig, task: Any, work: TrainingWork) -> RunWork:
     evaluated = epochs * work.eval_samples + tests * work.test_samples
     samples = epochs * trained + evaluated
     flops = (epochs * trained + FORWARD_SHARE * evaluated) * work.flops_per_sample
+    if grown is not None:
+        # The grown epochs' training and validation passes, and every test pass: the
+        # final one sees the grown model, and an upper estimate may count them all.
+        later = max(0, epochs - grown.start)
+        passes = later * trained + FORWARD_SHARE * (
+            later * work.eval_samples + tests * work.test_samples
+        )
+        flops += passes * grown.flops_per_sample
     return RunWork(samples, flops / 1e9)
 
 
@@ -77,8 +95,9 @@ class CellCosts:
     pm: PluginManager
     _works: dict[tuple[str, str], tuple[Any, TrainingWork] | None] = field(factory=dict)
 
-    def __call__(self, config: RunConfig) -> TaskCost | None:
-        """The cost of a cell whose config is resolved; None where its task cannot say it."""
+    def __call__(self, config: RunConfig, from_start: bool = False) -> TaskCost | None:
+        """The cost of a cell whose config is resolved, with its policy's growth (from
+        epoch 0 for ``from_start``: a static-final twin); None where its task cannot say it."""
         name = config.run.task
         cls = self.pm.registry("tasks").get(name)
         if not hasattr(cls, "training_work"):
@@ -91,7 +110,12 @@ class CellCosts:
         if known is None:
             return None
         task, work = known
-        return TaskCost(run_work(config, task, work), getattr(cls, "measured_cost", None))
+        grown = growth(config, task, epochs_of(config, task), self.pm, from_start)
+        return TaskCost(
+            run_work(config, task, work, grown),
+            getattr(cls, "measured_cost", None),
+            grown.assumption if grown is not None else None,
+        )
 
     @staticmethod
     def _work(cls: Any, options: Any, config: RunConfig) -> tuple[Any, TrainingWork] | None:

@@ -20,7 +20,11 @@ A task may say what a run of it costs before anything is built, for the estimate
 :class:`TrainingWork` (from its options alone: no data loaded, no model built, no torch
 imported), and an optional class attribute ``measured_cost``, a :class:`MeasuredCost`
 measured by ``benchmarks/task_cost.py``. Without them the estimate of a fresh experiment
-says the task was not estimated.
+says the task was not estimated. Two more optional methods let it price growth the same
+way: ``slot_sites()``, each slot's :class:`SlotSite`, and
+``grown_flops_per_sample(width, depth)``, the training FLOPs of one sample of the host
+grown ``width`` times as wide and ``depth`` times as deep; without them a growing arm is
+priced as its bare host.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
+    from esper_core.components.host import InjectionSpec
     from esper_core.env.data import Split
 
 
@@ -63,6 +68,16 @@ class TrainingWork:
     # Training FLOPs (forward + backward) of one sample, as torch's FlopCounterMode counts
     # them for the run summary's train_flops (a test holds each task to that count).
     flops_per_sample: float
+
+
+@frozen
+class SlotSite:
+    """A slot of the bare host, known from the task's options: its spec, and the positions
+    of its activation per sample (a CNN's height x width, a transformer's tokens, 1 for an
+    MLP), which every weight of a seed grown there is applied at."""
+
+    spec: InjectionSpec
+    positions: int
 
 
 @frozen

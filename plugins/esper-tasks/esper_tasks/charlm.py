@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from attrs import define, field
 
 from esper_core import MeasuredCost, TaskContext, TaskData, TrainingWork, hookimpl
+from esper_core.components.task import SlotSite
 from esper_core.config_limits import MAX_CORPUS, MAX_HOST_WEIGHTS
 from esper_core.converter import in_range, one_of, options_field
 from esper_core.errors import DataError
@@ -236,6 +237,19 @@ class CharLMTask(CrossEntropyTask):
         train, val, test = (max(0, (stop - start - 1) // bs) for start, stop in self.split_bounds())
         flops = transformer_train_flops(self.num_classes, bs, self.preset)
         return TrainingWork(train, val, test, flops_per_sample=flops)
+
+    def slot_sites(self) -> tuple[SlotSite, ...]:
+        """The bare host's slots and the tokens each sits on (growth's price in the estimate)."""
+        from esper_tasks.host_flops import transformer_slot_sites
+
+        return transformer_slot_sites(self.preset, self.options.block_size)
+
+    def grown_flops_per_sample(self, width: float, depth: int) -> float:
+        """One sequence's training FLOPs once the host grew ``width`` x wide, ``depth`` x deep."""
+        from esper_tasks.host_flops import grown_transformer, transformer_train_flops
+
+        grown = grown_transformer(self.preset, width, depth)
+        return transformer_train_flops(self.num_classes, self.options.block_size, grown)
 
     def _load_cpu(self) -> TaskData:
         import torch

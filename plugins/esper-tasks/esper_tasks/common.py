@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from esper_core import BatchMetrics, TaskContext, TaskData, TrainingWork
+from esper_core.components.task import SlotSite
 from esper_core.converter import check_values
 from esper_core.errors import ConfigError
 from esper_tasks.presets import CNN_HOST_FIELDS, CNNPreset, resolve_preset
@@ -150,6 +151,19 @@ class CNNPresetTask(CrossEntropyTask):
 
         flops = cnn_train_flops(self.in_channels, self.num_classes, self.preset, self.image_side)
         return TrainingWork(*self.split_sizes(), flops_per_sample=flops)
+
+    def slot_sites(self) -> tuple[SlotSite, ...]:
+        """The bare host's slots and the pixels each sits on (growth's price in the estimate)."""
+        from esper_tasks.host_flops import cnn_slot_sites
+
+        return cnn_slot_sites(self.preset, self.image_side)
+
+    def grown_flops_per_sample(self, width: float, depth: int) -> float:
+        """One sample's training FLOPs once every stage grew ``width`` x wide, ``depth`` x deep."""
+        from esper_tasks.host_flops import cnn_train_flops, grown_cnn
+
+        grown = grown_cnn(self.preset, width, depth)
+        return cnn_train_flops(self.in_channels, self.num_classes, grown, self.image_side)
 
     @property
     def preset(self) -> CNNPreset:

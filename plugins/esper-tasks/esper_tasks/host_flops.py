@@ -7,10 +7,17 @@ and matrix products only (norms, activations, pools and embeddings lookups count
 and so does causal attention on the CPU, whose kernel the counter does not price); a
 backward pass costs twice the forward (gradients of the inputs and of the weights),
 except the first layer's, whose input needs no gradient.
+
+The hosts' slots (where each sits, on how many positions) and a grown host's preset
+price growth in the same estimate.
 """
 
 from __future__ import annotations
 
+import attrs
+
+from esper_core.components.host import InjectionSpec, slot_id
+from esper_core.components.task import SlotSite
 from esper_tasks.presets import CNNPreset, TransformerPreset
 
 
@@ -46,3 +53,43 @@ def transformer_train_flops(vocab: int, block_size: int, preset: TransformerPres
     # through the math kernel, causal mask and all: esper_core.env.cost).
     attention = preset.n_layer * 2 * 2 * block_size * block_size * d
     return 3 * (per_token * block_size + attention)
+
+
+def cnn_slot_sites(preset: CNNPreset, side: int) -> tuple[SlotSite, ...]:
+    """The slots of a :class:`~esper_tasks.hosts.cnn.CNNHost`, as it declares them: one
+    after each block's pool (before it with ``slots_before_pool``), on its pixels."""
+    channels = [preset.base_channels * 2**i for i in range(preset.n_blocks)]
+    sites = []
+    for i, c in enumerate(channels):
+        at = side // 2**i if preset.slots_before_pool else side // 2 ** (i + 1)
+        nxt = channels[i + 1] if i + 1 < len(channels) else None
+        spec = InjectionSpec(slot_id(0, i), c, "cnn", i, nxt, 2 if nxt is not None else 1)
+        sites.append(SlotSite(spec, at * at))
+    return tuple(sites)
+
+
+def grown_cnn(preset: CNNPreset, width: float, depth: int) -> CNNPreset:
+    """The preset of a CNN host whose stages all grew ``width`` times as wide and ``depth``
+    times as deep before their pools (what the width and depth operators build)."""
+    return attrs.evolve(
+        preset,
+        base_channels=max(1, round(preset.base_channels * width)),
+        convs_per_block=preset.convs_per_block * depth,
+    )
+
+
+def transformer_slot_sites(preset: TransformerPreset, block_size: int) -> tuple[SlotSite, ...]:
+    """The slots of a :class:`~esper_tasks.hosts.transformer.TransformerHost`: one after
+    each segment, on every token of the sequence."""
+    return tuple(
+        SlotSite(InjectionSpec(slot_id(0, i), preset.d_model, "transformer", i), block_size)
+        for i in range(preset.n_segments)
+    )
+
+
+def grown_transformer(preset: TransformerPreset, width: float, depth: int) -> TransformerPreset:
+    """The preset of a transformer host grown ``width`` times as wide (``d_model``) and
+    ``depth`` times as deep (its stack of blocks)."""
+    return attrs.evolve(
+        preset, d_model=max(1, round(preset.d_model * width)), n_layer=preset.n_layer * depth
+    )
