@@ -2,9 +2,13 @@
 
 Runs ``esper compare ... --dry-run`` and then the same comparison, ``--jobs 1`` with one
 torch thread, in a fresh directory, and prints JSON: the estimate, the measured wall time
-of the whole command, the sum of its runs' own ``wall_time`` (what the runs took inside
-their worker, without starting it) and the ratio measured / estimate (within 2x is the
-target on the machine class the tasks' benchmarks were measured on: BENCHMARKS.md).
+of the whole command, its CPU seconds (the command and its workers: what the estimate,
+one CPU thread a job, prices; on a machine shared with other jobs the wall time is longer
+by the share of the cores the command gets), the sum of its runs' own ``wall_time`` (what
+the runs took inside their worker, without starting it) and the ratios measured /
+estimate (within 2x is the target on the machine class the tasks' benchmarks were
+measured on: BENCHMARKS.md). The estimate is read to the second (the dry run's own line
+rounds it to the minute).
 
     OMP_NUM_THREADS=1 python benchmarks/dry_run_estimate.py -- --policy wait \\
         --policy heuristic --task digits --seeds 2 --baseline wait
@@ -20,28 +24,34 @@ import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ESTIMATE = re.compile(r"about (?:(\d+) h )?(\d+) (min|s) at")
+ESTIMATE = re.compile(r"about ([\d.]+) s at")
+# The dry run with its estimate printed to a tenth of a second.
+TO_THE_SECOND = (
+    "import sys, esper_core.compare.preview as p\n"
+    "p.duration = lambda s: f'{s:.1f} s'\n"
+    "from esper_cli.main import main\n"
+    "main(sys.argv[1:])\n"
+)
 
 
 def _seconds(line: str) -> float:
     found = ESTIMATE.search(line)
     if found is None:
         raise SystemExit(f"no estimate in the dry run's last line: {line}")
-    hours, value, unit = found.groups()
-    return int(hours or 0) * 3600 + int(value) * (60 if unit == "min" else 1)
+    return float(found.group(1))
 
 
-def _esper(*args: str) -> subprocess.CompletedProcess[str]:
+def _esper(*args: str, exact: bool = False) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(
-        [sys.executable, "-m", "esper_cli", *args], capture_output=True, text=True, env=env
-    )
+    run = ["-c", TO_THE_SECOND] if exact else ["-m", "esper_cli"]
+    done = subprocess.run([sys.executable, *run, *args], capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise SystemExit(done.stderr)
     return done
@@ -61,11 +71,14 @@ def main() -> None:
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="esper-dry-run-") as scratch:
         out = ["--out", str(Path(scratch) / "exp"), "--jobs", "1", "--quiet"]
-        dry = _esper("compare", *given, *out, "--dry-run")
+        dry = _esper("compare", *given, *out, "--dry-run", exact=True)
         estimate = _seconds(dry.stdout.strip().splitlines()[-1])
         start = time.perf_counter()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         _esper("compare", *given, *out)
         wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
         runs = [
             json.loads(p.read_text(encoding="utf-8"))["wall_time"]
             for p in Path(scratch).rglob("summary.json")
@@ -78,9 +91,11 @@ def main() -> None:
                 "dry_run": dry.stdout.strip().splitlines(),
                 "estimate_s": estimate,
                 "measured_wall_s": round(wall, 1),
+                "measured_cpu_s": round(cpu, 1),
                 "runs": len(runs),
                 "runs_wall_time_s": round(sum(runs), 1),
                 "ratio": round(wall / estimate, 2) if estimate else None,
+                "cpu_ratio": round(cpu / estimate, 2) if estimate else None,
                 "load_before": load_before,
                 "load_after": os.getloadavg()[0],
                 "cores": os.cpu_count(),

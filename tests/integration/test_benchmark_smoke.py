@@ -144,9 +144,11 @@ EXPECTED: dict[str, list[str]] = {
         "benchmark",
         "estimate_s",
         "measured_wall_s",
+        "measured_cpu_s",
         "runs",
         "runs_wall_time_s",
         "ratio",
+        "cpu_ratio",
         "load_before",
     ],
     "task_cost": [
