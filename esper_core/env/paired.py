@@ -116,14 +116,16 @@ class PairedEnv:
             env.schedule_host_growth(specs)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"pair": self.pair, "label": self.pair_label, "env": self.current.state_dict()}
+        """The drawn env's state, with the pair it runs (``pair``, ``pair_label``)."""
+        return {**self.current.state_dict(), "pair": self.pair, "pair_label": self.pair_label}
 
     def load_state_dict(self, data: dict[str, Any]) -> None:
-        pair = int(data["pair"])
-        if not 0 <= pair < len(self.labels) or data.get("label") != self.labels[pair]:
+        data = dict(data)
+        pair, label = int(data.pop("pair")), data.pop("pair_label", None)
+        if not 0 <= pair < len(self.labels) or label != self.labels[pair]:
             raise ValueError(
-                f"the checkpoint's env ran pair {data.get('label')!r}, which this run's "
-                f"train.pairs ({', '.join(self.labels)}) does not have at index {pair}"
+                f"the checkpoint's env ran pair {label!r}, which this run's train.pairs "
+                f"({', '.join(self.labels)}) does not have at index {pair}"
             )
         self.pair = pair
-        self.current.load_state_dict(data["env"])
+        self.current.load_state_dict(data)

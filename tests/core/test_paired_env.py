@@ -92,7 +92,7 @@ def test_checkpoint_restores_the_pair_and_its_episode_exactly() -> None:
 def test_a_checkpoint_of_other_pairs_is_refused() -> None:
     env = _paired()
     env.reset(0, 0)
-    state = dict(env.state_dict(), label="elsewhere")
+    state = dict(env.state_dict(), pair_label="elsewhere")
     with pytest.raises(ValueError, match="pair 'elsewhere'"):
         _paired().load_state_dict(state)
 

@@ -1,0 +1,104 @@
+"""``esper train`` over several host/task pairs (train.pairs): every env draws a pair per
+episode, PPO's slots network acts on all of them in one rollout, and a run interrupted
+mid-episode resumes exactly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from esper_core.config import load_config
+from esper_core.errors import ConfigError
+from esper_core.plugins import PluginManager
+from esper_core.run import api
+from esper_core.run.checkpoint import load_checkpoint
+from esper_core.run.interrupts import Interrupted
+from esper_core.run.telemetry import EpisodeFinished, PolicyEvaluation, read_events
+
+PAIRS = [
+    {"label": "all-slots", "config": {}},
+    {"label": "one-slot", "config": {"env": {"slots": ["r0c0"]}, "training": {"lr": 0.05}}},
+]
+
+
+def _config(**train: Any) -> Any:
+    return load_config(
+        extra={
+            "run": {
+                "task": "tiny",
+                "policy": "ppo",
+                "reward": "acc_delta",
+                "telemetry": ["jsonl"],
+                "n_envs": 3,
+                "seed": 11,
+                "quiet": True,
+            },
+            "env": {"max_epochs": 3},
+            "train": {
+                "updates": 2,
+                "eval_every": 1,
+                "eval_seeds": [900, 901, 902, 903],
+                "pairs": PAIRS,
+                **train,
+            },
+            "policies": {"ppo": {"network": "slots", "hidden_size": 8, "rollout_episodes": 2}},
+        }
+    )
+
+
+def _pm() -> PluginManager:
+    return PluginManager(
+        extra=["tests.fake_plugin", "policies.ppo", "policies.wait", "telemetry.jsonl"],
+        autoload=False,
+    )
+
+
+def test_every_pair_is_drawn_and_each_episode_says_which(tmp_path: Path) -> None:
+    api.train(_config(), _pm(), run_dir=tmp_path / "run", quiet=True, notify=lambda _m: None)
+    events = read_events(tmp_path / "run" / "events.jsonl")
+    episodes = [e for e in events if isinstance(e, EpisodeFinished)]
+    assert len(episodes) == 2 * 2 * 3  # updates x rollout episodes x envs
+    assert {e.pair for e in episodes} == {"all-slots", "one-slot"}
+    evaluations = [e for e in events if isinstance(e, PolicyEvaluation)]
+    # no reference lines in a mixed run: they would act on the pairs' union space
+    assert [e.policy for e in evaluations] == ["trained"] * 3
+    assert all(len(e.pairs) == 4 and set(e.pairs) <= {"all-slots", "one-slot"} for e in evaluations)
+
+
+def test_an_interrupted_mixed_run_resumes_exactly(tmp_path: Path) -> None:
+    whole = api.train(
+        _config(eval_every=0), _pm(), run_dir=tmp_path / "whole", quiet=True, notify=lambda _m: None
+    )
+    cut = _config(eval_every=0)
+    cut = attrs.evolve(
+        cut,
+        run=attrs.evolve(cut.run, telemetry=["jsonl", "interrupter"]),
+        telemetry={"interrupter": {"at_epoch": 2, "at_outer": 1}},
+    )
+    with pytest.raises(Interrupted):
+        api.train(cut, _pm(), run_dir=tmp_path / "cut", quiet=True, notify=lambda _m: None)
+    state = load_checkpoint(tmp_path / "cut" / "checkpoint.pt")
+    assert (state["outer"], state["epoch"]) == (1, 2)
+    config = load_config(tmp_path / "cut" / "config.toml", ['run.telemetry=["jsonl"]'])
+    resumed = api.train(
+        config, _pm(), run_dir=tmp_path / "cut", resume=True, quiet=True, notify=lambda _m: None
+    )
+    pick = ("final_val_acc", "pair", "total_reward", "seed")
+
+    def rows(run: str) -> list[tuple[Any, ...]]:
+        events = read_events(tmp_path / run / "events.jsonl")
+        return [
+            tuple(getattr(e, k) for k in pick) for e in events if isinstance(e, EpisodeFinished)
+        ]
+
+    assert rows("cut") == rows("whole")
+    assert resumed["final_val_acc_mean"] == whole["final_val_acc_mean"]
+
+
+def test_a_pair_that_sets_the_runs_policy_is_one_clear_line(tmp_path: Path) -> None:
+    bad = [{"label": "x", "config": {"run": {"policy": "wait"}}}]
+    with pytest.raises(ConfigError, match=r"pair 'x' sets run\.policy"):
+        api.train(_config(pairs=bad), _pm(), run_dir=tmp_path / "r", quiet=True)
