@@ -19,11 +19,11 @@ the way the shipped ones do is priced:
 - adaptive, an assumption the dry run states: a policy with ``blueprint_order`` (the
   heuristic) grows one seed of the costliest blueprint of that order in its costliest slot
   from its ``min_epoch`` to the end, and with ``host_growth`` on grows its host by
-  ``host_growth_factor`` at ``host_growth_min_at`` as well; any other policy that grows
-  (PPO, random) grows one seed of the costliest blueprint of the run's action space in
-  its costliest slot from epoch 1. One seed kept to the end is what the heuristic's
-  growing runs do (it holds one seed at a time); a policy that fills several slots costs
-  more than stated.
+  ``host_growth_factor`` at ``host_growth_min_at`` first (no seed germinates before it);
+  any other policy that grows (PPO, random) grows one seed of the costliest blueprint of
+  the run's action space in its costliest slot from epoch 1; none with
+  ``env.max_seeds = 0``. One seed kept to the end is what the heuristic's growing runs do
+  (it holds one seed at a time); a policy that fills several slots costs more than stated.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from esper_core.components.task import SlotSite
 from esper_core.config import RunConfig
 from esper_core.converter import structure
 from esper_core.plugins import PluginManager
+from esper_core.run.policy_ref import PolicyRef
 from esper_core.run.resolve import pinned_blueprints
 
 # Forward and backward of a weight applied at one position: a multiply-add forward
@@ -48,22 +49,33 @@ NO_GROWTH = ("wait",)
 
 @frozen
 class Growth:
-    """Training FLOPs one sample adds from epoch ``start`` to the end of the run."""
+    """Training FLOPs one sample adds, each part from its epoch to the end of the run."""
 
+    parts: tuple[tuple[float, int], ...]  # (FLOPs per sample, the epoch it starts)
+    # What was assumed of an adaptive policy (None: the growth is fixed in advance).
+    assumption: str | None = None
+
+
+@frozen
+class _Part:
     flops_per_sample: float
     start: int
-    # What was assumed of an adaptive policy (None: the growth is fixed in advance).
     assumption: str | None = None
 
 
 def _options(config: RunConfig, pm: PluginManager) -> dict[str, Any]:
     """The policy's options, its defaults filled in."""
-    name = config.run.policy
+    name = _policy(config)
     given = config.component_options("policies", name)
     options = getattr(pm.registry("policies").get(name), "Options", None)
     if options is None or not attrs.has(options):
         return given
     return attrs.asdict(structure(given, options), recurse=False)
+
+
+def _policy(config: RunConfig) -> str:
+    """The policy's component name (``ppo`` of ``ppo:runs/x/checkpoint.pt``)."""
+    return PolicyRef.parse(config.run.policy).name
 
 
 def _epoch(at: float, epochs: int) -> int:
@@ -106,34 +118,38 @@ def growth(
     """What ``config``'s policy grows on ``task`` over ``epochs`` epochs; None: nothing,
     or a task that cannot say (no ``slot_sites``). ``from_start``: the growth trained from
     epoch 0 (a static-final twin of a growing arm)."""
-    if config.run.policy in NO_GROWTH or not hasattr(task, "slot_sites"):
+    if _policy(config) in NO_GROWTH or not hasattr(task, "slot_sites"):
         return None
     sites = task.slot_sites()
     if not sites:
         return None
-    topology = sites[0].spec.topology
     options = _options(config, pm)
     host = _host_growth(options, task, epochs)
-    seeds = _seed_growth(options, sites, topology, config, pm, epochs)
+    # The heuristic germinates no seed before its host has grown.
+    after = host.start if host is not None and host.assumption else 0
+    seeds = (
+        None
+        if config.env.max_seeds == 0
+        else _seed_growth(options, sites, config, pm, epochs, after)
+    )
     parts = [g for g in (seeds, host) if g is not None and g.flops_per_sample > 0]
     if not parts:
         return None
-    # One start for the sum: the earliest, so the estimate errs high, not low.
-    start = 0 if from_start else min(g.start for g in parts)
     assumed = "; ".join(g.assumption for g in parts if g.assumption) or None
     if assumed and from_start:
         assumed += ", all of it trained from epoch 0 by the static-final twin"
-    return Growth(sum(g.flops_per_sample for g in parts), start, assumed)
+    return Growth(tuple((g.flops_per_sample, 0 if from_start else g.start) for g in parts), assumed)
 
 
 def _seed_growth(
     options: dict[str, Any],
     sites: Sequence[SlotSite],
-    topology: str,
     config: RunConfig,
     pm: PluginManager,
     epochs: int,
-) -> Growth | None:
+    after: int,
+) -> _Part | None:
+    topology = sites[0].spec.topology
     by_slot = {site.spec.slot_id: site for site in sites}
     if options.get("seeds"):
         flops = 0.0
@@ -143,11 +159,12 @@ def _seed_growth(
             if found and slot in by_slot:
                 flops += seed_flops(found[0], by_slot[slot])
         start = _epoch(float(options["at"]), epochs) if "at" in options else 0
-        return Growth(flops, start)
+        return _Part(flops, start)
     if "blueprint_order" in options:
         candidates = _named(pm, options["blueprint_order"], topology)
-        start = int(options.get("min_epoch", 0))
-        who = f"from epoch {start} (its min_epoch)"
+        start = max(after, int(options.get("min_epoch", 0)))
+        why = "its min_epoch" if start > after else "once its host grew"
+        who = f"from epoch {start} ({why})"
     elif "widen_at" in options or "deepen_at" in options:
         return None  # policies.static without seeds: its host growth only
     else:
@@ -157,10 +174,10 @@ def _seed_growth(
     flops, seed = _costliest(candidates, sites)
     if not seed:
         return None
-    return Growth(flops, min(start, epochs), f"{config.run.policy}: one {seed} seed {who}")
+    return _Part(flops, min(start, epochs), f"{_policy(config)}: one {seed} seed {who}")
 
 
-def _host_growth(options: dict[str, Any], task: Any, epochs: int) -> Growth | None:
+def _host_growth(options: dict[str, Any], task: Any, epochs: int) -> _Part | None:
     if not hasattr(task, "grown_flops_per_sample"):
         return None
     bare = task.training_work().flops_per_sample
@@ -171,7 +188,7 @@ def _host_growth(options: dict[str, Any], task: Any, epochs: int) -> Growth | No
         width, depth = (factor, 1) if kind == "widen" else (1.0, round(factor))
         extra = task.grown_flops_per_sample(width, depth) - bare
         note = f"host {kind}s x{factor:g} at epoch {_epoch(at, epochs)} (host_growth_min_at)"
-        return Growth(extra, _epoch(at, epochs), note)
+        return _Part(extra, _epoch(at, epochs), note)
     extra, starts = 0.0, []
     if options.get("widen_at") is not None:
         extra += task.grown_flops_per_sample(float(options.get("widen_factor", 2.0)), 1) - bare
@@ -179,4 +196,4 @@ def _host_growth(options: dict[str, Any], task: Any, epochs: int) -> Growth | No
     if options.get("deepen_at") is not None:
         extra += task.grown_flops_per_sample(1.0, int(options.get("deepen_factor", 2))) - bare
         starts.append(_epoch(float(options["deepen_at"]), epochs))
-    return Growth(extra, min(starts)) if starts else None
+    return _Part(extra, min(starts)) if starts else None

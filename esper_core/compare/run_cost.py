@@ -76,14 +76,14 @@ def run_work(
     evaluated = epochs * work.eval_samples + tests * work.test_samples
     samples = epochs * trained + evaluated
     flops = (epochs * trained + FORWARD_SHARE * evaluated) * work.flops_per_sample
-    if grown is not None:
+    for extra, start in grown.parts if grown is not None else ():
         # The grown epochs' training and validation passes, and every test pass: the
         # final one sees the grown model, and an upper estimate may count them all.
-        later = max(0, epochs - grown.start)
+        later = max(0, epochs - start)
         passes = later * trained + FORWARD_SHARE * (
             later * work.eval_samples + tests * work.test_samples
         )
-        flops += passes * grown.flops_per_sample
+        flops += passes * extra
     return RunWork(samples, flops / 1e9)
 
 

@@ -131,6 +131,29 @@ def test_a_growing_arm_is_priced_above_wait_by_what_it_grows(pm: PluginManager) 
     assert heuristic.work.samples == by_arm["wait"].work.samples
 
 
+def test_a_heuristic_that_grows_its_host_germinates_after_it(pm: PluginManager) -> None:
+    """With ``host_growth`` on, the heuristic grows no seed before its host grew; with
+    ``env.max_seeds = 0`` no seed at all."""
+    grows = {"host_growth": "widen", "host_growth_factor": 2.0, "host_growth_min_at": 0.5}
+    widen = {"name": "heuristic", "label": "widen", "options": grows}
+    no_seeds = {"name": "heuristic", "label": "no-seeds", "config": {"env": {"max_seeds": 0}}}
+    experiment = _plan(pm, ["wait", "heuristic", widen, no_seeds])
+    costs = CellCosts(pm)
+    by_arm: dict[str, Any] = {c.policy: costs(c.config) for c in plan_cells(experiment, pm, 1)}
+    wait = by_arm["wait"].work.gflop
+    assert by_arm["no-seeds"].work.gflop == wait and by_arm["no-seeds"].assumption is None
+    task = DigitsTask(DigitsOptions(preset="impaired"))
+    work = task.training_work()
+    seed = seed_flops(pm.get("blueprints", "cnn/conv_heavy"), task.slot_sites()[0])
+    host = task.grown_flops_per_sample(2.0, 1) - work.flops_per_sample
+    later = 5 * work.train_samples + FORWARD_SHARE * (5 * work.eval_samples + work.test_samples)
+    assert by_arm["widen"].work.gflop - wait == pytest.approx(later * (seed + host) / 1e9)
+    assert by_arm["widen"].assumption == (
+        "heuristic: one cnn/conv_heavy@r0c0 seed from epoch 5 (once its host grew); "
+        "host widens x2 at epoch 5 (host_growth_min_at)"
+    )
+
+
 def test_the_dry_run_prices_growth_and_states_what_it_assumed(
     pm: PluginManager, tmp_path: Any
 ) -> None:
