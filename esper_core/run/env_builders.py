@@ -15,6 +15,7 @@ from esper_core.converter import structure
 from esper_core.env.paired import PairedEnv
 from esper_core.errors import ConfigError
 from esper_core.plugins import PluginManager
+from esper_core.recipe import Recipe
 from esper_core.run.resolve import Resolved, resolve
 
 if TYPE_CHECKING:
@@ -39,6 +40,11 @@ def pair_config(config: RunConfig, label: str, partial: dict[str, Any]) -> RunCo
                 ]
             )
     base = config_to_dict(attrs.evolve(config, train=attrs.evolve(config.train, pairs=[])))
+    # Resolving the run filled in run.task's blueprints and training recipe: a pair of
+    # another task takes its own task's unless its config names them.
+    base["env"].pop("blueprints", None)
+    for key in attrs.fields_dict(Recipe):
+        base["training"].pop(key, None)
     data = merge(base, partial)
     data.pop("schema_version", None)
     try:

@@ -117,3 +117,20 @@ def test_a_pair_config_is_merged_over_the_run_and_may_not_set_shared_keys() -> N
         pair_config(config, "p", {"run": {"policy": "wait"}})
     with pytest.raises(ConfigError, match=r"train\.pairs .p.: "):
         pair_config(config, "p", {"training": {"lr": -1.0}})
+
+
+def test_a_pair_of_another_task_takes_its_own_blueprints_and_recipe() -> None:
+    # The run's config is resolved for run.task: its blueprints and training recipe are
+    # that task's, and must not reach a pair of another topology.
+    config = load_config(
+        overrides=[
+            'env.blueprints=["cnn/conv_small"]',
+            'training.optimizer="sgd"',
+            "training.lr=0.2",
+        ]
+    )
+    mine = pair_config(config, "lm", {"run": {"task": "charlm"}, "training": {"lr": 0.006}})
+    assert mine.env.blueprints is None
+    assert mine.training.optimizer is None and mine.training.lr == 0.006
+    own = pair_config(config, "cnn", {"env": {"blueprints": ["cnn/norm"]}})
+    assert own.env.blueprints == ["cnn/norm"]
