@@ -90,7 +90,7 @@ def seed_flops(blueprint: Any, site: SlotSite) -> float:
         return 0.0
     # A branch seed's output is at the following segment's resolution, but the shipped
     # ones compute most of it at the slot's: counted there, they come within 1.2x of the
-    # FLOP counter (measured on digits and glyphs), at the next one's within 0.3x.
+    # FLOP counter on digits and glyphs (counted at the next one's, 0.3x of it).
     return float(TRAIN_FLOPS_PER_WEIGHT * blueprint.estimate_for(spec) * site.positions)
 
 
