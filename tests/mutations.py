@@ -3,8 +3,9 @@
 Each :class:`Mutation` replaces one exact snippet of a module by a plausible bug (a clip
 removed, a sign flipped, a terminal condition dropped). :func:`run` copies the module's
 package to a temporary directory, applies the mutation to the copy, and runs the named
-fast tests in a fresh interpreter with the copy first on the path (checking that the
-copy is what gets imported). The mutation is *caught* when a test fails.
+fast tests in a fresh process (forked from a warm interpreter that holds no Esper module,
+tests/mutant_fork.py) with the copy first on the path (checking that the copy is what
+gets imported). The mutation is *caught* when a test fails.
 
 ``tests/test_mutations.py`` runs every mutation in CI; a mutation that survives fails
 there with its name. By hand: ``python -m tests.mutations [NAME ...]`` prints a table.
@@ -15,7 +16,6 @@ Before this check, the PPO loss's tests let four of these five through (issue 27
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,7 +23,8 @@ from pathlib import Path
 
 from attrs import frozen
 
-from tests.plugin_set import REPO, subprocess_env
+from tests.mutant_fork import Forker
+from tests.plugin_set import REPO
 
 PPO = "plugins/esper-tamiyo-ppo/esper_tamiyo_ppo"
 HEURISTIC = "plugins/esper-tamiyo-heuristic/esper_tamiyo_heuristic"
@@ -612,18 +613,6 @@ MUTATIONS = (
 )
 BY_NAME = {m.name: m for m in MUTATIONS}
 
-# Imports the copy, proves it is the mutated one, then runs pytest in this interpreter.
-_BOOTSTRAP = """
-import importlib, sys
-root, module, *args = sys.argv[1:]
-sys.path.insert(0, root)
-loaded = importlib.import_module(module)
-if not loaded.__file__.startswith(root):
-    sys.exit(f"MUTATION NOT LOADED: {module} came from {loaded.__file__}")
-import pytest
-sys.exit(pytest.main(args))
-"""
-
 
 @frozen
 class Outcome:
@@ -650,8 +639,9 @@ def applies(mutation: Mutation) -> str | None:
     return None
 
 
-def run(mutation: Mutation, timeout: float = 900) -> Outcome:
-    """Apply ``mutation`` to a copy of its package and run its tests against the copy."""
+def run(mutation: Mutation, forker: Forker, timeout: int = 900) -> Outcome:
+    """Apply ``mutation`` to a copy of its package and run its tests against the copy, in a
+    process ``forker`` starts."""
     problem = applies(mutation)
     if problem is not None:
         raise AssertionError(problem)
@@ -679,30 +669,27 @@ def run(mutation: Mutation, timeout: float = 900) -> Outcome:
             "addopts=",
         ]
         started = time.perf_counter()
-        done = subprocess.run(
-            [sys.executable, "-c", _BOOTSTRAP, str(root), mutation.dotted, *args],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            cwd=REPO,
-            env={**subprocess_env(), "PYTHONDONTWRITEBYTECODE": "1"},
-        )
+        returncode, output = forker.run(root, mutation.dotted, args, timeout)
         seconds = time.perf_counter() - started
-    output = done.stdout + done.stderr
     if "MUTATION NOT LOADED" in output:
         raise AssertionError(output.strip().splitlines()[-1])
     # pytest exits 1 when tests failed; anything else (2: collection error or interrupt,
     # 5: no tests) says nothing about the tests' power, so it is not counted as caught.
-    if done.returncode not in (0, 1):
+    # A negative code: the child was killed (-9: it ran past ``timeout``).
+    if returncode not in (0, 1):
         raise AssertionError(
-            f"{mutation.name}: pytest exited {done.returncode} on the mutant:\n{output[-3000:]}"
+            f"{mutation.name}: pytest exited {returncode} on the mutant:\n{output[-3000:]}"
         )
-    return Outcome(mutation, done.returncode == 1, done.returncode, seconds, output)
+    return Outcome(mutation, returncode == 1, returncode, seconds, output)
 
 
 def main(names: list[str]) -> int:
     chosen = [BY_NAME[n] for n in names] if names else list(MUTATIONS)
-    outcomes = [run(m) for m in chosen]
+    forker = Forker()
+    try:
+        outcomes = [run(m, forker) for m in chosen]
+    finally:
+        forker.close()
     for outcome in outcomes:
         print(outcome.line())
     return 0 if all(o.caught for o in outcomes) else 1
