@@ -65,6 +65,10 @@ class Observation:
     # The env's task topology ("cnn", "transformer", "mlp"): a policy acting on envs of
     # several tasks at once (train.pairs) reads it per observation.
     topology: str = ""
+    # The env's own blueprint keys (its ActionSpace order; a mixed run's space names
+    # blueprints by position): what names the blueprint of each slot's installed seed
+    # among blueprint_identity and blueprint_branch. () where the env does not say.
+    blueprints: tuple[str, ...] = ()
 
 
 @frozen

@@ -54,6 +54,7 @@ DEEPEN_TESTS = ("tests/core/test_deepening_strided.py",)
 PPO_GROWTH_TESTS = ("tests/plugins/esper_tamiyo_ppo/test_host_growth.py",)
 READY_TESTS = ("tests/plugins/esper_tasks/test_host_growth_ready.py",)
 FOLD_TESTS = ("tests/core/test_fold_optimizer_state.py",)
+MIXED_TESTS = ("tests/plugins/esper_tamiyo_ppo/test_mixed_hosts.py",)
 
 
 @frozen
@@ -609,6 +610,39 @@ MUTATIONS = (
         "if c is None or c < o.min_contribution:",
         "if c is None:",
         ("tests/plugins/esper_tamiyo_heuristic/test_tamiyo_expansion.py",),
+    ),
+    # ---- One PPO policy on hosts of different sizes (schema 2, padded to the union).
+    Mutation(
+        "ppo-slots-pooling-counts-padded-slots",
+        PPO,
+        "slot_network.py",
+        "mean, top = present_pool(h, slots[..., -1] > 0.5)",
+        "mean, top = h.mean(dim=-2), h.amax(dim=-2)",
+        MIXED_TESTS,
+    ),
+    Mutation(
+        "ppo-padded-choices-legal",
+        PPO,
+        "distributions.py",
+        "out = torch.zeros(shape, dtype=torch.bool, device=mask.device)",
+        "out = torch.ones(shape, dtype=torch.bool, device=mask.device)",
+        MIXED_TESTS,
+    ),
+    Mutation(
+        "ppo-normaliser-samples-padding",
+        PPO,
+        "normalizers.py",
+        "x = rows[rows[:, -1] > 0.5]",
+        "x = rows",
+        MIXED_TESTS,
+    ),
+    Mutation(
+        "ppo-installed-blueprint-unread",
+        PPO,
+        "padded_features.py",
+        "j = installed_index(report.blueprint, obs, n_bp)",
+        "j = -1",
+        MIXED_TESTS,
     ),
 )
 BY_NAME = {m.name: m for m in MUTATIONS}

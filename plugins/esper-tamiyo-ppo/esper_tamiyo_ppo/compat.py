@@ -9,10 +9,12 @@ by name: their observations mean different things.)
 
 A ``slots`` policy has no weight sized by the slots or the blueprints, and its features
 are relative (losses over the chance loss, parameters over the host's): it is accepted
-on any task and host whose slot-feature schema (:func:`esper_tamiyo_ppo.slot_features.schema`:
-its version and the history length) and lifecycle vocabularies (styles, tempos, alpha
-targets, which size its heads) are the training run's. Whether it acts WELL on a host or
-task it never saw is a question of measurement, not of this check.
+on any task and host whose lifecycle vocabularies (styles, tempos, alpha targets,
+which size its heads) and history length are the training run's, provided this plugin
+reads its slot-feature schema (:func:`esper_tamiyo_ppo.slot_layout.schema`): schema 2
+on any host, a mixed run's padded space included; schema 1 (checkpoints trained before
+schema 2) on one host's own space per run. Whether it acts WELL on a host or task it
+never saw is a question of measurement, not of this check.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from esper_core.env.observation import feature_dim as observation_dim
 from esper_core.errors import CheckpointError, ConfigError
 from esper_core.lifecycle.actions import ActionSpace
 from esper_tamiyo_ppo.options import GROWTH_FIELDS, MODEL_FIELD_DEFAULTS
-from esper_tamiyo_ppo.slot_features import schema
+from esper_tamiyo_ppo.slot_layout import KNOWN_VERSIONS, schema
 
 CHECKPOINT_NAME = "checkpoint.pt"
 # ``ppo:pretrained`` names the slots checkpoint shipped inside this package (PRETRAINED.md
@@ -178,15 +180,24 @@ def check_compatible(
         raise CheckpointError(message)
 
 
+def schema_version(state: dict[str, Any]) -> int:
+    """The slot-feature schema version a PPO state records (0 when it records none)."""
+    saved = state.get("feature_schema")
+    version = saved.get("version") if isinstance(saved, dict) else None
+    return version if isinstance(version, int) else 0
+
+
 def _slot_problems(state: dict[str, Any], space: ActionSpace, history_length: int) -> list[str]:
     """What keeps a ``slots`` checkpoint from this run: its feature schema or the
     lifecycle's vocabularies (never the slots, the blueprints or the task)."""
     problems = vocabulary_problems(state["space"], space, _LIFECYCLE_VOCABULARY)
-    saved, ours = state.get("feature_schema"), schema(history_length)
+    saved, version = state.get("feature_schema"), schema_version(state)
+    known = version in KNOWN_VERSIONS
+    ours = schema(history_length, version) if known else schema(history_length)
     if saved == ours:
         return problems
     trained = saved.get("history_length") if isinstance(saved, dict) else None
-    if isinstance(trained, int) and schema(trained) == saved:  # only the history differs
+    if known and isinstance(trained, int) and schema(trained, version) == saved:
         problems.append(
             f"env.history_length: checkpoint was trained with {trained}, this run has "
             f"{history_length}; add --set env.history_length={trained}"
@@ -194,7 +205,9 @@ def _slot_problems(state: dict[str, Any], space: ActionSpace, history_length: in
     else:
         problems.append(
             f"observation features: checkpoint was trained on slot-feature schema {saved}, "
-            f"this plugin reads {ours}; train the policy again with this version of esper-tamiyo-ppo"
+            f"this plugin reads schema versions {', '.join(map(str, KNOWN_VERSIONS))} "
+            f"(latest {schema(history_length)}); train the policy again with this version "
+            "of esper-tamiyo-ppo"
         )
     return problems
 

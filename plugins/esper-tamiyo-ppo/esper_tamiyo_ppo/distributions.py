@@ -72,21 +72,66 @@ class BatchMasks(NamedTuple):
 
     @classmethod
     def stack(
-        cls, masks: Sequence[ActionMasks], host_growth: torch.Tensor | None = None
+        cls,
+        masks: Sequence[ActionMasks],
+        host_growth: torch.Tensor | None = None,
+        sizes: dict[str, int] | None = None,
     ) -> BatchMasks:
+        """Stack the envs' masks, each padded at the END with illegal (False) choices to
+        ``sizes`` (the policy's head sizes; default: the batch's largest), so the masks
+        of hosts with fewer slots or blueprints than a mixed run's space keep their
+        indices. A head of size 0 gets the network's one dummy choice, legal."""
+        own = [
+            {
+                name: _at_least_one(getattr(m, name)) if name in PADDED_ONE else getattr(m, name)
+                for name in _DIMS
+            }
+            for m in masks
+        ]
+        target = _mask_shapes(own, sizes)
         return cls(
-            op=torch.stack([m.op for m in masks]),
-            slot=torch.stack([m.slot for m in masks]),
-            blueprint=_at_least_one(torch.stack([m.blueprint for m in masks])),
-            style=_at_least_one(torch.stack([m.style for m in masks])),
-            tempo=_at_least_one(torch.stack([m.tempo for m in masks])),
-            alpha_target=_at_least_one(torch.stack([m.alpha_target for m in masks])),
+            **{name: torch.stack([_pad(m[name], target[name]) for m in own]) for name in target},
             host_growth=host_growth,
         )
 
     def map(self, fn: object) -> BatchMasks:
         """Apply a tensor function (indexing, reshaping, ``.to``) to every mask."""
         return BatchMasks(*(None if m is None else fn(m) for m in self))  # type: ignore[operator]
+
+
+PADDED_ONE = ("blueprint", "style", "tempo", "alpha_target")  # size 0: one dummy choice
+# Each mask's shape in head sizes: slot[op] is [n_ops, n_slots], blueprint[slot] ...
+_DIMS = {
+    "op": ("op",),
+    "slot": ("op", "slot"),
+    "blueprint": ("slot", "blueprint"),
+    "style": ("style",),
+    "tempo": ("tempo",),
+    "alpha_target": ("slot", "alpha_target"),
+}
+
+
+def _mask_shapes(
+    masks: Sequence[dict[str, torch.Tensor]], sizes: dict[str, int] | None
+) -> dict[str, tuple[int, ...]]:
+    """The stacked shape of each mask: ``sizes`` when given, else the batch's largest."""
+    if sizes is None:
+        sizes = {}
+        for name, dims in _DIMS.items():
+            for axis, head in enumerate(dims):
+                widest = max(int(m[name].shape[axis]) for m in masks)
+                sizes[head] = max(sizes.get(head, 0), widest)
+    return {name: tuple(sizes[head] for head in dims) for name, dims in _DIMS.items()}
+
+
+def _pad(mask: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    if tuple(mask.shape) == shape:
+        return mask
+    if any(have > want for have, want in zip(mask.shape, shape)):
+        raise ValueError(f"an env's mask of shape {tuple(mask.shape)} exceeds the policy's {shape}")
+    out = torch.zeros(shape, dtype=torch.bool, device=mask.device)
+    out[tuple(slice(0, n) for n in mask.shape)] = mask
+    return out
 
 
 def _at_least_one(mask: torch.Tensor) -> torch.Tensor:

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from esper_core.env.observation import RunningMeanStd
-from esper_tamiyo_ppo.slot_features import CANDIDATE, SLOT_DIM, SlotLayout
+from esper_tamiyo_ppo.slot_layout import SlotLayout
 
 VAR_EPS = 1e-8
 
@@ -44,27 +44,38 @@ class SlotObservationNormalizer:
     run-level features, one shared by every slot's row and one shared by every
     (slot, blueprint) candidate's row, so its statistics, like the network's weights,
     fit any number of slots and blueprints. Same interface as
-    :class:`ObservationNormalizer`, on the flat vector of :class:`SlotLayout`."""
+    :class:`ObservationNormalizer`, on the flat vector of :class:`SlotLayout`.
+
+    With presence flags (schema 2) padding is neither a sample nor a reading: the
+    statistics are updated with present rows only, the flag passes unnormalised (the
+    network pools by it), and absent rows stay all zero."""
 
     def __init__(self, layout: SlotLayout, clip: float, enabled: bool = True) -> None:
         self.layout = layout
         self.enabled = enabled
         self.parts = (
             RunningMeanStd((layout.global_dim,), clip=clip),
-            RunningMeanStd((SLOT_DIM,), clip=clip),
-            RunningMeanStd((CANDIDATE,), clip=clip),
+            RunningMeanStd((layout.slot_dim,), clip=clip),
+            RunningMeanStd((layout.candidate_dim,), clip=clip),
         )
 
     def normalize(self, raw: torch.Tensor) -> torch.Tensor:
         if not self.enabled:
             return raw
         parts = self.layout.split(raw)
-        return self.layout.join(*(rms.normalize(x) for rms, x in zip(self.parts, parts)))
+        out = [rms.normalize(x) for rms, x in zip(self.parts, parts)]
+        if self.layout.has_presence:
+            out[1:] = [_keep_presence(n, x) for n, x in zip(out[1:], parts[1:])]
+        return self.layout.join(*out)
 
     def update(self, raw: torch.Tensor) -> None:
-        if self.enabled:
-            for rms, x in zip(self.parts, self.layout.split(raw)):
-                rms.update(x)  # every slot (candidate) row is one sample of its part
+        if not self.enabled:
+            return
+        for i, (rms, x) in enumerate(zip(self.parts, self.layout.split(raw))):
+            if i and self.layout.has_presence:
+                rows = x.reshape(-1, x.shape[-1])
+                x = rows[rows[:, -1] > 0.5]
+            rms.update(x)  # every (present) slot or candidate row is one sample of its part
 
     def state_dict(self) -> dict[str, Any]:
         return {name: rms.state_dict() for name, rms in zip(PART_NAMES, self.parts)}
@@ -75,6 +86,12 @@ class SlotObservationNormalizer:
 
 
 PART_NAMES = ("global", "slot", "candidate")
+
+
+def _keep_presence(normalized: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
+    """Rows normalised where present (their flag kept as 1), all zero where absent."""
+    flag = raw[..., -1:]
+    return torch.cat([normalized[..., :-1] * flag, flag], dim=-1)
 
 
 class RewardNormalizer:

@@ -28,7 +28,7 @@ import torch
 
 from esper_core.components.policy import HostGrowthSpec, PolicyContext
 from esper_core.converter import unstructure
-from esper_core.env.observation import Observation, feature_tensor
+from esper_core.env.observation import Observation
 from esper_core.env.step import StepResult
 from esper_core.errors import CheckpointError, ConfigError
 from esper_core.lifecycle.actions import HEADS, Action
@@ -39,6 +39,7 @@ from esper_tamiyo_ppo.compat import (
     check_compatible,
     check_growth_request,
     load_policy_state,
+    schema_version,
     space_to_dict,
 )
 from esper_tamiyo_ppo.distributions import BatchMasks, run_heads, used_heads_table
@@ -51,7 +52,8 @@ from esper_tamiyo_ppo.normalizers import (
     SlotObservationNormalizer,
 )
 from esper_tamiyo_ppo.options import MODEL_FIELD_DEFAULTS, MODEL_FIELDS, PPOOptions
-from esper_tamiyo_ppo.slot_features import SlotLayout, schema, slot_feature_tensor
+from esper_tamiyo_ppo.policy_features import raw_features
+from esper_tamiyo_ppo.slot_layout import SCHEMA_VERSION, SlotLayout, schema
 from esper_tamiyo_ppo.slot_network import SlotActorCritic
 from esper_tamiyo_ppo.state_values import check_state_values
 from esper_tamiyo_ppo.update import PPOLearner
@@ -96,9 +98,13 @@ class PPOPolicy:
         n_envs = context.n_envs
         n_steps = context.max_epochs * options.rollout_episodes  # one rollout, per env
         # The slots network reads its own features (slot_features); their layout follows
-        # this run's slot and blueprint counts, the network's weights do not.
-        self.layout = SlotLayout(len(space.slot_ids), len(space.blueprints), context.history_length)
+        # this run's slot and blueprint counts, the network's weights do not, and their
+        # schema is a trained network's own (a new one reads the latest).
         slots = options.network == "slots"
+        version = schema_version(trained[0]) if trained and slots else SCHEMA_VERSION
+        self.layout = SlotLayout(
+            len(space.slot_ids), len(space.blueprints), context.history_length, version
+        )
         dim = self.layout.total if slots else context.feature_dim
 
         # Initialise the weights from the run's seed without touching the global RNG.
@@ -187,11 +193,7 @@ class PPOPolicy:
         return rows
 
     def _features(self, observations: Sequence[Observation]) -> torch.Tensor:
-        ctx = self.context
-        if self.options.network == "slots":
-            raw = slot_feature_tensor(observations, ctx.space, ctx.history_length, ctx.topology)
-        else:
-            raw = feature_tensor(observations, ctx.space, ctx.history_length)
+        raw = raw_features(observations, self.context, self.options.network, self.layout.version)
         if raw.shape[1] != self.feature_dim:
             raise ValueError(
                 f"observations have {raw.shape[1]} features, the policy expects {self.feature_dim}"
@@ -206,7 +208,9 @@ class PPOPolicy:
         raw = self._features(observations)
         obs = self.obs_normalizer.normalize(raw)  # frozen statistics during a rollout
         masks = BatchMasks.stack(
-            [o.masks for o in observations], self.growth.masks(observations, rows)
+            [o.masks for o in observations],
+            self.growth.masks(observations, rows),
+            sizes=self.net.head_sizes,  # a smaller host's masks padded with illegal choices
         ).map(lambda m: m.to(self.device))
         state = (self.recurrent_state[0][rows], self.recurrent_state[1][rows])
         deterministic = greedy or (self.options.deterministic and not self.training)
@@ -327,7 +331,7 @@ class PPOPolicy:
             "history_length": ctx.history_length,
             # What the slots network reads, whatever the host: compat checks it instead
             # of the vocabulary and the flat feature size.
-            "feature_schema": schema(ctx.history_length),
+            "feature_schema": schema(ctx.history_length, self.layout.version),
             "network": {k: v.detach().clone() for k, v in self.net.state_dict().items()},
             "optimizer": self.learner.optimizer.state_dict(),
             "obs_normalizer": self.obs_normalizer.state_dict(),
@@ -346,6 +350,11 @@ class PPOPolicy:
         source = "the policy state of the checkpoint"
         ctx = self.context
         check_compatible(state, ctx.space, ctx.feature_dim, source, ctx.task, ctx.history_length)
+        if self.options.network == "slots" and schema_version(state) != self.layout.version:
+            raise CheckpointError(
+                f"{source} was trained on slot-feature schema {schema_version(state)}, this run "
+                f"reads {self.layout.version}; resume it with the esper-tamiyo-ppo it began with"
+            )
         ours = unstructure(self.options)
         saved = saved_model_fields(state)
         differ = [

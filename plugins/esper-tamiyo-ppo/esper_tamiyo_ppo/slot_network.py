@@ -6,7 +6,8 @@ Reading a step (the three parts of :mod:`esper_tamiyo_ppo.slot_features`):
 - every slot's row, with the run-level features appended, goes through ONE shared
   encoder -> a slot embedding ``h_i``;
 - the run-level features through their own encoder, concatenated with the mean and
-  the max of the ``h_i`` (pooling: any number of slots, in any order) -> the trunk
+  the max of the ``h_i`` (pooling: any number of slots, in any order; in schema 2 over
+  the PRESENT slots only, so a padded slot changes nothing) -> the trunk
   ``t`` (then the LSTM, for ``trunk = "lstm"``), which the op and value heads read;
 - the slot head scores each slot from ``[h_i, t, op one-hot]`` with one shared
   linear map: permuting the slots permutes the logits;
@@ -38,7 +39,7 @@ from esper_tamiyo_ppo.network import (
     make_lstm,
     trunk_growth_logits,
 )
-from esper_tamiyo_ppo.slot_features import CANDIDATE, SLOT_DIM, SlotLayout
+from esper_tamiyo_ppo.slot_layout import SlotLayout
 
 
 def mlp(width: int, hidden_size: int, layers: int) -> nn.Sequential:
@@ -48,6 +49,16 @@ def mlp(width: int, hidden_size: int, layers: int) -> nn.Sequential:
         modules += [layer_init(nn.Linear(width, hidden_size)), nn.Tanh()]
         width = hidden_size
     return nn.Sequential(*modules)
+
+
+def present_pool(h: torch.Tensor, present: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and max of ``h [..., S, H]`` over the slots ``present [..., S]`` marks; a
+    step with none (a buffer row never written) pools to zeros."""
+    weight = present.unsqueeze(-1).to(h.dtype)
+    count = weight.sum(dim=-2).clamp(min=1.0)
+    mean = (h * weight).sum(dim=-2) / count
+    top = h.masked_fill(~present.unsqueeze(-1), float("-inf")).amax(dim=-2)
+    return mean, torch.where(present.any(dim=-1, keepdim=True), top, torch.zeros_like(top))
 
 
 class SlotActorCritic(nn.Module):
@@ -75,7 +86,7 @@ class SlotActorCritic(nn.Module):
         self.hidden_size = hidden_size
         self.head_sizes = {name: max(int(head_sizes[name]), 1) for name in HEADS}
         h, g = hidden_size, layout.global_dim
-        self.slot_encoder = mlp(SLOT_DIM + g, h, mlp_layers)
+        self.slot_encoder = mlp(layout.slot_dim + g, h, mlp_layers)
         self.global_encoder = mlp(g, h, mlp_layers)
         self.pool = nn.Sequential(layer_init(nn.Linear(3 * h, h)), nn.Tanh())
         self.lstm = make_lstm(h) if trunk == "lstm" else None
@@ -85,7 +96,7 @@ class SlotActorCritic(nn.Module):
                 "op": layer_init(nn.Linear(h, len(OPS)), gain=POLICY_HEAD_GAIN),
                 "slot": layer_init(nn.Linear(u + len(OPS), 1), gain=POLICY_HEAD_GAIN),
                 "blueprint": nn.Sequential(
-                    layer_init(nn.Linear(u + CANDIDATE, h)),
+                    layer_init(nn.Linear(u + layout.candidate_dim, h)),
                     nn.Tanh(),
                     layer_init(nn.Linear(h, 1), gain=POLICY_HEAD_GAIN),
                 ),
@@ -109,7 +120,11 @@ class SlotActorCritic(nn.Module):
         n = self.layout.n_slots
         context = run.unsqueeze(-2).expand(*run.shape[:-1], n, run.shape[-1])
         h = self.slot_encoder(torch.cat([slots, context], dim=-1))  # [..., S, H]
-        pooled = torch.cat([self.global_encoder(run), h.mean(dim=-2), h.amax(dim=-2)], dim=-1)
+        if self.layout.has_presence:
+            mean, top = present_pool(h, slots[..., -1] > 0.5)
+        else:
+            mean, top = h.mean(dim=-2), h.amax(dim=-2)
+        pooled = torch.cat([self.global_encoder(run), mean, top], dim=-1)
         t = self.pool(pooled)
         return torch.cat([t, h.flatten(-2), candidates.flatten(-3)], dim=-1)
 
@@ -120,7 +135,7 @@ class SlotActorCritic(nn.Module):
         b = features.shape[0]
         t = features[:, :hs]
         h = features[:, hs : hs + n * hs].reshape(b, n, hs)
-        return t, h, features[:, hs + n * hs :].reshape(b, n, k, CANDIDATE)
+        return t, h, features[:, hs + n * hs :].reshape(b, n, k, self.layout.candidate_dim)
 
     def initial_state(self, batch: int) -> State:
         """Zero LSTM state ``(h, c)``, each ``[batch, hidden]`` (empty tensors for the MLP)."""

@@ -262,6 +262,7 @@ def test_a_blueprint_is_described_by_what_it_is_in_each_slot() -> None:
             1.0,  # identity at birth
             0.0,  # not a branch
             env.settings.epochs_before_blending(True) / 10.0,
+            1.0,  # present: the host's own blueprint in its own slot
         ]
         torch.testing.assert_close(candidates[i, j], torch.tensor(expected))
     assert obs.blueprint_identity[j] and not obs.blueprint_branch[j]
@@ -339,7 +340,9 @@ def _train(run_dir: Path, resume: bool = False) -> dict[str, Any]:
                     "seed": 3,
                     "quiet": True,
                 },
-                "env": {"max_epochs": 3},
+                # The expansion probe off: a resumed env recomputes its score, which
+                # differs from the one measured before the interruption.
+                "env": {"max_epochs": 3, "expansion_batches": 0},
                 "train": {"updates": 2, "checkpoint_every": 1},
                 "policies": {"ppo": {"network": "slots", "hidden_size": 16, "rollout_episodes": 1}},
             }
