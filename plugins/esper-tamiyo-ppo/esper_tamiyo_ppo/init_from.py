@@ -4,7 +4,9 @@ A chain of ``esper train`` runs, each on another task, host or slot count, each 
 from the network the previous one ended with, trains ONE policy across them: this is
 how the shipped ``ppo:pretrained`` was trained (PRETRAINED.md). Only the network's
 weights and its observation statistics carry over; the optimiser, the reward scale, the
-schedules and the generators start afresh, as in any new run.
+schedules and the generators start afresh, as in any new run. So does its slot-feature
+schema: a run from a schema-1 checkpoint reads schema 1, which fits one host's own
+space, not a mixed run's (train a new network for that).
 
 Only a ``slots`` checkpoint can start a run on another host (a ``flat`` network's sizes
 are its own host's), and only into a network of the same options: anything else is

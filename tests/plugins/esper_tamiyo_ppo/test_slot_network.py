@@ -304,8 +304,11 @@ def test_a_slots_checkpoint_of_another_feature_schema_is_refused(tmp_path: Path)
     schema = {**state["feature_schema"], "version": SCHEMA_VERSION + 1}  # type: ignore[dict-item]
     checkpoint = tmp_path / "c.pt"
     save_checkpoint(checkpoint, {"policy": {**state, "feature_schema": schema}})
-    with pytest.raises(CheckpointError, match=r"slot-feature schema .* train the policy again"):
+    with pytest.raises(
+        CheckpointError, match=r"slot-feature schema .* train the policy again"
+    ) as e:
         make_policy(SLOTS, n_envs=1, max_epochs=4, argument=str(checkpoint))
+    assert "\n" not in str(e.value) and "reads schema versions 1, 2" in str(e.value)
 
 
 def test_a_slots_checkpoint_of_other_lifecycle_vocabularies_is_refused(tmp_path: Path) -> None:
