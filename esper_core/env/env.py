@@ -386,7 +386,7 @@ class MorphogeneticEnv:
         self.last_train = last_train_stats(state)
         if state.cost is not None:
             self.cost.load_state(state.cost)
-        self.last_expansion = fetch(self._expansion())[0]
+        self.last_expansion = state.last_expansion or fetch(self._expansion())[0]
         self._started = True
         self._observation = observe(self, rolled_back=False)
 

@@ -130,6 +130,7 @@ def observe(env: Observed, rolled_back: bool) -> Observation:
         ),
         blueprint_branch=tuple(env.blueprints[key].branch for key in env.space.blueprints),
         topology=env.task.topology,
+        blueprints=env.space.blueprints,
         host_growth_ready=growth_ready(env),
     )
 

@@ -15,6 +15,7 @@ from esper_core.converter import structure, unstructure
 from esper_core.env.cost import CostState
 from esper_core.env.episode import EpisodeStats
 from esper_core.env.evaluation import EvalResult
+from esper_core.env.expansion_score import ExpansionScores
 from esper_core.env.host_growth import GrowthRecord, records
 from esper_core.env.training import TrainStats
 from esper_core.errors import CheckpointError, ConfigError
@@ -46,6 +47,9 @@ class EnvState:
     cost: CostState | None = None  # None: a checkpoint from before the meter was saved
     # The episode's host width growths, replayed on the fresh host before its weights load.
     growths: tuple[GrowthRecord, ...] = ()
+    # The last probe's scores as observed: measured before the epoch's end ticked the
+    # slots, so a probe after a resume would read another model. None: an older checkpoint.
+    last_expansion: ExpansionScores | None = None
 
 
 class Saved(Protocol):
@@ -77,6 +81,9 @@ class Saved(Protocol):
 
     @property
     def last_test(self) -> EvalResult | None: ...
+
+    @property
+    def last_expansion(self) -> ExpansionScores: ...
 
     @property
     def seed(self) -> int: ...

@@ -201,8 +201,12 @@ def test_state_dict_round_trip_mid_episode() -> None:
     state = torch.load(buffer, weights_only=True)
     twin = make_env(seed=5)
     twin.load_state_dict(state)
+    # The expansion scores are those measured before the epoch's end ticked the slots,
+    # not a new probe of the model as it is after (which reads other numbers).
+    assert env.observation.expansion and twin.observation.expansion == env.observation.expansion
     for _ in range(3):
         a, b = env.step(WAIT), twin.step(WAIT)
+        assert a.observation.expansion == b.observation.expansion
         assert (a.metrics.val_acc, a.metrics.train_loss, a.metrics.val_loss) == (
             b.metrics.val_acc,
             b.metrics.train_loss,

@@ -343,9 +343,7 @@ def _train(run_dir: Path, resume: bool = False) -> dict[str, Any]:
                     "seed": 3,
                     "quiet": True,
                 },
-                # The expansion probe off: a resumed env recomputes its score, which
-                # differs from the one measured before the interruption.
-                "env": {"max_epochs": 3, "expansion_batches": 0},
+                "env": {"max_epochs": 3},
                 "train": {"updates": 2, "checkpoint_every": 1},
                 "policies": {"ppo": {"network": "slots", "hidden_size": 16, "rollout_episodes": 1}},
             }
