@@ -21,5 +21,5 @@ def with_suite_pairs(config: RunConfig, suite_path: str, pm: Any) -> RunConfig:
     suite = build_suite(spec, structure(dict(spec.config), RunConfig))
     root = Path(spec.out or f"runs/benchmark-{Path(suite_path).stem}")
     rates = tuned_rates(root / TRAINING / "results.json", suite_path)
-    pairs = training_pairs(suite, rates, suite_path)
+    pairs = training_pairs(suite, rates, suite_path, spec.config)
     return attrs.evolve(config, train=attrs.evolve(config.train, pairs=pairs))

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from esper_core.benchmark.suite import Suite
-from esper_core.config import config_to_dict
 from esper_core.config_io import merge
 from esper_core.config_train import TrainPair
 from esper_core.errors import ConfigError
@@ -30,17 +29,21 @@ def tuned_rates(results_json: Path, suite_path: str) -> dict[str, float]:
     return {label: float(lr) for label, lr in rates.items()}
 
 
-def shared_config(suite: Suite) -> dict[str, Any]:
-    """What every pair shares from the suite's ``[config]``: all but its ``run`` table
-    (the suite's run seed is the evaluation seeds', never a training run's)."""
-    data = config_to_dict(suite.base)
-    for key in ("run", "train", "policies", "schema_version"):
-        data.pop(key, None)
-    return data
+def shared_config(suite_config: Mapping[str, Any]) -> dict[str, Any]:
+    """What every pair takes from the suite's ``[config]``, as the suite file writes it
+    (a key it does not set stays the run's): all but its ``run`` table, whose seed is the
+    evaluation seeds', never a training run's."""
+    return {k: v for k, v in suite_config.items() if k not in ("run", "train", "policies")}
 
 
-def training_pairs(suite: Suite, rates: Mapping[str, float], suite_path: str) -> list[TrainPair]:
-    """The suite's training pairs, each a partial run config at its tuned rate."""
+def training_pairs(
+    suite: Suite,
+    rates: Mapping[str, float],
+    suite_path: str,
+    suite_config: Mapping[str, Any] | None = None,
+) -> list[TrainPair]:
+    """The suite's training pairs, each a partial run config at its tuned rate, over
+    what the suite's raw ``[config]`` (``suite_config``) sets."""
     pairs = suite.split(TRAINING)
     if not pairs:
         raise ConfigError([f'{suite_path} has no training pairs (split = "training")'])
@@ -52,7 +55,7 @@ def training_pairs(suite: Suite, rates: Mapping[str, float], suite_path: str) ->
                 f"`esper benchmark {suite_path} --split training` first"
             ]
         )
-    shared = shared_config(suite)
+    shared = shared_config(suite_config or {})
     out = []
     for pair in pairs:
         arm = pair.task

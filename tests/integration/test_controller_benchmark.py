@@ -99,7 +99,7 @@ def test_until_tuning_gives_the_training_pairs_rates_and_runs_nothing_else(
     assert not (out / "menu").exists() and not (out / "cells").exists()
     rates = tuned_rates(out / "results.json", "suite.toml")
     assert rates == {"digits-small": result.lr}
-    (mine,) = training_pairs(found, rates, "suite.toml")
+    (mine,) = training_pairs(found, rates, "suite.toml", {"env": {"max_epochs": 2}})
     assert mine.label == "digits-small"
     assert mine.config["run"] == {"task": "digits"}
     assert mine.config["tasks"]["digits"]["preset"] == "small"
