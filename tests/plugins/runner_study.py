@@ -1,4 +1,4 @@
-"""What the cell-runner tests share: a 2 policies x 3 seeds study on the tiny task, an
+"""What the cell-runner tests share: a 2 policies x 2 seeds study on the tiny task, an
 `esper` that loads exactly the plugins the cells load, and results.json made comparable."""
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ STUDY = [
     "--plugin",
     "policies.wait",
     "--seeds",
-    "3",
+    # Two seeds: four cells, so --jobs 2 still refills the runner's slots once; every cell
+    # more costs a process start-up under the slurm runner.
+    "2",
     "--max-epochs",
     "3",
     "--set",
