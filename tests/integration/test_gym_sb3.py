@@ -13,9 +13,15 @@ sb3_contrib = pytest.importorskip("sb3_contrib")
 import esper_core.env.gym as esper_gym  # noqa: E402  (registers the esper/* ids)
 from tests.plugin_set import plugin_manager  # noqa: E402
 
-# Short episodes of few batches: a few hundred steps in seconds.
-SMALL = ["env.max_epochs=5", "env.max_batches=2", "env.eval_test_every=0"]
-STEPS = 200
+# Short episodes of few batches, validated on a tenth of the images: each step is cheap.
+SMALL = [
+    "env.max_epochs=5",
+    "env.max_batches=2",
+    "env.eval_test_every=0",
+    "tasks.digits.val_fraction=0.1",
+]
+# Two rollouts of n_steps=50 and the update after each: learn's whole cycle, twice.
+STEPS = 100
 
 
 def _make() -> gymnasium.Env:
