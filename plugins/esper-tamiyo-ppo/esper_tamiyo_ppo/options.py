@@ -179,7 +179,8 @@ class PPOOptions:
     # ---------------------------------------------------------------- host growth
     host_growth: str = growth.kind_field(
         "Let the policy grow the host itself, once per episode, at the epoch it chooses "
-        "(a head of its own: grow now or not, asked with WAIT while no slot holds a seed): "
+        "(a head of its own: grow now or not, asked with WAIT when the env says the growth "
+        "can start: no seed in its way, none ramping, not the last epoch): "
         "widen (a CNN's conv stages, a transformer's d_model), deepen (host_growth_mode) "
         "or off (no such head: the shipped checkpoints' layout)."
     )
