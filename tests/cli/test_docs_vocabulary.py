@@ -20,6 +20,16 @@ def test_no_user_facing_doc_names_the_issue_tracker() -> None:
     assert named == set(), "tracker vocabulary in user-facing docs"
 
 
+def test_no_example_names_the_issue_tracker() -> None:
+    # Example configs and scripts are read by users too (their headers explain a study).
+    named = {
+        str(path.relative_to(REPO))
+        for path in sorted((REPO / "examples").rglob("*"))
+        if path.suffix in (".toml", ".py", ".md") and TRACKER.search(path.read_text("utf-8"))
+    }
+    assert named == set(), "tracker vocabulary in examples/"
+
+
 # "Seed" is the grown module; the number that seeds a generator is a "random seed". Three
 # uses can only mean the number, and each must say "random": a seed set named by its role
 # ("tuning seeds", "evaluation seed"), a seed given by its value ("seeds 3000-3009", "seed
