@@ -3,7 +3,7 @@
 A controller meant for hosts it has never seen has to learn on many: each env of a
 mixed run holds one :class:`~esper_core.env.env.MorphogeneticEnv` per pair and, at every
 reset, draws the pair of the new episode from the episode's env seed (so a resumed or
-repeated run draws the same pairs). Between resets it *is* that env: every attribute
+repeated run draws the same pairs; consecutive seeds cycle through the pairs). Between resets it *is* that env: every attribute
 and method the loops, the executor and the observation read is the drawn env's, so one
 epoch of a mixed run is the same code as any other.
 
@@ -16,7 +16,6 @@ pair; actions stay indices into the drawn env's own space, the padding being at 
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -30,8 +29,11 @@ if TYPE_CHECKING:
 
 
 def draw_pair(seed: int, n_pairs: int) -> int:
-    """The pair an episode with env seed ``seed`` runs (uniform, reproducible)."""
-    return random.Random(seed).randrange(n_pairs)
+    """The pair an episode with env seed ``seed`` runs. Env seeds are consecutive within
+    an episode round (``run.seed + k x n_envs + i``), so cycling through the pairs by seed
+    gives every pair the same share of a rollout, and of any run of evaluation seeds,
+    where a random draw would leave some out."""
+    return seed % n_pairs
 
 
 def union_space(labels: Sequence[str], spaces: Sequence[ActionSpace]) -> ActionSpace:
