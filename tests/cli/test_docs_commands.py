@@ -357,6 +357,24 @@ COMMANDS: dict[str, Way] = {
         "1,015 runs; one split end to end at the smallest scale in "
         "tests/integration/test_controller_benchmark.py"
     ),
+    # docs/results/ppo-suite.md
+    "esper benchmark examples/suites/controller-suite.toml --split training --until tuning": (
+        NotRun(
+            "75 runs; the tuning phase alone at the smallest scale in "
+            "tests/integration/test_controller_benchmark.py"
+        )
+    ),
+    (
+        "esper train --suite examples/suites/controller-suite.toml --seed 300 --envs 8 "
+        "--updates 63 --set policies.ppo.network=slots --set policies.ppo.hidden_size=64 "
+        "--set policies.ppo.target_kl=0.03 --set policies.ppo.rollout_episodes=2 "
+        "--set policies.ppo.host_growth=widen --set rewards.pbrs.flops_rent_weight=0.04 "
+        "--set train.eval_every=8 --set 'train.eval_seeds=[100000,100001,100002,100003,"
+        "100004,100005,100006,100007,100008,100009]' --out runs/ppo-suite/run-1"
+    ): NotRun(
+        "1,008 episodes, hours of one core; a mixed run end to end in "
+        "tests/core/test_mixed_training.py"
+    ),
     "esper compare examples/host-growth-digits.toml --jobs 2": NotRun(
         "it needs the six trained checkpoints; test_every_example_experiment_plans plans it"
     ),
