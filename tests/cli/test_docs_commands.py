@@ -282,6 +282,26 @@ COMMANDS: dict[str, Way] = {
     "python examples/own_model_mlp.py": RunElsewhere(
         "tests/integration/test_own_model_example.py::test_the_mlp_example_grows_and_says_why"
     ),
+    "python examples/own_model_spirals.py": RunElsewhere(
+        "tests/integration/test_own_model_spirals.py::"
+        "test_the_default_heuristic_grows_the_too_small_model_and_keeps_the_seed"
+    ),
+    "python examples/own_model_spirals.py --policy wait": RunElsewhere(
+        "tests/integration/test_own_model_spirals.py::"
+        "test_without_growth_the_same_loop_keeps_the_model_as_it_was"
+    ),
+    "python examples/own_model_spirals.py --layers 2 --hidden 32 --policy wait": RunElsewhere(
+        "tests/integration/test_own_model_spirals.py::"
+        "test_the_example_builds_the_static_model_of_the_grown_size"
+    ),
+    "python benchmarks/own_model_spirals.py --seeds 1000-1009": NotRun(
+        "20 training runs of 24 epochs (minutes); test_own_model_spirals.py runs its "
+        "measurement on one random seed"
+    ),
+    "python benchmarks/own_model_spirals.py --seeds 1000-1009 --layers 2 --hidden 32": NotRun(
+        "20 training runs of 24 epochs (minutes); test_own_model_spirals.py runs its "
+        "measurement on one random seed"
+    ),
     (
         "esper run --task dataset --policy wait --seed 3 --set env.max_epochs=6 "
         "--set tasks.dataset.model=mymodel:build --set tasks.dataset.data=mymodel:splits "

@@ -1,0 +1,79 @@
+"""examples/own_model_spirals.py: the default heuristic grows the README's own example."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.plugin_set import REPO, subprocess_env
+
+
+def _example(script: str, *args: str) -> str:
+    """``examples/<script>`` run with ``args``: its output (it must succeed)."""
+    done = subprocess.run(
+        [sys.executable, str(REPO / "examples" / script), *args],
+        env=subprocess_env(autoload=True),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_default_heuristic_grows_the_too_small_model_and_keeps_the_seed() -> None:
+    # Random seed 0 at the example's defaults (24 epochs, no heuristic option set): the
+    # slot's expansion score passes the default ratio at epoch 3, the seed is kept.
+    out = _example("own_model_spirals.py")
+    assert "epoch 3: GERMINATE body/1 mlp/residual" in out
+    assert "bottleneck: expansion score" in out and ">= 2" in out
+    assert "body/1: germinated mlp/residual (1,104 params)" in out
+    assert "epoch 8: FOSSILIZE body/1" in out
+    assert "parameters: model 99, seeds 1,104" in out
+
+
+def test_without_growth_the_same_loop_keeps_the_model_as_it_was() -> None:
+    out = _example("own_model_spirals.py", "--policy", "wait", "--epochs", "4")
+    assert "germinated" not in out
+    assert "parameters: model 99, seeds 0" in out
+
+
+def test_the_example_builds_the_static_model_of_the_grown_size() -> None:
+    out = _example(
+        "own_model_spirals.py",
+        "--layers",
+        "2",
+        "--hidden",
+        "32",
+        "--policy",
+        "wait",
+        "--epochs",
+        "2",
+    )
+    assert "parameters: model 1,251, seeds 0" in out
+
+
+def test_the_measurement_pairs_the_heuristic_with_wait_on_one_seed() -> None:
+    script = REPO / "benchmarks" / "own_model_spirals.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--seeds", "0", "--epochs", "12"],
+        env=subprocess_env(autoload=True),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    runs = {r["policy"]: r for r in result["runs"]}
+    assert runs["heuristic"]["events"][0] == "4: body/1: germinated mlp/residual (1,104 params)"
+    assert (runs["heuristic"]["params"], runs["wait"]["params"]) == (1203, 99)
+    assert runs["heuristic"]["train_flops"] > 5 * runs["wait"]["train_flops"]
+    paired = result["summary"]["heuristic_minus_wait"]
+    diff = runs["heuristic"]["test_acc"] - runs["wait"]["test_acc"]
+    assert paired["iqm"] == pytest.approx(diff)
+    assert sum(paired["wins_ties_losses"]) == 1
