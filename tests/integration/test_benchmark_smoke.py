@@ -26,6 +26,14 @@ SPREAD = {"median", "iqr", "ci95", "n", "values"}
 # "a.*.b": key b of every value of object a, or of every element of list a). A key
 # listed here is one BENCHMARKS.md or a reader of the JSON relies on.
 EXPECTED: dict[str, list[str]] = {
+    "expansion_trace": [
+        "args",
+        *(
+            f"epochs.*.{split}.{key}"
+            for split in ("train", "val")
+            for key in ("ratio", "host", "slot_score", "host_signal", "slot_signal", "loss")
+        ),
+    ],
     "cli_latency": ["benchmark", "load_average", "commands.*.wall_s", "commands.*.median_s"],
     "data_loader": [
         "torch",
