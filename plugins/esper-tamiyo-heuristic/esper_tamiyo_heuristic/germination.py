@@ -25,7 +25,7 @@ def trigger(o: HeuristicOptions, memory: EnvMemory, obs: Observation) -> Trigger
     ``slowdown_drop`` per epoch (``trigger = slowdown``, the compute-aware recipe:
     more epochs of this model buy little, so grow now rather than at the end)."""
     if o.trigger == "expansion":
-        return expansion_check(obs, o.expansion_ratio)
+        return sustained(expansion_check(obs, o.expansion_ratio), memory, obs.epoch, o)
     if o.trigger == "slowdown":
         return capacity_check(
             obs.loss_history,
@@ -43,6 +43,26 @@ def trigger(o: HeuristicOptions, memory: EnvMemory, obs: Observation) -> Trigger
         window=o.flat_window,
         max_drop=o.flat_max_drop,
     )
+
+
+def sustained(fired: Trigger, memory: EnvMemory, epoch: int, o: HeuristicOptions) -> Trigger:
+    """``fired`` once it has held at ``expansion_patience`` consecutive decisions (epochs
+    in a row): the probe reads a few batches of a model still moving, and one high reading
+    is not yet a bottleneck. A decision that skips the trigger (a live seed, a cooldown)
+    breaks the run."""
+    if not fired.fired:
+        memory.expansion_streak = 0
+        return fired
+    consecutive = memory.expansion_epoch == epoch - 1
+    memory.expansion_streak = memory.expansion_streak + 1 if consecutive else 1
+    memory.expansion_epoch = epoch
+    if memory.expansion_streak < o.expansion_patience:
+        return Trigger(
+            False,
+            f"{fired.why}, at {memory.expansion_streak} of {o.expansion_patience} decisions "
+            "in a row (expansion_patience)",
+        )
+    return fired
 
 
 def epochs_to_judge(o: HeuristicOptions, obs: Observation, blueprint: int, tempo: int) -> int:

@@ -44,6 +44,10 @@ class EnvMemory:
     # first time it fired too late to judge a seed: [epoch, epochs left, epochs needed].
     trigger_asked: bool = False
     late_trigger: list[int] = field(factory=list)
+    # trigger = expansion: the epoch of the last decision at which a free slot's score
+    # reached expansion_ratio, and how many decisions in a row it has (expansion_patience).
+    expansion_epoch: int = -1
+    expansion_streak: int = 0
     # The epoch the host growth (``host_growth``) was asked for; -1: not this episode.
     # Remembered, not read from the host, so that a growth a rollback pruned is not
     # asked for again: once per episode.

@@ -69,6 +69,13 @@ class HeuristicOptions:
         "step; Observation.expansion, needs env.expansion_batches > 0) is at least this; "
         "the seed goes to the slot with the highest score.",
     )
+    expansion_patience: int = options_field(
+        1,
+        in_range(1, MAX_EPOCHS, integer=True),
+        "trigger = expansion: germinate only once a free slot's score has reached "
+        "expansion_ratio at this many consecutive decisions (1: at the first), so a "
+        "transient reading does not grow the model.",
+    )
     slowdown_drop: float = options_field(
         0.02,
         in_range(0, MAX_FACTOR),

@@ -79,3 +79,28 @@ def test_judge_by_contribution_waits_for_a_failing_gate_then_prunes(build) -> No
     assert waits.action.op == LifecycleOp.WAIT and "waiting for its gate" in waits.reason
     pruned = _holding(build, p, contribution=4.0, epochs=2, passed=False)
     assert pruned.rule == "prune_gate", pruned.reason
+
+
+def test_expansion_patience_waits_for_consecutive_readings_over_the_ratio(build) -> None:
+    """With expansion_patience = 3 one high reading, or two, or three with a low one
+    between, do not germinate; three in a row do."""
+    p = policy(build, trigger="expansion", expansion_ratio=1.5, expansion_patience=3)
+    readings = [(4, 2.5), (5, 2.5), (6, 1.0), (7, 2.5), (8, 2.5)]
+    for epoch, score in readings:
+        decision = p.decide(evolve(build.obs(epoch=epoch), expansion=(score, 1.0, 1.0)))
+        assert decision.action.op == LifecycleOp.WAIT, (epoch, decision.reason)
+    assert "at 2 of 3 decisions in a row (expansion_patience)" in decision.reason
+    decision = p.decide(evolve(build.obs(epoch=9), expansion=(2.5, 1.0, 1.0)))
+    assert decision.rule == "germinate", decision.reason
+    assert decision.action.slot == 0
+
+
+def test_expansion_patience_counts_only_consecutive_epochs(build) -> None:
+    """A gap in the decisions (an epoch the trigger was not asked) starts the run anew."""
+    p = policy(build, trigger="expansion", expansion_ratio=1.5, expansion_patience=2)
+    first = p.decide(evolve(build.obs(epoch=4), expansion=(2.5, 1.0, 1.0)))
+    assert first.action.op == LifecycleOp.WAIT
+    after_gap = p.decide(evolve(build.obs(epoch=6), expansion=(2.5, 1.0, 1.0)))
+    assert after_gap.action.op == LifecycleOp.WAIT, after_gap.reason
+    assert "at 1 of 2 decisions in a row" in after_gap.reason
+    assert p.decide(evolve(build.obs(epoch=7), expansion=(2.5, 1.0, 1.0))).rule == "germinate"
