@@ -32,7 +32,7 @@ def _config(**train: Any) -> Any:
                 "policy": "ppo",
                 "reward": "acc_delta",
                 "telemetry": ["jsonl"],
-                "n_envs": 3,
+                "n_envs": 2,
                 "seed": 11,
                 "quiet": True,
             },
@@ -40,11 +40,11 @@ def _config(**train: Any) -> Any:
             "train": {
                 "updates": 2,
                 "eval_every": 1,
-                "eval_seeds": [900, 901, 902, 903],
+                "eval_seeds": [900, 901],
                 "pairs": PAIRS,
                 **train,
             },
-            "policies": {"ppo": {"network": "slots", "hidden_size": 8, "rollout_episodes": 2}},
+            "policies": {"ppo": {"network": "slots", "hidden_size": 8, "rollout_episodes": 1}},
         }
     )
 
@@ -60,12 +60,12 @@ def test_every_pair_is_drawn_and_each_episode_says_which(tmp_path: Path) -> None
     api.train(_config(), _pm(), run_dir=tmp_path / "run", quiet=True, notify=lambda _m: None)
     events = read_events(tmp_path / "run" / "events.jsonl")
     episodes = [e for e in events if isinstance(e, EpisodeFinished)]
-    assert len(episodes) == 2 * 2 * 3  # updates x rollout episodes x envs
+    assert len(episodes) == 2 * 1 * 2  # updates x rollout episodes x envs
     assert {e.pair for e in episodes} == {"all-slots", "one-slot"}
     evaluations = [e for e in events if isinstance(e, PolicyEvaluation)]
     # no reference lines in a mixed run: they would act on the pairs' union space
     assert [e.policy for e in evaluations] == ["trained"] * 3
-    assert all(len(e.pairs) == 4 and set(e.pairs) <= {"all-slots", "one-slot"} for e in evaluations)
+    assert all(e.pairs == ["all-slots", "one-slot"] for e in evaluations)
 
 
 def test_an_interrupted_mixed_run_resumes_exactly(tmp_path: Path) -> None:
