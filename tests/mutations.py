@@ -55,6 +55,7 @@ PPO_GROWTH_TESTS = ("tests/plugins/esper_tamiyo_ppo/test_host_growth.py",)
 READY_TESTS = ("tests/plugins/esper_tasks/test_host_growth_ready.py",)
 FOLD_TESTS = ("tests/core/test_fold_optimizer_state.py",)
 MIXED_TESTS = ("tests/plugins/esper_tamiyo_ppo/test_mixed_hosts.py",)
+FOSSIL_WIDTH_TESTS = ("tests/plugins/esper_tasks/test_width_around_fossil.py",)
 
 
 @frozen
@@ -643,6 +644,39 @@ MUTATIONS = (
         "j = installed_index(report.blueprint, obs, n_bp)",
         "j = -1",
         MIXED_TESTS,
+    ),
+    # ---- A host widened around a fossil: the seed at its own widths, the rest passed by.
+    Mutation(
+        "fossil-fed-the-new-channels",
+        CORE,
+        "lifecycle/slot_forward.py",
+        "    if extra == 0:\n        return None",
+        "    if extra >= 0:\n        return None",
+        FOSSIL_WIDTH_TESTS,
+    ),
+    Mutation(
+        "fossil-drops-the-new-channels",
+        CORE,
+        "lifecycle/slot_forward.py",
+        "return torch.cat([stage_forward(slot, old, series(seed, old)), new], dim)",
+        "return torch.cat([stage_forward(slot, old, series(seed, old)), 0 * new], dim)",
+        FOSSIL_WIDTH_TESTS,
+    ),
+    Mutation(
+        "fossil-rebuilt-at-the-slots-width",
+        CORE,
+        "lifecycle/slot_state.py",
+        "return attrs.evolve(spec, channels=channels, next_channels=after)",
+        "return spec",
+        FOSSIL_WIDTH_TESTS,
+    ),
+    Mutation(
+        "widening-refused-around-a-fossil",
+        OPERATORS,
+        "width.py",
+        "    keeps_fossils = True",
+        "    keeps_fossils = False",
+        FOSSIL_WIDTH_TESTS,
     ),
 )
 BY_NAME = {m.name: m for m in MUTATIONS}

@@ -7,8 +7,9 @@ scheduled one passes (:func:`~esper_core.env.host_growth.check_specs`, against t
 schedule too), no other growth of the host is in flight, the epoch is not the run's
 last (a growth born there would end the run untrained, at alpha 0), and no seed is in
 its way: a live seed in a slot the growth touches always is, a fossilized one only
-where the operator cannot keep it (a width operator: a fossil's modules keep the width
-they were born at; a depth operator keeps the activations' shape, so fossils stay).
+where the operator cannot keep it (the shipped ones all keep it: a depth operator keeps
+the activations' shape; a width operator leaves a fossil at the widths it was born at,
+on the old channels, and passes the new ones by).
 Each operator says which slots a growth touches
 (:mod:`esper_core.components.growth_operator`). The check reads the host's plan and the
 slots' stages; it builds nothing.

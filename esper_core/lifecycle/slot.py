@@ -5,10 +5,10 @@ Forward by stage: no seed or cooldown, the host activation ``h`` untouched; TRAI
 bit-identical to the host alone, whatever the seed outputs); BLENDING, ``blend(h, s,
 alpha)``, exactly ``h`` where alpha is 0, the seed input detached while alpha < 1, the
 host's upstream gradient whole (``blend_host_gradient=full``) or scaled by ``1 - alpha``;
-HOLDING and FOSSILIZED, alpha 1 and no isolation. Non-finite seed outputs:
-:mod:`~esper_core.lifecycle.isolation`. A branch seed (``Blueprint.branch``) runs in two
-steps, :meth:`SeedSlot.branch_input` and :meth:`SeedSlot.merge`, with the same stage
-logic (:mod:`~esper_core.lifecycle.slot_forward`) on ``s = h_next + seed(x)``.
+HOLDING and FOSSILIZED, alpha 1 and no isolation (non-finite seed outputs:
+:mod:`~esper_core.lifecycle.isolation`). A branch seed (``Blueprint.branch``) runs in two
+steps, :meth:`SeedSlot.branch_input` and :meth:`SeedSlot.merge`, with the same logic
+(:mod:`~esper_core.lifecycle.slot_forward`, which keeps a seed at its widths).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from torch import nn
 from esper_core.components.blueprint import Blueprint
 from esper_core.components.host import InjectionSpec
 from esper_core.converter import converter
-from esper_core.lifecycle import rules, slot_forward
+from esper_core.lifecycle import rules, slot_forward, slot_state
 from esper_core.lifecycle.alpha import STYLES, AlphaSchedule, BlendGate
 from esper_core.lifecycle.blueprint_resolver import BlueprintResolver
 from esper_core.lifecycle.gates import GateInputs, GateResult, evaluate_gate
@@ -34,7 +34,6 @@ from esper_core.lifecycle.rules import (
     LifecycleError,
     check_transition,
 )
-from esper_core.lifecycle.slot_forward import stage_forward
 from esper_core.lifecycle.slot_state import DEFAULT_SETTINGS, SlotReport, SlotSettings, SlotState
 from esper_core.lifecycle.stages import Stage
 
@@ -54,6 +53,7 @@ class SeedSlot(nn.Module):
     ) -> None:
         super().__init__()
         self.spec = spec
+        self.seed_spec = spec  # the seed's own widths: a fossil keeps them as the host widens
         self.settings = settings
         self._resolve_blueprint = BlueprintResolver(resolve_blueprint)
         self.state = SlotState()
@@ -125,10 +125,12 @@ class SeedSlot(nn.Module):
         style: str,
         init_seed: int | None = None,
         source: nn.Module | None = None,
+        spec: InjectionSpec | None = None,
     ) -> None:
-        """Build the seed (and gate) of ``blueprint``, seeded by ``init_seed`` when given,
-        and copy ``source``'s weights into it (a stacking birth) when given."""
-        problem = blueprint.fits(self.spec)
+        """Build the seed (and gate) of ``blueprint`` for ``spec`` (None: the slot's), seeded
+        by ``init_seed``, as a copy of ``source`` (a stacking birth), each when given."""
+        spec = spec if spec is not None else self.spec
+        problem = blueprint.fits(spec)
         if problem is not None:
             raise ValueError(f"slot {self.slot_id}: {problem}")
         if style not in STYLES:
@@ -137,7 +139,7 @@ class SeedSlot(nn.Module):
         with seeded or contextlib.nullcontext():
             if init_seed is not None:
                 torch.manual_seed(init_seed)
-            seed = blueprint.build_for(self.spec)
+            seed = blueprint.build_for(spec)
             if source is not None:
                 if blueprint.inherit is None:
                     raise ValueError(f"blueprint {blueprint.key} cannot inherit a host block")
@@ -146,9 +148,9 @@ class SeedSlot(nn.Module):
             gated = STYLES[style].operator == "gate"
             # The gate reads what the seed's output is a residual over (slot_forward): the
             # following segment's output for a branch seed.
-            width = self.spec.next_channels if blueprint.branch else self.spec.channels
-            gate = BlendGate(width or self.spec.channels, self.spec.topology) if gated else None
-        self._branch = blueprint.branch
+            width = spec.next_channels if blueprint.branch else spec.channels
+            gate = BlendGate(width or spec.channels, spec.topology) if gated else None
+        self._branch, self.seed_spec = blueprint.branch, spec
         self.seed = seed.to(device=self._anchor.device, dtype=self._anchor.dtype)
         self.gate = gate.to(device=self._anchor.device, dtype=self._anchor.dtype) if gate else None
         self.param_version += 1
@@ -364,7 +366,7 @@ class SeedSlot(nn.Module):
             return h
         if self._branch:
             raise RuntimeError(f"slot {self.slot_id} holds a branch seed: use merge()")
-        return stage_forward(self, h, slot_forward.series(self.seed, h))
+        return slot_forward.run_series(self, self.seed, h)
 
     def branch_input(self, x: torch.Tensor) -> torch.Tensor:
         """A branch seed's first step: keep the slot's activation ``x``, the input of the
@@ -377,20 +379,20 @@ class SeedSlot(nn.Module):
         ``s = h_next + seed(pending)``."""
         if self.seed is None:
             return h_next
-        return stage_forward(self, h_next, slot_forward.branch(self.seed, pending, h_next))
+        return slot_forward.run_branch(self, self.seed, pending, h_next)
 
     # ------------------------------------------------------------ checkpointing
 
     def get_extra_state(self) -> dict[str, Any]:
-        return {"state": converter.unstructure(self.state), "param_version": self.param_version}
+        return slot_state.extra_state(self.state, self.param_version, self.seed_spec)
 
     def set_extra_state(self, extra: dict[str, Any]) -> None:
         # Runs before the children are loaded (nn.Module.load_state_dict loads a module,
         # then recurses), so rebuilding the seed here lets its weights load right after.
         state = converter.structure(extra["state"], SlotState)
-        has_module = state.stage in SEED_STAGES
-        if has_module and state.blueprint and state.style:
-            self._build_modules(self._resolve_blueprint(state.blueprint), state.style)
+        if state.stage in SEED_STAGES and state.blueprint and state.style:
+            born = slot_state.born_spec(self.spec, extra)
+            self._build_modules(self._resolve_blueprint(state.blueprint), state.style, spec=born)
         else:
             self.seed, self.gate = None, None
         self.state = state

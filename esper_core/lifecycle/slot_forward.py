@@ -9,6 +9,11 @@ returning ``(s, ref)``, where ``ref`` is what ``s`` is a residual over (the seri
 input, the branch's ``h``): it is the seed input of the blend (``multiply`` and ``gate``
 styles). Where the seed is isolated everything ``s`` reads from the host is detached, so
 the stages treat both kinds the same way.
+
+A seed keeps the widths it was born at (``seed_spec``). Where the host widened around a
+fossil, the slot's activations carry more channels than the seed knows: the seed acts
+on the old ones (the first ``seed_spec`` channels) exactly as before, and the new ones
+pass through it unchanged (:func:`run_series`, :func:`run_branch`).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Protocol
 import torch
 from torch import nn
 
+from esper_core.components.host import InjectionSpec
 from esper_core.lifecycle import rules
 from esper_core.lifecycle.alpha import STYLES, BlendGate, blend, broadcast_alpha
 from esper_core.lifecycle.isolation import any_nonfinite, finite_or_host, straight_through
@@ -37,6 +43,8 @@ class ForwardSlot(Protocol):
     settings: SlotSettings
     gate: BlendGate | None
     forced_alpha: torch.Tensor | float | None  # set by SeedSlot.alpha_override
+    spec: InjectionSpec
+    seed_spec: InjectionSpec  # the spec the seed was built for
 
     @property
     def slot_id(self) -> str: ...
@@ -96,3 +104,45 @@ def stage_forward(slot: ForwardSlot, h: torch.Tensor, propose: Proposal) -> torc
     gate = slot.gate(ref) if operator == "gate" and slot.gate is not None else None
     straight = isolated and slot.settings.blend_host_gradient == "full"
     return blend(operator, h, s, alpha_t, ref, gate, host_straight_through=straight)
+
+
+def channel_dim(topology: str) -> int:
+    """Where a slot's activation keeps its channels: dim 1 of a CNN's ``[B, C, H, W]``, the
+    last of a sequence's ``[B, T, D]`` and an MLP's ``[B, F]``."""
+    return 1 if topology == "cnn" else -1
+
+
+def _split(h: torch.Tensor, width: int, dim: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``h``'s first ``width`` channels and the rest; None where ``h`` has no more."""
+    extra = h.shape[dim] - width
+    if extra == 0:
+        return None
+    old, new = h.split([width, extra], dim)
+    return old, new
+
+
+def run_series(slot: ForwardSlot, seed: nn.Module, h: torch.Tensor) -> torch.Tensor:
+    """A series seed's slot output for ``h``, the seed on the channels it was born with."""
+    dim = channel_dim(slot.spec.topology)
+    parts = _split(h, slot.seed_spec.channels, dim)
+    if parts is None:
+        return stage_forward(slot, h, series(seed, h))
+    old, new = parts
+    return torch.cat([stage_forward(slot, old, series(seed, old)), new], dim)
+
+
+def run_branch(
+    slot: ForwardSlot, seed: nn.Module, x: torch.Tensor, h: torch.Tensor
+) -> torch.Tensor:
+    """A branch seed's merged output: the seed reads the channels of ``x`` it was born
+    with and adds to those of ``h`` it was born producing."""
+    dim = channel_dim(slot.spec.topology)
+    born = slot.seed_spec
+    assert born.next_channels is not None, "a branch seed is born where a segment follows"
+    if x.shape[dim] != born.channels:
+        x = x.narrow(dim, 0, born.channels)
+    parts = _split(h, born.next_channels, dim)
+    if parts is None:
+        return stage_forward(slot, h, branch(seed, x, h))
+    old, new = parts
+    return torch.cat([stage_forward(slot, old, branch(seed, x, old)), new], dim)

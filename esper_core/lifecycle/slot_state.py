@@ -7,10 +7,14 @@ of it, copied by field name.
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 from attrs import define, field, frozen
 
+from esper_core.components.host import InjectionSpec
 from esper_core.config import LifecycleSection
+from esper_core.converter import converter
 from esper_core.lifecycle import rules
 from esper_core.lifecycle.alpha import AlphaSchedule
 from esper_core.lifecycle.gates import GateInputs, GateThresholds
@@ -180,3 +184,18 @@ class SlotReport:
     acc_before_blend: float | None = None
     gain: float | None = None
     exploding: bool = False
+
+
+def extra_state(state: SlotState, param_version: int, seed_spec: InjectionSpec) -> dict[str, Any]:
+    """What a slot's checkpoint holds besides tensors: its state, and the widths its seed
+    was built for (a fossil keeps them while the host widens around it)."""
+    widths = (seed_spec.channels, seed_spec.next_channels)
+    plain = converter.unstructure(state)
+    return {"state": plain, "param_version": param_version, "seed_widths": widths}
+
+
+def born_spec(spec: InjectionSpec, extra: dict[str, Any]) -> InjectionSpec:
+    """The spec a checkpoint's seed was built for: the slot's ``spec`` at the seed's widths
+    (a checkpoint without them: the slot's own)."""
+    channels, after = extra.get("seed_widths", (spec.channels, spec.next_channels))
+    return attrs.evolve(spec, channels=channels, next_channels=after)

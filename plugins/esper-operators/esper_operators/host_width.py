@@ -121,11 +121,12 @@ class HostWidthGrowth(HostGrowth):
 
     def _check_slots(self, widening: Widening) -> None:
         for slot in self.model.iter_slots():
-            if widening.touches(slot.spec) and slot.stage in rules.SEED_STAGES:
+            # A fossil stays at its widths (slot_forward); a live seed would train on.
+            if widening.touches(slot.spec) and slot.stage in rules.LIVE_STAGES:
                 raise WidthError(
                     f"width growth ({self.plan.describe()}) changes the width at slot "
-                    f"{slot.slot_id}, which holds a seed ({slot.stage.name}); widen other "
-                    "stages, or grow the width before germinating there"
+                    f"{slot.slot_id}, which holds a live seed ({slot.stage.name}); widen "
+                    "other stages, or once the seed is fossilized or pruned"
                 )
 
     def _refresh_slots(self) -> None:

@@ -94,8 +94,9 @@ class _Width(ABC):
     def refusal(self, host: nn.Module) -> str | None:
         return None
 
-    # A fossil's modules keep the width they were born at: a slot it sits in cannot widen.
-    keeps_fossils = False
+    # A fossil keeps the widths it was born at, on the old channels of its slot; the new
+    # ones pass it by (esper_core.lifecycle.slot_forward).
+    keeps_fossils = True
 
     def problems(self, host: nn.Module, spec: Any) -> list[str]:
         return width_problems(host, spec, self.layout)

@@ -1,7 +1,7 @@
 """PPO choosing the host's growth (``policies.ppo.host_growth``, issue 36): a head of its
 own, off by default with the shipped layout unchanged; "now" legal once per episode, in
 its window, when the env says the growth can start (``host_growth_ready``: a fossil no
-longer rules out a deepening), and only with WAIT; what it samples is what the learner
+longer rules out a widening or a deepening), and only with WAIT; what it samples is what the learner
 re-evaluates; and a training run that grew the host resumes to the last bit."""
 
 from __future__ import annotations
@@ -177,18 +177,20 @@ def test_its_request_is_the_decision_the_env_records(pm: PluginManager, tmp_path
     assert event.reason == action.reason and "grows the host: widen x2" in event.reason
 
 
-def test_forced_to_grow_after_a_seed_fossilized_it_deepens_and_the_run_ends(
-    pm: PluginManager, tmp_path: Path
+@pytest.mark.parametrize("grow", ["deepen", "widen"])
+def test_forced_to_grow_after_a_seed_fossilized_it_grows_and_the_run_ends(
+    pm: PluginManager, tmp_path: Path, grow: str
 ) -> None:
-    """A fossil in the slot a deepening touches: the env says the growth can start, so
-    "now" is legal, and the request it makes is honoured through to the run's end."""
+    """A fossil in the slot a deepening or a widening touches: the env says the growth can
+    start, so "now" is legal, and the request it makes is honoured through to the run's
+    end."""
     from esper_core.env.gym import make_env
     from esper_core.env.host_growth import records
     from esper_core.env.host_growth_online import check_declared
 
     env = make_env(load_config(overrides=_charlm(tmp_path, "env.max_epochs=5")), pm)
     options = PPOOptions(
-        host_growth="deepen", host_growth_tempo=2, hidden_size=16, allow_untrained=True
+        host_growth=grow, host_growth_tempo=2, hidden_size=16, allow_untrained=True
     )
     ctx = attrs.evolve(context(n_envs=1, max_epochs=5, space=env.space), topology="transformer")
     policy = PPOPolicy(options, ctx)

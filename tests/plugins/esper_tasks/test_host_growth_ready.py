@@ -1,8 +1,9 @@
 """Whether a declared host growth can start now (``Observation.host_growth_ready``,
 esper_core.env.host_growth_ready): never at the last epoch nor while another growth
-ramps; a live seed blocks a growth only where the growth touches it; a fossil blocks a
-widening (its modules keep their width) and not a deepening, which grows around it: bit
-for bit at birth, and the run goes on to the end. What the env says ready it starts."""
+ramps; a live seed blocks a growth only where the growth touches it; a fossil blocks
+neither a widening (it keeps its widths, on the old channels) nor a deepening: each grows
+around it, bit for bit at birth, and the run goes on to the end. What the env says ready
+it starts."""
 
 from __future__ import annotations
 
@@ -79,24 +80,24 @@ def _outputs(env) -> torch.Tensor:  # type: ignore[no-untyped-def]
         return env.model(x.to(env.device))
 
 
-def test_a_fossil_blocks_a_widening_and_a_deepening_grows_around_it(
-    pm: PluginManager, tmp_path: Path
+@pytest.mark.parametrize("which", [0, 1])
+def test_a_widening_and_a_deepening_grow_around_a_fossil(
+    pm: PluginManager, tmp_path: Path, which: int
 ) -> None:
     overrides = _charlm(tmp_path, "env.max_epochs=5")
-    fossil = ["transformer/block@r0c1"]  # the top slot, which a deepening touches
+    fossil = ["transformer/block@r0c1"]  # the top slot, which both growths touch
+    spec = (WIDEN, DEEPEN)[which]
     env = _env(pm, overrides, [WIDEN, DEEPEN], fossil)
     assert env.model.slot("r0c1").stage == Stage.FOSSILIZED
-    assert env.observation.host_growth_ready == (False, True)
-    with pytest.raises(ConfigError, match="r0c1 holds a seed"):
-        env.apply_action(_now(env, WIDEN))
+    assert env.observation.host_growth_ready == (True, True)
     # Born at alpha 0 around the fossil, the host computes what it did, bit for bit.
     before = _outputs(env)
-    host_growth.start(env, DEEPEN)
+    host_growth.start(env, spec)
     assert torch.equal(_outputs(env), before)
     # Asked by a policy, it ramps, folds and the run ends with the fossil in place.
     env = _env(pm, overrides, [WIDEN, DEEPEN], fossil)
     small = env.host_params
-    results = [env.step(_now(env, DEEPEN))] + [env.step(WAIT) for _ in range(4)]
+    results = [env.step(_now(env, spec))] + [env.step(WAIT) for _ in range(4)]
     assert results[-1].done and env.host_params > small
     assert [r.stage for r in host_growth.records(env)] == ["FOSSILIZED"]
     assert env.model.slot("r0c1").stage == Stage.FOSSILIZED
@@ -115,9 +116,9 @@ def _glyphs(*overrides: str) -> list[str]:
     ]
 
 
-def test_a_cnn_grows_around_a_fossil_where_its_operator_can(pm: PluginManager) -> None:
+def test_a_cnn_grows_around_a_fossil(pm: PluginManager) -> None:
     """A fossil at r0c2 (after stage 2): widening stage 0 does not touch it, widening every
-    stage does; deepening stage 2 touches it and keeps it."""
+    stage and deepening stage 2 do, and keep it."""
     specs = [
         WidthGrowthSpec(at=0.0, stages=(0,), tempo=2),
         WidthGrowthSpec(at=0.0, tempo=2),
@@ -125,11 +126,11 @@ def test_a_cnn_grows_around_a_fossil_where_its_operator_can(pm: PluginManager) -
     ]
     fossil = ["cnn/conv_small@r0c2"]
     env = _env(pm, _glyphs("env.max_epochs=4"), specs, fossil)
-    assert env.observation.host_growth_ready == (True, False, True)
+    assert env.observation.host_growth_ready == (True, True, True)
     before = _outputs(env)
-    host_growth.start(env, specs[2])
+    host_growth.start(env, specs[1])
     assert torch.equal(_outputs(env), before)
-    for spec in (specs[0], specs[2]):
+    for spec in specs:
         env = _env(pm, _glyphs("env.max_epochs=4"), specs, fossil)
         results = [env.step(_now(env, spec))] + [env.step(WAIT) for _ in range(3)]
         assert results[-1].done and [r.stage for r in host_growth.records(env)] == ["FOSSILIZED"]

@@ -332,7 +332,7 @@ def test_a_growth_is_refused_while_a_slot_holds_a_seed_and_later_seeds_are_wide(
     env = make_env(load_config(overrides=_charlm(tmp_path, "env.max_epochs=6")), pm)
     env.reset(0)
     env.apply_action(env.space.germinate("r0c1", "transformer/block", "linear_add"))
-    with pytest.raises(WidthError, match="r0c1, which holds a seed"):
+    with pytest.raises(WidthError, match="r0c1, which holds a live seed"):
         spec = WidthGrowthSpec(at=0.0, factor=2.0, tempo=1, curve="linear", cross_init="random")
         host_growth.start(env, spec)
     assert env.model.host.stage_channels() == (16,)
