@@ -663,6 +663,14 @@ MUTATIONS = (
         FOSSIL_WIDTH_TESTS,
     ),
     Mutation(
+        "fossil-branch-drops-the-new-channels",
+        CORE,
+        "lifecycle/slot_forward.py",
+        "return torch.cat([stage_forward(slot, old, branch(seed, x, old)), new], dim)",
+        "return torch.cat([stage_forward(slot, old, branch(seed, x, old)), 0 * new], dim)",
+        FOSSIL_WIDTH_TESTS,
+    ),
+    Mutation(
         "fossil-rebuilt-at-the-slots-width",
         CORE,
         "lifecycle/slot_state.py",

@@ -23,7 +23,7 @@ from esper_core.lifecycle.actions import WAIT, Action, LifecycleOp
 from esper_core.lifecycle.host_growth import WidthError
 from esper_core.lifecycle.model import MorphogeneticModel
 from esper_core.lifecycle.slot import SeedSlot
-from esper_core.lifecycle.slot_forward import channel_dim, series, stage_forward
+from esper_core.lifecycle.slot_forward import branch, channel_dim, series, stage_forward
 from esper_core.lifecycle.stages import Stage
 from esper_core.plugins import PluginManager
 from esper_core.run.api import run
@@ -80,55 +80,89 @@ def _out(model: MorphogeneticModel, x: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def _slot_io(model: MorphogeneticModel, slot: SeedSlot, x: torch.Tensor):  # type: ignore[no-untyped-def]
-    """The activation a series slot received and what it returned, on ``x``."""
+def _slot_io(model: MorphogeneticModel, slot: SeedSlot, x: torch.Tensor) -> list[torch.Tensor]:
+    """What a slot read and returned on ``x``: a series slot's activation and output; a
+    branch slot's input, the following segment's output, and their merge."""
     seen: list[torch.Tensor] = []
-    hook = slot.register_forward_hook(lambda _m, args, out: seen.extend([args[0], out]))
-    _out(model, x)
-    hook.remove()
+    if not slot.is_branch:
+        hook = slot.register_forward_hook(lambda _m, args, out: seen.extend([args[0], out]))
+        _out(model, x)
+        hook.remove()
+        return seen
+    merge = slot.merge
+
+    def spy(pending: torch.Tensor, h_next: torch.Tensor) -> torch.Tensor:
+        out = merge(pending, h_next)
+        seen.extend([pending, h_next, out])
+        return out
+
+    slot.merge = spy  # type: ignore[method-assign]
+    try:
+        _out(model, x)
+    finally:
+        del slot.merge
     return seen
 
 
-def _assert_fossil_on_old_channels(model: MorphogeneticModel, slot_id: str, x, born: int) -> None:  # type: ignore[no-untyped-def]
-    """The slot's output: on its first ``born`` channels the fossil alone, as at its birth;
-    on the rest the activation unchanged."""
+def _assert_fossil_on_old_channels(
+    model: MorphogeneticModel, slot_id: str, x: torch.Tensor, born: tuple[int, ...]
+) -> None:
+    """The slot's output: on the first channels the fossil alone, reading and writing
+    the widths it was ``born`` at (a branch: its input's, then its output's); on the rest
+    the activation unchanged."""
     slot = model.slot(slot_id)
-    h, out = _slot_io(model, slot, x)
+    assert slot.seed is not None
     dim = channel_dim(slot.spec.topology)
-    assert slot.seed is not None and h.shape[dim] > born
-    old = h.narrow(dim, 0, born)
+    seen = _slot_io(model, slot, x)
+    if slot.is_branch:
+        pending, h, out = seen
+        assert pending.shape[dim] > born[0]
+        old = h.narrow(dim, 0, born[1])
+        proposal = branch(slot.seed, pending.narrow(dim, 0, born[0]), old)
+    else:
+        h, out = seen
+        old = h.narrow(dim, 0, born[0])
+        proposal = series(slot.seed, old)
+    width, rest = old.shape[dim], h.shape[dim] - old.shape[dim]
+    assert rest > 0
     with torch.no_grad():
-        alone = stage_forward(slot, old, series(slot.seed, old))
-    assert torch.equal(out.narrow(dim, 0, born), alone)
+        alone = stage_forward(slot, old, proposal)
+    assert torch.equal(out.narrow(dim, 0, width), alone)
     assert not torch.equal(alone, old)  # the fossil does something there
-    rest = h.shape[dim] - born
-    assert torch.equal(out.narrow(dim, born, rest), h.narrow(dim, born, rest))
+    assert torch.equal(out.narrow(dim, width, rest), h.narrow(dim, width, rest))
 
 
-def _through_the_widening(model: MorphogeneticModel, x, slot_id: str, born: int) -> None:  # type: ignore[no-untyped-def]
-    """Birth: the same bits; the ramp: the fossil on the old channels; the fold: what
-    alpha 1 computed (float64, to 1e-6 where the fold reorders sums)."""
+def _through_the_widening(
+    model: MorphogeneticModel, x: torch.Tensor, fossils: dict[str, tuple[int, ...]]
+) -> None:
+    """Birth: the same bits; the ramp: each fossil on the old channels at the widths it
+    was born at; the fold: what alpha 1 computed (float64, to 1e-6 where the fold
+    reorders sums), the fossils still on the old channels."""
     before = _out(model, x)
     growth = _grow(model)
     assert torch.equal(_out(model, x), before)
     for _ in range(2):
         growth.tick()
-        _assert_fossil_on_old_channels(model, slot_id, x, born)
+        for slot_id, born in fossils.items():
+            _assert_fossil_on_old_channels(model, slot_id, x, born)
     assert growth.stage == Stage.HOLDING
     at_one = _out(model, x)
     growth.fossilize()
     assert torch.allclose(_out(model, x), at_one, atol=1e-6, rtol=0)
-    _assert_fossil_on_old_channels(model, slot_id, x, born)
-    assert model.slot(slot_id).stage == Stage.FOSSILIZED
+    for slot_id, born in fossils.items():
+        _assert_fossil_on_old_channels(model, slot_id, x, born)
+        assert model.slot(slot_id).stage == Stage.FOSSILIZED
 
 
-def test_a_cnn_widens_around_a_series_and_a_branch_fossil(pm: PluginManager) -> None:
+@pytest.mark.parametrize("style", ["linear_add", "gated", "linear_multiply"])
+def test_a_cnn_widens_around_a_series_and_a_branch_fossil(pm: PluginManager, style: str) -> None:
     """r0c1 (after stage 1) holds a series fossil, r0c0 a branch of stage 1: widening every
-    stage changes the widths both read and write."""
-    fossils = ["cnn/conv_small@r0c1", "cnn/widen@r0c0"]
+    stage changes the widths both read and write; each blend style (a gate reads the
+    seed's input) works on the old channels."""
+    fossils = [f"cnn/conv_small@r0c1:{style}", f"cnn/widen@r0c0:{style}"]
     _env, model, x = _fossil_model(pm, _glyphs("env.max_epochs=4"), fossils)
     assert model.host.stage_channels() == (4, 8, 16)
-    _through_the_widening(model, x, "r0c1", 8)
+    _through_the_widening(model, x, {"r0c1": (8,), "r0c0": (4, 8)})
     assert model.host.stage_channels() == (8, 16, 32)
     branch = model.slot("r0c0")
     assert (branch.spec.channels, branch.spec.next_channels) == (8, 16)
@@ -138,7 +172,7 @@ def test_a_cnn_widens_around_a_series_and_a_branch_fossil(pm: PluginManager) -> 
 def test_a_transformer_widens_d_model_around_a_fossil(pm: PluginManager, tmp_path: Path) -> None:
     overrides = _charlm(tmp_path, "env.max_epochs=4")
     _env, model, x = _fossil_model(pm, overrides, ["transformer/block@r0c0"])
-    _through_the_widening(model, x, "r0c0", 16)
+    _through_the_widening(model, x, {"r0c0": (16,)})
     assert model.host.stage_channels() == (32,)
 
 
@@ -160,7 +194,7 @@ def test_a_users_layer_pair_widens_around_a_fossil(pm: PluginManager) -> None:
     assert torch.equal(_out(model, x), before)
     for _ in range(2):
         growth.tick()
-        _assert_fossil_on_old_channels(model, slot.slot_id, x, 8)
+        _assert_fossil_on_old_channels(model, slot.slot_id, x, (8,))
     at_one = _out(model, x)
     growth.fossilize()
     assert torch.allclose(_out(model, x), at_one, atol=1e-6, rtol=0)
