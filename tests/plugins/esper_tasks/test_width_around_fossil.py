@@ -1,8 +1,9 @@
 """A host widened around a fossil (esper_core.lifecycle.slot_forward): the fossil keeps
 the widths it was born at, acting on its slot's old channels, while the new channels
 pass it by; the host computes what it did at the widening's birth, folds to what it
-computed at alpha 1, the cost meter counts the seed at its own width, and a run that
-fossilized a seed and then widened resumes to the last bit."""
+computed at alpha 1, a rollback brings the fossil back at its widths, the cost meter
+counts the seed at its own width, and a run that fossilized a seed and then widened
+resumes to the last bit."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from esper_operators.width import LayerWidth
 
 from esper_core.components.growth_request import WidthGrowthSpec
 from esper_core.config import load_config
-from esper_core.env import host_growth
+from esper_core.env import epoch_end, host_growth
 from esper_core.env.cost import CostMeter
+from esper_core.env.events import StepEvents
 from esper_core.env.gym import make_env
 from esper_core.env.host_growth_online import check_declared
 from esper_core.lifecycle.actions import WAIT, Action, LifecycleOp
@@ -235,6 +237,41 @@ def test_a_seed_grown_then_fossilized_no_longer_blocks_a_widening(pm: PluginMana
     slot = env.model.slot("r0c1")
     assert slot.stage == Stage.FOSSILIZED and env.model.host.stage_channels() == (8, 16, 32)
     assert (slot.spec.channels, slot.seed_spec.channels) == (16, 8)
+
+
+def test_a_rollback_mid_widening_restores_the_host_and_its_fossil(pm: PluginManager) -> None:
+    overrides = _glyphs("env.max_epochs=6", "governor.snapshot_every=1")
+    env = make_env(load_config(overrides=overrides), pm)
+    env.schedule_host_growth([WidthGrowthSpec(at=0.2, tempo=4)])  # born before epoch 1
+    env.install_at_birth(["cnn/conv_small@r0c1"])
+    env.reset(0)
+    env.step(WAIT)
+    assert env.model.host_growth is not None
+    env.step(WAIT)
+    snapshot = env.governor.snapshot_state
+    assert snapshot is not None
+    epoch_end.rollback(env, "test", 1.0, StepEvents(env=0, episode=0, epoch=env.epoch))
+    slot = env.model.slot("r0c1")
+    assert env.model.host_growth is None and env.model.host.stage_channels() == (4, 8, 16)
+    assert slot.stage == Stage.FOSSILIZED and slot.spec == slot.seed_spec
+    restored = slot.state_dict()
+    assert all(
+        torch.equal(restored[k], v)
+        for k, v in snapshot["fossils"]["r0c1"].items()
+        if isinstance(v, torch.Tensor)
+    )
+    assert env.step(WAIT).refused is None  # trains on at the old width
+    # After the fold the snapshot is of the wide host: the fossil comes back at its widths.
+    env = make_env(load_config(overrides=overrides), pm)
+    env.schedule_host_growth([WidthGrowthSpec(at=0.2, tempo=1)])  # folded after epoch 1
+    env.install_at_birth(["cnn/conv_small@r0c1"])
+    env.reset(0)
+    for _ in range(3):
+        env.step(WAIT)
+    epoch_end.rollback(env, "test", 1.0, StepEvents(env=0, episode=0, epoch=env.epoch))
+    slot = env.model.slot("r0c1")
+    assert (slot.spec.channels, slot.seed_spec.channels) == (16, 8)
+    assert env.step(WAIT).refused is None
 
 
 def test_the_cost_meter_counts_the_fossil_at_its_own_width(pm: PluginManager) -> None:
