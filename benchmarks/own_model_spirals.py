@@ -114,7 +114,10 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=16)
     parser.add_argument("--layers", type=int, default=1)
     parser.add_argument("--epochs", type=int, default=24)
+    parser.add_argument("--smoke", action="store_true", help="2 random seeds, 3 epochs (CI)")
     args = parser.parse_args()
+    if args.smoke:
+        args.seeds, args.epochs = [0, 1], 3
     ex = _example()
     runs = []
     for seed in args.seeds:

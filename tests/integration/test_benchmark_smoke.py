@@ -26,6 +26,17 @@ SPREAD = {"median", "iqr", "ci95", "n", "values"}
 # "a.*.b": key b of every value of object a, or of every element of list a). A key
 # listed here is one BENCHMARKS.md or a reader of the JSON relies on.
 EXPECTED: dict[str, list[str]] = {
+    "own_model_spirals": [
+        "args",
+        "runs.*.test_acc",
+        "runs.*.params",
+        "runs.*.train_flops",
+        "summary.heuristic.test_acc_iqm",
+        "summary.wait.test_acc_iqm",
+        "summary.heuristic_minus_wait.iqm",
+        "summary.heuristic_minus_wait.ci95",
+        "summary.heuristic_minus_wait.wins_ties_losses",
+    ],
     "expansion_trace": [
         "args",
         *(
