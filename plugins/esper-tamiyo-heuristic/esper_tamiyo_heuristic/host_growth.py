@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 from attrs import evolve
 
 from esper_core.components.host_growth_options import growth_request
-from esper_core.lifecycle.rules import SEED_STAGES
+from esper_core.lifecycle.rules import LIVE_STAGES
+from esper_core.lifecycle.stages import Stage
 from esper_tamiyo_heuristic.memory import Decision, EnvMemory
 from esper_tamiyo_heuristic.options import HeuristicOptions
 from esper_tamiyo_heuristic.signals import Trigger, capacity_check
@@ -72,9 +73,7 @@ def with_host_growth(
     if obs.epoch < first:
         why = f"no host growth before epoch {first} (host_growth_min_at)"
     elif obs.host_growth_ready[:1] != (True,):
-        seeded = [r.slot_id for r in obs.slots if r.stage in SEED_STAGES]
-        held = f" ({', '.join(seeded)} holds a seed)" if seeded else ""
-        why = f"no host growth: the env says it cannot start now{held}"
+        why = f"no host growth: the env says it cannot start now{_seeds_held(obs)}"
     elif decision.action.op != LifecycleOp.WAIT:  # a seed's own action goes first
         why = "no host growth with a seed action"
     else:
@@ -93,3 +92,13 @@ def with_host_growth(
         "host_growth",
         f"epoch {obs.epoch} in its window {first}-{last}: {fired.why}",
     )
+
+
+def _seeds_held(obs: Observation) -> str:
+    """The seeds a refused growth may be waiting on, live ones apart from kept ones (the
+    shipped operators grow around a kept seed; an operator that cannot keep one waits)."""
+    live = [r.slot_id for r in obs.slots if r.stage in LIVE_STAGES]
+    kept = [r.slot_id for r in obs.slots if r.stage == Stage.FOSSILIZED]
+    parts = [f"{', '.join(live)} holds a live seed"] if live else []
+    parts += [f"{', '.join(kept)} a kept one"] if kept else []
+    return f" ({'; '.join(parts)})" if parts else ""

@@ -104,11 +104,11 @@ def test_deepen_asks_for_a_whole_stack(build) -> None:
 
 
 def test_it_grows_only_when_the_env_says_the_growth_can_start(build) -> None:
-    for stage in (Stage.TRAINING, Stage.FOSSILIZED):
+    for stage, held in ((Stage.TRAINING, "holds a live seed"), (Stage.FOSSILIZED, "a kept one")):
         slots = build.with_slot(build.report("r0c1", stage, epochs_in_stage=1))
         decisions = episode(policy(build), build, _losses(), slots=slots, passed=False)
         assert grown(decisions) == []
-        assert "cannot start now (r0c1 holds a seed)" in decisions[9].action.reason
+        assert f"cannot start now (r0c1 {held})" in decisions[9].action.reason
     # A fossil the growth can keep (a deepening) is not in its way: the env says so.
     fossil = build.with_slot(build.report("r0c1", Stage.FOSSILIZED, epochs_in_stage=1))
     decisions = episode(policy(build), build, _losses(), slots=fossil, ready=True)
