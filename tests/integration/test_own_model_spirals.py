@@ -8,21 +8,8 @@ import sys
 
 import pytest
 
+from tests.integration.test_own_model_example import _example
 from tests.plugin_set import REPO, subprocess_env
-
-
-def _example(script: str, *args: str) -> str:
-    """``examples/<script>`` run with ``args``: its output (it must succeed)."""
-    done = subprocess.run(
-        [sys.executable, str(REPO / "examples" / script), *args],
-        env=subprocess_env(autoload=True),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def test_the_default_heuristic_grows_the_too_small_model_and_keeps_the_seed() -> None:
