@@ -8,14 +8,21 @@ its signal (the inner product of the two halves' mean gradients, an unbiased est
 of the squared norm of the expected gradient) and its sampling noise; the ratio of the
 slot's score with random ReLU features to its score with linear features ``phi = h``
 (both gradients pass through the same downstream weights); and the training and
-validation losses. For diagnosing where the trigger fires though growth does not pay.
+validation losses; and ``ratio_relative``, the same ratio with each side measured for a
+step proportional to its weights' scale (host: ``sum over weight matrices of
+||dL/dW||^2 x mean(W^2)``; slot: ``||dL/dV||^2 / features``, a fresh module of unit
+gain), which does not change when the layers around a ReLU are rescaled. ``--rescale C``
+ends by multiplying the first layer by ``C`` and dividing the second by ``C`` (the same
+function) and printing both ratios at ``C``. For diagnosing where the trigger fires though
+growth does not pay.
 
     OMP_NUM_THREADS=1 python benchmarks/expansion_trace.py spirals --hidden 16 --layers 1 --seed 0
     OMP_NUM_THREADS=1 python benchmarks/expansion_trace.py tabular --hidden 64 --seed 100
 
 Prints JSON (per epoch and split: ``ratio``, ``host``, ``slot_score``, ``host_signal``,
-``host_noise``, ``slot_signal``, ``slot_noise``, ``nonlinear_over_linear``, ``loss``) and,
-on stderr, one line per epoch.
+``host_noise``, ``slot_signal``, ``slot_noise``, ``nonlinear_over_linear``,
+``ratio_relative``, ``loss``; with ``--rescale``, ``rescaled``) and, on stderr, one line
+per epoch.
 
 ``spirals``: examples/own_model_spirals.py's data, model, AdamW at its rate, 24 epochs.
 ``tabular``: examples/benchmark_models.py's tabular problem and MLP (``--hidden`` 8 is
@@ -71,6 +78,52 @@ def gradients(
     h, g = captured["h"].detach(), grads[-1]
     host = torch.cat([t.flatten() for t in grads[:-1]])
     return host, (g.T @ _features(h, projection)).flatten(), (g.T @ h).flatten()
+
+
+def relative_ratio(
+    model: nn.Module, site: nn.Module, data: tuple[torch.Tensor, torch.Tensor], seed: int
+) -> float:
+    """The slot's score over the host's, each for a step scaled to its weights: the
+    host's ``||dL/dW||^2`` weighted by ``mean(W^2)`` per weight matrix (invariant when a
+    ReLU's neighbours are rescaled by ``c`` and ``1/c``), the slot's ``||dL/dV||^2`` over
+    its feature count (a fresh module whose weights have variance ``1/features``)."""
+    x, y = data
+    out_width = _width(model, site, x[:2])
+    features = FEATURES_PER_CHANNEL * out_width
+    draw = torch.randn(out_width, features, generator=torch.Generator().manual_seed(seed))
+    host, slot, _linear = gradients(model, site, x, y, draw / out_width**0.5)
+    params = [p for p in model.parameters() if p.requires_grad]
+    weighted, start = 0.0, 0
+    for p in params:
+        g = host[start : start + p.numel()]
+        start += p.numel()
+        if p.dim() > 1:
+            weighted += float(g.pow(2).sum()) * float(p.detach().pow(2).mean())
+    return float(slot.pow(2).sum()) / features / max(weighted, 1e-30)
+
+
+def rescaled_ratios(
+    model: nn.Module, sites: dict[str, nn.Module], data: TensorDataset, c: float, seed: int
+) -> dict[str, float]:
+    """Both ratios of the best slot after scaling the first Linear (weight and bias) by
+    ``c`` and the second Linear's weight by ``1/c``: the same function, other weights."""
+    import copy
+
+    clone = copy.deepcopy(model)
+    names = {id(m): n for n, m in model.named_modules()}
+    clone_sites = {sid: clone.get_submodule(names[id(m)]) for sid, m in sites.items()}
+    first, second = [m for m in clone.modules() if isinstance(m, nn.Linear)][:2]
+    with torch.no_grad():
+        first.weight.mul_(c)
+        first.bias.mul_(c)
+        second.weight.div_(c)
+    row = epoch_numbers(clone, clone_sites, {"val": data}, seed)["val"]
+    return {
+        "c": c,
+        "ratio": row["ratio"],
+        "ratio_relative": row["ratio_relative"],
+        "loss": row["loss"],
+    }
 
 
 def split_half(
@@ -129,6 +182,7 @@ def epoch_numbers(
         assert best is not None
         slot_id, ratio = best
         halves = split_half(model, sites[slot_id], batch, seed)
+        relative = relative_ratio(model, sites[slot_id], batch, seed)
         with torch.no_grad():
             model.eval()
             loss = float(ce(model(batch[0]), batch[1]))
@@ -139,6 +193,7 @@ def epoch_numbers(
             "host": scores.host,
             "slot_score": scores.slots[slot_id],
             "loss": loss,
+            "ratio_relative": relative,
             **halves,
         }
     return row
@@ -171,10 +226,16 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lr", type=float, default=None)
     parser.add_argument("--epochs", type=int, default=None)
-    parser.add_argument("--smoke", action="store_true", help="2 epochs: the path and keys only")
+    parser.add_argument(
+        "--rescale", type=float, default=None, help="end with both ratios after a ReLU rescaling"
+    )
+    parser.add_argument(
+        "--smoke", action="store_true", help="2 epochs and a rescaling: the path and keys only"
+    )
     args = parser.parse_args()
     if args.smoke:
         args.epochs = 2
+        args.rescale = args.rescale or 4.0
     build = _spirals if args.problem == "spirals" else _tabular
     model, (opt, slots), splits, epochs = build(args)
     sites = {s: model.get_submodule(s) for s in slots}
@@ -192,12 +253,20 @@ def main() -> None:
         r = rows[-1]
         print(
             f"{epoch:3d}: val ratio {r['val']['ratio']:6.2f} train ratio "
-            f"{r['train']['ratio']:6.2f} train loss {r['train']['loss']:.3f} "
+            f"{r['train']['ratio']:6.2f} val relative {r['val']['ratio_relative']:5.2f} "
+            f"train loss {r['train']['loss']:.3f} "
             f"val loss {r['val']['loss']:.3f}",
             file=sys.stderr,
             flush=True,
         )
-    print(json.dumps({"args": vars(args), "epochs": rows}, indent=1))
+    result: dict[str, Any] = {"args": vars(args), "epochs": rows}
+    if args.rescale is not None:
+        result["rescaled"] = [
+            rescaled_ratios(model, sites, splits["val"], c, args.seed * 100_003 + epochs)
+            for c in (1.0, args.rescale)
+        ]
+        print(f"rescaled: {result['rescaled']}", file=sys.stderr)
+    print(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":

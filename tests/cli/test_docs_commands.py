@@ -294,6 +294,13 @@ COMMANDS: dict[str, Way] = {
         "tests/integration/test_own_model_spirals.py::"
         "test_the_example_builds_the_static_model_of_the_grown_size"
     ),
+    # docs/results/heuristic-expansion.md
+    "python benchmarks/expansion_trace.py spirals --hidden 16 --seed 0 --rescale 4": RunElsewhere(
+        "tests/integration/test_benchmark_smoke.py::test_benchmark_smoke[expansion_trace]"
+    ),
+    "python benchmarks/expansion_trace.py tabular --hidden 64 --seed 0 --rescale 4": RunElsewhere(
+        "tests/integration/test_benchmark_smoke.py::test_benchmark_smoke[expansion_trace]"
+    ),
     "python benchmarks/own_model_spirals.py --seeds 1000-1009": NotRun(
         "20 training runs of 24 epochs (minutes); test_own_model_spirals.py runs its "
         "measurement on one random seed"

@@ -42,8 +42,17 @@ EXPECTED: dict[str, list[str]] = {
         *(
             f"epochs.*.{split}.{key}"
             for split in ("train", "val")
-            for key in ("ratio", "host", "slot_score", "host_signal", "slot_signal", "loss")
+            for key in (
+                "ratio",
+                "ratio_relative",
+                "host",
+                "slot_score",
+                "host_signal",
+                "slot_signal",
+                "loss",
+            )
         ),
+        "rescaled.*.ratio_relative",
     ],
     "cli_latency": ["benchmark", "load_average", "commands.*.wall_s", "commands.*.median_s"],
     "data_loader": [
