@@ -18,9 +18,12 @@ from esper_core.errors import ConfigError
 from esper_core.plugins import PluginManager
 from esper_core.run.run_dir import CONFIG, SUMMARY
 from esper_core.run.summary import final_architecture
+from tests.inline_runner import INLINE_RUNNER
 from tests.plugin_set import FAKE_PLUGIN
 
 PLUGINS = (FAKE_PLUGIN, "policies.wait", "policies.static")
+# The cells run in this process (runner="inline", tests/inline_runner.py): what is checked
+# here is what compare plans and makes of them, not the local pool (test_compare.py runs it).
 SHARED = {
     "run": {"reward": "acc_delta", "telemetry": []},
     "lifecycle": {"min_training_epochs": 1},
@@ -44,13 +47,13 @@ def experiment(**changes):  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="module")
 def pm() -> PluginManager:
-    return PluginManager(extra=list(PLUGINS), autoload=False)
+    return PluginManager(extra=[*PLUGINS, INLINE_RUNNER], autoload=False)
 
 
 @pytest.fixture(scope="module")
 def report(pm: PluginManager, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     out = tmp_path_factory.mktemp("baselines")
-    done = compare(experiment(), pm, out, jobs=1, notify=lambda _m: None)
+    done = compare(experiment(), pm, out, notify=lambda _m: None, runner="inline")
     assert not done.failed and not done.results.missing
     return done
 
@@ -148,7 +151,7 @@ def test_two_arms_ending_with_one_architecture_share_one_static_final_run(
     # The same policy twice: each seed's two static-final cells have the same settings,
     # and the second is a copy of the first once it has run (it was left missing).
     twice = experiment(policies=["scripted", {"name": "scripted", "label": "again"}, "wait"])
-    done = compare(twice, pm, tmp_path, jobs=1, notify=lambda _m: None)
+    done = compare(twice, pm, tmp_path, notify=lambda _m: None, runner="inline")
     assert not done.failed and not done.results.missing
     cells = {(c.policy, c.seed): c for c in done.results.cells}
     for seed in twice.seeds:
@@ -173,10 +176,10 @@ def test_a_rerun_counts_each_static_final_run_it_redoes_once(
         experiment(),
         pm,
         out,
-        jobs=1,
         on_plan=plans.append,
         on_outcome=lambda o: counted.append(o.status),
         notify=lambda _m: None,
+        runner="inline",
     )
     (plan,) = plans
     assert plan.completed + len(counted) == plan.total, (plan, counted)
