@@ -25,6 +25,7 @@ from esper_core.converter import unstructure
 from esper_core.plugins import PluginManager
 from esper_core.run.api import run
 from esper_core.run.interrupts import Interrupted
+from tests.inline_runner import INLINE_RUNNER
 from tests.plugin_set import (
     FAKE_COMPONENTS,
     FAKE_PLUGIN,
@@ -308,24 +309,25 @@ def test_a_cell_is_resumed_redone_or_skipped(cells_pm: PluginManager, tmp_path: 
 
 
 @pytest.mark.slow
-def test_a_cell_made_with_another_blueprint_set_is_run_again_saying_why(
-    cells_pm: PluginManager, tmp_path: Path
-) -> None:
-    """Finished cells used to be reused whatever blueprints were installed when they ran."""
+def test_a_cell_made_with_another_blueprint_set_is_run_again_saying_why(tmp_path: Path) -> None:
+    """Finished cells used to be reused whatever blueprints were installed when they ran.
+    The cells run in this process (tests/inline_runner.py): which cells run is compare's
+    choice on every runner."""
+    pm = PluginManager(extra=[*CELL_PLUGINS, INLINE_RUNNER], autoload=False)
     exp = experiment(policies=["scripted"], seeds=1, baseline=None)
-    first = compare(exp, cells_pm, tmp_path, jobs=1, notify=lambda _m: None)
+    first = compare(exp, pm, tmp_path, notify=lambda _m: None, runner="inline")
     assert [o.status for o in first.outcomes] == ["completed"]
     (config_path,) = tmp_path.glob("cells/*/*/*/config.toml")
     text = config_path.read_text()
     assert "blueprints = [" in text  # the resolved set is stored with the run
     config_path.write_text(text.replace("blueprints = [", 'blueprints = [ "tiny/gone",', 1))
     messages: list[str] = []
-    again = compare(exp, cells_pm, tmp_path, jobs=1, notify=messages.append)
+    again = compare(exp, pm, tmp_path, notify=messages.append, runner="inline")
     assert [o.status for o in again.outcomes] == ["completed"]  # run again, not "skipped"
     (message,) = messages
     assert "made with another config (env.blueprints: " in message and "running it again" in message
     assert stable(again.results) == stable(first.results)
-    unchanged = compare(exp, cells_pm, tmp_path, jobs=1, notify=messages.append)
+    unchanged = compare(exp, pm, tmp_path, notify=messages.append, runner="inline")
     assert [o.status for o in unchanged.outcomes] == [] and len(messages) == 1
 
 
