@@ -11,9 +11,9 @@ from typing import Any
 from esper_core.compare.comparison import compare
 from esper_core.compare.experiment import build_experiment, parse_experiment, shared_config
 from esper_core.compare.static_final import host_at_birth, why_no_twin
-from esper_core.plugins import PluginManager
 from esper_core.run.run_dir import SUMMARY
-from tests.plugin_set import first_party
+from tests.inline_runner import INLINE_RUNNER
+from tests.plugin_set import first_party, plugin_manager
 
 
 def _growth(operator: str, before: dict[str, int], after: dict[str, int], fate: str = "fossilized") -> dict[str, Any]:  # fmt: skip
@@ -79,9 +79,7 @@ def test_an_end_no_twin_can_rebuild_says_why() -> None:
     assert "different factors" in str(why_no_twin(_summary(uneven)))
 
 
-def test_a_compare_trains_the_grown_host_from_the_first_epoch(
-    pm: PluginManager, tmp_path: Path
-) -> None:
+def test_a_compare_trains_the_grown_host_from_the_first_epoch(tmp_path: Path) -> None:
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("def f(x):\n    return x + 1\n" * 120, encoding="utf-8")
     charlm = {"path": corpus.as_posix(), "max_chars": 3000, "block_size": 16, "d_model": 16}
@@ -101,7 +99,10 @@ def test_a_compare_trains_the_grown_host_from_the_first_epoch(
     }
     spec = parse_experiment(data)
     experiment = build_experiment(spec, shared_config(spec), plugins=first_party())
-    done = compare(experiment, pm, tmp_path / "out", jobs=1, notify=lambda _m: None)
+    # The cells run in this process (tests/inline_runner.py): the twin's host and its
+    # epoch-0 growth are compare's doing on every runner.
+    inline = plugin_manager(INLINE_RUNNER)
+    done = compare(experiment, inline, tmp_path / "out", notify=lambda _m: None, runner="inline")
     assert not done.failed and not done.results.missing
     cells = {(c.policy, c.seed): c for c in done.results.cells}
     for seed in (0, 1):
