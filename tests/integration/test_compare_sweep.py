@@ -15,6 +15,7 @@ from esper_core.compare.comparison import PARETO_PLOT, RESULTS_JSON, RESULTS_MD
 from esper_core.compare.frontier import frontier as frontier_of
 from esper_core.compare.frontier import frontier_curve, frontier_value
 from esper_core.compare.results import RESULTS_SCHEMA_VERSION, load_results
+from tests.inline_runner import INLINE_RUNNER
 from tests.plugin_set import FAKE_PLUGIN, REPO, subprocess_env
 
 SEEDS = 2
@@ -220,8 +221,9 @@ def test_a_longer_sweep_point_costs_more_training_flops(tmp_path: Path) -> None:
     )
     plugins = (FAKE_PLUGIN, "policies.wait")
     experiment = build_experiment(spec, shared_config(spec), plugins=plugins)
-    pm = PluginManager(extra=list(plugins), autoload=False)
-    report = compare(experiment, pm, tmp_path / "out", notify=lambda _m: None)
+    # The cells run in this process (tests/inline_runner.py): what each measured is theirs.
+    pm = PluginManager(extra=[*plugins, INLINE_RUNNER], autoload=False)
+    report = compare(experiment, pm, tmp_path / "out", notify=lambda _m: None, runner="inline")
     assert not report.failed and not report.results.missing
     cells = {c.policy: c for c in report.results.cells}
     short, long, wait = cells["sweep.w4-2ep"], cells["sweep.w4-4ep"], cells["wait"]
