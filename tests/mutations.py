@@ -46,8 +46,6 @@ BLUEPRINTS = "plugins/esper-blueprints/esper_blueprints"
 STACKING_TESTS = ("tests/integration/test_stacking.py",)
 CORE = "esper_core"
 OPERATORS = "plugins/esper-operators/esper_operators"
-GROWER_TESTS = ("tests/integration/test_grower.py",)
-COST_TESTS = ("tests/core/test_birth_and_cost.py",)
 CROSSED_TESTS = ("tests/core/test_crossed_bootstrap.py",)
 WIDTH_TESTS = ("tests/core/test_width_exact.py",)
 DEEPEN_TESTS = ("tests/core/test_deepening_strided.py",)
@@ -65,7 +63,10 @@ class Mutation:
     module: str  # the file mutated, relative to the package directory
     original: str  # must occur exactly once in the file
     mutated: str
-    tests: tuple[str, ...]  # fast tests that must catch it (run with -m "not slow")
+    # Fast tests that must catch it (run with -m "not slow" -x): files, or the node id of
+    # the test that catches it where the tests run before it in its files took tens of
+    # seconds a mutant (a test renamed away fails the check: pytest finds no test).
+    tests: tuple[str, ...]
 
     @property
     def path(self) -> Path:
@@ -143,7 +144,9 @@ MUTATIONS = (
         "update.py",
         "nn.utils.clip_grad_norm_(net.parameters(), o.max_grad_norm, foreach=True)",
         "None",
-        PPO_TESTS,
+        (
+            "tests/plugins/esper_tamiyo_ppo/test_learner.py::test_every_step_sees_gradients_clipped_to_max_grad_norm",
+        ),
     ),
     Mutation(
         "ppo-gae-lambda-one",
@@ -151,7 +154,9 @@ MUTATIONS = (
         "update.py",
         "self.gamma, o.gae_lambda",
         "self.gamma, 1.0",
-        PPO_TESTS,
+        (
+            "tests/plugins/esper_tamiyo_ppo/test_learner.py::test_the_advantages_use_the_options_lambda_and_the_runs_gamma",
+        ),
     ),
     Mutation(
         "ppo-explained-variance-sign",
@@ -159,7 +164,9 @@ MUTATIONS = (
         "update_stats.py",
         "float(1.0 - (returns - values).var() / var)",
         "float((returns - values).var() / var - 1.0)",
-        PPO_TESTS,
+        (
+            "tests/plugins/esper_tamiyo_ppo/test_learner.py::test_explained_variance_against_scikit_learn",
+        ),
     ),
     # ---- GAE: nothing is bootstrapped across a terminal step.
     Mutation(
@@ -226,7 +233,7 @@ MUTATIONS = (
         "pbrs.py",
         "terminal=opts.terminal_weight * ctx.val_acc / 100.0 if ctx.is_last_step else 0.0,",
         "terminal=0.0,",
-        REWARD_TESTS,
+        ("tests/plugins/esper_rewards/test_reward_families.py::test_pbrs_golden_last_step",),
     ),
     Mutation(
         "pbrs-terminal-bonus-every-step",
@@ -258,7 +265,9 @@ MUTATIONS = (
         "sparse.py",
         "terminal=max(-opts.clip, min(opts.clip, raw))",
         "terminal=raw",
-        REWARD_TESTS,
+        (
+            "tests/plugins/esper_rewards/test_reward_families.py::test_sparse_golden_terminal_values",
+        ),
     ),
     Mutation(
         "shaping-rollback-not-terminal",
@@ -266,7 +275,9 @@ MUTATIONS = (
         "common.py",
         "opts.zero_terminal_potential and (ctx.is_last_step or ctx.rolled_back)",
         "opts.zero_terminal_potential and ctx.is_last_step",
-        REWARD_TESTS,
+        (
+            "tests/plugins/esper_rewards/test_reward_common.py::test_zero_terminal_potential_drops_phi_of_the_last_state",
+        ),
     ),
     # ---- Survivors of issue 33's mutation probe, pinned since.
     Mutation(
@@ -291,7 +302,9 @@ MUTATIONS = (
         "grow/loop_trainer.py",
         'self.sync_optimizers(order=list(state.get("order", [])))',
         "self.sync_optimizers()",
-        GROWER_TESTS,
+        (
+            "tests/integration/test_grower.py::test_a_resume_rejoins_the_seeds_in_the_order_they_joined",
+        ),
     ),
     Mutation(
         "grower-rollback-keeps-optimizer-state",
@@ -299,7 +312,9 @@ MUTATIONS = (
         "grow/loop_trainer.py",
         "self.optimizer.state.clear()",
         "pass",
-        GROWER_TESTS,
+        (
+            "tests/integration/test_grower.py::test_a_rollback_drops_the_momentum_of_the_weights_it_undid",
+        ),
     ),
     Mutation(
         "heuristic-slowdown-uses-flat-max-drop",
@@ -323,7 +338,7 @@ MUTATIONS = (
         "env/epoch_end.py",
         "train_flops_ratio=env.cost.epoch_flops_ratio(),",
         "train_flops_ratio=1.0,",
-        COST_TESTS,
+        ("tests/core/test_birth_and_cost.py::test_the_reward_is_shown_the_epochs_flops_ratio",),
     ),
     # ---- Host growth (issue 50): the masks between 0 and 1, which checks at 0 and 1 miss.
     Mutation(
@@ -561,7 +576,9 @@ MUTATIONS = (
         "compare/frontier_results.py",
         "chosen_by=per_seed_val,",
         "chosen_by=None,",
-        ("tests/core/test_frontier.py",),
+        (
+            "tests/core/test_frontier.py::test_the_frontier_is_chosen_by_validation_and_drawn_at_test_values",
+        ),
     ),
     Mutation(
         "tuning-chooses-a-point-that-stalled",
@@ -569,7 +586,7 @@ MUTATIONS = (
         "compare/tuning_results.py",
         "point = choose(eligible, higher) if complete else None",
         "point = choose(means, higher) if complete else None",
-        ("tests/core/test_tuning.py",),
+        ("tests/core/test_tuning.py::test_a_point_that_stalls_on_one_tuning_seed_is_never_chosen",),
     ),
     Mutation(
         "verdict-against-a-failed-arm-not-unresolved",
@@ -684,7 +701,9 @@ MUTATIONS = (
         "width.py",
         "    keeps_fossils = True",
         "    keeps_fossils = False",
-        FOSSIL_WIDTH_TESTS,
+        (
+            "tests/plugins/esper_tasks/test_width_around_fossil.py::test_a_seed_grown_then_fossilized_no_longer_blocks_a_widening",
+        ),
     ),
 )
 BY_NAME = {m.name: m for m in MUTATIONS}
