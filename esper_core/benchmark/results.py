@@ -4,7 +4,9 @@
 results.json (:mod:`esper_core.benchmark.scores` has the formulas): per policy under
 test, the normalized score over the pairs where growth pays, and the extra training
 FLOPs and metric lost over the pairs where it does not, each pooled over pairs x
-evaluation seeds and per pair.
+evaluation seeds and per pair. A controller trained in several runs
+(``[training_runs]``) is pooled over its runs too (:class:`RunsResult`, computed in
+:mod:`esper_core.benchmark.pooled_runs`).
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from esper_core.benchmark.oracle import RULE as ORACLE_RULE
 from esper_core.compare.tuning_choice import RULE as TUNING_RULE
 from esper_core.compare.tuning_results import ArmTuning
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: training_runs
 NORMALIZED, EXTRA_FLOPS, METRIC_LOST = "normalized", "extra_flops", "metric_lost"
+GAIN_UNIT, FLOPS_UNIT = "fraction of the oracle's gain", "fraction of wait's FLOPs"
 
 
 @frozen
@@ -94,6 +97,46 @@ class ScoreRow:
 
 
 @frozen
+class RunsScore:
+    """A controller's score of one kind pooled over its training runs x pairs x
+    evaluation seeds (``seeds``: those every run finished on every pair in ``pairs``)."""
+
+    score: str  # normalized | extra_flops | metric_lost
+    unit: str
+    pairs: list[str]
+    seeds: list[int]
+    estimate: float | None
+    low: float | None = None
+    high: float | None = None
+
+
+@frozen
+class RunsDifference:
+    """The controller's normalized score less another policy's on the same pair and seed,
+    per (run, pair, seed) cell: one crossed table; wins counted over its cells."""
+
+    against: str
+    pairs: list[str]
+    seeds: list[int]
+    estimate: float | None
+    low: float | None = None
+    high: float | None = None
+    wins: int = 0
+    ties: int = 0
+    losses: int = 0
+
+
+@frozen
+class RunsResult:
+    """One ``[training_runs]`` group: the controller pooled over its training runs."""
+
+    group: str
+    runs: list[str]
+    scores: list[RunsScore] = attrs.field(factory=list)
+    differences: list[RunsDifference] = attrs.field(factory=list)
+
+
+@frozen
 class BenchmarkResults:
     split: str
     seeds: list[int]
@@ -105,17 +148,18 @@ class BenchmarkResults:
     confidence: float = 0.95
     tuning_rule: str = TUNING_RULE
     oracle_rule: str = ORACLE_RULE
+    training_runs: list[RunsResult] = attrs.field(factory=list)
     schema_version: int = SCHEMA_VERSION
 
 
-def _values(arm: ArmValues | None, seeds: Sequence[int], field: str) -> dict[int, float]:
+def arm_values(arm: ArmValues | None, seeds: Sequence[int], field: str) -> dict[int, float]:
     if arm is None:
         return {}
     column = arm.metric if field == "metric" else arm.train_flops
     return {s: float(v) for s, v in zip(seeds, column) if v is not None}
 
 
-def _unit(pair: PairResult) -> str:
+def metric_unit(pair: PairResult) -> str:
     return "accuracy points" if pair.higher_is_better else "loss"
 
 
@@ -147,6 +191,44 @@ def _row(
     )
 
 
+def pair_scores(
+    pair: PairResult, policy: str, seeds: Sequence[int]
+) -> list[tuple[str, str, dict[int, float]]]:
+    """The policy's per-seed scores on a pair whose oracle is chosen, as (kind, unit,
+    values): the normalized score where growth pays (no values where the oracle did not
+    beat wait on the evaluation seeds), else the extra FLOPs and the metric lost."""
+    wait, mine = pair.arm("wait"), pair.arm(policy)
+    metric_w, metric_p = arm_values(wait, seeds, "metric"), arm_values(mine, seeds, "metric")
+    if pair.growth_pays:
+        oracle = arm_values(pair.arm("oracle"), seeds, "metric")
+        found = scores.normalized(metric_p, metric_w, oracle, pair.higher_is_better)
+        return [(NORMALIZED, GAIN_UNIT, found or {})]
+    flops_w, flops_p = arm_values(wait, seeds, "flops"), arm_values(mine, seeds, "flops")
+    return [
+        (EXTRA_FLOPS, FLOPS_UNIT, scores.extra_flops(flops_p, flops_w)),
+        (
+            METRIC_LOST,
+            metric_unit(pair),
+            scores.metric_lost(metric_p, metric_w, pair.higher_is_better),
+        ),
+    ]
+
+
+def by_kind(
+    pairs: Sequence[PairResult], policy: str, seeds: Sequence[int]
+) -> dict[tuple[str, str], list[tuple[str, dict[int, float]]]]:
+    """Per (kind, unit), each scored pair's per-seed values: normalized first, then
+    extra FLOPs, then the metric lost per unit (accuracy points and loss apart)."""
+    found: dict[tuple[str, str], list[tuple[str, dict[int, float]]]] = {}
+    for pair in pairs:
+        if pair.growth_pays is None:
+            continue
+        for kind, unit, values in pair_scores(pair, policy, seeds):
+            found.setdefault((kind, unit), []).append((pair.label, values))
+    order = (NORMALIZED, EXTRA_FLOPS, METRIC_LOST)
+    return dict(sorted(found.items(), key=lambda item: order.index(item[0][0])))
+
+
 def score_rows(
     pairs: Sequence[PairResult],
     policies: Sequence[str],
@@ -156,38 +238,11 @@ def score_rows(
     """Per policy: the normalized score where growth pays; where the oracle is wait, the
     extra training FLOPs and the metric lost (one row per metric kind: accuracy points
     and loss are not pooled together). ``settings``: confidence, resamples, bootstrap seed."""
-    rows: list[ScoreRow] = []
-    for policy in policies:
-        paying: list[tuple[str, dict[int, float]]] = []
-        flops: list[tuple[str, dict[int, float]]] = []
-        lost: dict[str, list[tuple[str, dict[int, float]]]] = {}
-        for pair in pairs:
-            if pair.growth_pays is None:
-                continue
-            wait = pair.arm("wait")
-            mine = pair.arm(policy)
-            metric_w, metric_p = _values(wait, seeds, "metric"), _values(mine, seeds, "metric")
-            if pair.growth_pays:
-                oracle = _values(pair.arm("oracle"), seeds, "metric")
-                found = scores.normalized(metric_p, metric_w, oracle, pair.higher_is_better)
-                paying.append((pair.label, found or {}))
-            else:
-                flops_w, flops_p = _values(wait, seeds, "flops"), _values(mine, seeds, "flops")
-                flops.append((pair.label, scores.extra_flops(flops_p, flops_w)))
-                lost.setdefault(_unit(pair), []).append(
-                    (pair.label, scores.metric_lost(metric_p, metric_w, pair.higher_is_better))
-                )
-        if paying:
-            rows.append(
-                _row(policy, NORMALIZED, "fraction of the oracle's gain", paying, seeds, settings)
-            )
-        if flops:
-            rows.append(
-                _row(policy, EXTRA_FLOPS, "fraction of wait's FLOPs", flops, seeds, settings)
-            )
-        for unit, kind in lost.items():
-            rows.append(_row(policy, METRIC_LOST, unit, kind, seeds, settings))
-    return rows
+    return [
+        _row(policy, kind, unit, per_pair, seeds, settings)
+        for policy in policies
+        for (kind, unit), per_pair in by_kind(pairs, policy, seeds).items()
+    ]
 
 
 def unscored(pairs: Sequence[PairResult]) -> list[str]:

@@ -21,10 +21,19 @@
     lr = [0.1, 0.2, 0.4]             # wait's rate is tuned on this grid; every arm uses it
     config = { env = { max_epochs = 12 } }   # this pair's cells only
 
+    [training_runs]                  # a controller trained in independent runs
+    ppo = ["ppo-run-1", "ppo-run-2", "ppo-run-3"]   # labels of policies under test
+
 The split is part of the file, fixed before any run: a host (a task with the options
 that shape its network) is in one split only, and ``esper benchmark --split
 evaluation`` never runs a training pair's cell (nor the reverse). Everything is checked
 here or when the cells are planned, before one runs.
+
+``[training_runs]`` names the policies that are one learned controller's independent
+training runs (each checkpoint evaluated as its own policy): at least two per group, a
+policy in one group only, the group's name not a policy's label. The results then pool
+each group over runs x pairs x evaluation seeds as well, so its interval speaks for the
+training procedure (:mod:`esper_core.benchmark.pooled_runs`).
 """
 
 from __future__ import annotations
@@ -66,6 +75,7 @@ HOST_OPTIONS = (
     "n_head",
     "n_segments",
 )
+MIN_RUNS = 2  # a group of fewer says nothing of how training runs differ
 DEFAULT_BLUEPRINTS = {"cnn": ["conv_layer"], "mlp": ["residual"], "transformer": ["block"]}
 
 
@@ -145,6 +155,17 @@ class SuiteFile:
         0, in_range(0, MAX_SEED, integer=True), "Seed of the bootstrap generator."
     )
     config: dict[str, Any] = options_field({}, doc="The shared run config.")
+    training_runs: dict[str, list[str]] = options_field(
+        {}, doc="Per learned controller, the labels of its training runs' policies."
+    )
+
+
+@frozen
+class RunsGroup:
+    """A learned controller's independent training runs: its policies' labels."""
+
+    label: str
+    runs: tuple[str, ...]
 
 
 @frozen
@@ -170,6 +191,7 @@ class Suite:
     resamples: int = 2000
     bootstrap_seed: int = 0
     out: str | None = None
+    training_runs: tuple[RunsGroup, ...] = ()
 
     def split(self, split: str) -> tuple[Pair, ...]:
         return tuple(p for p in self.pairs if p.split == split)
@@ -219,6 +241,35 @@ def split_problems(pairs: Sequence[Pair]) -> list[str]:
                 f"({pair.split}) are the same host ({key}); a host is in one split only: "
                 "change one pair's host options or move it to the other split"
             )
+    return problems
+
+
+def runs_problems(groups: dict[str, list[str]], policies: Sequence[str]) -> list[str]:
+    """What is wrong with ``[training_runs]`` given the suite's policy labels."""
+    problems = []
+    owner: dict[str, str] = {}
+    for name, runs in groups.items():
+        where = f"training_runs.{name}"
+        if name in policies or name in ("wait", "oracle"):
+            problems.append(f"{where}: {name!r} is a policy's label; name the group something else")
+        if len(set(runs)) < MIN_RUNS:
+            problems.append(
+                f"{where}: {len(set(runs))} training run(s); a group needs at least "
+                f"{MIN_RUNS} (one run says nothing of the training procedure)"
+            )
+        for run in sorted({r for r in runs if runs.count(r) > 1}):
+            problems.append(f"{where}: {run!r} is listed twice; list each run once")
+        for run in dict.fromkeys(runs):
+            if run not in policies or run == "wait":
+                problems.append(
+                    f"{where}: {run!r} is not a policy under test; list labels from "
+                    f"policies ({', '.join(p for p in policies if p != 'wait') or 'none'})"
+                )
+            elif owner.setdefault(run, name) != name:
+                problems.append(
+                    f"{where}: {run!r} is already in group {owner[run]!r}; a training run "
+                    "belongs to one group only"
+                )
     return problems
 
 
@@ -280,6 +331,8 @@ def build_suite(spec: SuiteFile, base: RunConfig) -> Suite:
         f"policies: the label {r!r} is the benchmark's own arm; give it another"
         for r in sorted(reserved)
     ]
+    if policies or not spec.policies:  # a policy that did not check is already named
+        problems += runs_problems(spec.training_runs, [p.label for p in policies])
     if problems:
         raise SuiteError(problems)
     return Suite(
@@ -294,4 +347,5 @@ def build_suite(spec: SuiteFile, base: RunConfig) -> Suite:
         resamples=spec.resamples,
         bootstrap_seed=spec.bootstrap_seed,
         out=spec.out,
+        training_runs=tuple(RunsGroup(k, tuple(v)) for k, v in spec.training_runs.items()),
     )

@@ -9,6 +9,7 @@ from esper_core.benchmark.results import (
     NORMALIZED,
     BenchmarkResults,
     PairResult,
+    RunsResult,
     ScoreRow,
     unscored,
 )
@@ -56,6 +57,59 @@ def _score_section(title: str, rows: Sequence[ScoreRow]) -> list[str]:
     lines += _table(["policy", "IQM", "interval (crossed bootstrap)", "pairs"], pooled)
     lines += ["", "Per pair (IQM over evaluation seeds [bootstrap interval]):", ""]
     return lines + _table(["policy", *pairs], per_pair) + [""]
+
+
+def _runs_section(groups: Sequence[RunsResult]) -> list[str]:
+    """Each learned controller pooled over its training runs (``[training_runs]``)."""
+    scores = [
+        [
+            g.group,
+            s.score,
+            s.unit,
+            _number(s.estimate, True),
+            _interval(s.low, s.high),
+            str(len(g.runs)),
+            str(len(s.pairs)),
+            str(len(s.seeds)),
+        ]
+        for g in groups
+        for s in g.scores
+    ]
+    differences = [
+        [
+            g.group,
+            d.against,
+            _number(d.estimate, True),
+            _interval(d.low, d.high),
+            f"{d.wins}/{d.ties}/{d.losses}",
+            str(len(d.pairs)),
+        ]
+        for g in groups
+        for d in g.differences
+    ]
+    lines = [
+        "## Pooled over training runs",
+        "",
+        "IQM over training runs x pairs x evaluation seeds, three crossed factors: the "
+        "interval (crossed bootstrap) draws runs, pairs and seeds, so it speaks for the "
+        "training procedure. Runs: "
+        + "; ".join(f"{g.group} = {', '.join(g.runs)}" for g in groups)
+        + ".",
+        "",
+    ]
+    lines += _table(["group", "score", "unit", "IQM", "interval", "runs", "pairs", "seeds"], scores)
+    if differences:
+        lines += [
+            "",
+            "Paired difference of the normalized score (each run less the policy, same pair "
+            "and seed, resampled as one crossed table); wins/ties/losses over (run, pair, "
+            "seed) cells:",
+            "",
+        ]
+        lines += _table(
+            ["group", "against", "IQM", "interval", "wins/ties/losses", "pairs"], differences
+        )
+    return lines
 
 
 def _pair_section(pair: PairResult, tuning_seeds: Sequence[int]) -> list[str]:
@@ -115,6 +169,8 @@ def to_markdown(results: BenchmarkResults) -> str:
     if not results.rows:
         lines += ["No scores yet: no pair has finished its evaluation.", ""]
     lines += [f"- {line}" for line in unscored(results.pairs)]
+    if results.training_runs:
+        lines += ([""] if lines[-1] else []) + _runs_section(results.training_runs)
     lines += ["", "## Pairs", ""]
     for pair in results.pairs:
         lines += _pair_section(pair, results.tuning_seeds)
