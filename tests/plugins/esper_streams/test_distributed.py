@@ -128,6 +128,9 @@ def test_ppo_training_is_data_parallel_with_identical_policies_on_both_ranks(
         "env.max_epochs=4",
         "train.updates=3",
         "policies.ppo.target_kl=0",  # every minibatch runs: the chunk count below is exact
+        # Two training batches an epoch instead of eight: what is checked is the policy's
+        # update, the envs' rollouts only feed it.
+        "env.max_batches=2",
     ]
     config = make_config(*overrides, "run.executor=distributed", "executors.distributed.timeout=60")
     job = functools.partial(
@@ -237,6 +240,9 @@ RUN = [
     "lifecycle.min_training_epochs=2",
     "--set",
     "run.episodes=2",
+    # Two training batches an epoch instead of eight: the runs are compared, not trained.
+    "--set",
+    "env.max_batches=2",
 ]
 
 
