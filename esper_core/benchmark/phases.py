@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import attrs
+
 from esper_core.benchmark.menu import WAIT, MenuEntry
 from esper_core.benchmark.suite import Pair, Suite
 from esper_core.compare.experiment import Arm, Cell, Experiment
@@ -100,10 +102,12 @@ def menu_phase(
 
 
 def evaluation_arms(suite: Suite, oracle: MenuEntry | None) -> list[Arm]:
-    """wait, the oracle's entry (unless it is wait), then the policies under test."""
+    """wait, the oracle's entry (unless it is wait), then the policies under test. The
+    oracle runs exactly as its entry ran on the tuning seeds: its options and its partial
+    config (a seed entry's ``env.blueprints`` when its blueprint is opt-in)."""
     arms = [WAIT_ARM]
     if oracle is not None and oracle.policy != WAIT:
-        arms.append(Arm(ORACLE, oracle.policy, oracle.policy, dict(oracle.options)))
+        arms.append(attrs.evolve(oracle.arm(), label=ORACLE))
     return arms + [p for p in suite.policies if p.label != WAIT]
 
 

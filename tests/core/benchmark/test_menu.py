@@ -105,3 +105,23 @@ def test_the_shipped_suite_holds_eight_evaluation_pairs_and_two_user_models() ->
     assert sum(p.task.name == "dataset" for p in evaluation) >= 2
     assert len(found.tuning_seeds) >= 5 and len(found.seeds) == 10
     assert not split_problems(found.pairs)
+
+
+def test_the_oracle_is_evaluated_with_its_entrys_options_and_config() -> None:
+    from esper_core.benchmark.phases import ORACLE, evaluation_arms
+
+    offer = HostOffer(
+        "cnn", (SlotOffer("r0c0", ("conv_layer",)),), env_blueprints=("cnn/norm", "cnn/conv_layer")
+    )
+    entry = build_menu(offer, (0.1,), 2.0, 2)[1]
+    found = suite(pair("digits-impaired", "digits", preset="impaired"))
+    wait, oracle = evaluation_arms(found, entry)[:2]
+    assert wait.label == "wait"
+    # an opt-in blueprint's entry ran with env.blueprints naming it on the tuning seeds;
+    # without it every evaluation run of the oracle is refused
+    assert (oracle.label, oracle.spec, oracle.options, oracle.config) == (
+        ORACLE,
+        "schedule",
+        {"seeds": ["conv_layer@r0c0"], "at": 0.1},
+        {"env": {"blueprints": ["cnn/norm", "cnn/conv_layer"]}},
+    )
