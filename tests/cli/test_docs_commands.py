@@ -296,10 +296,10 @@ COMMANDS: dict[str, Way] = {
     ),
     # docs/results/heuristic-expansion.md
     "python benchmarks/expansion_trace.py spirals --hidden 16 --seed 0 --rescale 4": RunElsewhere(
-        "tests/integration/test_benchmark_smoke.py::test_benchmark_smoke[expansion_trace]"
+        "tests/integration/test_benchmark_smoke.py::test_benchmark_smoke"
     ),
     "python benchmarks/expansion_trace.py tabular --hidden 64 --seed 0 --rescale 4": RunElsewhere(
-        "tests/integration/test_benchmark_smoke.py::test_benchmark_smoke[expansion_trace]"
+        "tests/integration/test_benchmark_smoke.py::test_benchmark_smoke"
     ),
     "python benchmarks/own_model_spirals.py --seeds 1000-1009": NotRun(
         "20 training runs of 24 epochs (minutes); test_own_model_spirals.py runs its "
