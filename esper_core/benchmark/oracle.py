@@ -7,6 +7,13 @@ did not train on some tuning seed (diverged, or stalled far behind its other see
 order wins, and the menu starts with ``wait``. Test values and evaluation seeds are
 never read here: an oracle chosen by the metric it is then scored with would flatter
 every controller measured against it.
+
+The best entry must also beat ``wait`` by more than the tuning seeds' noise
+(:func:`clear_of_noise`): the bootstrap interval of the IQM of its paired differences
+over ``wait`` lies above zero. Otherwise growth does not pay on the pair and the oracle
+is ``wait``: an oracle whose gain is noise makes ``(policy - wait) / (oracle - wait)``
+divide by a number near zero, and scores the pair on nothing where it should be scored
+on what growth costs.
 """
 
 from __future__ import annotations
@@ -17,11 +24,13 @@ from collections.abc import Mapping, Sequence
 from attrs import frozen
 
 from esper_core.compare.stalls import StallRule, failed_seeds
+from esper_core.compare.stats import Interval, iqm_interval
 from esper_core.compare.tuning_choice import choose, score
 
 RULE = (
     "mean final validation value over the tuning seeds, among the entries that trained on "
-    "every tuning seed; ties: the first entry in menu order (wait first)"
+    "every tuning seed; ties: the first entry in menu order (wait first); wait unless the "
+    "best entry's paired difference over wait on the tuning seeds has its interval above 0"
 )
 
 
@@ -56,3 +65,45 @@ def choose_oracle(entries: Sequence[EntryScore], higher: bool) -> int | None:
         return None
     eligible = [math.nan if e.failed or e.mean is None else e.mean for e in entries]
     return choose(eligible, higher)
+
+
+def margin(
+    entry: EntryScore, wait: EntryScore, higher: bool, settings: tuple[float, int, int]
+) -> Interval | None:
+    """The IQM of ``entry - wait`` over the tuning seeds both have (oriented: + is better),
+    with its bootstrap interval; None without a common seed. ``settings``: confidence,
+    resamples, bootstrap seed."""
+    sign = 1.0 if higher else -1.0
+    diffs = [
+        sign * (a - b) for a, b in zip(entry.values, wait.values) if a is not None and b is not None
+    ]
+    if not diffs:
+        return None
+    confidence, resamples, seed = settings
+    return iqm_interval([diffs], confidence, resamples, seed)
+
+
+def clear_of_noise(
+    entries: Sequence[EntryScore],
+    index: int | None,
+    higher: bool,
+    settings: tuple[float, int, int],
+) -> tuple[int | None, str | None]:
+    """The oracle's index once the best entry (``index``) has to beat ``wait`` (entry 0)
+    by more than the tuning seeds' noise, and, when it does not, a line saying so."""
+    if index is None or index == 0:
+        return index, None
+    found = margin(entries[index], entries[0], higher, settings)
+    if found is not None and found.low is not None and found.low > 0:
+        return index, None
+    shown = "no common seed" if found is None else _interval(found)
+    return 0, (
+        f"the best entry, {entries[index].label}, beat wait by {shown} on the tuning seeds: "
+        "within their noise, so growth does not pay here"
+    )
+
+
+def _interval(found: Interval) -> str:
+    if found.low is None or found.high is None:
+        return f"{found.estimate:+.4g}"
+    return f"{found.estimate:+.4g} [{found.low:+.4g}, {found.high:+.4g}]"

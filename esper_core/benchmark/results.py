@@ -23,7 +23,7 @@ from esper_core.benchmark.oracle import RULE as ORACLE_RULE
 from esper_core.compare.tuning_choice import RULE as TUNING_RULE
 from esper_core.compare.tuning_results import ArmTuning
 
-SCHEMA_VERSION = 2  # 2: training_runs
+SCHEMA_VERSION = 3  # 2: training_runs; 3: within_noise
 NORMALIZED, EXTRA_FLOPS, METRIC_LOST = "normalized", "extra_flops", "metric_lost"
 GAIN_UNIT, FLOPS_UNIT = "fraction of the oracle's gain", "fraction of wait's FLOPs"
 
@@ -65,6 +65,8 @@ class PairResult:
     left_out: list[str] = attrs.field(factory=list)  # operators the host refused, and why
     oracle: str | None = None  # the chosen entry's label; None: selection unfinished
     growth_pays: bool | None = None  # the oracle is not wait
+    # the best entry's gain over wait on the tuning seeds was within their noise
+    within_noise: str | None = None
     gap: float | None = None  # mean oracle - wait on the evaluation seeds (higher better)
     evaluation: list[ArmValues] = attrs.field(factory=list)
     failures: list[str] = attrs.field(factory=list)  # cells that failed, one line each

@@ -19,7 +19,7 @@ from attrs import frozen
 
 from esper_core.benchmark import phases
 from esper_core.benchmark.menu import MenuEntry, build_menu, refusals
-from esper_core.benchmark.oracle import EntryScore, choose_oracle, entry_score
+from esper_core.benchmark.oracle import EntryScore, choose_oracle, clear_of_noise, entry_score
 from esper_core.benchmark.pooled_runs import runs_results
 from esper_core.benchmark.probe import host_offer, pair_config
 from esper_core.benchmark.results import (
@@ -125,10 +125,12 @@ def _failures(outcomes: Sequence[CellOutcome], out: Path) -> list[tuple[str, str
 
 def select(
     plan: PairPlan, suite: Suite, menu_cells: Sequence[Cell], wait_runs: Sequence[Cell], out: Path
-) -> tuple[list[MenuRecord], int | None]:
-    """The menu's validation values on the tuning seeds and the oracle's index (None
-    while a run is unfinished): ``menu_cells`` under ``OUT/menu``, ``wait_runs`` (the
-    tuning cells of wait's chosen rate) under ``OUT``. Only validation values are read."""
+) -> tuple[list[MenuRecord], int | None, str | None]:
+    """The menu's validation values on the tuning seeds, the oracle's index (None while
+    a run is unfinished) and, when the best entry's gain over wait is within the tuning
+    seeds' noise, the line saying so (the oracle is then wait): ``menu_cells`` under
+    ``OUT/menu``, ``wait_runs`` (the tuning cells of wait's chosen rate) under ``OUT``.
+    Only validation values are read."""
     values = _validation(menu_cells, phases.menu_root(out), plan.validation)
     values["wait"] = _validation(wait_runs, out, plan.validation).get("wait", {})
     higher = plan.validation == VAL_ACC
@@ -142,7 +144,9 @@ def select(
         )
         for e, s in zip(plan.menu, entries)
     ]
-    return records, choose_oracle(entries, higher)
+    settings = (suite.confidence, suite.resamples, suite.bootstrap_seed)
+    index, note = clear_of_noise(entries, choose_oracle(entries, higher), higher, settings)
+    return records, index, note
 
 
 def benchmark(
@@ -208,13 +212,14 @@ def benchmark(
             continue
         label = plan.pair.task.label
         wait_runs = [c for c in searched[label] if c.config.training.lr == result.lr]
-        records, index = select(plan, suite, menu_cells[label], wait_runs, out)
+        records, index, note = select(plan, suite, menu_cells[label], wait_runs, out)
         oracle = None if index is None else plan.menu[index]
         results[i] = attrs.evolve(
             result,
             menu=records,
             oracle=None if oracle is None else oracle.label,
             growth_pays=None if oracle is None else oracle.policy != "wait",
+            within_noise=note,
         )
         if oracle is not None and until == "evaluation":
             evaluation[label] = phases.evaluation_phase(

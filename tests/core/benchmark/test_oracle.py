@@ -7,7 +7,7 @@ from pathlib import Path
 
 from esper_core.benchmark import phases
 from esper_core.benchmark.menu import HostOffer, build_menu
-from esper_core.benchmark.oracle import EntryScore, choose_oracle, entry_score
+from esper_core.benchmark.oracle import EntryScore, choose_oracle, clear_of_noise, entry_score
 from esper_core.benchmark.run_suite import PairPlan, select
 from esper_core.compare.experiment import Cell
 from esper_core.compare.stalls import StallRule
@@ -35,8 +35,9 @@ def test_the_oracle_is_the_best_validation_entry_though_test_says_otherwise(
             root = tmp_path if label == "wait" else phases.menu_root(tmp_path)
             finished(cell.directory(root), val + k, test + k)
             (wait_runs if label == "wait" else menu_cells).append(cell)
-    records, index = select(plan, found, menu_cells, wait_runs, tmp_path)
+    records, index, note = select(plan, found, menu_cells, wait_runs, tmp_path)
     assert index is not None and menu[index].label == "widen-at0.1"
+    assert note is None  # +10 on every tuning seed: clear of their noise
     assert [r.mean for r in records] == [81.0, 91.0, 86.0]
 
 
@@ -63,3 +64,31 @@ def test_ties_go_to_wait_and_an_unfinished_menu_chooses_nothing() -> None:
     assert not partial.complete
     assert choose_oracle([tied[0], partial], False) is None
     assert choose_oracle([EntryScore("wait", (None,), None, (), False)], True) is None
+
+
+SETTINGS = (0.95, 2000, 0)
+FIVE = (100, 101, 102, 103, 104)
+
+
+def test_a_best_entry_within_the_tuning_seeds_noise_leaves_wait_the_oracle() -> None:
+    rule = StallRule()
+    wait = entry_score("wait", dict(zip(FIVE, (99.4, 99.2, 98.9, 98.9, 99.4))), FIVE, True, rule)
+    # digits-base's first run: the best entry is +0.11 by mean, worse on two seeds
+    noisy = entry_score("seed", dict(zip(FIVE, (99.2, 98.9, 99.2, 99.4, 99.7))), FIVE, True, rule)
+    index, note = clear_of_noise([wait, noisy], choose_oracle([wait, noisy], True), True, SETTINGS)
+    assert index == 0
+    assert note is not None and note.startswith("the best entry, seed, beat wait by")
+    assert "growth does not pay" in note
+    clear = entry_score("seed", dict(zip(FIVE, (99.9, 99.8, 99.5, 99.6, 99.9))), FIVE, True, rule)
+    assert clear_of_noise([wait, clear], 1, True, SETTINGS) == (1, None)
+
+
+def test_the_margin_is_oriented_for_a_loss() -> None:
+    rule = StallRule()
+    wait = entry_score("wait", dict(zip(FIVE, (2.60, 2.57, 2.67, 2.58, 2.57))), FIVE, False, rule)
+    lower = entry_score("widen", dict(zip(FIVE, (2.47, 2.48, 2.57, 2.47, 2.45))), FIVE, False, rule)
+    assert clear_of_noise([wait, lower], 1, False, SETTINGS) == (1, None)
+    higher = entry_score(
+        "widen", dict(zip(FIVE, (2.70, 2.68, 2.77, 2.69, 2.66))), FIVE, False, rule
+    )
+    assert clear_of_noise([wait, higher], 1, False, SETTINGS)[0] == 0
