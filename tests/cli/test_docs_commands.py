@@ -211,6 +211,7 @@ COMMANDS: dict[str, Way] = {
     "esper compare examples/heuristic-expansion-tuning-cnn.toml --jobs 2": DryRun(18),
     # docs/results/growth-charlm-300k-budget.md: the smaller start under the tuning rule
     "esper compare examples/growth-charlm-300k-rule.toml --jobs 2": DryRun(70),
+    "esper compare examples/depth-glyphs-rule.toml --jobs 2": DryRun(100),
     "esper compare examples/recipes-glyphs.toml --jobs 2": DryRun(220),
     "esper compare examples/compare-digits.toml --runner ray": DryRun(
         30, "a comparison of {runs} runs on Ray: a private instance starts a Ray cluster"
