@@ -1,5 +1,5 @@
 """What the library API costs in the user's own loop: an epoch with a ``Grower(policy="wait")``
-vs the same plain PyTorch epoch (issues 26 and 34; target <= 1.03x).
+vs the same plain PyTorch epoch (target <= 1.03x).
 
 Both sides train torchvision's resnet18 (no weights) on the generated data of
 ``examples/own_model_resnet18.py`` with the same loop, then validate once: the plain side

@@ -1,6 +1,6 @@
 """Which runs of an arm did not train: diverged, or stalled far behind the arm's others.
 
-Issue 50: a baseline that trains on most seeds at its tuned rate and stalls on a plateau
+Why: a baseline that trains on most seeds at its tuned rate and stalls on a plateau
 on a few (charlm's `wide` at lr 0.006: final validation loss 1.75-1.78 on 3 of 10 seeds
 where the others reach about 1.38) makes any policy look good against it. A claim against
 such an arm is no claim, so every comparison checks each arm's runs and says so.

@@ -8,7 +8,7 @@ keeps the default unless another value does better. A point with a non-finite va
 any seed (a diverged run) scores below every finite point; if no point is finite, the
 first is chosen. A point on which any tuning seed did not train (diverged, or stalled
 far behind the point's other seeds: :mod:`esper_core.compare.stalls`) is scored as
-diverged by its caller, so the next rate down is chosen (issue 50).
+diverged by its caller, so the next rate down is chosen.
 """
 
 from __future__ import annotations

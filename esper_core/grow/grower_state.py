@@ -22,7 +22,7 @@ from esper_core.run.checkpoint_fields import check_env_state
 
 STATE_FORMAT = 1
 STATE_KEYS = ("env", "step", "policy")  # what state_dict() always writes
-CONFIG_KEY = "growth_config"  # written since issue 53; a state without it is not compared
+CONFIG_KEY = "growth_config"  # older states lack it and are not compared
 SHOWN = 3  # differences named in the message
 
 

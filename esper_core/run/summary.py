@@ -224,7 +224,7 @@ def _contribution(kept: list[SeedRecord], episodes: int) -> str:
     contribution (validation accuracy with it minus with it switched off, at its last
     measurement), summed per episode, averaged over episodes. Not the accuracy gained
     since a seed's germination: that holds all of the host's own learning meanwhile
-    (issue 50: +54.60 points on the main job, where the seeds' contribution is +16.99)."""
+    (+54.60 points on the main job once, where the seeds' contribution was +16.99)."""
     measured = [r for r in kept if r.contribution is not None]
     if not measured:
         return ""

@@ -1,4 +1,4 @@
-"""A watchdog for run code that never returns (issue 33.14).
+"""A watchdog for run code that never returns.
 
 A reward stuck in a loop, or a blueprint's forward waiting on something that never
 comes, used to hang a run forever. :class:`Watchdog` bounds each unit of a run's loop
