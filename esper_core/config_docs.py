@@ -9,6 +9,7 @@ config file.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import attrs
@@ -56,11 +57,17 @@ def _allowed(field: attrs.Attribute) -> str:
     return check.expected if isinstance(check, Range) else ""
 
 
+_DOTTED = re.compile(r"\b(?:[A-Za-z_]\w*\.)+([A-Za-z_]\w*)")
+
+
 def _type_name(field: attrs.Attribute) -> str:
     """The annotation as written (``int | None`` shows as ``int``: unset is the default)."""
     kind = field.type
     text = kind.__name__ if isinstance(kind, type) else str(kind)  # resolved or still a string
-    return text.replace(" | None", "").replace("typing.", "")
+    # A resolved generic prints its arguments with their modules (list[pkg.mod.Pair]),
+    # the string as written does not; show the short names either way.
+    text = _DOTTED.sub(r"\1", text)
+    return text.replace(" | None", "")
 
 
 def _default(field: attrs.Attribute) -> Any:

@@ -19,6 +19,19 @@ def test_the_configuration_reference_is_up_to_date() -> None:
     )
 
 
+def test_the_reference_does_not_depend_on_whether_annotations_were_resolved() -> None:
+    # cattrs resolves a class's string annotations the first time it structures one, so
+    # which tests ran first in a process decided whether train.pairs read
+    # list[TrainPair] or list[esper_core.config_train.TrainPair].
+    from esper_core.config_train import TrainSection
+
+    before = reference_markdown()
+    attrs.resolve_types(TrainSection)
+    assert not isinstance(attrs.fields(TrainSection).pairs.type, str)
+    assert reference_markdown() == before
+    assert "| list[TrainPair] |" in before
+
+
 def test_every_core_key_is_documented_and_listed() -> None:
     text = reference_markdown()
     for name in sections():
