@@ -94,10 +94,17 @@ def mean_variance(table: np.ndarray) -> tuple[float, float]:
 
 def expansion(table: np.ndarray, boot_means: np.ndarray, confidence: float) -> float:
     """The factor a resample's distance from the estimate is scaled by (module doc)."""
+    return scale_to(mean_variance(table), boot_means, confidence)
+
+
+def scale_to(variance_dof: tuple[float, float], boot_means: np.ndarray, confidence: float) -> float:
+    """``sqrt(V / V*) * t(nu) / z``: resamples whose grand means vary by ``V*`` scaled to
+    the unbiased variance ``V`` of the grand mean, and to a t with ``nu`` degrees of
+    freedom (any number of crossed factors: :mod:`esper_core.compare.crossed_nd`)."""
     boot_var = float(boot_means.var())
     if boot_var == 0.0:
         return 1.0
-    variance, dof = mean_variance(table)
+    variance, dof = variance_dof
     quantile = 1 - (1 - confidence) / 2
     t_over_z = float(scipy_stats.t.ppf(quantile, dof) / scipy_stats.norm.ppf(quantile))
     return float(np.sqrt(variance / boot_var)) * t_over_z

@@ -33,6 +33,7 @@ import math
 import numpy as np
 from scipy import stats as scipy_stats
 
+from esper_core.compare.crossed_bootstrap import scale_to
 from esper_core.compare.stats import IQM_TRIM, Interval, iqm
 
 # Values drawn per block of resamples: bounds memory for large tables x many resamples.
@@ -125,13 +126,7 @@ def mean_variance_nd(table: np.ndarray) -> tuple[float, float]:
 
 def expansion_nd(table: np.ndarray, boot_means: np.ndarray, confidence: float) -> float:
     """The factor a resample's distance from the estimate is scaled by (module doc)."""
-    boot_var = float(boot_means.var())
-    if boot_var == 0.0:
-        return 1.0
-    variance, dof = mean_variance_nd(table)
-    quantile = 1 - (1 - confidence) / 2
-    t_over_z = float(scipy_stats.t.ppf(quantile, dof) / scipy_stats.norm.ppf(quantile))
-    return float(np.sqrt(variance / boot_var)) * t_over_z
+    return scale_to(mean_variance_nd(table), boot_means, confidence)
 
 
 def crossed_interval_nd(
