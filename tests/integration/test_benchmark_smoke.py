@@ -199,6 +199,23 @@ EXPECTED: dict[str, list[str]] = {
         *(f"hub_fraction.{k}" for k in SPREAD),
         "load_average",
     ],
+    "gpu_streams": [
+        "benchmark",
+        "device",
+        *(f"rows.*.{k}" for k in ("host", "envs", "executor", "samples_per_s", "host_s_per_epoch")),
+        "profile.epoch_wall_ms",
+        "profile.gpu_busy_fraction",
+        "scaling.acceptance",
+    ],
+    "gpu_recipes": [
+        "benchmark",
+        "device",
+        "epochs.*.setting",
+        "epochs.*.gpu_s_per_epoch",
+        "speedup_vs_fp32_eager",
+        "runs.*.run_s",
+        "runs.*.median_epoch_s",
+    ],
     "thread_default": ["benchmark", "load_average", "settings.*.median_wall_s", "fastest"],
     "train_sps": [
         "benchmark",

@@ -125,6 +125,7 @@ def test_to_moves_the_seeds_with_the_model() -> None:
     torch.testing.assert_close(model(X.double()), expected, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_to_cuda_moves_the_seeds_with_the_model() -> None:
     model, _, grower = _fossil()
