@@ -55,10 +55,13 @@ class VariantMasks:
             k = len(variants)
             masks = {}
             for sid in blended:
+                # Built from device kernels alone: writing a Python float into a GPU
+                # tensor element by element would synchronise once per element.
+                positions = torch.arange(k, device=device)
                 per_variant = torch.ones(k, device=device)
                 for j, off in enumerate(variants):
                     if sid in off:
-                        per_variant[j] = 0.0
+                        per_variant = per_variant * (positions != j)
                 masks[sid] = per_variant.view(k, 1).expand(k, size).reshape(-1)
             self._by_size[size] = masks
         return masks

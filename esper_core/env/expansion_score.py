@@ -28,6 +28,7 @@ import torch
 from attrs import frozen
 from torch import nn
 
+from esper_core.env.device import to_device
 from esper_core.env.pending import Pending
 from esper_core.lifecycle.model import MorphogeneticModel
 
@@ -125,7 +126,7 @@ def expansion_scores(
                 if sid not in projections:
                     width = rows.shape[1]
                     draw = torch.randn(width, FEATURES_PER_CHANNEL * width, generator=generator)
-                    projections[sid] = draw.to(rows) / width**0.5
+                    projections[sid] = to_device(draw, rows.device).to(rows.dtype) / width**0.5
                 step = grows.T @ _features(rows, projections[sid])
                 slot_sum[sid] = step if sid not in slot_sum else slot_sum[sid] + step
             batches_seen += 1

@@ -23,6 +23,7 @@ from torch import nn
 from esper_core.components.blueprint import Blueprint
 from esper_core.components.host import InjectionSpec
 from esper_core.converter import converter
+from esper_core.env.device import module_to
 from esper_core.lifecycle import rules, slot_forward, slot_state
 from esper_core.lifecycle.alpha import STYLES, AlphaSchedule, BlendGate
 from esper_core.lifecycle.blueprint_resolver import BlueprintResolver
@@ -151,8 +152,9 @@ class SeedSlot(nn.Module):
             width = spec.next_channels if blueprint.branch else spec.channels
             gate = BlendGate(width or spec.channels, spec.topology) if gated else None
         self._branch, self.seed_spec = blueprint.branch, spec
-        self.seed = seed.to(device=self._anchor.device, dtype=self._anchor.dtype)
-        self.gate = gate.to(device=self._anchor.device, dtype=self._anchor.dtype) if gate else None
+        device, dtype = self._anchor.device, self._anchor.dtype
+        self.seed = module_to(seed, device, dtype)
+        self.gate = module_to(gate, device, dtype) if gate else None
         self.param_version += 1
 
     def germinate(
