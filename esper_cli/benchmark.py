@@ -126,7 +126,7 @@ def _dry_run(suite: Any, split: str, pm: Any) -> None:
     plans = plan_pairs(suite, split, pm)
     tuning = sum(len(p.pair.grid) for p in plans) * len(suite.tuning_seeds)
     menu = sum(len(p.menu) - 1 for p in plans) * len(suite.tuning_seeds)
-    arms = len(evaluation_arms(suite, None)) + 1  # with the oracle's arm where growth pays
+    arms = len(evaluation_arms(suite, None, split)) + 1  # with the oracle's arm where growth pays
     evaluation = len(plans) * arms * len(suite.seeds)
     for p in plans:
         click.echo(

@@ -101,14 +101,16 @@ def menu_phase(
     return _cells(experiment, pm, threads, lr, suite.tuning_seeds)
 
 
-def evaluation_arms(suite: Suite, oracle: MenuEntry | None) -> list[Arm]:
-    """wait, the oracle's entry (unless it is wait), then the policies under test. The
-    oracle runs exactly as its entry ran on the tuning seeds: its options and its partial
-    config (a seed entry's ``env.blueprints`` when its blueprint is opt-in)."""
+def evaluation_arms(suite: Suite, oracle: MenuEntry | None, split: str) -> list[Arm]:
+    """wait, the oracle's entry (unless it is wait), the policies under test, then on the
+    training pairs the candidates for a default. The oracle runs exactly as its entry ran
+    on the tuning seeds: its options and its partial config (a seed entry's
+    ``env.blueprints`` when its blueprint is opt-in)."""
     arms = [WAIT_ARM]
     if oracle is not None and oracle.policy != WAIT:
         arms.append(attrs.evolve(oracle.arm(), label=ORACLE))
-    return arms + [p for p in suite.policies if p.label != WAIT]
+    candidates = suite.candidates if split == "training" else ()
+    return arms + [p for p in (*suite.policies, *candidates) if p.label != WAIT]
 
 
 def evaluation_phase(
@@ -119,7 +121,7 @@ def evaluation_phase(
     pm: PluginManager,
     threads: int,
 ) -> list[Cell]:
-    experiment = pair_experiment(suite, pair, evaluation_arms(suite, oracle))
+    experiment = pair_experiment(suite, pair, evaluation_arms(suite, oracle, pair.split))
     return _cells(experiment, pm, threads, lr, suite.seeds)
 
 

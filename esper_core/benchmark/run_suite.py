@@ -231,7 +231,7 @@ def benchmark(
     results = [
         _evaluated(r, evaluation.get(r.label, []), out, suite.seeds, failed) for r in results
     ]
-    policies = [a.label for a in phases.evaluation_arms(suite, None)]
+    policies = [a.label for a in phases.evaluation_arms(suite, None, split)]
     settings = (suite.confidence, suite.resamples, suite.bootstrap_seed)
     done = BenchmarkResults(
         split,

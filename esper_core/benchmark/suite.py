@@ -5,6 +5,7 @@
     seeds = 10                       # evaluation seeds: run.seed + 0..9
     tuning_seeds = [100, 101, 102, 103, 104]   # the rate and the oracle are chosen here
     policies = ["wait", "heuristic", "ppo:pretrained"]
+    candidates = [{ name = "heuristic", label = "slowdown", options = { trigger = "slowdown" } }]
 
     [menu]
     moments = [0.1, 0.3, 0.5]        # each operator at these fractions of the run
@@ -28,6 +29,10 @@ The split is part of the file, fixed before any run: a host (a task with the opt
 that shape its network) is in one split only, and ``esper benchmark --split
 evaluation`` never runs a training pair's cell (nor the reverse). Everything is checked
 here or when the cells are planned, before one runs.
+
+``candidates`` are policies run on the training pairs only: the options a default is
+chosen among, so that the choice never sees an evaluation pair. Their labels share one
+namespace with ``policies``.
 
 ``[training_runs]`` names the policies that are one learned controller's independent
 training runs (each checkpoint evaluated as its own policy): at least two per group, a
@@ -129,6 +134,11 @@ class PairEntry:
 class SuiteFile:
     pairs: list[PairEntry] = options_field([], doc="The host/task pairs.")
     policies: list[PolicyEntry] = options_field([], doc="The policies under test.")
+    candidates: list[PolicyEntry] = options_field(
+        [],
+        doc="Policies run on the training pairs only: the candidates a default is chosen "
+        "among (never run on an evaluation pair).",
+    )
     seeds: int = options_field(
         10, in_range(1, MAX_COMPARE_SEEDS, integer=True), "Evaluation seeds: run.seed + 0..n-1."
     )
@@ -192,6 +202,7 @@ class Suite:
     bootstrap_seed: int = 0
     out: str | None = None
     training_runs: tuple[RunsGroup, ...] = ()
+    candidates: tuple[Arm, ...] = ()
 
     def split(self, split: str) -> tuple[Pair, ...]:
         return tuple(p for p in self.pairs if p.split == split)
@@ -321,12 +332,14 @@ def build_suite(spec: SuiteFile, base: RunConfig) -> Suite:
     if not spec.tuning_seeds:
         problems.append("tuning_seeds: expected at least one seed")
     policies: tuple[Arm, ...] = ()
-    try:  # the policies under test, checked as esper compare checks them
-        checked = build_experiment(_ExperimentFile(policies=spec.policies), base)
-        policies = checked.policies
+    candidates: tuple[Arm, ...] = ()
+    try:  # the policies under test and the candidates, checked as esper compare checks them
+        entries = [*spec.policies, *spec.candidates]
+        checked = build_experiment(_ExperimentFile(policies=entries), base).policies
+        policies, candidates = checked[: len(spec.policies)], checked[len(spec.policies) :]
     except ConfigError as exc:
         problems += [f"policies: {p}" for p in exc.problems]
-    reserved = {"wait", "oracle"} & {p.label for p in policies if p.spec != "wait"}
+    reserved = {"wait", "oracle"} & {p.label for p in (*policies, *candidates) if p.spec != "wait"}
     problems += [
         f"policies: the label {r!r} is the benchmark's own arm; give it another"
         for r in sorted(reserved)
@@ -348,4 +361,5 @@ def build_suite(spec: SuiteFile, base: RunConfig) -> Suite:
         bootstrap_seed=spec.bootstrap_seed,
         out=spec.out,
         training_runs=tuple(RunsGroup(k, tuple(v)) for k, v in spec.training_runs.items()),
+        candidates=candidates,
     )

@@ -7,6 +7,7 @@ import pytest
 from esper_core.benchmark.menu import HostOffer, SlotOffer, build_menu, refusals
 from esper_core.benchmark.probe import host_offer
 from esper_core.benchmark.suite import SuiteError, build_suite, load_suite_file, split_problems
+from esper_core.compare.experiment import PolicyEntry
 from esper_core.config import RunConfig
 from esper_core.converter import structure
 from tests.core.benchmark.helpers import USER_MLP, pair, suite
@@ -115,7 +116,7 @@ def test_the_oracle_is_evaluated_with_its_entrys_options_and_config() -> None:
     )
     entry = build_menu(offer, (0.1,), 2.0, 2)[1]
     found = suite(pair("digits-impaired", "digits", preset="impaired"))
-    wait, oracle = evaluation_arms(found, entry)[:2]
+    wait, oracle = evaluation_arms(found, entry, "evaluation")[:2]
     assert wait.label == "wait"
     # an opt-in blueprint's entry ran with env.blueprints naming it on the tuning seeds;
     # without it every evaluation run of the oracle is refused
@@ -125,3 +126,24 @@ def test_the_oracle_is_evaluated_with_its_entrys_options_and_config() -> None:
         {"seeds": ["conv_layer@r0c0"], "at": 0.1},
         {"env": {"blueprints": ["cnn/norm", "cnn/conv_layer"]}},
     )
+
+
+def test_candidates_run_on_the_training_pairs_only() -> None:
+    from esper_core.benchmark.phases import evaluation_arms
+
+    slowdown = PolicyEntry(name="heuristic", label="slowdown", options={"trigger": "slowdown"})
+    found = suite(
+        pair("digits-impaired", "digits", preset="impaired"),
+        pair("digits-base", "digits", "training", preset="base"),
+        candidates=[slowdown],
+    )
+    training = [a.label for a in evaluation_arms(found, None, "training")]
+    assert training == ["wait", "heuristic", "slowdown"]
+    assert [a.label for a in evaluation_arms(found, None, "evaluation")] == ["wait", "heuristic"]
+    assert found.candidates[0].options == {"trigger": "slowdown"}
+
+
+def test_a_candidate_may_not_take_a_policys_label() -> None:
+    twin = PolicyEntry(name="heuristic", options={"trigger": "slowdown"})
+    with pytest.raises(SuiteError, match="heuristic"):
+        suite(pair("digits-base", "digits", "training", preset="base"), candidates=[twin])
