@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU checks in one command, for a lent machine whose python3 holds torch but not
-# Esper: the CUDA-marked tests, then benchmarks/gpu_streams.py and gpu_recipes.py. Every
-# part writes into $OUT (default ./gpu-out) as it finishes and has its own time limit,
-# so a part that hangs costs its limit, not the session.
+# Esper: the CUDA-marked tests, then benchmarks/gpu_graph_step.py, gpu_streams.py and
+# gpu_recipes.py. Every part writes its stdout to $OUT/NAME.out (default ./gpu-out) as
+# it finishes, its stderr to $OUT/session.log, and has its own time limit, so a part
+# that hangs costs its limit, not the session.
 #
 #   bash benchmarks/gpu_session.sh [SITE]
 #
@@ -25,19 +26,21 @@ print(torch.__version__, torch.cuda.get_device_name(0), sorted(PluginManager().i
   >>"$OUT/nvidia-smi.txt" 2>&1 || { cat "$OUT/nvidia-smi.txt"; exit 3; }
 tail -n 1 "$OUT/nvidia-smi.txt"
 
-part() {  # NAME LIMIT_S COMMAND...: run, keep stdout in NAME.json or .log, report
+part() {  # NAME LIMIT_S COMMAND...: run, keep stdout in NAME.out, stderr in session.log
   local name=$1 limit=$2
   shift 2
   local started=$SECONDS
-  timeout "$limit" "$@" >"$OUT/$name.out" 2>"$OUT/$name.err"
-  echo "== $name: exit $? in $((SECONDS - started)) s"
-  tail -n 5 "$OUT/$name.err"
+  echo "== $name" >>"$OUT/session.log"
+  timeout "$limit" "$@" >"$OUT/$name.out" 2>>"$OUT/session.log"
+  echo "== $name: exit $? in $((SECONDS - started)) s" | tee -a "$OUT/session.log"
 }
 
 part pytest 170 $PY -m pytest -p no:cacheprovider -m cuda -rA -q \
   tests/plugins/esper_streams/test_cuda_paths.py tests/plugins/esper_streams/test_streams.py \
-  tests/core/test_device_traffic.py tests/core/test_data.py \
+  tests/core/test_device.py tests/core/test_device_traffic.py tests/core/test_data.py \
   tests/integration/test_grower_owns_seeds.py
 tail -n 25 "$OUT/pytest.out"
+part gpu_graph_step 90 $PY benchmarks/gpu_graph_step.py --device cuda
+grep -A 12 '"scaling"' "$OUT/gpu_graph_step.out"
 part gpu_streams 180 $PY benchmarks/gpu_streams.py --device cuda --profile --fixes --out "$OUT"
 part gpu_recipes 200 $PY benchmarks/gpu_recipes.py --device cuda

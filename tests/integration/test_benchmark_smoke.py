@@ -207,6 +207,14 @@ EXPECTED: dict[str, list[str]] = {
         "profile.gpu_busy_fraction",
         "scaling.acceptance",
     ],
+    "gpu_graph_step": [
+        "benchmark",
+        "device",
+        "rows.*.envs",
+        "rows.*.mode",
+        "rows.*.samples_per_s",
+        "scaling",
+    ],
     "gpu_recipes": [
         "benchmark",
         "device",
