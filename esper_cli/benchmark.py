@@ -55,6 +55,13 @@ SPLITS = ("evaluation", "training")
     help="Load a plugin module or file.",
 )
 @click.option(
+    "--only",
+    multiple=True,
+    metavar="LABEL",
+    help="Run only these policies under test or candidates (wait and the oracle always "
+    "run); repeat for several.",
+)
+@click.option(
     "--dry-run",
     is_flag=True,
     help="Check the suite, build every pair's oracle menu from its host and print the menus "
@@ -89,6 +96,8 @@ def benchmark(ctx: click.Context, **params: Any) -> None:
     if params.get("sets"):
         data = apply_overrides(data, list(params["sets"]))
     suite = build_suite(spec, structure(data, RunConfig))
+    if params.get("only"):
+        suite = _only(suite, list(params["only"]))
     split = params["split"]
     root = Path(params.get("out") or spec.out or f"runs/benchmark-{Path(params['suite']).stem}")
     out = output_dir(root if params.get("out") else root / split, "--out")
@@ -117,6 +126,26 @@ def benchmark(ctx: click.Context, **params: Any) -> None:
         click.echo(f"unfinished: {line}; run the same command again", err=True)
     click.echo((out / "results.md").read_text(encoding="utf-8"))
     click.echo(f"results: {out / 'results.md'}, {out / 'results.json'}", err=True)
+
+
+def _only(suite: Any, labels: list[str]) -> Any:
+    """The suite with only the policies and candidates named (and the groups of training
+    runs all of whose runs are kept)."""
+    import attrs
+
+    known = [a.label for a in (*suite.policies, *suite.candidates)]
+    unknown = [x for x in labels if x not in known]
+    if unknown:
+        raise click.UsageError(
+            f"--only {', '.join(unknown)}: not a policy or candidate of the suite; "
+            f"its labels: {', '.join(known)}"
+        )
+    return attrs.evolve(
+        suite,
+        policies=tuple(a for a in suite.policies if a.label in labels),
+        candidates=tuple(a for a in suite.candidates if a.label in labels),
+        training_runs=tuple(g for g in suite.training_runs if set(g.runs) <= set(labels)),
+    )
 
 
 def _dry_run(suite: Any, split: str, pm: Any) -> None:

@@ -12,7 +12,7 @@ from esper_core.lifecycle.rules import LIVE_STAGES, epochs_to_full_alpha
 from esper_tamiyo_heuristic import host_growth
 from esper_tamiyo_heuristic.memory import Decision, EnvMemory
 from esper_tamiyo_heuristic.options import HeuristicOptions
-from esper_tamiyo_heuristic.signals import Trigger, capacity_check, expansion_check
+from esper_tamiyo_heuristic.signals import Trigger, capacity_check, expansion_check, fit_gate
 
 if TYPE_CHECKING:
     from esper_core.env.observation import Observation
@@ -23,7 +23,12 @@ def trigger(o: HeuristicOptions, memory: EnvMemory, obs: Observation) -> Trigger
     """The trigger and its numbers: the host underfits on a flat training curve
     (``trigger = capacity``), or its validation loss falls by less than
     ``slowdown_drop`` per epoch (``trigger = slowdown``, the compute-aware recipe:
-    more epochs of this model buy little, so grow now rather than at the end)."""
+    more epochs of this model buy little, so grow now rather than at the end). Whatever
+    the trigger, nothing germinates while the host fits its training data
+    (``fit_loss_ratio``)."""
+    closed = fit_gate(obs.train_loss, obs.chance_loss, o.fit_loss_ratio)
+    if closed is not None:
+        return closed
     if o.trigger == "expansion":
         return sustained(expansion_check(obs, o.expansion_ratio), memory, obs.epoch, o)
     if o.trigger == "slowdown":

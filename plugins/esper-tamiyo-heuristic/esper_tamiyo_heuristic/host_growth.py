@@ -20,7 +20,7 @@ from esper_core.lifecycle.rules import LIVE_STAGES
 from esper_core.lifecycle.stages import Stage
 from esper_tamiyo_heuristic.memory import Decision, EnvMemory
 from esper_tamiyo_heuristic.options import HeuristicOptions
-from esper_tamiyo_heuristic.signals import Trigger, capacity_check
+from esper_tamiyo_heuristic.signals import Trigger, capacity_check, fit_gate
 
 if TYPE_CHECKING:
     from esper_core.components.policy import HostGrowthSpec
@@ -77,7 +77,8 @@ def with_host_growth(
     elif decision.action.op != LifecycleOp.WAIT:  # a seed's own action goes first
         why = "no host growth with a seed action"
     else:
-        fired = trigger(o, obs)
+        closed = fit_gate(obs.train_loss, obs.chance_loss, o.fit_loss_ratio)
+        fired = closed or trigger(o, obs)
         why = f"host growth: {fired.why}"
     if fired is None or not fired.fired:
         if decision.rule != "wait":

@@ -95,6 +95,13 @@ class HeuristicOptions:
         "Never germinate before this many epochs are done (the capacity signal needs a "
         "few epochs of training).",
     )
+    fit_loss_ratio: float = options_field(
+        0.0,
+        in_range(0, MAX_FACTOR),
+        "Grow nothing (no seed, no host growth), whatever the trigger, while the training "
+        "loss is below this fraction of the chance-level loss: a host that fits its "
+        "training data has no capacity limit to lift (0: no such gate).",
+    )
     underfit_loss_ratio: float = options_field(
         0.8,
         in_range(0, MAX_FACTOR),

@@ -56,6 +56,22 @@ def capacity_check(
     return Trigger(True, f"{limit}: {falling} < {max_drop:.1%}, chance {chance_loss:.3f}")
 
 
+def fit_gate(train_loss: float | None, chance_loss: float, ratio: float) -> Trigger | None:
+    """A closed gate (a Trigger that did not fire, saying why) while the host fits its
+    training data: its training loss below ``ratio`` x the chance-level loss. A host
+    that already fits what it is shown has no capacity limit for growth to lift. None
+    when the gate is open (``ratio`` 0, no loss yet, or the host still underfits)."""
+    if ratio <= 0 or train_loss is None or chance_loss <= 0 or not math.isfinite(train_loss):
+        return None
+    if train_loss >= ratio * chance_loss:
+        return None
+    return Trigger(
+        False,
+        f"fits its training data: training loss {train_loss:.3f} < fit_loss_ratio={ratio:g} "
+        f"x chance {chance_loss:.3f}",
+    )
+
+
 def expansion_check(obs: Observation, ratio: float) -> Trigger:
     """A free slot where new capacity buys more than the host's own next step: its
     expansion score (``Observation.expansion``) is at least ``ratio`` x the host's.

@@ -104,3 +104,16 @@ def test_expansion_patience_counts_only_consecutive_epochs(build) -> None:
     assert after_gap.action.op == LifecycleOp.WAIT, after_gap.reason
     assert "at 1 of 2 decisions in a row" in after_gap.reason
     assert p.decide(evolve(build.obs(epoch=7), expansion=(2.5, 1.0, 1.0))).rule == "germinate"
+
+
+def test_no_trigger_germinates_while_the_host_fits_its_training_data(build) -> None:
+    for trigger in ("expansion", "slowdown", "capacity"):
+        p = policy(build, trigger=trigger, expansion_ratio=1.5, fit_loss_ratio=0.1)
+        obs = evolve(build.obs(epoch=4, train_loss=0.2), expansion=(1.2, 2.5, 1.9))
+        decision = p.decide(obs)
+        assert decision.action.op == LifecycleOp.WAIT, trigger
+        assert "fits its training data" in decision.reason, trigger
+    # Above the gate the expansion trigger grows as before.
+    p = policy(build, trigger="expansion", expansion_ratio=1.5, fit_loss_ratio=0.1)
+    obs = evolve(build.obs(epoch=4, train_loss=0.3), expansion=(1.2, 2.5, 1.9))
+    assert p.decide(obs).action.op == LifecycleOp.GERMINATE

@@ -176,3 +176,15 @@ def test_its_options_are_checked(build) -> None:
     with pytest.raises(ConfigError, match=r"host_growth_window: 5 needs env.history_length >= 6"):
         policy(build, host_growth_window=5)
     policy(build, host_growth="off", host_growth_window=5)  # off: never read
+
+
+def test_a_host_that_fits_its_training_data_is_not_grown_and_says_why(build) -> None:
+    """fit_loss_ratio closes the host's growth while the training loss is below that
+    fraction of chance (2.3 here): at 0.1, a training loss of 0.2 (< 0.23) holds it back,
+    0.3 lets the same curve grow at the same epoch as without the gate."""
+    fits = episode(policy(build, fit_loss_ratio=0.1), build, _losses(), train_loss=0.2)
+    assert grown(fits) == []
+    assert "fits its training data: training loss 0.200 < fit_loss_ratio=0.1" in fits[9].reason
+    assert grown(episode(policy(build, fit_loss_ratio=0.1), build, _losses(), train_loss=0.3)) == [
+        9
+    ]
