@@ -14,9 +14,9 @@ from esper_core.converter import in_range, one_of, options_field
 HOST_GROWTHS = ("off", "widen", "deepen")
 
 
-def kind_field(doc: str) -> Any:
+def kind_field(doc: str, default: str = "off") -> Any:
     """``host_growth``: off, widen or deepen (``doc`` says how the policy chooses)."""
-    return options_field("off", one_of(*HOST_GROWTHS), doc)
+    return options_field(default, one_of(*HOST_GROWTHS), doc)
 
 
 def factor_field() -> Any:

@@ -105,7 +105,9 @@ class GrowsHostOnline(Protocol):
     request the env cannot honour (a growth still in flight, a seed where the width
     changes, past the last epoch) is a ConfigError: the policy checks first. The session
     checks what :meth:`online_host_growths` declares against the host before the run
-    starts, so a host that cannot grow so fails at once, in one line."""
+    starts, so a host that cannot grow so fails at once, in one line; a policy whose
+    ``host_growth_where_possible`` is true (the heuristic's growth is a default) trains
+    such a host without host growth instead (its observations declare none)."""
 
     def online_host_growths(self) -> Sequence[HostGrowthSpec]:
         """Every growth the policy may ask for (their ``at`` is not read); none: it never

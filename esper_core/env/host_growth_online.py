@@ -53,22 +53,37 @@ def request(env: Requesting, spec: HostGrowthSpec | None, events: GrowthEvents) 
     start_spec(env, spec, events, who)
 
 
-def check_declared(envs: Sequence[Any], specs: Sequence[HostGrowthSpec]) -> None:
+def where_possible(policy: object) -> bool:
+    """Whether ``policy`` grows the host only where the host takes it (its
+    ``host_growth_where_possible``): a host that cannot grow so is then trained without
+    host growth instead of refused."""
+    return bool(getattr(policy, "host_growth_where_possible", False))
+
+
+def check_declared(
+    envs: Sequence[Any], specs: Sequence[HostGrowthSpec], *, optional: bool = False
+) -> str | None:
     """Refuse, before the run starts, a growth the policy may ask for that the host cannot
     take (its shape, the factor, the mode): every env of a run has the same host. Each
-    env then observes whether each of them can start (``host_growth_ready``)."""
+    env then observes whether each of them can start (``host_growth_ready``).
+    ``optional`` (:func:`where_possible`): such a host is not refused; its envs declare no
+    growth (they observe none) and the reason is returned."""
     # Another rank's env is a stand-in without a model; this rank's own envs have one.
     own = [e for e in envs if getattr(e, "model", None) is not None]
     if not own:
-        return
+        return None
     env = own[0]
     try:
         for spec in specs:
             check_specs([attrs.evolve(spec, at=0.0)], env)
     except ConfigError as exc:
         policy = env.config.run.policy
-        raise ConfigError(
-            [f"run.policy {policy!r} may grow the host so: {p}" for p in exc.problems]
-        ) from None
+        problems = [f"run.policy {policy!r} may grow the host so: {p}" for p in exc.problems]
+        if not optional:
+            raise ConfigError(problems) from None
+        for e in own:
+            e.online_growth_specs = ()
+        return problems[0]
     for e in own:
         e.online_growth_specs = tuple(specs)
+    return None

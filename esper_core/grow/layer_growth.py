@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from esper_core.components.policy import DepthGrowthSpec, GrowsHostOnline, SchedulesHostGrowth
-from esper_core.env.host_growth_online import check_declared
+from esper_core.env.host_growth_online import check_declared, where_possible
 from esper_core.errors import ConfigError, GrowerError
 from esper_core.grow.layer_pairs import LayerPair, WidthReport, find_pairs
 from esper_core.grow.layer_widening import LayerWidening
@@ -127,8 +127,11 @@ def allow_layer_growth(
             "(deepen_at, a depth host_growth) rewrites the stack of Esper's own hosts; widen "
             "instead (widen_at), or grow the host with esper run --task glyphs/charlm"
         )
+    optional = not scheduled and where_possible(policy)
     report = widenable_layers(model, example_input)
     if not report.pairs:
+        if optional:  # a policy that widens where it can grows this model with seeds alone
+            return
         why = "; ".join(report.refused[:3]) or "it has no Linear or Conv2d layer"
         raise GrowerError(
             f"the Grower cannot widen {name}: no Linear or Conv2d feeds a single other one "
@@ -139,7 +142,7 @@ def allow_layer_growth(
         if scheduled:
             env.schedule_host_growth(scheduled)
         if online:
-            check_declared([env], online)
+            check_declared([env], online, optional=optional)
     except ConfigError as exc:
         raise GrowerError(
             f"{exc.problems[0]}; the stages {name} can widen are {report.describe()}"

@@ -4,6 +4,7 @@ telemetry hub and seed ledger, with the checkpoint that saves and restores all o
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -43,6 +44,8 @@ from esper_core.run.run_dir import (
     write_run_config,
 )
 from esper_core.run.telemetry import EpisodeFinished, Event, RunStarted
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from esper_core.env.observation import Observation
@@ -315,8 +318,13 @@ def open_session(
         for env in envs:
             env.schedule_host_growth(policy.host_growths())
     if isinstance(policy, GrowsHostOnline):  # ...or when the policy chooses: can it?
+        optional = host_growth_online.where_possible(policy)
         for group in each_pair(envs):
-            host_growth_online.check_declared(group, policy.online_host_growths())
+            why = host_growth_online.check_declared(
+                group, policy.online_host_growths(), optional=optional
+            )
+            if why is not None:
+                log.info("%s; it grows with seeds alone there", why)
     lock = lock_run_dir(path, resume) if writer else None
     try:
         # The backends name their files before config.toml is written: a new run whose

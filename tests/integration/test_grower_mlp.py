@@ -30,6 +30,9 @@ EAGER = [
     "policies.heuristic.flat_window=1",
     "policies.heuristic.underfit_loss_ratio=0",
     "policies.heuristic.flat_max_drop=100",
+    # Seeds alone (no host widening, no fit gate): these tests exercise seed mechanics.
+    'policies.heuristic.host_growth="off"',
+    "policies.heuristic.fit_loss_ratio=0",
 ]
 
 

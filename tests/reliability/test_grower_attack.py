@@ -40,7 +40,12 @@ class Scalar(Net):
 
 X = torch.randn(4, 3, 8, 8, generator=torch.Generator().manual_seed(0))
 Y = torch.tensor([0, 1, 2, 3])
-EAGER = ["policies.heuristic.min_epoch=0", "policies.heuristic.flat_window=1"]
+EAGER = [
+    "policies.heuristic.min_epoch=0",
+    "policies.heuristic.flat_window=1",
+    'policies.heuristic.host_growth="off"',
+    "policies.heuristic.fit_loss_ratio=0",
+]
 
 
 def grower(model: nn.Module | None = None, **options: Any) -> Grower:

@@ -39,7 +39,8 @@ def window(o: HeuristicOptions, max_epochs: int) -> tuple[int, int]:
 
 def pending(o: HeuristicOptions, memory: EnvMemory, obs: Observation) -> bool:
     """Whether the host may still grow this episode (germination waits for it)."""
-    if o.host_growth == "off" or memory.host_growth_epoch >= 0:
+    # No growth declared on this env (its host cannot take it): seeds alone.
+    if o.host_growth == "off" or memory.host_growth_epoch >= 0 or not obs.host_growth_ready:
         return False
     return obs.epoch <= window(o, obs.max_epochs)[1]
 

@@ -14,7 +14,14 @@ from esper_core.lifecycle.stages import Stage
 
 
 def policy(build, **options) -> HeuristicPolicy:  # type: ignore[no-untyped-def]
-    base = {"min_epoch": 2, "prune_cooldown": 5, "blueprint_order": ["conv_heavy"]}
+    # The seed rules alone: no host growth, no fit gate (tested in their own files).
+    base = {
+        "min_epoch": 2,
+        "prune_cooldown": 5,
+        "blueprint_order": ["conv_heavy"],
+        "host_growth": "off",
+        "fit_loss_ratio": 0.0,
+    }
     return HeuristicPolicy(HeuristicOptions(**{**base, **options}), build.context())
 
 

@@ -38,7 +38,14 @@ FITTING = (1.8, 0.6, 0.2)  # far below chance and falling fast: none
 def policy(build, **options) -> HeuristicPolicy:
     # The capacity trigger and the gain judgement: the rules these tests pin (the
     # defaults are the expansion trigger and the contribution judgement).
-    base = {"min_epoch": 2, "prune_cooldown": 5, "blueprint_order": ORDER}
+    # The seed rules alone: no host growth, no fit gate (tested in their own files).
+    base = {
+        "min_epoch": 2,
+        "prune_cooldown": 5,
+        "blueprint_order": ORDER,
+        "host_growth": "off",
+        "fit_loss_ratio": 0.0,
+    }
     base |= {"trigger": "capacity", "judge": "gain"}
     return HeuristicPolicy(HeuristicOptions(**{**base, **options}), build.context())
 

@@ -39,6 +39,7 @@ def _losses() -> list[float]:
 def policy(build, **options) -> HeuristicPolicy:  # type: ignore[no-untyped-def]
     base = {"host_growth": "widen", "host_growth_drop": 0.05, "blueprint_order": ["conv_heavy"]}
     base |= {"trigger": "capacity", "judge": "gain"}  # hand-made observations carry no scores
+    base |= {"fit_loss_ratio": 0.0}  # its gate has a test of its own
     return HeuristicPolicy(HeuristicOptions(**{**base, **options}), build.context())
 
 
@@ -138,7 +139,9 @@ def test_off_changes_nothing(build) -> None:
     """Off, the host_growth_* options are never read: the same decisions as the defaults,
     none asking for a growth, and nothing declared to the session."""
     same = {"blueprint_order": ["conv_heavy"], "trigger": "capacity", "judge": "gain"}
-    default = HeuristicPolicy(HeuristicOptions(**same), build.context())
+    default = HeuristicPolicy(
+        HeuristicOptions(**same, host_growth="off", fit_loss_ratio=0.0), build.context()
+    )
     off = policy(build, host_growth="off", host_growth_drop=10.0, host_growth_min_at=0.0)
     for train_loss in (0.5, UNDERFIT):
         a = episode(default, build, _losses(), train_loss=train_loss)

@@ -33,6 +33,9 @@ FAST = [
     "policies.heuristic.expansion_ratio=1e-9",
     "policies.heuristic.underfit_loss_ratio=0.0",
     "policies.heuristic.flat_max_drop=100.0",
+    # Seeds alone (no host widening, no fit gate): these tests exercise seed mechanics.
+    'policies.heuristic.host_growth="off"',
+    "policies.heuristic.fit_loss_ratio=0",
     # ...and the zero-init residual's contribution (or gain) there is noise: admit any.
     "policies.heuristic.min_contribution=-100.0",
     "policies.heuristic.min_gain=-100.0",

@@ -56,6 +56,8 @@ def test_heuristic_resumes_exactly(build, tmp_path: Path) -> None:
         blueprint_penalty_epochs=4,
         trigger="capacity",  # hand-made observations carry no expansion scores
         judge="gain",
+        host_growth="off",
+        fit_loss_ratio=0.0,
     )
     steps = episode(build)
     straight = HeuristicPolicy(options, build.context())

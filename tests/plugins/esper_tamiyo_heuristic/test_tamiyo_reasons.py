@@ -18,7 +18,15 @@ UNDERFIT = (2.28, 2.27, 2.26)
 
 def heuristic(build, **options) -> HeuristicPolicy:  # type: ignore[no-untyped-def]
     # Reasons of the capacity trigger and the gain judgement (not the defaults).
-    base = {"min_epoch": 2, "prune_cooldown": 5, "trigger": "capacity", "judge": "gain"}
+    # The seed rules alone: no host growth, no fit gate (tested in their own files).
+    base = {
+        "min_epoch": 2,
+        "prune_cooldown": 5,
+        "trigger": "capacity",
+        "judge": "gain",
+        "host_growth": "off",
+        "fit_loss_ratio": 0.0,
+    }
     return HeuristicPolicy(HeuristicOptions(**{**base, **options}), build.context())
 
 
