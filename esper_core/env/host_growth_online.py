@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from esper_core.components.policy import HostGrowthSpec
-from esper_core.env.host_growth import check_specs, start_spec
+from esper_core.env.host_growth import check_specs, operator_for, start_spec
 from esper_core.env.host_growth_ready import blocked
 from esper_core.errors import ConfigError
+from esper_core.lifecycle.host_growth import GrowthError
 
 if TYPE_CHECKING:
     from esper_core.env.growing import GrowthEvents, Requesting
@@ -66,24 +67,32 @@ def check_declared(
     """Refuse, before the run starts, a growth the policy may ask for that the host cannot
     take (its shape, the factor, the mode): every env of a run has the same host. Each
     env then observes whether each of them can start (``host_growth_ready``).
-    ``optional`` (:func:`where_possible`): such a host is not refused; its envs declare no
-    growth (they observe none) and the reason is returned."""
+    ``optional`` (:func:`where_possible`): a host that no operator grows so is not
+    refused; its envs declare no growth (they observe none) and the reason is returned.
+    A size or mode the host's operator refuses is refused either way."""
     # Another rank's env is a stand-in without a model; this rank's own envs have one.
     own = [e for e in envs if getattr(e, "model", None) is not None]
     if not own:
         return None
     env = own[0]
+    policy = env.config.run.policy
+    if optional:
+        # Only a host no operator can grow so is let off; a size or mode it refuses is
+        # still the user's setting to fix.
+        try:
+            for spec in specs:
+                operator_for(env.operators, env.model.host, spec.kind, spec.operator)
+        except GrowthError as exc:
+            for e in own:
+                e.online_growth_specs = ()
+            return f"run.policy {policy!r} may grow the host so: {exc}"
     try:
         for spec in specs:
             check_specs([attrs.evolve(spec, at=0.0)], env)
     except ConfigError as exc:
-        policy = env.config.run.policy
-        problems = [f"run.policy {policy!r} may grow the host so: {p}" for p in exc.problems]
-        if not optional:
-            raise ConfigError(problems) from None
-        for e in own:
-            e.online_growth_specs = ()
-        return problems[0]
+        raise ConfigError(
+            [f"run.policy {policy!r} may grow the host so: {p}" for p in exc.problems]
+        ) from None
     for e in own:
         e.online_growth_specs = tuple(specs)
     return None

@@ -152,9 +152,8 @@ class SeedSlot(nn.Module):
             width = spec.next_channels if blueprint.branch else spec.channels
             gate = BlendGate(width or spec.channels, spec.topology) if gated else None
         self._branch, self.seed_spec = blueprint.branch, spec
-        device, dtype = self._anchor.device, self._anchor.dtype
-        self.seed = module_to(seed, device, dtype)
-        self.gate = module_to(gate, device, dtype) if gate else None
+        self.seed = module_to(seed, self._anchor.device, self._anchor.dtype)
+        self.gate = module_to(gate, self._anchor.device, self._anchor.dtype) if gate else None
         self.param_version += 1
 
     def germinate(
@@ -261,8 +260,7 @@ class SeedSlot(nn.Module):
             ticks=self.state.tempo,
             steepness=self.settings.sigmoid_steepness,
         )
-        # The first blending epoch already runs at curve(1/tempo): a blend at alpha 0
-        # would give the seed no gradient and waste an epoch.
+        # The first blending epoch runs at curve(1/tempo): alpha 0 would waste an epoch.
         self.state.alpha_schedule.tick()
 
     def set_alpha_target(self, target: float, *, accuracy: float | None = None) -> None:

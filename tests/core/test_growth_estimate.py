@@ -96,7 +96,9 @@ def _plan(pm: PluginManager, policies: list[Any], **more: Any) -> Any:
 def test_a_growing_arm_is_priced_above_wait_by_what_it_grows(pm: PluginManager) -> None:
     static = {"name": "static", "label": "seeded", "options": {"seeds": [CONV_HEAVY_R0C0]}}
     widened = {"name": "static", "label": "wide", "options": {"widen_at": 0.5}}
-    experiment = _plan(pm, ["wait", "heuristic", static, widened])
+    # The heuristic's seeds alone (its default widens the host first: the next test).
+    seeds = {"name": "heuristic", "label": "seeds", "options": {"host_growth": "off"}}
+    experiment = _plan(pm, ["wait", seeds, static, widened])
     costs = CellCosts(pm)
     by_arm: dict[str, Any] = {c.policy: costs(c.config) for c in plan_cells(experiment, pm, 1)}
     task = DigitsTask(DigitsOptions(preset="impaired"))
@@ -122,7 +124,7 @@ def test_a_growing_arm_is_priced_above_wait_by_what_it_grows(pm: PluginManager) 
     assert by_arm["seeded"].assumption is None and by_arm["wide"].assumption is None
     # Adaptive: the heuristic's costliest blueprint in its costliest slot from its
     # min_epoch (2), and the estimate says so.
-    heuristic = by_arm["heuristic"]
+    heuristic = by_arm["seeds"]
     assert heuristic.work.gflop - wait == pytest.approx(passes(2) * seed / 1e9)
     assert (
         heuristic.assumption
@@ -136,7 +138,12 @@ def test_a_heuristic_that_grows_its_host_germinates_after_it(pm: PluginManager) 
     ``env.max_seeds = 0`` no seed at all."""
     grows = {"host_growth": "widen", "host_growth_factor": 2.0, "host_growth_min_at": 0.5}
     widen = {"name": "heuristic", "label": "widen", "options": grows}
-    no_seeds = {"name": "heuristic", "label": "no-seeds", "config": {"env": {"max_seeds": 0}}}
+    no_seeds = {
+        "name": "heuristic",
+        "label": "no-seeds",
+        "options": {"host_growth": "off"},
+        "config": {"env": {"max_seeds": 0}},
+    }
     experiment = _plan(pm, ["wait", "heuristic", widen, no_seeds])
     costs = CellCosts(pm)
     by_arm: dict[str, Any] = {c.policy: costs(c.config) for c in plan_cells(experiment, pm, 1)}

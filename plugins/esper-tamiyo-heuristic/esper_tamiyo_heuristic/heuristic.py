@@ -92,8 +92,7 @@ class HeuristicPolicy:
         "model is measurably better with, prune the rest"
     )
     Options: ClassVar[type] = HeuristicOptions
-    # Its host growth is a default: a host that cannot take it grows with seeds alone.
-    host_growth_where_possible: ClassVar[bool] = True
+    host_growth_where_possible: ClassVar[bool] = True  # a host that cannot: seeds alone
 
     def __init__(self, options: HeuristicOptions, context: PolicyContext) -> None:
         self.options = options
