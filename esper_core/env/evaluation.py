@@ -54,10 +54,10 @@ class VariantMasks:
         if masks is None:
             k = len(variants)
             masks = {}
+            # Built from device kernels alone: writing a Python float into a GPU tensor
+            # element by element would synchronise once per element.
+            positions = torch.arange(k, device=device)
             for sid in blended:
-                # Built from device kernels alone: writing a Python float into a GPU
-                # tensor element by element would synchronise once per element.
-                positions = torch.arange(k, device=device)
                 per_variant = torch.ones(k, device=device)
                 for j, off in enumerate(variants):
                     if sid in off:
