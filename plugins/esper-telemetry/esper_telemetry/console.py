@@ -238,12 +238,14 @@ class ConsoleBackend:
     # ------------------------------------------------------------ events
 
     def handle(self, events: Sequence[Event]) -> None:
-        if not self.enabled:
-            return
         for event in events:
+            # Kept even when quiet: the checkpoint carries it, so a resume that is not
+            # quiet still counts updates out of the run's total.
             if isinstance(event, RunStarted):
                 self.info = RunInfo.from_event(event)
                 self._update_began = time.monotonic()
+            elif not self.enabled:
+                continue
             elif isinstance(event, EpochCompleted):
                 self._epoch(event)
             elif isinstance(event, EpisodeFinished):
@@ -265,8 +267,9 @@ class ConsoleBackend:
                 line = describe_lifecycle(event)
                 if line is not None:
                     self.recent.append(line)
-        self._start()
-        self._draw()
+        if self.enabled:
+            self._start()
+            self._draw()
 
     def _epoch(self, e: EpochCompleted) -> None:
         view = self.envs.setdefault(e.env, EnvView())

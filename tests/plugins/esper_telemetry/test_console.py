@@ -125,6 +125,26 @@ def test_resume_restores_the_run_totals(tmp_path: Path) -> None:
     assert "episode 3/3" in (tmp_path / "b.txt").read_text()
 
 
+def test_a_quiet_run_resumed_aloud_still_knows_the_run_totals(tmp_path: Path) -> None:
+    batches = synthetic_batches(n_envs=1, episodes=3, max_epochs=2)
+    first = ConsoleBackend(
+        ConsoleOptions(file=str(tmp_path / "a.txt"), force_terminal=False),
+        TelemetryContext(run_dir=tmp_path, quiet=True),
+    )
+    feed(first, batches[:2])
+    state = first.state_dict()
+    first.close()
+    resumed = ConsoleBackend(
+        ConsoleOptions(file=str(tmp_path / "b.txt"), force_terminal=False),
+        TelemetryContext(run_dir=tmp_path),
+    )
+    resumed.load_state_dict(state)
+    feed(resumed, batches[2:])
+    resumed.close()
+    text = (tmp_path / "b.txt").read_text()
+    assert "episode 3/3" in text and "/1" not in text
+
+
 def _plain(tmp_path: Path, **options: float) -> ConsoleBackend:
     return ConsoleBackend(
         ConsoleOptions(file="log.txt", force_terminal=False, **options),  # type: ignore[arg-type]
