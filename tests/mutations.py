@@ -10,7 +10,7 @@ gets imported). The mutation is *caught* when a test fails.
 ``tests/test_mutations.py`` runs every mutation in CI; a mutation that survives fails
 there with its name. By hand: ``python -m tests.mutations [NAME ...]`` prints a table.
 
-Before this check, the PPO loss's tests let four of these five through (issue 27).
+Before this check, the PPO loss's tests let four of these five through.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class Mutation:
 
 
 MUTATIONS = (
-    # ---- The PPO loss (the issue's five probes).
+    # ---- The PPO loss (the five probes the check began with).
     Mutation(
         "ppo-ratio-clip-removed",
         PPO,
@@ -137,7 +137,7 @@ MUTATIONS = (
         "ratio = log_ratio.exp()",
         PPO_TESTS,
     ),
-    # ---- The update around the loss (issue 37: these three survived the check before).
+    # ---- The update around the loss (these three survived the check before).
     Mutation(
         "ppo-grad-norm-clip-removed",
         PPO,
@@ -279,7 +279,7 @@ MUTATIONS = (
             "tests/plugins/esper_rewards/test_reward_common.py::test_zero_terminal_potential_drops_phi_of_the_last_state",
         ),
     ),
-    # ---- Survivors of issue 33's mutation probe, pinned since.
+    # ---- Survivors of an earlier mutation probe, pinned since.
     Mutation(
         "glyphs-val-test-same-stream",
         TASKS,
@@ -340,7 +340,7 @@ MUTATIONS = (
         "train_flops_ratio=1.0,",
         ("tests/core/test_birth_and_cost.py::test_the_reward_is_shown_the_epochs_flops_ratio",),
     ),
-    # ---- Host growth (issue 50): the masks between 0 and 1, which checks at 0 and 1 miss.
+    # ---- Host growth: the masks between 0 and 1, which checks at 0 and 1 miss.
     Mutation(
         "width-stage-mask-squared",
         OPERATORS,
@@ -472,7 +472,7 @@ MUTATIONS = (
         "and True",
         PPO_GROWTH_TESTS,
     ),
-    # ---- The optimizer's state through a growth's fold (issue 50).
+    # ---- The optimizer's state through a growth's fold.
     Mutation(
         "fold-young-slices-take-the-old-step",
         CORE,
@@ -545,7 +545,7 @@ MUTATIONS = (
         "self._ages = None",
         FOLD_TESTS,
     ),
-    # ---- The numbers a comparison states (issue 50).
+    # ---- The numbers a comparison states.
     Mutation(
         "crossed-interval-level-ignored",
         CORE,

@@ -1,6 +1,6 @@
 """Every blueprint the docs name exists in the documented install (requirements.txt: the
-first-party plugins), and docs/own-model.md's table lists every one of them (issue 54,
-item 3: the table listed `dilated`, which only examples/third-party-plugin registers, and
+first-party plugins), and docs/own-model.md's table lists every one of them (the
+table listed `dilated`, which only examples/third-party-plugin registers, and
 left out `conv_layer`, `widen` and `widen4x`)."""
 
 from __future__ import annotations

@@ -1,14 +1,17 @@
 """The user-facing docs speak to users: no references to the project's issue tracker
-("issue 16", "the issue-16 merge"), which a reader cannot follow."""
+("issue 16", "the issue-16 merge"), which a reader cannot follow; nor do the examples, the
+library's code and the tests, whose docstrings and comments say what and why in words."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from tests.cli.docs_commands import DOCS
 from tests.plugin_set import REPO
 
-TRACKER = re.compile(r"\bissues? \d+|\bissue-\d+", re.I)
+# "issue 16", "Issue 21.2", "issues 33", "issue #50", "issue16", "the issue-16 merge".
+TRACKER = re.compile(r"\bissues? ?#?\d+|\bissue-\d+", re.I)
 
 
 def test_no_user_facing_doc_names_the_issue_tracker() -> None:
@@ -41,6 +44,29 @@ def test_no_library_module_names_the_issue_tracker() -> None:
         if TRACKER.search(path.read_text("utf-8"))
     }
     assert named == set(), "tracker vocabulary in the library's code"
+
+
+def test_no_test_names_the_issue_tracker() -> None:
+    # The tests' docstrings and comments say what is tested and why, as the library's do.
+    # This file is left out: it holds the rule and the examples the rule is checked on.
+    named = {
+        str(path.relative_to(REPO))
+        for path in sorted((REPO / "tests").rglob("*.py"))
+        if path.resolve() != Path(__file__).resolve() and TRACKER.search(path.read_text("utf-8"))
+    }
+    assert named == set(), "tracker vocabulary in tests/"
+
+
+def test_the_tracker_rule_flags_issue_numbers_only() -> None:
+    flagged = TRACKER.findall(
+        "issue 16; Issue 21.2; issues 33 and 53; (issue #50); issue16; the issue-16 merge; "
+        "issue 53's cases"
+    )
+    assert flagged == [
+        *("issue 16", "Issue 21", "issues 33", "issue #50", "issue16", "issue-16"),
+        "issue 53",
+    ]
+    assert TRACKER.findall("an issue with 3 files; the tissue 4; issues: 5; `#33`") == []
 
 
 # "Seed" is the grown module; the number that seeds a generator is a "random seed". Three

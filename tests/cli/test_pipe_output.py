@@ -90,7 +90,7 @@ def test_blueprints_piped_cut_no_name(tmp_path: Path) -> None:
     text = piped("blueprints", *loads, tmp=tmp_path)
     assert "…" not in text
     # A table per topology, its plugin in the title: 80 columns hold it, the description
-    # wrapping between words (it was one ~230-column line per blueprint, issue 54.2).
+    # wrapping between words (it was one ~230-column line per blueprint).
     assert max(len(x) for x in text.splitlines()) <= 80, text
     assert re.search(r"^transformer blueprints \(blueprints\.transformer; ", text, re.M), text
     assert re.search(r"^│ lora_large +│ +[\d,]+ │ yes +│ \S", text, re.M), text

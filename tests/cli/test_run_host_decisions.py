@@ -1,4 +1,4 @@
-"""``esper run`` records each epoch's decision as what the host does (issue 52, item 4):
+"""``esper run`` records each epoch's decision as what the host does:
 a run that widens its host reads WIDEN, the ramp and FOLD in events.jsonl (the console's
 action column) and in report.md's Decisions, not WAIT throughout."""
 

@@ -1,4 +1,4 @@
-"""What ``esper train`` prints while it trains, piped (issue 54, item 1): progress names
+"""What ``esper train`` prints while it trains, piped: progress names
 the rollout episode of the update, and each update ends in a short aligned block of
 statistics, while events.jsonl keeps every diagnostic."""
 

@@ -1,4 +1,4 @@
-"""Errors a user causes in a run are one line on stderr and exit 2 (issue 18, item 11):
+"""Errors a user causes in a run are one line on stderr and exit 2:
 fp16 on a CPU, a checkpoint naming a blueprint that is not registered, and a PPO
 checkpoint trained on another task."""
 

@@ -1,4 +1,4 @@
-"""Seeds installed at birth (the static baseline) and the cost axes of a run (issue 16)."""
+"""Seeds installed at birth (the static baseline) and the cost axes of a run."""
 
 from __future__ import annotations
 
@@ -332,7 +332,7 @@ def test_the_growth_line_says_what_grew_and_what_it_gained() -> None:
     assert growth_verdict([tried], pruned) == "no growth kept: 2 seed(s) tried and pruned"
     kept = {**episode, "seeds_germinated": 1, "params_added": 500}
     # The kept seed's counterfactual contribution, not the accuracy gained since its
-    # germination (which holds the host's own learning meanwhile, issue 50).
+    # germination (which holds the host's own learning meanwhile).
     line = growth_verdict([kept], records(seed_row("fossilized", gain=54.6, contribution=12.5)))
     assert line == (
         "growth kept: 1 seed(s) fossilized (conv_heavy@r0c0), +500 parameters per episode "

@@ -119,7 +119,7 @@ def test_cross_field_validation() -> None:
     assert lines == ["lifecycle: default_tempo 4 is not one of tempos [3, 5, 8]"]
 
 
-# ---------------------------------------------------------------- issue 21: nothing absurd
+# -------------------------------------------------------------------------- nothing absurd
 
 
 @pytest.mark.parametrize(

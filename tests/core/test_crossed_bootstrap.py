@@ -110,7 +110,7 @@ def _coverage(runs: int, sd_run: float, sd_seed: float, sd_rest: float, trials: 
 @pytest.mark.parametrize(
     ("runs", "sd_run", "sd_seed", "sd_rest"),
     [
-        (4, 0.5, 1.0, 0.5),  # the issue's design: seeds shared, and they matter most
+        (4, 0.5, 1.0, 0.5),  # the first design: seeds shared, and they matter most
         (4, 1.0, 1.0, 1.0),
         (3, 1.0, 0.3, 0.3),  # training runs matter most
         (2, 1.0, 1.0, 1.0),
@@ -119,7 +119,7 @@ def _coverage(runs: int, sd_run: float, sd_seed: float, sd_rest: float, trials: 
 def test_the_crossed_interval_covers_at_its_level(
     runs: int, sd_run: float, sd_seed: float, sd_rest: float
 ) -> None:
-    """Issue 50: the nested bootstrap covered 0.73 in the first design. Within 0.93-0.97
+    """The nested bootstrap covered 0.73 in the first design. Within 0.93-0.97
     at nominal 95 % (800 studies: a standard error of 0.008)."""
     assert 0.93 <= _coverage(runs, sd_run, sd_seed, sd_rest, 800) <= 0.97
 

@@ -1,4 +1,4 @@
-"""The optimizer's state through a growth's fold (issue 50): for every growth kind, one
+"""The optimizer's state through a growth's fold: for every growth kind, one
 step on the folded model equals one step on the masked model it was folded from, under
 AdamW whose pieces stepped different numbers of times (esper_core.env.adam_ages), under
 amsgrad, and under SGD with momentum.

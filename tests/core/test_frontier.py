@@ -1,6 +1,6 @@
 """The size-sweep frontier on numbers whose answer is known: which sizes are on it, the
 interpolation between them, and the verdict on a dominated policy, a policy on the
-frontier and a policy better at equal FLOPs (issue 24); the frontier is the monotone hull,
+frontier and a policy better at equal FLOPs; the frontier is the monotone hull,
 which a size below the chord or a dominated size cannot lower."""
 
 from __future__ import annotations
@@ -308,7 +308,7 @@ def test_no_sweep_no_frontier() -> None:
 
 @pytest.mark.parametrize("metric", ["final_test_acc", "final_test_loss"])
 def test_the_frontier_is_chosen_by_validation_and_drawn_at_test_values(metric: str) -> None:
-    """Issue 50: a frontier drawn through each seed's best test values picks the frontier
+    """A frontier drawn through each seed's best test values picks the frontier
     with the metric it judges. Here ``sweep.m`` is lucky on test (99) but below the chord
     of its neighbours on validation (91 < 92.5): a researcher choosing by validation skips
     it, so it is off the frontier, and a policy at its cost is judged against the line

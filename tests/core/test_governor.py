@@ -1,4 +1,4 @@
-"""The governor's accuracy-at-chance trigger and its warm-up floor (issue 21.16)."""
+"""The governor's accuracy-at-chance trigger and its warm-up floor."""
 
 from __future__ import annotations
 

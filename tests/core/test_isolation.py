@@ -1,4 +1,4 @@
-"""Isolation modes and the host's gradient while a seed blends (issue 16)."""
+"""Isolation modes and the host's gradient while a seed blends."""
 
 from __future__ import annotations
 

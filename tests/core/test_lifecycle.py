@@ -34,7 +34,7 @@ S = Stage
 LEGAL = {
     (S.DORMANT, S.GERMINATED),
     (S.GERMINATED, S.TRAINING),
-    (S.GERMINATED, S.BLENDING),  # issue 16: a seed without isolation blends from germination
+    (S.GERMINATED, S.BLENDING),  # a seed without isolation blends from germination
     (S.GERMINATED, S.PRUNED),
     (S.TRAINING, S.BLENDING),
     (S.TRAINING, S.PRUNED),

@@ -211,7 +211,7 @@ def test_blending_isolates_the_seed_input_for_every_operator(style: str) -> None
 
 @pytest.mark.parametrize("style", ALL_STYLES)
 def test_blending_at_full_alpha_never_starves_the_upstream_host(style: str) -> None:
-    # Before issue 16 a BLENDING seed at alpha 1 kept its input detached, so lerp(h, s, 1)
+    # A BLENDING seed at alpha 1 once kept its input detached, so lerp(h, s, 1)
     # left the upstream host layers with exactly zero gradient until a controller moved
     # the seed to HOLDING. At alpha 1 isolation is off: the host learns through the seed.
     model, _, slot, x, y = blending_model(1, 0, style=style)

@@ -1,4 +1,4 @@
-"""Runs that did not train: the rule, and a comparison that flags them (issue 50)."""
+"""Runs that did not train: the rule, and a comparison that flags them."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def test_a_run_far_behind_its_arms_median_or_not_finite_did_not_train() -> None:
     rule = StallRule()
     accuracy = {1: 90.0, 2: 91.0, 3: 80.0, 4: math.nan, 5: 89.9, 6: 85.6}
     assert failed_seeds(accuracy, True, rule) == [3, 4]  # 85.6 is 4.4 below 90: kept
-    # charlm's `wide` at lr 0.006 (issue 50): three seeds on a plateau at 1.75-1.78.
+    # charlm's `wide` at lr 0.006: three seeds on a plateau at 1.75-1.78.
     losses = {1: 1.38, 2: 1.40, 3: 1.76, 4: 1.37, 5: 1.39, 6: 1.78, 7: 1.36, 8: 1.75}
     assert failed_seeds(losses, False, rule) == [3, 6, 8]
     assert failed_seeds(losses, False, StallRule(loss_ratio=0.5)) == []

@@ -1,5 +1,5 @@
 """``run.threads`` (1 by default) is applied by a run and by the Gymnasium adapter,
-whatever torch's thread count was before (issue 20, finding 1)."""
+whatever torch's thread count was before."""
 
 from __future__ import annotations
 

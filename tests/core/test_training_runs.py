@@ -135,7 +135,7 @@ def _crossed_width(runs: list[list[float]]) -> float:
 
 
 def test_copies_of_one_training_run_are_no_narrower_than_the_run_alone() -> None:
-    """Issue 50: the nested bootstrap gave four copies of one run, submitted as four
+    """The nested bootstrap gave four copies of one run, submitted as four
     runs, an interval 2.5x narrower than the run's own. Crossed, the copies share every
     seed draw, so they say nothing more than the one run."""
     seeds = list(np.random.default_rng(1).normal(80.0, 2.0, size=10))

@@ -357,7 +357,7 @@ def test_untuned_results_say_so_and_record_null(pm: PluginManager, tmp_path: Pat
 def test_a_point_that_stalls_on_one_tuning_seed_is_never_chosen(
     pm: PluginManager, tmp_path: Path
 ) -> None:
-    """Issue 50: the rate with the best mean stalled on one tuning seed (80 where the
+    """The rate with the best mean stalled on one tuning seed (80 where the
     others reached 98-99, more than ``stall.acc_points`` = 5 below their median): the next
     rate down, which trains on both, is chosen, and the search table says why."""
     acc = {

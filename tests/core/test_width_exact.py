@@ -1,4 +1,4 @@
-"""Masked width growth checked against hand-computed references (issue 50): the new
+"""Masked width growth checked against hand-computed references: the new
 channels between mask 0 and 1, convs with biases and a stride, the later layer's new
 inputs, and the fresh BatchNorm on the new channels, in training mode as well. Checks at
 mask 0 and 1 alone let a mask squared or snapped to 0/1 through, and a BatchNorm's

@@ -111,7 +111,7 @@ EXPECTED: dict[str, list[str]] = {
         "plain_validation_s_median",
         "target",
         # The load it was measured under: on a shared machine the ratio means little
-        # without it (issue 34's target cannot be judged above the core count).
+        # without it (the 1.03x target cannot be judged above the core count).
         "clock",
         "load_before",
         "load_after",

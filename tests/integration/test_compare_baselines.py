@@ -1,4 +1,4 @@
-"""`esper compare` with the static-final baseline and the cost axes (issue 16)."""
+"""`esper compare` with the static-final baseline and the cost axes."""
 
 from __future__ import annotations
 

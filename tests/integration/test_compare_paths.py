@@ -1,4 +1,4 @@
-"""`esper compare` draws each grown run as a path (issue 25): on the tiny task, the scripted
+"""`esper compare` draws each grown run as a path: on the tiny task, the scripted
 policy germinates in its first epochs; its cells' events.jsonl give every seed's path in
 results.json, and pareto.png is drawn with them. The wait policy and the sweep's sizes
 never grow and have none."""

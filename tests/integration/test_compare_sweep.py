@@ -1,4 +1,4 @@
-"""`esper compare` with the size-sweep baseline on the tiny task (issue 24): the sweep's
+"""`esper compare` with the size-sweep baseline on the tiny task: the sweep's
 cells run on the policies' seeds, and results.json, results.md, the terminal tables and
 pareto.png carry the frontier and each policy's verdict."""
 

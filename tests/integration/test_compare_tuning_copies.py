@@ -1,4 +1,4 @@
-"""A search's runs that repeat another's settings are trained once (issue 35, item 4).
+"""A search's runs that repeat another's settings are trained once.
 
 ``wait`` and the sweep's size of the same host (``sweep.w4``: the tiny task's default
 width) try the same points on the same tuning seeds, and points that differ only in an

@@ -52,7 +52,7 @@ def test_every_component_is_built_from_its_options_and_context(kind: str, tmp_pa
 
 
 def test_the_plugin_api_imports_from_esper_core_without_torch() -> None:
-    # These import torch by nature: the observation, and the library API (issue 26).
+    # These import torch by nature: the observation, and the library API.
     with_torch = {"Observation", "Grower", "GrowthDecision", "host_from_module", "widenable_layers"}
     names = ", ".join(n for n in esper_core.__all__ if n not in with_torch)
     code = f"import sys; from esper_core import {names}; print('torch' in sys.modules)"

@@ -1,4 +1,4 @@
-"""The Grower in the user's own loop (issue 26): policies act, seeds join the user's
+"""The Grower in the user's own loop: policies act, seeds join the user's
 optimizer, ``wait`` changes nothing, and ``state_dict`` resumes exactly."""
 
 from __future__ import annotations
@@ -284,7 +284,7 @@ def test_a_static_policys_seeds_are_installed_before_the_first_epoch() -> None:
 
 
 def test_the_last_epoch_finishes_the_episode_with_the_users_host_counted() -> None:
-    """The episode's end counts params_added from the host as built (issue 36): the
+    """The episode's end counts params_added from the host as built: the
     grower's env records it as the run's env does."""
     grower, opt, train, val = _grower("resnet18", "wait", max_epochs=2)
     *_, last = _run(grower, opt, train, val, 2)

@@ -1,4 +1,4 @@
-"""Training FLOPs in the user's loop (issue 34, item 3): the Grower counts what the
+"""Training FLOPs in the user's loop: the Grower counts what the
 user's epochs cost as ``esper run`` counts its own, so the observation's FLOPs ratio,
 ``price = "flops"`` and the FLOPs rent see growth in the library path too."""
 

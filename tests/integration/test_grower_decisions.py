@@ -1,4 +1,4 @@
-"""``grower.decision`` names what the controller does to the host (issue 52, item 4):
+"""``grower.decision`` names what the controller does to the host:
 ``WIDEN host x2`` and why at the epoch the growth starts, the ramp while it runs, ``FOLD``
 at the boundary it is folded, and ``DONE`` after the last epoch (it was None), the same
 words as the epoch's event."""

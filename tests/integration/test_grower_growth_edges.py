@@ -1,4 +1,4 @@
-"""Where a width growth meets the rest of the user's setup (issue 53): close() in the
+"""Where a width growth meets the rest of the user's setup: close() in the
 middle of a ramp, layers the user left out of the optimizer, an optimizer that keeps
 its own parameter list, a state loaded by a grower of other growth options, and a
 pretrained PPO asked to grow a host it has no head for."""

@@ -1,4 +1,4 @@
-"""MLPs grow (issue 34, item 5): slots on ``[batch, features]`` activations, residual
+"""MLPs grow: slots on ``[batch, features]`` activations, residual
 seeds that are the identity at birth, in the user's plain loop."""
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def test_an_mlp_grows_in_a_plain_loop_from_an_identity_seed() -> None:
 
 
 def test_an_mlp_grown_under_cosine_with_clipping_resumes_bit_identically(tmp_path: Path) -> None:
-    """Issue 34's acceptance for a user MLP in a plain loop: a per-step cosine schedule,
+    """The acceptance test for a user MLP in a plain loop: a per-step cosine schedule,
     clipping over model.parameters(), a seed grown by the heuristic, and a resume from
     grower.state_dict() saved mid-blend that ends exactly where the uninterrupted run does."""
     train, val = tabular_batches(3, 1), tabular_batches(2, 2)

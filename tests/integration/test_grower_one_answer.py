@@ -1,4 +1,4 @@
-"""One model, one answer (issue 34, item 8): the same user model, data and recipe give
+"""One model, one answer: the same user model, data and recipe give
 the same run through the Grower in a plain loop and through ``esper run --task dataset``.
 
 The user's module lives in the current directory, as a user's ``mymodel.py`` would (not

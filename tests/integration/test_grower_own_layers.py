@@ -1,4 +1,4 @@
-"""Width growth keeps the user's own layer objects (issue 53): the fold widens them in
+"""Width growth keeps the user's own layer objects: the fold widens them in
 place (class, attributes, forward hooks and pre-hooks kept, the function at mask 1
 kept), a subclass with a forward of its own is refused up front naming it, and a pair
 that only a training-mode forward breaks is refused too (checked in both modes)."""

@@ -1,4 +1,4 @@
-"""The grown model is the user's module (issue 34, item 1): the seeds live under it
+"""The grown model is the user's module: the seeds live under it
 (``model.esper_slots``), so everything that walks ``model.parameters()``, its
 ``state_dict()``, ``.to()``, ``train()``/``eval()``, ``torch.save(model)`` and
 ``copy.deepcopy(model)`` covers them, and the grower's own paths (host parameters, the

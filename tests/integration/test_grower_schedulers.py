@@ -1,4 +1,4 @@
-"""Seed parameter groups follow the user's optimizer and scheduler (issue 34, item 2): a
+"""Seed parameter groups follow the user's optimizer and scheduler: a
 seed group copies its host group's hyper-parameters and moves with it at every step,
 under every torch scheduler, with the weight-decay rule of the host's groups."""
 

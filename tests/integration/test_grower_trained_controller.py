@@ -1,4 +1,4 @@
-"""A controller for your own model (issue 34, item 9): a PPO policy trained with
+"""A controller for your own model: a PPO policy trained with
 ``esper train --task dataset`` on the user's model, data and slots is accepted by the
 Grower in the user's loop; a policy of another task is refused with a command that
 trains one for the model."""

@@ -1,4 +1,4 @@
-"""Width growth of a user's own layers through the Grower (issue 36): which layer pairs
+"""Width growth of a user's own layers through the Grower: which layer pairs
 can widen, function preservation at birth, the fold, pruning, the user's optimizer
 following the growth, exact resume mid-ramp, and one-line refusals."""
 

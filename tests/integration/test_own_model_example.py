@@ -51,7 +51,7 @@ def _example(script: str, *args: str) -> str:
 
 
 def test_the_mlp_example_grows_and_says_why(tmp_path: Path) -> None:
-    # Seconds of one core (issue 34): the heuristic grows a residual seed in a hidden
+    # Seconds of one core: the heuristic grows a residual seed in a hidden
     # layer, and every epoch prints its events and the next decision with its reason.
     state = tmp_path / "grower.pt"
     out = _example("own_model_mlp.py", "--save", str(state))

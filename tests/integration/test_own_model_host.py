@@ -1,4 +1,4 @@
-"""A host from any nn.Module (issue 26): bit-identity with the bare model, and the errors."""
+"""A host from any nn.Module: bit-identity with the bare model, and the errors."""
 
 from __future__ import annotations
 

@@ -1,13 +1,13 @@
-"""Issue 33's attack replayed as a user runs it: each case a real process.
+"""The reliability attack replayed as a user runs it: each case a real process.
 
 ``python -m tests.reliability.attack_replay [WORD ...]`` (from the repository root) runs
 every case (or those whose name holds a WORD) and prints one row each, then the tally by
 verdict; it exits 1 if any case is not clean. The cases: every numbered reproducer of
-the issue (``replay_cli.py``), every case of its item 6, and the cases of the attack on the
-surfaces added since (named ``N ...``), on the command line (``replay_cli.py``) and
-through the library (``replay_library.py``); issue 53's cases (``53 ...``: output
-directories holding the user's files, handed-over checkpoints and events files) are in
-``replay_handed_files.py``.
+the attack (``replay_cli.py``), every case of its attack on the new surfaces (named
+``6 ...``), and the cases of the attack on the surfaces added since (named ``N ...``), on
+the command line (``replay_cli.py``) and through the library (``replay_library.py``); the
+cases of a later attack (named ``53 ...``: output directories holding the user's files,
+handed-over checkpoints and events files) are in ``replay_handed_files.py``.
 
 A verdict is one of: clean (the expected exit code, no traceback, exactly one ``error:``
 line on stderr, or one ``FAIL`` line from ``esper blueprints check``, holding the

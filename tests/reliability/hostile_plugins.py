@@ -1,4 +1,4 @@
-"""Plugin files whose code misbehaves on purpose, for the tests of issue 33 (items 4, 5, 9, 12)."""
+"""Plugin files whose code misbehaves on purpose, for the hostile-plugin and watchdog tests."""
 
 from __future__ import annotations
 

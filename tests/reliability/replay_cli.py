@@ -1,5 +1,5 @@
-"""The attack's command-line cases (issue 33's reproducers 1 to 14 and item 6), each set up
-the way the issue ran it: an ``esper`` process against a fresh directory."""
+"""The attack's command-line cases (its reproducers 1 to 14 and the new surfaces),
+each set up the way the attack ran it: an ``esper`` process against a fresh directory."""
 
 from __future__ import annotations
 
@@ -398,7 +398,7 @@ CASES = (
         _cli("compare", "examples/compare-digits.toml", "--dry-run", "--seeds", "100000000"),
         says="seeds",
     ),
-    # ---- Item 6: the new surfaces.
+    # ---- The new surfaces.
     Case(
         "6 tasks.dataset: a module that does not import",
         _dataset("no_such_package.mod:splits"),
@@ -480,7 +480,7 @@ CASES = (
     Case("6 charlm: binary corpus", _corpus(bytes(range(256)) * 40), says="binary"),
     Case("6 charlm: one character", _corpus(b"a" * 6000), says="one distinct character"),
     Case("6 charlm: one huge line (trains)", _corpus(HUGE_LINE, code=0), code=0),
-    # ---- Newer surfaces (RELIABILITY.md, "Issue 33: the newer surfaces").
+    # ---- Newer surfaces (RELIABILITY.md, "the newer surfaces").
     Case(
         "N run.telemetry a string, not a list",
         _cli("config", "show", "--set", 'run.telemetry="jsonl"'),

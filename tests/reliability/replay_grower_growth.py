@@ -1,4 +1,4 @@
-"""Issue 53's attack on width growth through the Grower, replayed as a library user meets
+"""The attack on width growth through the Grower, replayed as a library user meets
 it (cases named ``53 Grower ...``, run by :mod:`tests.reliability.replay_library`): a
 refusal is one ``error:`` line, a case that must work raises ``Wrong`` when it does not."""
 

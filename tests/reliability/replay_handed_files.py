@@ -1,4 +1,4 @@
-"""Issue 53's attack replayed (cases named ``53 ...``): output directories that hold the
+"""A later attack replayed (cases named ``53 ...``): output directories that hold the
 user's own files, and files handed over by someone else (a PPO checkpoint with its
 digest recomputed, an edited events.jsonl), each an ``esper`` process against a fresh
 directory."""

@@ -1,8 +1,8 @@
-"""Issue 33, item 6, as a library user meets it: each case below runs in a process of its
-own (``python -m tests.reliability.replay_library NAME DIR``), as the attack ran them. An
-``EsperError`` is what a user's program sees: the driver prints it as ``error: ...`` and
-exits 2, so the replay judges it as it judges the CLI. A case that must work raises
-:class:`Wrong` when it does not (exit 3); any other exception is a traceback."""
+"""The attack on the library API, as a library user meets it: each case below runs in a
+process of its own (``python -m tests.reliability.replay_library NAME DIR``), as the
+attack ran them. An ``EsperError`` is what a user's program sees: the driver prints it as
+``error: ...`` and exits 2, so the replay judges it as it judges the CLI. A case that must
+work raises :class:`Wrong` when it does not (exit 3); any other exception is a traceback."""
 
 from __future__ import annotations
 
@@ -176,7 +176,7 @@ FUNCTIONS: dict[str, Callable[[Path], None]] = {
     "lightning-other-model": _lightning_other_model,
     "gym-huge-seed": _gym_huge_seed,
     "gym-index-past-its-head": _gym_index_past_its_head,
-    **growth.FUNCTIONS,  # issue 53: width growth through the Grower
+    **growth.FUNCTIONS,  # width growth through the Grower
 }
 
 
@@ -220,7 +220,7 @@ CASES = (
         _case("lightning-other-model"),
         says="create EsperGrowth with the slots it was saved with",
     ),
-    # ---- Newer surfaces (RELIABILITY.md, "Issue 33: the newer surfaces").
+    # ---- Newer surfaces (RELIABILITY.md, "the newer surfaces").
     Case("N gym reset(seed=2**70), then reset() (works)", _case("gym-huge-seed"), code=0),
     Case(
         "N gym action indices past their heads (refused)", _case("gym-index-past-its-head"), code=0

@@ -1,4 +1,4 @@
-"""Issue 53's attack on a user's own model and data, replayed: ``tasks.dataset`` on the
+"""The attack on a user's own model and data, replayed: ``tasks.dataset`` on the
 command line (width growth, NaN and huge inputs, a data function that never returns, a
 widening of 64 x the work) and the library API in a process of its own (``python -m
 tests.reliability.replay_own_model NAME DIR``: a model that cannot be copied, slots that

@@ -1,4 +1,4 @@
-"""Issue 33, items 2, 7, 8, 13 and 14 (config): every number that scales work has a bound,
+"""Config: every number that scales work has a bound,
 lists a run chooses from cannot be empty, and paths the OS cannot take are refused, all
 at config validation (also under ``--dry-run``), in one line with exit code 2."""
 

@@ -1,4 +1,4 @@
-"""Issue 21.3, 21.6 and 21.7: a checkpoint whose bytes changed is refused; every refusal
+"""A checkpoint whose bytes changed is refused; every refusal
 says what is actually wrong; a disk that fills during a large checkpoint is a one-line
 disk-full error, not a torch traceback."""
 

@@ -1,4 +1,4 @@
-"""Issue 33.6 and 33.13 (checkpoints): the digest is unkeyed, so it detects corruption,
+"""Checkpoints: the digest is unkeyed, so it detects corruption,
 not forgery. A checkpoint edited and saved again with a fresh digest is refused in one
 line when any number a resume reads lies outside what a run writes."""
 

@@ -1,4 +1,4 @@
-"""Fuzzing the config schema field by field (RELIABILITY.md, issue 21).
+"""Fuzzing the config schema field by field (RELIABILITY.md).
 
 Every field of every ``RunConfig`` section is set through ``--set`` (the CLI's own path:
 ``load_config(overrides=...)``) to values a user or a script could write by mistake:

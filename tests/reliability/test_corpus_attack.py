@@ -1,4 +1,4 @@
-"""Issue 33, item 6: a charlm corpus no character model can be meant for (empty, binary,
+"""A charlm corpus no character model can be meant for (empty, binary,
 not UTF-8, one distinct character) is refused in one line with exit code 2 before anything
 is built from it; one huge line is read only as far as ``max_chars`` reaches."""
 

@@ -1,4 +1,4 @@
-"""Issue 33, item 6: tasks.dataset attacked. Items of the wrong type, splits of
+"""tasks.dataset attacked: items of the wrong type, splits of
 different input shapes or class folders, an empty or corrupt image, a model whose output
 has no class dimension: each one line naming what is wrong, before training starts."""
 

@@ -1,4 +1,4 @@
-"""Issue 53, item 2: NaN or infinite inputs in tasks.dataset (all NaN, one NaN, +inf,
+"""NaN or infinite inputs in tasks.dataset (all NaN, one NaN, +inf,
 1e38, NaN in validation only) trained to the end without a word; each is refused when
 the task is built, in one line naming the split and the first bad sample."""
 

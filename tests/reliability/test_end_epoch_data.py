@@ -1,4 +1,4 @@
-"""Issue 53, item 5: ``Grower.end_epoch`` given labels the model has no output for, bare
+"""``Grower.end_epoch`` given labels the model has no output for, bare
 tensors instead of ``(inputs, targets)`` batches, or no validation sample raised torch's
 errors from inside the loss (``Target 7 is out of bounds``, a batch-size mismatch) or
 measured a loss over nothing. Each is one ``GrowerError`` line now, and the grower goes

@@ -1,4 +1,4 @@
-"""Issue 33, item 2: a failed run leaves a record that says so, and why.
+"""A failed run leaves a record that says so, and why.
 
 ``summary.json`` marks a finished run (DESIGN.md's run directory is the contract between
 run, report and compare, and compare takes a summary as a finished cell), so a failed run

@@ -1,4 +1,4 @@
-"""Issue 21.15: files a run writes get the modes the user's umask asks for."""
+"""Files a run writes get the modes the user's umask asks for."""
 
 from __future__ import annotations
 

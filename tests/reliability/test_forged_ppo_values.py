@@ -1,4 +1,4 @@
-"""Issue 53.2: a PPO checkpoint whose numbers no training run writes (a NaN or 1e30
+"""A PPO checkpoint whose numbers no training run writes (a NaN or 1e30
 weight, a NaN normaliser mean, a negative variance), its content digest recomputed as
 anyone handing over a file can, is refused in one line wherever it is loaded: ``esper
 run --policy ppo:PATH``, the Grower, ``esper compare`` (which would pool it as a run)."""

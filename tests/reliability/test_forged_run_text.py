@@ -1,4 +1,4 @@
-"""Issue 53.4: what a run's events.jsonl says is checked the same way by every reader,
+"""What a run's events.jsonl says is checked the same way by every reader,
 and its text is text in report.md.
 
 ``esper compare`` read a finished cell's events (its growth paths) without the checks

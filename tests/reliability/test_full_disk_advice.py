@@ -1,4 +1,4 @@
-"""Issue 33.10: a full disk before the first checkpoint must not advise a resume (there
+"""A full disk before the first checkpoint must not advise a resume (there
 is nothing to resume: `--resume` then said the run has no checkpoint); after one, it does."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 21.16: a model that collapses to chance accuracy while its loss stays under the
+"""A model that collapses to chance accuracy while its loss stays under the
 governor's floors is rolled back (decision and its limits: RELIABILITY.md)."""
 
 from __future__ import annotations

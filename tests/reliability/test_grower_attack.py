@@ -1,4 +1,4 @@
-"""Issue 33, item 6: the library API attacked. A Grower given a forged, truncated or
+"""The library API attacked: a Grower given a forged, truncated or
 mismatched state, slot names that do not exist, a non-torch optimizer, a wrong input, a
 model with 1-D output, a model another Grower grows, or used after close(): each is one
 clear exception (HostError, GrowerError, CheckpointError) in one line, and a state that

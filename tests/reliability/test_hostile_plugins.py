@@ -1,4 +1,4 @@
-"""Issue 33, items 4, 5, 9 and 12: plugin code that ends the process, returns the wrong
+"""Plugin code that ends the process, returns the wrong
 type, a non-finite reward or tensors of the wrong dtype ends the run with one line naming
 the plugin and what it did, exit code 2, a run recorded as failed and the last checkpoint
 intact; `esper blueprints check` reports each as FAIL."""

@@ -1,4 +1,4 @@
-"""Issue 33.1: the lock file is opened like every run file is written. A symbolic link
+"""The lock file is opened like every run file is written. A symbolic link
 planted at ``RUN/.esper.lock`` (out of the run directory, or to a file inside it) and a
 FIFO in its place are refused in one line; the file a link points to keeps its bytes."""
 

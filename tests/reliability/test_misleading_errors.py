@@ -1,4 +1,4 @@
-"""Issue 53.5: inputs that were taken silently, or refused with a message that points
+"""Inputs that were taken silently, or refused with a message that points
 the wrong way: a compare plan naming a derived baseline twice; ``/dev/zero`` as a charlm
 corpus ("does not exist"); ``sys.exit`` in the user's own data function, blamed on the
 first-party ``tasks.dataset`` plugin that called it."""

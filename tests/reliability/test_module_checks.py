@@ -1,4 +1,4 @@
-"""Issue 53, item 3: ``widenable_layers`` and the Grower's width growth on a model that
+"""``widenable_layers`` and the Grower's width growth on a model that
 cannot be copied (a lock, an open file, the old ``weight_norm`` / ``spectral_norm``), and
 the public ``widenable_layers`` given a non-tensor input, a wrong dtype or a function:
 each one ``HostError`` line naming the problem, not a torch error from a copy or a forward."""

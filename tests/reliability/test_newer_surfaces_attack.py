@@ -1,8 +1,8 @@
-"""Issue 33, the attack on the surfaces added after the replay was written: lists in a
+"""The attack on the surfaces added after the replay was written: lists in a
 config, ``[[policies]]`` entries with ``checkpoints``, the records of finished compare
 cells, host width growth and ``policies.schedule`` on a schedule that cannot happen, and
 the Gymnasium adapter's seeds. Each test failed on the code before its fix
-(RELIABILITY.md, "Issue 33: the newer surfaces")."""
+(RELIABILITY.md, "the newer surfaces")."""
 
 from __future__ import annotations
 

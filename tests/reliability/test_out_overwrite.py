@@ -1,4 +1,4 @@
-"""Issue 53.1: an existing output directory's files are never written over.
+"""An existing output directory's files are never written over.
 
 ``esper run``/``esper train --out DIR`` (``--out .`` in a project), ``esper report --out``
 and ``esper compare --out`` name directories that may hold the user's own files: one

@@ -1,4 +1,4 @@
-"""Issue 21.13 and 21.11 (blueprints): plugin code that ends the process, is interrupted,
+"""Plugin code that ends the process, is interrupted,
 registers a bad blueprint or builds broken seed modules is stopped in one line that
 names the plugin; `esper blueprints check` runs the same checks for plugin authors."""
 

@@ -1,4 +1,4 @@
-"""Issue 21.1: a telemetry backend that cannot write fails the run instead of silently
+"""A telemetry backend that cannot write fails the run instead of silently
 dropping records, and a resume never cuts what it cannot prove came after the checkpoint."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 33.11: ``esper report`` writes into a run directory only while no run holds it;
+"""``esper report`` writes into a run directory only while no run holds it;
 ``--out`` elsewhere still reads a running run."""
 
 from __future__ import annotations

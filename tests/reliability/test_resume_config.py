@@ -1,4 +1,4 @@
-"""Issue 21.4 and 21.5 (the library's part): a resumed run is the run that wrote the
+"""Resuming, the library's part: a resumed run is the run that wrote the
 checkpoint. A config edited since is refused in one line naming what changed; only the
 run's length may change, and a longer run is recorded in its config.toml."""
 

@@ -1,4 +1,4 @@
-"""Issue 33.3: ``--resume`` holds a run directory's config.toml against its checkpoint
+"""``--resume`` holds a run directory's config.toml against its checkpoint
 before importing or building anything the config names. A config.toml edited to name
 other code (``tasks.dataset.model``/``data``) is refused in one line; the code never runs."""
 

@@ -1,4 +1,4 @@
-"""Issue 21.2: one writer per run directory. A second run on the same --out is refused in
+"""One writer per run directory. A second run on the same --out is refused in
 one line naming the holder; the lock dies with its process, however it ends."""
 
 from __future__ import annotations

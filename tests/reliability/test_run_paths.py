@@ -1,5 +1,5 @@
-"""Issue 21.8 (the central check) and 21.11: every file a run writes stays inside its run
-directory; an output directory or a device that cannot be used is one line and exit 2."""
+"""Every file a run writes stays inside its run directory (the central check); an output
+directory or a device that cannot be used is one line and exit 2."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 53, item 5: a ``tasks.dataset`` data function that never returns hung the run
+"""A ``tasks.dataset`` data function that never returns hung the run
 forever, even with ``run.epoch_timeout`` set: the watchdog watched the run's loop, not
 its start. The data function's call is bounded now: one line naming the user's function,
 exit 2, no run directory left behind."""

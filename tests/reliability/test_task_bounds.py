@@ -1,4 +1,4 @@
-"""Issue 33, item 6: the image tasks' and charlm's options bound the work and the numbers
+"""The image tasks' and charlm's options bound the work and the numbers
 they set going, each in one line naming the option. Before, each value below was accepted:
 a glyphs host of 1,024 convs per block took 4 minutes to build, noise of 1000 buried the
 glyphs, and a 10-million-image glyph set at 64x64 asked for 153 GiB before any epoch."""

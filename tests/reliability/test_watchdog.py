@@ -1,4 +1,4 @@
-"""Issue 33, items 3 and 14: plugin code that never returns (a reward stuck in a loop, a
+"""Plugin code that never returns (a reward stuck in a loop, a
 blueprint's forward asleep forever) is stopped by the run's watchdog after
 ``run.epoch_timeout`` seconds: one line naming the epoch, the phase and the plugin,
 exit code 2, the run recorded as failed, the last checkpoint intact and resumable."""

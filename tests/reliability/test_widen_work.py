@@ -1,4 +1,4 @@
-"""Issue 53, item 4: ``widen_factor=64`` of a small host stayed under the weights bound,
+"""``widen_factor=64`` of a small host stayed under the weights bound,
 and every epoch after the growth then took minutes. The work a widened host does per
 sample (at most the widening ratio squared times the host's as built) is bounded too:
 ``MAX_WIDEN_WORK``, refused before training in one line, on the CLI and in a Grower."""

@@ -50,7 +50,7 @@ def test_the_domain_blueprints_exist() -> None:
     assert [bp.name for bp in TRANSFORMER] == [
         "noop", "norm", "lora", "lora_large", "attention", "mlp_small", "mlp", "block",
     ]  # fmt: skip
-    # Residual and the identity at birth, every one (issue 34): an MLP grows from its
+    # Residual and the identity at birth, every one: an MLP grows from its
     # own function.
     assert [bp.name for bp in MLP] == ["noop", "norm", "lowrank", "residual", "residual_wide"]
     assert all(bp.description and "\n" not in bp.description for bp in ALL)

@@ -1,4 +1,4 @@
-"""EsperGrowth inside Trainer.fit (issue 26): seed parameter groups in the trainer's
+"""EsperGrowth inside Trainer.fit: seed parameter groups in the trainer's
 optimizer, and a resume from Lightning's own checkpoint that ends bit-identical."""
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def test_a_germination_mid_fit_adds_the_seed_group_to_the_trainers_optimizer(
     spy = GroupSpy()
     with caplog.at_level(logging.INFO, logger="lightning.pytorch"):
         _module, growth, trainer = _fit(3, tmp_path, extra=[spy])
-    # Each decision is logged with its reason (issue 34): the germination says why.
+    # Each decision is logged with its reason: the germination says why.
     logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("EsperGrowth")]
     assert len(logged) == 3 and any("GERMINATE" in m and "capacity limit" in m for m in logged)
     assert spy.groups[0] == []  # the first epoch trains the module as it was given
@@ -170,7 +170,7 @@ def test_resume_from_lightnings_checkpoint_after_epoch_two_is_bit_identical(
 
 
 class ScheduledNet(SmallNet):
-    """The same net under a per-step cosine schedule (issue 34)."""
+    """The same net under a per-step cosine schedule."""
 
     def configure_optimizers(self) -> Any:
         opt = torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)
@@ -197,7 +197,7 @@ def test_a_seed_born_mid_fit_moves_with_a_per_step_scheduler_and_its_flops_count
 
 
 def test_the_lightning_module_owns_the_seeds_and_its_checkpoint_resumes(tmp_path: Path) -> None:
-    """Issue 34, item 1: the seeds are the module's parameters; Lightning's checkpoint
+    """The seeds are the module's parameters; Lightning's checkpoint
     keeps them in the callback state only, since Lightning loads its state_dict into the
     module before any callback can build the slots."""
     saver = ModelCheckpoint(dirpath=tmp_path / "ckpt", save_top_k=-1, every_n_epochs=1)
@@ -250,7 +250,7 @@ class RateSpy(Callback):
 
 @pytest.mark.parametrize("name", sorted(SCHEDULERS))
 def test_a_seed_born_mid_fit_moves_with_every_scheduler(name: str, tmp_path: Path) -> None:
-    """Issue 34, item 2 under Lightning: each torch scheduler of configure_optimizers moves
+    """Under Lightning, each torch scheduler of configure_optimizers moves
     a seed born mid-fit with the host, step by step."""
 
     class Net(SmallNet):

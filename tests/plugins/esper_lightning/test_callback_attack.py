@@ -1,4 +1,4 @@
-"""Issue 33, item 6: EsperGrowth resumed past its planned epochs, or from a checkpoint
+"""EsperGrowth resumed past its planned epochs, or from a checkpoint
 whose grower state is another model's or forged: growth goes on, or one clear
 exception, never an internal AssertionError."""
 
@@ -67,7 +67,7 @@ def test_a_checkpoint_grown_at_other_slots_is_refused_in_one_line(tmp_path: Path
 
 @pytest.mark.parametrize("grown", ["x", 2.7, True, -5, None])
 def test_a_forged_grown_epoch_is_one_line(grown: object) -> None:
-    """Issue 53: ``grown_epoch = "x"`` in a Lightning checkpoint was a raw ValueError from
+    """``grown_epoch = "x"`` in a Lightning checkpoint was a raw ValueError from
     int(); 2.7 or True loaded as another epoch in silence."""
     growth = EsperGrowth(["features.1"], overrides=EAGER, plugins=first_party())
     with pytest.raises(CheckpointError, match="grown_epoch") as info:

@@ -1,4 +1,4 @@
-"""Issue 34's acceptance under Lightning: a user CNN and a user MLP, each grown by one
+"""The own-model acceptance test under Lightning: a user CNN and a user MLP, each grown by one
 callback, trained under a per-step schedule (cosine for the CNN, one-cycle for the MLP)
 with clipping over ``self.parameters()``, resumed from Lightning's checkpoint taken
 after a seed was born: the resumed fit ends bit-identical to the uninterrupted one."""

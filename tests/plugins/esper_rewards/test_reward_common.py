@@ -210,7 +210,7 @@ def test_options_are_validated_with_their_path(cls: type) -> None:
 
 
 def test_potentials_refuse_non_finite_values() -> None:
-    # Issue 33.8: bounded to ±1000 (beyond, one stage would drown every other term).
+    # Bounded to ±1000 (beyond, one stage would drown every other term).
     with pytest.raises(
         ConfigError,
         match=r"rewards\.pbrs\.potential_holding: expected a number in \[-1000, 1000\], got inf",

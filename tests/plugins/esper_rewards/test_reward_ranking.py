@@ -1,4 +1,4 @@
-"""Every family ranks real outcomes the way a researcher would (issue 17, DOMAIN §10).
+"""Every family ranks real outcomes the way a researcher would (DOMAIN §10).
 
 Scripted policies on digits with the ``impaired`` host (30 epochs, the task default),
 several seeds. Each episode is run once with a reward that records its contexts; then

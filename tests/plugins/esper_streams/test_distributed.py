@@ -425,7 +425,7 @@ def test_an_interrupt_on_one_rank_stops_all_and_the_run_resumes_identically(tmp_
     assert cut.exit_code == 130, cut.output
     assert "interrupted at episode 1 epoch 2" in cut.output
     # Autoloading off, as a user who named the plugins at the start names them again on
-    # resume, as KIND.NAME (issue 27): this process and every rank load those entry points
+    # resume, as KIND.NAME: this process and every rank load those entry points
     # (a manager that has loaded nothing but what is named).
     named = ["executors.distributed", "telemetry.jsonl", "telemetry.csv", "blueprints.cnn"]
     resumed = _cli_with(

@@ -1,4 +1,4 @@
-"""Each rule of the heuristic policy on hand-built observations (issue 16: a capacity
+"""Each rule of the heuristic policy on hand-built observations (a capacity
 trigger, judgement by measured gain against the parameters, lifecycle-aware germination)."""
 
 from __future__ import annotations
@@ -609,7 +609,7 @@ def test_why_no_growth_names_a_trigger_that_never_fired_or_was_never_asked(build
 
 
 def test_a_gain_decision_names_its_unit_and_never_reads_x_below_x(build) -> None:
-    """Issue 54.3: a decision read ``gain +0.055 < 0.055``, with no unit."""
+    """A decision read ``gain +0.055 < 0.055``, with no unit."""
     from esper_tamiyo_heuristic.signals import gain_text
 
     shown = gain_text(0.055004, "<", 0.055049)

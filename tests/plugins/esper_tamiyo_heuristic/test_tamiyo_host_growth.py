@@ -1,4 +1,4 @@
-"""The heuristic's growth of the host itself (``host_growth``, issue 36): it asks once per
+"""The heuristic's growth of the host itself (``host_growth``): it asks once per
 episode, at the first epoch of its window where the validation loss has slowed down, only
 when the env says the growth can start (``host_growth_ready``), holds germination back
 until then, and remembers across a checkpoint that it has asked."""

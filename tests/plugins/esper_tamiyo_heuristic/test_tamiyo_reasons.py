@@ -1,4 +1,4 @@
-"""Every action a built-in policy returns says why (issue 34, item 6): the reason travels
+"""Every action a built-in policy returns says why: the reason travels
 on ``Action.reason``, WAIT included, in the numbers the rule read."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""PPO choosing the host's growth (``policies.ppo.host_growth``, issue 36): a head of its
+"""PPO choosing the host's growth (``policies.ppo.host_growth``): a head of its
 own, off by default with the shipped layout unchanged; "now" legal once per episode, in
 its window, when the env says the growth can start (``host_growth_ready``: a fossil no
 longer rules out a widening or a deepening), and only with WAIT; what it samples is what the learner

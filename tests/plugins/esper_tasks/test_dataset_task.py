@@ -1,4 +1,4 @@
-"""tasks.dataset (issue 26): any dataset and any model as a task that `esper run` trains."""
+"""tasks.dataset: any dataset and any model as a task that `esper run` trains."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 53, item 1: width growth of a user's model through ``tasks.dataset`` (the
+"""Width growth of a user's model through ``tasks.dataset`` (the
 documented way to train a widening controller for one's own model) widens its layer
 pairs, as a Grower does; a model with no pair that can widen is refused in one line."""
 

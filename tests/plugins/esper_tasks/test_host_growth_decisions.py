@@ -1,4 +1,4 @@
-"""An env's epoch event names what happens to the host (issue 52, item 4): a deepening
+"""An env's epoch event names what happens to the host: a deepening
 on a schedule, and a widening an action asks for (the heuristic's and PPO's request,
 ``Action.host_growth``), with the action's reason kept after what the host does."""
 

@@ -1,5 +1,5 @@
 """A host width growth is told like a seed's life: typed events, the run's summary line and
-parameter fields (issue 36)."""
+parameter fields."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Host growth a policy asks for at run time (``Action.host_growth``, ``GrowsHostOnline``,
-issue 36): it starts exactly as a growth scheduled for the same epoch (bit for bit), a
+"""Host growth a policy asks for at run time (``Action.host_growth``, ``GrowsHostOnline``):
+it starts exactly as a growth scheduled for the same epoch (bit for bit), a
 request the env cannot honour is refused in one line with the host left as it was, and a
 run whose heuristic grew the host resumes mid-ramp exactly (the growth replayed from the
 checkpoint, the heuristic's memory restored)."""

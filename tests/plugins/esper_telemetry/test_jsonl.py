@@ -355,7 +355,7 @@ def test_append_file_refuses_a_file_shorter_than_the_checkpoint(tmp_path: Path) 
 
 
 def test_append_file_never_cuts_a_file_it_did_not_write(tmp_path: Path) -> None:
-    """Issue 21.1: resume truncates only what it can prove was written after the checkpoint."""
+    """Resume truncates only what it can prove was written after the checkpoint."""
     path = tmp_path / "f.txt"
     f = AppendFile(path)
     f.write("a\nb\n")

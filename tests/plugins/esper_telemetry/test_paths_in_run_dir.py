@@ -1,4 +1,4 @@
-"""Telemetry files stay inside the run directory (issue 21, item 8)."""
+"""Telemetry files stay inside the run directory."""
 
 from __future__ import annotations
 

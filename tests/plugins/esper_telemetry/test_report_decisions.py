@@ -1,4 +1,4 @@
-"""report.md lists each decision with the policy's reason (issue 34, item 6)."""
+"""report.md lists each decision with the policy's reason."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def test_a_run_without_reasons_has_no_decisions_section(tmp_path: Path) -> None:
 
 
 def test_every_text_of_the_lifecycle_figure_lies_inside_the_figure(tmp_path: Path) -> None:
-    """The footer's reasons ran off the image's right edge (issue 54, item 2)."""
+    """The footer's reasons ran off the image's right edge."""
     from esper_telemetry.report.lifecycle_figure import lifecycle_figure
 
     long = GROWING + "; " + "the loss has fallen slower than the window allows " * 2

@@ -1,4 +1,4 @@
-"""The lines ``esper report`` prints about the run (issue 54, item 2): what it was, its
+"""The lines ``esper report`` prints about the run: what it was, its
 final test metric, what grew, its parameters and FLOPs, and where the report is."""
 
 from __future__ import annotations
