@@ -11,9 +11,10 @@ A run whose host itself grew (a policy that grows online: the heuristic's or PPO
 ``host_growth``) ended with another host: its twin starts that growth at epoch 0 with a
 one-epoch ramp (``policies.static``'s ``widen_at = 0`` or ``deepen_at = 0``, ``identity``
 blocks: fresh ones, as a host built deep would have), so it trains the grown host from
-the first epoch. A run that kept more than one growth, or seeds beside a grown host (the
-seeds were built for the host as it was when they germinated), has no twin: its
-:func:`why_no_twin` says so in the results.
+the first epoch. Seeds the run kept beside its grown host are installed on it at birth,
+after that growth has folded (:mod:`esper_core.env.birth`), so they are the seeds the run
+grew on its grown host. A run that kept more than one growth, or a seed born before its
+host grew (built for the host as it was then), has no twin: :func:`why_no_twin` says why.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from esper_core.plugins import PluginManager
 from esper_core.run.ledger import HostGrowthRecord
 from esper_core.run.resolve import resolve
 from esper_core.run.run_dir import SUMMARY
-from esper_core.run.summary import final_architecture
+from esper_core.run.summary import final_architecture, final_seeds
 
 STATIC_FINAL = "static-final"
 STATIC_POLICY = "static"
@@ -84,8 +85,9 @@ def why_no_twin(summary: dict[str, Any]) -> str | None:
         return None
     if len(kept) > 1:
         return f"its host kept {len(kept)} growths; a twin replays one at epoch 0"
-    if final_architecture(summary["seeds"]):
-        return "it grew seeds beside a grown host; a twin installs seeds on the host at birth"
+    born = [s["germinated_epoch"] for s in final_seeds(summary["seeds"])]
+    if born and (kept[0].ended_epoch is None or min(born) < kept[0].ended_epoch):
+        return "it kept a seed born before its host grew; a twin installs seeds on the grown host"
     if kept[0].factor() is None:
         return "its host's dimensions grew by different factors"
     return None

@@ -193,8 +193,9 @@ def describe(results: ComparisonResults) -> list[str]:
             "column is POLICY's run minus that run in the task's metric (a negative test "
             "loss difference is a win): IQM of the paired differences [CI] "
             "(wins/ties/losses). A run whose host itself grew: its twin grows the host so at "
-            "epoch 0 with a one-epoch ramp; a run that kept two host growths, or seeds beside "
-            "a grown host, has no twin (the row pairs fewer runs)."
+            "epoch 0 with a one-epoch ramp, folded before the first epoch, and installs the "
+            "seeds the run grew on it; a run that kept two host growths, or a seed born "
+            "before its host grew, has no twin (the row pairs fewer runs)."
         )
     lines.append(
         "Costs: parameters in the forward pass and held at the end, training FLOPs "

@@ -8,7 +8,11 @@ built and installed as a fossil (``rules.may_install_at_birth``). Seed ``k`` (co
 from 1) is initialised from ``seed * 1_000_003 + k``, the init a grown run gives its
 ``k``-th germination, and with the same host init and data order: the final
 architecture of a grown run trained from scratch on the same seed (the ``static``
-baseline).
+baseline). A host growth scheduled at epoch 0 with a one-epoch ramp completes before the
+first epoch (:func:`esper_core.env.host_growth.folds_at_birth`): it is part of the host at
+birth, so it starts before the seeds are installed, on the grown host (a grown run's seeds
+born after its host grew); one that ramps over later epochs starts after them and grows
+around them, as it would around kept seeds.
 """
 
 from __future__ import annotations

@@ -7,9 +7,8 @@ schedules and cooldowns -> compute the reward -> build the next observation.
 Executors drive the epoch through :meth:`apply_action`, :meth:`begin_epoch`,
 :meth:`train_batch` and :meth:`end_epoch` (:meth:`step` does all of it for one env).
 :meth:`end_epoch` is :meth:`queue_measurements` (device work only), one :func:`fetch` and
-the rest, so an executor can queue every env's validation before it reads any. Each
-part lives in its own module (``apply``, ``epoch_end``, ``events``, ``observation``,
-``state``); this class holds the env together and keeps the order.
+the rest, so an executor can queue every env's validation before it reads any. Each part
+lives in its own module; this class holds the env together and keeps the order.
 """
 
 from __future__ import annotations
@@ -81,11 +80,11 @@ class MorphogeneticEnv:
         self._build(self.seed)
         lc = config.lifecycle
         self.space = ActionSpace(
-            slot_ids=tuple(self.model.slot_ids),
-            blueprints=tuple(sorted(self.blueprints)),
-            styles=tuple(lc.styles),
-            tempos=tuple(lc.tempos),
-            alpha_targets=tuple(lc.alpha_targets),
+            tuple(self.model.slot_ids),
+            tuple(sorted(self.blueprints)),
+            tuple(lc.styles),
+            tuple(lc.tempos),
+            tuple(lc.alpha_targets),
         )
         self.host_growth_specs: tuple[HostGrowthSpec, ...] = ()
         self.online_growth_specs: tuple[HostGrowthSpec, ...] = ()  # see host_growth_online
@@ -167,8 +166,7 @@ class MorphogeneticEnv:
     # ------------------------------------------------------------ episode state
 
     def install_at_birth(self, specs: Sequence[str]) -> None:
-        """Install these ``blueprint@slot`` seeds as fossils at the start of every
-        episode from the next :meth:`reset` on (see :mod:`esper_core.env.birth`)."""
+        """Install these ``blueprint@slot`` seeds at birth from the next :meth:`reset` on."""
         self.birth_seeds = birth.parse_birth_seeds(specs, self.blueprints, self.model.slot_ids)
 
     def schedule_host_growth(self, specs: Sequence[HostGrowthSpec]) -> None:
@@ -183,13 +181,15 @@ class MorphogeneticEnv:
         self.epoch = 0
         self.stats = EpisodeStats()
         events = StepEvents(env=self.env_index, episode=episode, epoch=0)
+        grown_at_birth = host_growth.start_at_birth(self, events)
         birth.install(self, self.birth_seeds, events)
         self.last_eval, self.last_expansion = fetch(*self._evaluations(False), self._expansion())
         self.last_train: TrainStats | None = None
         self.last_test: EvalResult | None = None
         self._record_validation(self.last_eval)
         self.governor.take_snapshot(self.model, 0)
-        host_growth.start_due(self, events)  # one scheduled at epoch 0
+        if not grown_at_birth:
+            host_growth.start_due(self, events)  # one scheduled at epoch 0
         self._birth_events = events.events  # the first step's, with seeds installed at birth
         self.fits = host_growth.slot_fits(self)
         self._started = True

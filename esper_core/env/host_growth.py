@@ -163,6 +163,23 @@ def start_due(env: Growing, events: GrowthEvents) -> None:
             start_spec(env, spec, events, "host growth")
 
 
+def folds_at_birth(env: Checking) -> bool:
+    """Whether a growth scheduled at epoch 0 folds before the first epoch (a one-epoch
+    ramp: born at alpha 0, its first tick reaches 1 and it fossilizes at once)."""
+    return any(
+        spec.epoch(env.max_epochs) == 0 and spec.tempo == 1 for spec in env.host_growth_specs
+    )
+
+
+def start_at_birth(env: Growing, events: GrowthEvents) -> bool:
+    """Start the growth scheduled at epoch 0 now, before seeds are installed at birth, if
+    it folds before the first epoch (:mod:`esper_core.env.birth`); whether it did."""
+    if not folds_at_birth(env):
+        return False
+    start_due(env, events)
+    return True
+
+
 def start_spec(env: Growing, spec: HostGrowthSpec, events: GrowthEvents, who: str) -> None:
     """Start ``spec`` now, before the epoch ``env.epoch`` trains (``who`` asked for it)."""
     try:

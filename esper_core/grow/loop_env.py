@@ -231,9 +231,11 @@ class LoopEnv(MorphogeneticEnv):
             self._record_validation(baseline)
         self.last_expansion = fetch(self._expansion())[0]
         events = StepEvents(env=self.env_index, episode=self.episode, epoch=0)
+        grown_at_birth = host_growth.start_at_birth(self, events)  # as reset() does
         birth.install(self, self.birth_seeds, events)  # a static policy's architecture
         self.governor.take_snapshot(self.model, 0)
-        host_growth.start_due(self, events)  # one scheduled at epoch 0, as reset() does
+        if not grown_at_birth:
+            host_growth.start_due(self, events)  # one scheduled at epoch 0
         self._birth_events = events.events
         self._started = True
         self._observation = observe(self, rolled_back=False)

@@ -92,10 +92,11 @@ FINAL_FATES = ("fossilized",)
 FINAL_LIVE_STAGES = ("BLENDING", "HOLDING")
 
 
-def final_architecture(seeds: list[dict[str, Any]], env: int = 0, episode: int = 0) -> list[str]:
-    """The seeds in the forward pass at the end of one episode of a summary, as
-    ``blueprint@slot[:style]`` in germination order: what ``policies.static`` installs to train
-    that architecture from scratch. A seed left half-blended counts (at alpha 1 there)."""
+def final_seeds(
+    seeds: list[dict[str, Any]], env: int = 0, episode: int = 0
+) -> list[dict[str, Any]]:
+    """The summary's rows of the seeds in the forward pass at the end of one episode, in
+    germination order. A seed left half-blended counts (at alpha 1 there)."""
     rows = [
         s
         for s in seeds
@@ -106,7 +107,13 @@ def final_architecture(seeds: list[dict[str, Any]], env: int = 0, episode: int =
             or (s["fate"] == "live" and s["last_stage"] in FINAL_LIVE_STAGES)
         )
     ]
-    rows.sort(key=lambda s: (s["germinated_epoch"], s["seed_id"]))
+    return sorted(rows, key=lambda s: (s["germinated_epoch"], s["seed_id"]))
+
+
+def final_architecture(seeds: list[dict[str, Any]], env: int = 0, episode: int = 0) -> list[str]:
+    """:func:`final_seeds` as ``blueprint@slot[:style]``: what ``policies.static`` installs
+    to train that architecture from scratch."""
+    rows = final_seeds(seeds, env, episode)
     return [seed_spec(s["blueprint"], s["slot_id"], s.get("style")) for s in rows]
 
 

@@ -67,14 +67,27 @@ def test_the_twin_grows_the_host_at_birth_as_the_run_kept_it() -> None:
     assert host_at_birth(live)["widen_factor"] == 2.0
 
 
+def test_seeds_born_on_the_grown_host_are_installed_on_it_by_the_twin() -> None:
+    widen = _growth("width", {"d_model": 16}, {"d_model": 32})  # started 3, folded at 8
+    seed = {"fate": "fossilized", "blueprint": "transformer/block", "slot_id": "r0c1"}
+    seed |= {"seed_id": "r0c1-s1", "style": "linear_add", "env": 0, "episode": 0}
+    for born in (8, 9):  # at the fold's epoch (germinated after it) or later
+        seed |= {"germinated_epoch": born, "last_stage": "FOSSILIZED"}
+        assert why_no_twin(_summary(widen, seeds=[seed])) is None
+    assert host_at_birth(_summary(widen, seeds=[seed]))["widen_tempo"] == 1  # folds at birth
+    still_ramping = _growth("width", {"d_model": 16}, {"d_model": 32}, fate="live")
+    still_ramping["ended_epoch"] = None
+    assert "born before its host grew" in str(why_no_twin(_summary(still_ramping, seeds=[seed])))
+
+
 def test_an_end_no_twin_can_rebuild_says_why() -> None:
     widen = _growth("width", {"d_model": 16}, {"d_model": 32})
     deepen = _growth("depth", {"n_layer": 2}, {"n_layer": 4})
     assert "kept 2 growths" in str(why_no_twin(_summary(widen, deepen)))
     seed = {"fate": "fossilized", "blueprint": "transformer/block", "slot_id": "r0c1"}
     seed |= {"seed_id": "r0c1-s1", "style": "linear_add", "env": 0, "episode": 0}
-    seed |= {"germinated_epoch": 9, "last_stage": "FOSSILIZED"}
-    assert "seeds beside a grown host" in str(why_no_twin(_summary(widen, seeds=[seed])))
+    seed |= {"germinated_epoch": 5, "last_stage": "FOSSILIZED"}  # the growth ended at 8
+    assert "a seed born before its host grew" in str(why_no_twin(_summary(widen, seeds=[seed])))
     uneven = _growth("width", {"stage0": 4, "stage1": 8}, {"stage0": 8, "stage1": 24})
     assert "different factors" in str(why_no_twin(_summary(uneven)))
 
