@@ -23,7 +23,7 @@ from esper_core.benchmark.oracle import RULE as ORACLE_RULE
 from esper_core.compare.tuning_choice import RULE as TUNING_RULE
 from esper_core.compare.tuning_results import ArmTuning
 
-SCHEMA_VERSION = 3  # 2: training_runs; 3: within_noise
+SCHEMA_VERSION = 4  # 2: training_runs; 3: within_noise; 4: no_baseline
 NORMALIZED, EXTRA_FLOPS, METRIC_LOST = "normalized", "extra_flops", "metric_lost"
 GAIN_UNIT, FLOPS_UNIT = "fraction of the oracle's gain", "fraction of wait's FLOPs"
 
@@ -67,6 +67,8 @@ class PairResult:
     growth_pays: bool | None = None  # the oracle is not wait
     # the best entry's gain over wait on the tuning seeds was within their noise
     within_noise: str | None = None
+    # wait did not train on a tuning seed at its rate: no baseline, the pair is not scored
+    no_baseline: str | None = None
     gap: float | None = None  # mean oracle - wait on the evaluation seeds (higher better)
     evaluation: list[ArmValues] = attrs.field(factory=list)
     failures: list[str] = attrs.field(factory=list)  # cells that failed, one line each
@@ -223,7 +225,7 @@ def by_kind(
     extra FLOPs, then the metric lost per unit (accuracy points and loss apart)."""
     found: dict[tuple[str, str], list[tuple[str, dict[int, float]]]] = {}
     for pair in pairs:
-        if pair.growth_pays is None:
+        if pair.growth_pays is None or pair.no_baseline:
             continue
         for kind, unit, values in pair_scores(pair, policy, seeds):
             found.setdefault((kind, unit), []).append((pair.label, values))
@@ -248,11 +250,15 @@ def score_rows(
 
 
 def unscored(pairs: Sequence[PairResult]) -> list[str]:
-    """Pairs where growth pays on validation but whose oracle did not beat wait on the
-    evaluation seeds: no normalized score there (the lines results.md shows)."""
-    return [
+    """Pairs left out of every score, one line each (what results.md shows): those whose
+    wait did not train on a tuning seed, and those where growth pays on validation but
+    whose oracle did not beat wait on the evaluation seeds (no normalized score)."""
+    return [f"{p.label}: {p.no_baseline}" for p in pairs if p.no_baseline] + [
         f"{p.label}: the oracle ({p.oracle}) did not beat wait on the evaluation seeds "
         f"(mean gap {p.gap:+.4g}); no normalized score on this pair"
         for p in pairs
-        if p.growth_pays and p.gap is not None and not (math.isfinite(p.gap) and p.gap > 0)
+        if p.growth_pays
+        and not p.no_baseline
+        and p.gap is not None
+        and not (math.isfinite(p.gap) and p.gap > 0)
     ]

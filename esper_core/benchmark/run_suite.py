@@ -149,6 +149,20 @@ def select(
     return records, index, note
 
 
+def no_baseline(wait: MenuRecord, lr: float) -> str | None:
+    """Why the pair has no baseline (None: it has one): ``wait`` (the menu's first entry)
+    did not train on some tuning seed at the pair's rate, so nothing is scored against it
+    (docs/growth.md, the tuning rule)."""
+    if not wait.failed:
+        return None
+    seeds = ", ".join(str(s) for s in wait.failed)
+    return (
+        f"wait did not train on tuning seed(s) {seeds} at its rate {lr:g}: no baseline, so "
+        "the pair is not scored (widen its rate grid or its budget; docs/growth.md, the "
+        "tuning rule)"
+    )
+
+
 def benchmark(
     suite: Suite,
     pm: PluginManager,
@@ -220,6 +234,7 @@ def benchmark(
             oracle=None if oracle is None else oracle.label,
             growth_pays=None if oracle is None else oracle.policy != "wait",
             within_noise=note,
+            no_baseline=no_baseline(records[0], result.lr),
         )
         if oracle is not None and until == "evaluation":
             evaluation[label] = phases.evaluation_phase(

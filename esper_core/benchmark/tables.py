@@ -128,6 +128,8 @@ def _pair_section(pair: PairResult, tuning_seeds: Sequence[int]) -> list[str]:
             else f"; mean gap over wait on the evaluation seeds {pair.gap:+.4g}"
         ),
     ]
+    if pair.no_baseline:
+        lines.append(f"- not scored: {pair.no_baseline}")
     if pair.within_noise:
         lines.append(f"- {pair.within_noise}")
     lines += [f"- not on the menu: {line}" for line in pair.left_out]

@@ -129,3 +129,17 @@ def test_a_pair_whose_oracle_fails_on_the_evaluation_seeds_is_named_not_scored()
         "bad: the oracle (x) did not beat wait on the evaluation seeds (mean gap -1); "
         "no normalized score on this pair"
     ]
+
+
+def test_a_pair_whose_wait_did_not_train_on_a_tuning_seed_is_named_not_scored() -> None:
+    from esper_core.benchmark.results import MenuRecord
+    from esper_core.benchmark.run_suite import no_baseline
+
+    wait = MenuRecord("wait", "wait", {}, "", None, [30.0, 21.6], 25.8, failed=[102])
+    why = no_baseline(wait, 0.05)
+    assert why is not None and "tuning seed(s) 102 at its rate 0.05" in why
+    assert no_baseline(attrs.evolve(wait, failed=[]), 0.05) is None
+    flat = attrs.evolve(PAIRS[2], no_baseline=why)
+    rows = {(r.policy, r.score): r for r in score_rows([*PAIRS[:2], flat], ["p"], SEEDS, SETTINGS)}
+    assert ("p", EXTRA_FLOPS) not in rows and rows["p", NORMALIZED].pairs == ["acc", "loss"]
+    assert unscored([flat]) == [f"flat: {why}"]
