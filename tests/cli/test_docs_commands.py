@@ -385,6 +385,10 @@ COMMANDS: dict[str, Way] = {
         "1,015 runs; one split end to end at the smallest scale in "
         "tests/integration/test_controller_benchmark.py"
     ),
+    (
+        "esper benchmark examples/suites/controller-suite.toml --jobs 2 --only heuristic "
+        "--only heuristic-capacity --only heuristic-expansion --only heuristic-slowdown"
+    ): NotRun("530 runs; --only at the smallest scale in tests/cli/test_benchmark_only.py"),
     # docs/results/ppo-suite.md
     "esper benchmark examples/suites/controller-suite.toml --split training --until tuning": (
         NotRun(
