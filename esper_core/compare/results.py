@@ -50,7 +50,7 @@ from esper_core.compare.no_growth import can_grow, no_growth
 from esper_core.compare.paired import PairedDifference, paired_difference, same_seed
 from esper_core.compare.pareto import COST_AXES, dominated
 from esper_core.compare.stalls import ArmFailure, arm_failures
-from esper_core.compare.static_final import static_label
+from esper_core.compare.static_final import no_twins, static_label
 from esper_core.compare.stats import improvement_interval, iqm_interval
 from esper_core.compare.training_runs import TrainingGroupResult, training_group_results
 from esper_core.compare.tuning_results import TuningResults
@@ -334,7 +334,7 @@ def aggregate(
         no_growth=no_growth(can_grow(experiment), cells_sorted),
         training_groups=training_group_results(experiment, results, ranked_by),
         failures=arm_failures(cells_sorted, ranked_by, experiment.stall),
-        cautions=cautions(experiment),
+        cautions=cautions(experiment) + no_twins(experiment, cells_sorted),
     )
 
 

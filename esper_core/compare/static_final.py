@@ -27,6 +27,7 @@ from typing import Any
 import attrs
 
 from esper_core.compare.cell_dirs import CellState, cell_state
+from esper_core.compare.cell_result import CellResult
 from esper_core.compare.experiment import Cell, Experiment
 from esper_core.compare.result_key import FIXED_ARCHITECTURE
 from esper_core.config import RunConfig, config_to_dict
@@ -137,4 +138,21 @@ def static_cells(
         config = static_config(cell.config, architecture, pm, host_at_birth(summary))
         config = attrs.evolve(config, run=attrs.evolve(config.run, seed=cell.seed))
         out.append(Cell(cell.task, static_label(cell.policy), cell.seed, config))
+    return out
+
+
+def no_twins(experiment: Experiment, results: Sequence[CellResult]) -> list[str]:
+    """One line per finished run of a growing policy that has no static-final twin, and
+    why: its row pairs fewer runs, and the results say which and why."""
+    policies = set(growing(experiment))
+    out = []
+    for r in results:
+        summary = Path(r.run_dir) / SUMMARY if r.run_dir else None
+        if r.policy not in policies or summary is None or not summary.is_file():
+            continue
+        why = why_no_twin(json.loads(summary.read_text(encoding="utf-8")))
+        if why is not None:
+            out.append(
+                f"{r.policy} on {r.task}, random seed {r.seed}, has no {STATIC_FINAL} twin: {why}"
+            )
     return out

@@ -195,7 +195,7 @@ def describe(results: ComparisonResults) -> list[str]:
             "(wins/ties/losses). A run whose host itself grew: its twin grows the host so at "
             "epoch 0 with a one-epoch ramp, folded before the first epoch, and installs the "
             "seeds the run grew on it; a run that kept two host growths, or a seed born "
-            "before its host grew, has no twin (the row pairs fewer runs)."
+            "before its host grew, has no twin (the row pairs fewer runs; a caution above names each)."
         )
     lines.append(
         "Costs: parameters in the forward pass and held at the end, training FLOPs "

@@ -128,3 +128,28 @@ def test_a_compare_trains_the_grown_host_from_the_first_epoch(tmp_path: Path) ->
         assert forward[0] == forward[1] > cells["wait", seed].params_forward
     markdown = (tmp_path / "out" / "results.md").read_text()
     assert "its twin grows the host so at epoch 0" in markdown
+
+
+def test_the_results_name_each_run_without_a_twin_and_why(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from esper_core.compare.cell_result import CellResult
+    from esper_core.compare.static_final import no_twins
+
+    widen = _growth("width", {"d_model": 16}, {"d_model": 32})  # folded at epoch 8
+    seed = {"fate": "fossilized", "blueprint": "transformer/block", "slot_id": "r0c1"}
+    seed |= {"seed_id": "r0c1-s1", "style": "linear_add", "env": 0, "episode": 0}
+    early, late = dict(seed, germinated_epoch=5), dict(seed, germinated_epoch=8)
+    results = []
+    for n, seeds in enumerate(([early], [late])):
+        (tmp_path / str(n)).mkdir()
+        summary = _summary(widen, seeds=seeds)
+        (tmp_path / str(n) / SUMMARY).write_text(json.dumps(summary), encoding="utf-8")
+        results.append(CellResult("charlm", "grows", n, 50.0, 1.0, 1, 0, 1.0, str(tmp_path / str(n))))  # fmt: skip
+    experiment = SimpleNamespace(
+        baselines=["static-final"], policies=[SimpleNamespace(label="grows", name="heuristic")]
+    )
+    assert no_twins(experiment, results) == [  # type: ignore[arg-type]
+        "grows on charlm, random seed 0, has no static-final twin: it kept a seed born before "
+        "its host grew; a twin installs seeds on the grown host"
+    ]
