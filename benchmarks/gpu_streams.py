@@ -22,7 +22,7 @@ per launch), each against serial at N = 1 under the same setting.
 
     python benchmarks/gpu_streams.py --device cuda [--envs 1 2 4 8] [--profile] [--fixes]
 
-``--smoke``: CPU, N = 1 and 2, one epoch of two batches (same path and JSON keys).
+``--smoke``: CPU, N = 1 and 2, one epoch of two batches of 16 (same path and JSON keys).
 """
 
 from __future__ import annotations
@@ -52,6 +52,13 @@ HOSTS = {
     "cifar-base-random": ["run.task=cifar10", "tasks.cifar10.preset=base"],
 }
 CIFAR_TRAIN, CIFAR_VAL = 10_000, 2_000
+# The same path at the least work: two small batches an epoch, one expansion probe batch.
+SMOKE = [
+    "env.max_batches=2",
+    "env.batch_size=16",
+    "env.eval_batch_size=64",
+    "env.expansion_batches=1",
+]
 
 
 def random_cifar(n_train: int, n_val: int) -> TaskData:
@@ -80,7 +87,7 @@ class Bench:
             "env.eval_test_every=0",
             "env.max_epochs=1000",
             "governor.enabled=false",
-            *(["env.max_batches=2"] if args.smoke else []),
+            *(SMOKE if args.smoke else []),
             *extra,
         ]
         resolved = resolve(load_config(overrides=overrides), pm)
