@@ -106,11 +106,13 @@ def test_every_stage_has_a_colour() -> None:
     assert len(set(STAGE_COLOURS.values())) == len(STAGE_COLOURS)
 
 
-def test_resume_restores_the_run_totals(tmp_path: Path) -> None:
+def _resumed(tmp_path: Path, quiet_first: bool) -> str:
+    """What a console prints after resuming, aloud, a run whose first part it showed (or,
+    ``quiet_first``, did not)."""
     batches = synthetic_batches(n_envs=1, episodes=3, max_epochs=2)
     first = ConsoleBackend(
         ConsoleOptions(file=str(tmp_path / "a.txt"), force_terminal=False),
-        TelemetryContext(run_dir=tmp_path),
+        TelemetryContext(run_dir=tmp_path, quiet=quiet_first),
     )
     feed(first, batches[:2])
     state = first.state_dict()
@@ -122,26 +124,15 @@ def test_resume_restores_the_run_totals(tmp_path: Path) -> None:
     resumed.load_state_dict(state)
     feed(resumed, batches[2:])
     resumed.close()
-    assert "episode 3/3" in (tmp_path / "b.txt").read_text()
+    return (tmp_path / "b.txt").read_text()
+
+
+def test_resume_restores_the_run_totals(tmp_path: Path) -> None:
+    assert "episode 3/3" in _resumed(tmp_path, quiet_first=False)
 
 
 def test_a_quiet_run_resumed_aloud_still_knows_the_run_totals(tmp_path: Path) -> None:
-    batches = synthetic_batches(n_envs=1, episodes=3, max_epochs=2)
-    first = ConsoleBackend(
-        ConsoleOptions(file=str(tmp_path / "a.txt"), force_terminal=False),
-        TelemetryContext(run_dir=tmp_path, quiet=True),
-    )
-    feed(first, batches[:2])
-    state = first.state_dict()
-    first.close()
-    resumed = ConsoleBackend(
-        ConsoleOptions(file=str(tmp_path / "b.txt"), force_terminal=False),
-        TelemetryContext(run_dir=tmp_path),
-    )
-    resumed.load_state_dict(state)
-    feed(resumed, batches[2:])
-    resumed.close()
-    text = (tmp_path / "b.txt").read_text()
+    text = _resumed(tmp_path, quiet_first=True)
     assert "episode 3/3" in text and "/1" not in text
 
 
