@@ -1,5 +1,6 @@
 """The heuristic's growth of the host itself (``host_growth``), once per episode, at the
-moment the validation loss says the host alone has slowed down (``GrowsHostOnline``).
+moment the validation loss says the host alone has slowed down, or at once
+(``host_growth_drop`` 1, the default) while the host still underfits (``GrowsHostOnline``).
 
 It asks only when the env can honour the request, so a request is never refused: in
 the window ``host_growth_min_at`` .. ``host_growth_max_at`` of the run, not after it
@@ -47,7 +48,8 @@ def pending(o: HeuristicOptions, memory: EnvMemory, obs: Observation) -> bool:
 
 def trigger(o: HeuristicOptions, obs: Observation) -> Trigger:
     """The validation loss fell by less than ``host_growth_drop`` of itself per epoch over
-    the last ``host_growth_window`` epochs."""
+    the last ``host_growth_window`` epochs (from 1 on, any fall does: at once)."""
+    at_once = o.host_growth_drop >= 1
     return capacity_check(
         obs.loss_history,
         obs.chance_loss,
@@ -55,7 +57,7 @@ def trigger(o: HeuristicOptions, obs: Observation) -> Trigger:
         window=o.host_growth_window,
         max_drop=o.host_growth_drop,
         signal="validation loss",
-        limit="slowed down",
+        limit=f"at once (host_growth_drop {o.host_growth_drop:g})" if at_once else "slowed down",
     )
 
 

@@ -213,13 +213,16 @@ class HeuristicOptions:
     )
     host_growth_factor: float = growth.factor_field()
     host_growth_mode: str = growth.mode_field()
-    # Chosen on charlm's tuning seeds (docs/results/growth-charlm-300k.md): 0.02 never
-    # fired in the window there, 0.05 fired at epoch 5, 0.1 at epochs 3-4 and did best.
+    # 1.0 (grow at once) chosen on the controller suite's training pairs, third round
+    # (docs/results/controller-benchmark.md): waiting for a slowdown (0.1, chosen on
+    # charlm alone, docs/results/growth-charlm-300k.md) gave up half the gain.
     host_growth_drop: float = options_field(
-        0.1,
+        1.0,
         in_range(0, MAX_FACTOR),
         "Grow once the validation loss fell by less than this fraction of itself per "
-        "epoch over the last host_growth_window epochs (the host alone has slowed down)...",
+        "epoch over the last host_growth_window epochs (the host alone has slowed down; "
+        "1 or more: at once, at the first decision of the window where the host still "
+        "underfits by fit_loss_ratio)...",
     )
     host_growth_window: int = options_field(
         2, in_range(1, MAX_EPOCHS, integer=True), "...measured over this many epochs..."
