@@ -92,7 +92,6 @@ def test_the_heuristic_names_its_host_growth_and_the_trigger_that_fired() -> Non
         'policies.heuristic.host_growth="widen"',
         "policies.heuristic.host_growth_min_at=0.25",
         "policies.heuristic.host_growth_tempo=3",
-        "policies.heuristic.host_growth_drop=10",  # any slowing down fires it
     ]
     grower, opt = _grower("heuristic", overrides, max_epochs=10)
     decisions = _run(grower, opt, 10)
@@ -101,6 +100,9 @@ def test_the_heuristic_names_its_host_growth_and_the_trigger_that_fired() -> Non
     assert actions[start + 1 : start + 3] == ["WAIT", "FOLD host widening"]
     assert actions.count("WIDEN host x2") == 1
     reason = decisions[start][1]
-    assert reason.startswith(f"epoch {start} in its window 2-6: slowed down: validation loss")
+    # The default grows at once, at the first decision its window and history allow.
+    assert reason.startswith(
+        f"epoch {start} in its window 2-6: at once (host_growth_drop 1): validation loss"
+    )
     assert decisions[start + 1][1].startswith("host widening, ramp 2/3; ")
     assert grower.decision.action == "DONE"
