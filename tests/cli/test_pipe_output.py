@@ -21,6 +21,8 @@ import pytest
 from click.testing import CliRunner
 
 from esper_cli.main import build_cli
+from esper_core.plugins import PluginManager
+from tests.inline_runner import INLINE_RUNNER
 from tests.plugin_set import (
     FAKE_COMPONENTS,
     FAKE_PLUGIN,
@@ -131,8 +133,16 @@ def test_run_summary_piped_splits_no_value(tmp_path: Path) -> None:
     check_snapshot("run", text)
 
 
-def test_compare_piped_splits_no_value(tmp_path: Path) -> None:
-    text = piped(
+def test_compare_piped_splits_no_value(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `esper compare | cat` at 80 columns, in this process: CliRunner's output is piped,
+    # and only the plugins the command names are loaded, as by `esper` in a subprocess
+    # here. The cells run one after another in this process too (tests/inline_runner.py):
+    # what is printed does not depend on where they ran.
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("LINES", "24")
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    group, pm = build_cli(PluginManager(extra=[INLINE_RUNNER], autoload=False))
+    args = [
         "compare",
         *FAKE_COMPONENTS,
         "--plugin",
@@ -146,10 +156,14 @@ def test_compare_piped_splits_no_value(tmp_path: Path) -> None:
         "--set",
         "run.telemetry=[]",
         "--quiet",
+        "--runner",
+        "inline",
         "--out",
         str(tmp_path / "exp"),
-        tmp=tmp_path,
-    )
+    ]
+    done = CliRunner().invoke(group, args, obj={"pm": pm})
+    assert done.exit_code == 0, done.output
+    text = done.stdout.replace(str(tmp_path), "TMP")
     assert "…" not in text
     lines = text.splitlines()
     values = [x for x in lines if x.startswith("    test acc %")]

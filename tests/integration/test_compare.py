@@ -14,7 +14,9 @@ from typing import Any
 
 import attrs
 import pytest
+from click.testing import CliRunner
 
+from esper_cli.main import build_cli
 from esper_core.compare.cell_dirs import CellState, cell_state
 from esper_core.compare.cells import CellJob, run_cell
 from esper_core.compare.comparison import compare
@@ -40,30 +42,38 @@ BASELINE = "wait"
 # Every plugin the experiments load (autoloading is off in tests), in this process, in the
 # cells' worker processes and in `esper compare`: the same blueprints, the same results.
 CELL_PLUGINS = (FAKE_PLUGIN, *(f"policies.{p}" for p in OTHERS))
-SEEDS = 4
+# Two seeds: six cells, enough for a kill or an interrupt to land with cells still to run;
+# each experiment below runs every cell (some twice), so each cell more costs them all.
+SEEDS = 2
 SHARED = {
     "run": {"reward": "acc_delta", "telemetry": [], "checkpoint_every": 1},
     "lifecycle": {"min_training_epochs": 1},
     "env": {"max_epochs": 3},
 }
-CLI_ARGS = [
-    "compare",
-    *FAKE_COMPONENTS,  # --policy scripted; the others come in as --plugin policies.NAME
-    *[a for p in CELL_PLUGINS[1:] for a in ("--plugin", p)],
-    "--seeds",
-    str(SEEDS),
-    "--max-epochs",
-    "3",
-    "--baseline",
-    BASELINE,
-    "--set",
-    "run.telemetry=[]",
-    "--set",
-    "run.checkpoint_every=1",
-    "--set",
-    "lifecycle.min_training_epochs=1",
-    "--quiet",
-]
+
+
+def cli_args(seeds: int) -> list[str]:
+    return [
+        "compare",
+        *FAKE_COMPONENTS,  # --policy scripted; the others come in as --plugin policies.NAME
+        *[a for p in CELL_PLUGINS[1:] for a in ("--plugin", p)],
+        "--seeds",
+        str(seeds),
+        "--max-epochs",
+        "3",
+        "--baseline",
+        BASELINE,
+        "--set",
+        "run.telemetry=[]",
+        "--set",
+        "run.checkpoint_every=1",
+        "--set",
+        "lifecycle.min_training_epochs=1",
+        "--quiet",
+    ]
+
+
+CLI_ARGS = cli_args(SEEDS)
 
 
 def esper(*args: str, **kwargs: Any) -> subprocess.Popen[str]:
@@ -76,6 +86,13 @@ def esper(*args: str, **kwargs: Any) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         **kwargs,
     )
+
+
+def esper_here(*args: str) -> Any:
+    """``esper ARGS`` in this process, loading only the plugins ARGS name, as ``esper`` does
+    in a subprocess of the tests (autoloading is off): the cells see the same blueprints."""
+    group, pm = build_cli(PluginManager(autoload=False))
+    return CliRunner().invoke(group, list(args), obj={"pm": pm})
 
 
 def experiment(**changes: Any):  # type: ignore[no-untyped-def]
@@ -143,9 +160,10 @@ def test_bad_policy_fails_before_any_cell(
 
 def test_dry_run_checks_and_starts_nothing(invoke, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "exp"
-    result = invoke(*CLI_ARGS, "--out", str(out), "--dry-run")
+    # Four seeds (nothing runs): more than two are shown as a range.
+    result = invoke(*cli_args(4), "--out", str(out), "--dry-run")
     assert result.exit_code == 0, result.output
-    assert f"experiment OK: {SEEDS * len(POLICIES)} runs in {out}" in result.output
+    assert f"experiment OK: {4 * len(POLICIES)} runs in {out}" in result.output
     # Grouped by task and arm, with the seeds and the count.
     assert re.search(
         r"^  evaluation   tiny / wait / random seeds \d+-\d+: to run$", result.output, re.M
@@ -212,11 +230,15 @@ def test_a_fresh_dry_run_estimates_from_the_benchmarks_without_torch(tmp_path: P
 
 @pytest.mark.slow
 def test_progress_lines_off_a_terminal_carry_the_time_left(tmp_path: Path) -> None:
+    # CliRunner's stderr is no terminal, as a log's is not. The lines are written as each
+    # cell's outcome comes back, whatever the runner: the cells run in this process
+    # (tests/inline_runner.py), without a pool of fresh interpreters to start.
     args = [*FAKE_COMPONENTS, "--seeds", "2", "--max-epochs", "2", "--set", "run.telemetry=[]"]
-    proc = esper("compare", *args, "--out", str(tmp_path / "exp"))
-    _, stderr = proc.communicate(timeout=300)
-    assert proc.returncode == 0, stderr
-    lines = [line for line in stderr.splitlines() if line.startswith("cells ")]
+    group, pm = build_cli(PluginManager(extra=[INLINE_RUNNER], autoload=False))
+    inline = ["--runner", "inline", "--out", str(tmp_path / "exp")]
+    result = CliRunner().invoke(group, ["compare", *args, *inline], obj={"pm": pm})
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stderr.splitlines() if line.startswith("cells ")]
     assert re.fullmatch(r"cells 1/2: \S+ completed; about \d+ (s|min) left", lines[0]), lines
     assert re.fullmatch(r"cells 2/2: \S+ completed; done", lines[1]), lines
 
@@ -383,9 +405,9 @@ def test_sigkill_midway_then_rerun_skips_finished_cells(
     finished = {p: p.stat().st_mtime_ns for p in _summaries(out)}
     assert 2 <= len(finished) < total, "the run ended before it could be killed midway"
 
-    rerun = esper(*CLI_ARGS, "--out", str(out))
-    _, stderr = rerun.communicate(timeout=600)
-    assert rerun.returncode == 0, stderr
+    # The rerun is the same command, in this process: what it skips is the point.
+    rerun = esper_here(*CLI_ARGS, "--out", str(out))
+    assert rerun.exit_code == 0, rerun.output
     assert len(_summaries(out)) == total
     assert {
         p: p.stat().st_mtime_ns for p in finished
@@ -413,7 +435,7 @@ def test_ctrl_c_stops_cleanly_and_the_rerun_completes(
         and "Traceback" not in stderr
     ), stderr
     assert (out / "results.json").is_file()  # what finished so far
-    rerun = esper(*CLI_ARGS, "--out", str(out), "--jobs", "2")
-    _, stderr = rerun.communicate(timeout=600)
-    assert rerun.returncode == 0, stderr
+    # The rerun is the same command, in this process: what it completes is the point.
+    rerun = esper_here(*CLI_ARGS, "--out", str(out), "--jobs", "2")
+    assert rerun.exit_code == 0, rerun.output
     assert stable(load_results(out / "results.json")) == stable(clean)

@@ -6,13 +6,16 @@ never grow and have none."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
+from click.testing import CliRunner
+
+from esper_cli.main import build_cli
 from esper_core.compare.comparison import PARETO_PLOT, RESULTS_JSON
 from esper_core.compare.results import RESULTS_SCHEMA_VERSION, load_results
-from tests.plugin_set import FAKE_PLUGIN, REPO, subprocess_env
+from esper_core.plugins import PluginManager
+from tests.inline_runner import INLINE_RUNNER
+from tests.plugin_set import FAKE_PLUGIN
 
 SEEDS = 1
 EPOCHS = 3
@@ -39,16 +42,13 @@ PLUGINS += ("--plugin", "telemetry.jsonl")  # the per-epoch events the paths are
 def test_compare_writes_each_grown_runs_path(tmp_path: Path) -> None:
     (tmp_path / "paths.toml").write_text(EXPERIMENT)
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "esper_cli", "compare", str(tmp_path / "paths.toml")]
-    done = subprocess.run(
-        [*command, *PLUGINS, "--out", str(out), "--quiet"],
-        cwd=REPO,
-        env=subprocess_env(),
-        text=True,
-        capture_output=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    # `esper compare` in this process, with only the plugins it names (as in a subprocess
+    # of the tests); the cells run one after another here (tests/inline_runner.py), each
+    # through the same cell code and writing its events.jsonl as in a worker.
+    group, pm = build_cli(PluginManager(extra=[INLINE_RUNNER], autoload=False))
+    command = ["compare", str(tmp_path / "paths.toml"), *PLUGINS, "--runner", "inline"]
+    done = CliRunner().invoke(group, [*command, "--out", str(out), "--quiet"], obj={"pm": pm})
+    assert done.exit_code == 0, done.output
     results = load_results(out / RESULTS_JSON)
     assert results.schema_version == RESULTS_SCHEMA_VERSION >= 4  # paths since schema 4
     assert {p.policy for p in results.paths} == {"scripted"}

@@ -5,18 +5,19 @@ pareto.png carry the frontier and each policy's verdict."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from esper_cli.main import build_cli
 from esper_core.compare.comparison import PARETO_PLOT, RESULTS_JSON, RESULTS_MD
 from esper_core.compare.frontier import frontier as frontier_of
 from esper_core.compare.frontier import frontier_curve, frontier_value
 from esper_core.compare.results import RESULTS_SCHEMA_VERSION, load_results
+from esper_core.plugins import PluginManager
 from tests.inline_runner import INLINE_RUNNER
-from tests.plugin_set import FAKE_PLUGIN, REPO, subprocess_env
+from tests.plugin_set import FAKE_PLUGIN
 
 SEEDS = 2
 WIDTHS = (2, 4, 8)  # the tiny task's default width is 4: sweep.w4 is the wait policy's host
@@ -49,30 +50,17 @@ PLUGINS = ("--plugin", FAKE_PLUGIN, "--policy", "scripted", "--plugin", "policie
 
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """`esper compare frontier-tiny.toml` as a user runs it: a process of its own, whose
-    cell workers load exactly the plugins it does."""
+    """`esper compare frontier-tiny.toml` as a user runs it, with only the plugins it names
+    (autoloading is off, as in a subprocess of the tests), in this process: the cells run
+    one after another here (tests/inline_runner.py), through the same cell code as in a
+    worker, and load exactly the plugins the command does."""
     root = tmp_path_factory.mktemp("sweep")
     (root / "frontier-tiny.toml").write_text(EXPERIMENT)
     out = root / "out"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "esper_cli",
-            "compare",
-            str(root / "frontier-tiny.toml"),
-            *PLUGINS,
-            "--out",
-            str(out),
-            "--quiet",
-        ],
-        cwd=REPO,
-        env=subprocess_env(),
-        text=True,
-        capture_output=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    group, pm = build_cli(PluginManager(extra=[INLINE_RUNNER], autoload=False))
+    command = ["compare", str(root / "frontier-tiny.toml"), *PLUGINS, "--runner", "inline"]
+    done = CliRunner().invoke(group, [*command, "--out", str(out), "--quiet"], obj={"pm": pm})
+    assert done.exit_code == 0, done.output
     return out, done.stdout
 
 
@@ -199,7 +187,6 @@ def test_a_longer_sweep_point_costs_more_training_flops(tmp_path: Path) -> None:
     declared anywhere. A policy trained in between lies inside the sweep on the FLOPs axis."""
     from esper_core.compare.comparison import compare
     from esper_core.compare.experiment import build_experiment, parse_experiment, shared_config
-    from esper_core.plugins import PluginManager
 
     sizes = [
         {"label": f"w4-{n}ep", "options": {"width": 4}, "config": {"env": {"max_epochs": n}}}

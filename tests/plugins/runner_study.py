@@ -17,8 +17,8 @@ STUDY = [
     "--plugin",
     "policies.wait",
     "--seeds",
-    # Two seeds: four cells, so --jobs 2 still refills the runner's slots once; every cell
-    # more costs a process start-up under the slurm runner.
+    # Two seeds: four cells, so --jobs 2 (RUNNER_JOBS) still refills the runner's slots
+    # once; every cell more costs a process start-up under the slurm runner.
     "2",
     "--max-epochs",
     "3",
@@ -26,10 +26,13 @@ STUDY = [
     "run.telemetry=[]",
     "--set",
     "lifecycle.min_training_epochs=1",
-    "--jobs",
-    "2",
     "--quiet",
 ]
+# The runner under test runs two cells at a time; the local runner's results, the reference,
+# come from one process (they are the same whatever --jobs: tests/integration/test_compare.py),
+# which spares the start-up of a second interpreter.
+RUNNER_JOBS = ["--jobs", "2"]
+LOCAL_JOBS = ["--jobs", "1"]
 
 
 def esper_with(runner_plugin: str) -> Callable[..., Any]:

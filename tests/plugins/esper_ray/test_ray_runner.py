@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("ray")
 pytest.importorskip("esper_ray")
 
-from tests.plugins.runner_study import STUDY, esper_with, stable_results
+from tests.plugins.runner_study import LOCAL_JOBS, RUNNER_JOBS, STUDY, esper_with, stable_results
 
 
 @pytest.fixture
@@ -21,9 +21,9 @@ def esper() -> Any:
 
 @pytest.mark.slow
 def test_ray_runner_gives_the_results_of_the_local_runner(esper, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    local = esper(*STUDY, "--out", str(tmp_path / "local"))
+    local = esper(*STUDY, *LOCAL_JOBS, "--out", str(tmp_path / "local"))
     assert local.exit_code == 0, local.output
-    ray = esper(*STUDY, "--runner", "ray", "--out", str(tmp_path / "ray"))
+    ray = esper(*STUDY, *RUNNER_JOBS, "--runner", "ray", "--out", str(tmp_path / "ray"))
     assert ray.exit_code == 0, ray.output
     results = stable_results(tmp_path / "local")
     assert len(results["cells"]) == 4 and not results["missing"]

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("submitit")
 pytest.importorskip("esper_slurm")
 
-from tests.plugins.runner_study import STUDY, esper_with, stable_results
+from tests.plugins.runner_study import LOCAL_JOBS, RUNNER_JOBS, STUDY, esper_with, stable_results
 
 
 @pytest.fixture
@@ -22,14 +22,16 @@ def esper() -> Any:
 
 @pytest.mark.slow
 def test_slurm_runner_gives_the_results_of_the_local_runner(esper, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    local = esper(*STUDY, "--out", str(tmp_path / "local"))
+    local = esper(*STUDY, *LOCAL_JOBS, "--out", str(tmp_path / "local"))
     assert local.exit_code == 0, local.output
     experiment = tmp_path / "slurm.toml"
     logs = tmp_path / "logs"
     experiment.write_text(
         f'runner = "slurm"\nrunner_options = {{ cluster = "local", folder = "{logs}" }}\n'
     )
-    slurm = esper("compare", str(experiment), *STUDY[1:], "--out", str(tmp_path / "slurm"))
+    slurm = esper(
+        "compare", str(experiment), *STUDY[1:], *RUNNER_JOBS, "--out", str(tmp_path / "slurm")
+    )
     assert slurm.exit_code == 0, slurm.output
     results = stable_results(tmp_path / "local")
     assert len(results["cells"]) == 4 and not results["missing"]

@@ -29,7 +29,9 @@ def test_learns_a_contextual_bandit() -> None:
 
 @pytest.mark.slow
 def test_lstm_learns_a_contextual_bandit() -> None:
-    n_envs, epochs, updates = 8, 8, 30
+    # 20 updates: on policy seeds 0-6 the optimal rate passed 0.95 by update 11-13 and its
+    # last three averaged 0.978-0.987 (chance is 1/3: three legal ops).
+    n_envs, epochs, updates = 8, 8, 20
     policy = make_policy(
         PPOOptions(trunk="lstm", learning_rate=1e-3),
         n_envs=n_envs,
