@@ -6,7 +6,8 @@ test, the normalized score over the pairs where growth pays, and the extra train
 FLOPs and metric lost over the pairs where it does not, each pooled over pairs x
 evaluation seeds and per pair. A controller trained in several runs
 (``[training_runs]``) is pooled over its runs too (:class:`RunsResult`, computed in
-:mod:`esper_core.benchmark.pooled_runs`).
+:mod:`esper_core.benchmark.pooled_runs`), and each policy meets every later one in a
+paired difference (:class:`PairedDifference`, :mod:`esper_core.benchmark.paired`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from esper_core.benchmark.oracle import RULE as ORACLE_RULE
 from esper_core.compare.tuning_choice import RULE as TUNING_RULE
 from esper_core.compare.tuning_results import ArmTuning
 
-SCHEMA_VERSION = 4  # 2: training_runs; 3: within_noise; 4: no_baseline
+SCHEMA_VERSION = 5  # 2: training_runs; 3: within_noise; 4: no_baseline; 5: paired
 NORMALIZED, EXTRA_FLOPS, METRIC_LOST = "normalized", "extra_flops", "metric_lost"
 GAIN_UNIT, FLOPS_UNIT = "fraction of the oracle's gain", "fraction of wait's FLOPs"
 
@@ -131,6 +132,24 @@ class RunsDifference:
 
 
 @frozen
+class PairedDifference:
+    """``policy`` less ``against`` on the normalized score, per (pair, seed) cell both
+    finished (:mod:`esper_core.benchmark.paired`); ``seeds``: those every pair in
+    ``pairs`` has for both; wins counted over the cells."""
+
+    policy: str
+    against: str
+    pairs: list[str]
+    seeds: list[int]
+    estimate: float | None
+    low: float | None = None
+    high: float | None = None
+    wins: int = 0
+    ties: int = 0
+    losses: int = 0
+
+
+@frozen
 class RunsResult:
     """One ``[training_runs]`` group: the controller pooled over its training runs."""
 
@@ -153,6 +172,7 @@ class BenchmarkResults:
     tuning_rule: str = TUNING_RULE
     oracle_rule: str = ORACLE_RULE
     training_runs: list[RunsResult] = attrs.field(factory=list)
+    paired: list[PairedDifference] = attrs.field(factory=list)
     schema_version: int = SCHEMA_VERSION
 
 

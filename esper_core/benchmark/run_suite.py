@@ -20,6 +20,7 @@ from attrs import frozen
 from esper_core.benchmark import phases
 from esper_core.benchmark.menu import MenuEntry, build_menu, refusals
 from esper_core.benchmark.oracle import EntryScore, choose_oracle, clear_of_noise, entry_score
+from esper_core.benchmark.paired import paired_differences
 from esper_core.benchmark.pooled_runs import runs_results
 from esper_core.benchmark.probe import host_offer, pair_config
 from esper_core.benchmark.results import (
@@ -258,6 +259,7 @@ def benchmark(
         score_rows(results, policies, suite.seeds, settings),
         suite.confidence,
         training_runs=runs_results(results, suite.training_runs, policies, suite.seeds, settings),
+        paired=paired_differences(results, policies, suite.training_runs, suite.seeds, settings),
     )
     write_json(out / RESULTS_JSON, unstructure(done))
     write_text(out / RESULTS_MD, to_markdown(done))

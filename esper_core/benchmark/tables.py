@@ -8,6 +8,7 @@ from esper_core.benchmark.results import (
     EXTRA_FLOPS,
     NORMALIZED,
     BenchmarkResults,
+    PairedDifference,
     PairResult,
     RunsResult,
     ScoreRow,
@@ -112,6 +113,32 @@ def _runs_section(groups: Sequence[RunsResult]) -> list[str]:
     return lines
 
 
+def _paired_section(differences: Sequence[PairedDifference]) -> list[str]:
+    """Each policy less each later one on the normalized score, cell by cell."""
+    rows = [
+        [
+            d.policy,
+            d.against,
+            _number(d.estimate, True),
+            _interval(d.low, d.high),
+            f"{d.wins}/{d.ties}/{d.losses}",
+            str(len(d.pairs)),
+            str(len(d.seeds)),
+        ]
+        for d in differences
+    ]
+    lines = [
+        "## Paired differences where growth pays",
+        "",
+        "The normalized score of the policy less that of the other, on the same pair and "
+        "seed; IQM over pairs x evaluation seeds with the crossed bootstrap interval; "
+        "wins/ties/losses over the cells.",
+        "",
+    ]
+    header = ["policy", "against", "IQM", "interval", "wins/ties/losses", "pairs", "seeds"]
+    return lines + _table(header, rows) + [""]
+
+
 def _pair_section(pair: PairResult, tuning_seeds: Sequence[int]) -> list[str]:
     grid = ", ".join(f"{v:g}" for v in pair.lr_grid)
     rate = "unfinished" if pair.lr is None else f"{pair.lr:g}"
@@ -173,6 +200,10 @@ def to_markdown(results: BenchmarkResults) -> str:
     if not results.rows:
         lines += ["No scores yet: no pair has finished its evaluation.", ""]
     lines += [f"- {line}" for line in unscored(results.pairs)]
+    if any(d.pairs for d in results.paired):
+        lines += ([""] if lines[-1] else []) + _paired_section(
+            [d for d in results.paired if d.pairs]
+        )
     if results.training_runs:
         lines += ([""] if lines[-1] else []) + _runs_section(results.training_runs)
     lines += ["", "## Pairs", ""]
