@@ -35,3 +35,21 @@ def test_a_widening_run_names_the_growth_in_its_events_and_report(
     decisions = (run_dir / "report.md").read_text().split("## Decisions", 1)[1]
     assert f"| 2 | WIDEN host x2 | on schedule; {why} |" in decisions
     assert f"| 4 | FOLD host widening | ramp 3/3 done, folded into the host; {why} |" in decisions
+
+
+def test_a_deepening_the_host_cannot_stack_is_refused_naming_the_policys_option(
+    invoke: Invoke, tmp_path: Path
+) -> None:
+    """glyphs' first stage has no channel-preserving conv to copy (G_stack); the
+    heuristic's deepening (its default mode, stack) is refused before the run starts, in
+    one line that names the option a user of this policy sets."""
+    run_dir = tmp_path / "r"
+    result = invoke(
+        "run", "--task", "glyphs", "--quiet", "--max-epochs", "2",
+        "--set", 'policies.heuristic.host_growth="deepen"', "--out", str(run_dir),
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    (line,) = [x for x in result.output.splitlines() if x.strip()]
+    assert "run.policy 'heuristic' may grow the host so" in line
+    assert 'mode "identity"' in line and "host_growth_mode" in line
+    assert not (run_dir / "summary.json").exists()

@@ -116,7 +116,9 @@ def stackable(host: DeepenableCNN, mode: str, stages: Sequence[int]) -> None:
         layers = conv_layers(all_stages[s], s)
         if mode == "stack" and not any(_keeps_shape(layer[0]) for layer in layers):
             raise GrowthError(
-                f'stage {s} has no channel-preserving layer to stack; use deepen_mode = "identity"'
+                f"stage {s} has no channel-preserving layer to stack; deepen it with fresh "
+                'layers: mode "identity" (policies.static.deepen_mode, or the host_growth_mode '
+                "of a policy that grows the host while it runs)"
             )
 
 

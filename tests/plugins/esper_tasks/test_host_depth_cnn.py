@@ -241,7 +241,7 @@ def test_a_plan_that_cannot_deepen_is_refused_in_one_line() -> None:
     for args, match in (
         (
             ("stack", 2, ()),
-            'stage 0 has no channel-preserving layer to stack; use deepen_mode = "identity"',
+            'stage 0 has no channel-preserving layer to stack; deepen it with fresh layers: mode "identity"',
         ),
         (("identity", 2, (3,)), "deepen_stages 3 out of range: this host has stages 0..2"),
         (("identity", 2, (1, 1)), "names a stage twice"),
