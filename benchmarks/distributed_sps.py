@@ -11,8 +11,8 @@ env once trained: weights, SGD state, activations), with 4 batches per epoch, so
 weigh something next to the ~800 MB of a process with torch and the task loaded.
 Repetitions alternate 1 and 2 ranks so machine noise hits both alike; the speed-up is
 also taken per repetition and printed with its spread (``speedup_spread``). ``--smoke``:
-2 envs, 1 epoch of 1 batch, one repetition, the default host width: the same path
-(both launches) and JSON keys.
+2 envs, 1 epoch of 1 batch, one greedy-evaluation seed, one repetition, the default host
+width: the same path (both launches) and JSON keys.
 
     OMP_NUM_THREADS=1 python benchmarks/distributed_sps.py [--envs 8] [--epochs 3] [--updates 1]
         [--reps 2] [--set SECTION.KEY=VALUE ...]
@@ -110,7 +110,9 @@ def main() -> None:
     args.set = [*DEFAULT_SETS, *args.set]
     if args.smoke:
         args.envs, args.epochs, args.updates, args.reps = 2, 1, 1, 1
-        args.set = ["env.max_batches=1"]
+        # One greedy-evaluation seed (the references and the trained policy still play it)
+        # and one probe batch: the same path at the least work.
+        args.set = ["env.max_batches=1", "train.eval_seeds=[100000]", "env.expansion_batches=1"]
     runs: dict[int, list[dict[str, Any]]] = {1: [], 2: []}
     for _ in range(args.reps):
         for nproc in (1, 2):

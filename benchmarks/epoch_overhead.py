@@ -13,7 +13,8 @@ reward and bookkeeping.
 The epoch ratio is taken per repetition (the two sides run back to back) and reported
 with its spread: median, interquartile range and a bootstrap interval of the median
 (``epoch_ratio``), so a reader can tell noise from a regression; the same for the
-controller fraction. ``--smoke`` runs three repetitions: the same path and JSON keys.
+controller fraction. ``--smoke`` runs two repetitions after one warm-up, of two batches an
+epoch on both sides: the same path and JSON keys.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ import sys
 import time
 from pathlib import Path
 
+import attrs
 import torch
 
 from esper_core.config import load_config
-from esper_core.env.data import make_loader
+from esper_core.env.data import TensorSplit, make_loader
 from esper_core.env.env import MorphogeneticEnv
 from esper_core.env.evaluation import validate_pending
 from esper_core.env.optimizers import embedding_parameters, make_optimizer, param_groups
@@ -43,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _spread import spread
 
 WARM_UP = 2
+SMOKE_BATCHES = 2  # training batches of a ``--smoke`` epoch, on both sides
 
 
 def plain_epoch(
@@ -80,8 +83,9 @@ def main() -> None:
         "--smoke", action="store_true", help="a few seconds: same path and keys, no figures"
     )
     args = parser.parse_args()
+    warm_up = WARM_UP
     if args.smoke:
-        args.reps = 3
+        args.reps, warm_up = 2, 1
 
     pm = PluginManager()
     cfg = load_config(
@@ -93,6 +97,7 @@ def main() -> None:
             "run.telemetry=[]",
             "env.eval_test_every=0",
             f"env.max_epochs={10 * args.reps + 10}",
+            *([f"env.max_batches={SMOKE_BATCHES}"] if args.smoke else []),
         ]
     )
     resolved = resolve(cfg, pm)
@@ -112,10 +117,13 @@ def main() -> None:
     plain_epoch.opt = make_optimizer(groups, recipe)
     data = task.load_data(torch.device("cpu"))
     batch_size = env.batch_size
+    if args.smoke and isinstance(data.train, TensorSplit):  # the plain side's epoch alike
+        n = SMOKE_BATCHES * batch_size
+        data = attrs.evolve(data, train=TensorSplit(data.train.inputs[:n], data.train.targets[:n]))
     gen = torch.Generator().manual_seed(0)
 
     esper_times, plain_times, controller = [], [], []
-    for rep in range(args.reps + WARM_UP):
+    for rep in range(args.reps + warm_up):
         t0 = time.perf_counter()
         plain_epoch(host, task, data, batch_size, gen, cfg)
         t1 = time.perf_counter()
@@ -132,7 +140,7 @@ def main() -> None:
         # The validation inside end_epoch, timed alone on the same model.
         fetch(validate_pending(env.model, task, env._eval_batches(env.data.val)))
         t6 = time.perf_counter()
-        if rep >= WARM_UP:
+        if rep >= warm_up:
             plain_times.append(t1 - t0)
             epoch = (t3 - t2) + (t5 - t3)
             esper_times.append(epoch)

@@ -75,7 +75,7 @@ def main() -> None:
     example = _example()
     train, val, _ = example.make_splits(0)
     if args.smoke:
-        train, val = Subset(train, range(16)), Subset(val, range(8))
+        train, val = Subset(train, range(8)), Subset(val, range(4))  # one batch each
     batch = 8 if args.smoke else 32
     train_loader = DataLoader(train, batch_size=batch, shuffle=True)
     val_loader = DataLoader(val, batch_size=128)
