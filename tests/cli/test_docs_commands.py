@@ -386,9 +386,14 @@ COMMANDS: dict[str, Way] = {
         "tests/integration/test_controller_benchmark.py"
     ),
     (
-        "esper benchmark examples/suites/controller-suite.toml --jobs 2 --only heuristic "
-        "--only heuristic-capacity --only heuristic-expansion --only heuristic-slowdown"
+        "esper benchmark examples/suites/controller-suite.toml --jobs 2 --set run.seed=7100 "
+        "--only heuristic --only heuristic-capacity --only heuristic-expansion "
+        "--only heuristic-slowdown"
     ): NotRun("530 runs; --only at the smallest scale in tests/cli/test_benchmark_only.py"),
+    (
+        "esper benchmark examples/suites/controller-suite.toml --jobs 2 --only heuristic "
+        "--only heuristic-capacity --only heuristic-widen-slowdown"
+    ): NotRun("370 runs; --only at the smallest scale in tests/cli/test_benchmark_only.py"),
     # docs/results/ppo-suite.md
     "esper benchmark examples/suites/controller-suite.toml --split training --until tuning": (
         NotRun(
