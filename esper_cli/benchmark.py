@@ -10,6 +10,7 @@ import click
 from esper_cli.context import plugin_manager
 from esper_cli.paths import output_dir
 from esper_core.command_types import PathArg
+from esper_core.config_limits import MAX_COMPARE_SEEDS, MAX_JOBS
 
 SPLITS = ("evaluation", "training")
 
@@ -32,14 +33,23 @@ SPLITS = ("evaluation", "training")
     help="The last phase to run: tuning (each pair's rate, what `esper train --suite` "
     "needs), menu (and the oracle) or evaluation.",
 )
-@click.option("--jobs", "-j", type=int, help="Cells run in parallel processes (default 1).")
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(1, MAX_JOBS),
+    help="Cells run in parallel processes (default 1).",
+)
 @click.option(
     "--out",
     type=PathArg(file_okay=False),
     help="Benchmark directory (default: the suite's out, or runs/benchmark-<file stem>, "
     "then /<split>); running again continues it.",
 )
-@click.option("--seeds", type=int, help="Evaluation seeds (default: the suite's, 10).")
+@click.option(
+    "--seeds",
+    type=click.IntRange(1, MAX_COMPARE_SEEDS),
+    help="Evaluation seeds (default: the suite's, 10).",
+)
 @click.option(
     "--set",
     "sets",

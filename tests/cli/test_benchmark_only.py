@@ -25,3 +25,11 @@ def test_only_with_a_label_the_suite_lacks_names_the_labels_it_has(invoke) -> No
     assert done.exit_code == 2
     assert "--only heuristc: not a policy or candidate of the suite" in done.output
     assert "heuristic-slowdown" in done.output
+
+
+def test_zero_seeds_or_jobs_are_refused_in_one_line(invoke) -> None:
+    """``--seeds 0`` once reached the menu probe and ended in an IndexError traceback."""
+    for flag in ("--seeds", "--jobs"):
+        done = invoke("benchmark", SUITE, "--dry-run", flag, "0")
+        assert done.exit_code == 2, done.output
+        assert f"Invalid value for '{flag}'" in done.output and "Traceback" not in done.output
