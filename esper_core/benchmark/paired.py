@@ -17,7 +17,7 @@ import itertools
 from collections.abc import Sequence
 
 from esper_core.benchmark import scores
-from esper_core.benchmark.results import NORMALIZED, PairedDifference, PairResult, by_kind
+from esper_core.benchmark.results import NORMALIZED, PairResult, PolicyDifference, by_kind
 from esper_core.benchmark.suite import RunsGroup
 
 
@@ -40,7 +40,7 @@ def difference(
     pairs: Sequence[PairResult],
     seeds: Sequence[int],
     settings: tuple[float, int, int],
-) -> PairedDifference:
+) -> PolicyDifference:
     """``policy - against`` pooled over the pairs where growth pays (``settings``:
     confidence, resamples, bootstrap seed); a seed some pair lacks for either policy is
     left out of every pair, so the table is whole, as for a single policy's score."""
@@ -53,8 +53,8 @@ def difference(
     confidence, resamples, boot = settings
     found = scores.pooled(table, kept, confidence, resamples, boot) if kept else None
     if found is None:
-        return PairedDifference(policy, against, shared, kept, None, None, None, *counts)
-    return PairedDifference(
+        return PolicyDifference(policy, against, shared, kept, None, None, None, *counts)
+    return PolicyDifference(
         policy, against, shared, kept, found.estimate, found.low, found.high, *counts
     )
 
@@ -65,7 +65,7 @@ def paired_differences(
     groups: Sequence[RunsGroup],
     seeds: Sequence[int],
     settings: tuple[float, int, int],
-) -> list[PairedDifference]:
+) -> list[PolicyDifference]:
     """Each policy under test against every later one (module doc: wait and the runs of
     a training-run group aside)."""
     grouped = {run for g in groups for run in g.runs}

@@ -7,7 +7,7 @@ FLOPs and metric lost over the pairs where it does not, each pooled over pairs x
 evaluation seeds and per pair. A controller trained in several runs
 (``[training_runs]``) is pooled over its runs too (:class:`RunsResult`, computed in
 :mod:`esper_core.benchmark.pooled_runs`), and each policy meets every later one in a
-paired difference (:class:`PairedDifference`, :mod:`esper_core.benchmark.paired`).
+paired difference (:class:`PolicyDifference`, :mod:`esper_core.benchmark.paired`).
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ class RunsDifference:
 
 
 @frozen
-class PairedDifference:
+class PolicyDifference:
     """``policy`` less ``against`` on the normalized score, per (pair, seed) cell both
     finished (:mod:`esper_core.benchmark.paired`); ``seeds``: those every pair in
     ``pairs`` has for both; wins counted over the cells."""
@@ -172,7 +172,7 @@ class BenchmarkResults:
     tuning_rule: str = TUNING_RULE
     oracle_rule: str = ORACLE_RULE
     training_runs: list[RunsResult] = attrs.field(factory=list)
-    paired: list[PairedDifference] = attrs.field(factory=list)
+    paired: list[PolicyDifference] = attrs.field(factory=list)
     schema_version: int = SCHEMA_VERSION
 
 

@@ -8,8 +8,9 @@ from esper_core.benchmark.results import (
     EXTRA_FLOPS,
     NORMALIZED,
     BenchmarkResults,
-    PairedDifference,
     PairResult,
+    PolicyDifference,
+    RunsDifference,
     RunsResult,
     ScoreRow,
     unscored,
@@ -60,6 +61,17 @@ def _score_section(title: str, rows: Sequence[ScoreRow]) -> list[str]:
     return lines + _table(["policy", *pairs], per_pair) + [""]
 
 
+def _difference_cells(d: RunsDifference | PolicyDifference) -> list[str]:
+    """Against, IQM, interval, wins/ties/losses and pairs of a paired difference."""
+    return [
+        d.against,
+        _number(d.estimate, True),
+        _interval(d.low, d.high),
+        f"{d.wins}/{d.ties}/{d.losses}",
+        str(len(d.pairs)),
+    ]
+
+
 def _runs_section(groups: Sequence[RunsResult]) -> list[str]:
     """Each learned controller pooled over its training runs (``[training_runs]``)."""
     scores = [
@@ -76,18 +88,7 @@ def _runs_section(groups: Sequence[RunsResult]) -> list[str]:
         for g in groups
         for s in g.scores
     ]
-    differences = [
-        [
-            g.group,
-            d.against,
-            _number(d.estimate, True),
-            _interval(d.low, d.high),
-            f"{d.wins}/{d.ties}/{d.losses}",
-            str(len(d.pairs)),
-        ]
-        for g in groups
-        for d in g.differences
-    ]
+    differences = [[g.group, *_difference_cells(d)] for g in groups for d in g.differences]
     lines = [
         "## Pooled over training runs",
         "",
@@ -113,20 +114,9 @@ def _runs_section(groups: Sequence[RunsResult]) -> list[str]:
     return lines
 
 
-def _paired_section(differences: Sequence[PairedDifference]) -> list[str]:
+def _paired_section(differences: Sequence[PolicyDifference]) -> list[str]:
     """Each policy less each later one on the normalized score, cell by cell."""
-    rows = [
-        [
-            d.policy,
-            d.against,
-            _number(d.estimate, True),
-            _interval(d.low, d.high),
-            f"{d.wins}/{d.ties}/{d.losses}",
-            str(len(d.pairs)),
-            str(len(d.seeds)),
-        ]
-        for d in differences
-    ]
+    rows = [[d.policy, *_difference_cells(d), str(len(d.seeds))] for d in differences]
     lines = [
         "## Paired differences where growth pays",
         "",
