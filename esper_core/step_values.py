@@ -69,6 +69,10 @@ class Observation:
     # blueprints by position): what names the blueprint of each slot's installed seed
     # among blueprint_identity and blueprint_branch. () where the env does not say.
     blueprints: tuple[str, ...] = ()
+    # False where the env saw no training batch of its own (a Grower: the user's loop
+    # trains; before the first epoch): train_loss and train_acc then hold validation's,
+    # and a reason that quotes them must say so.
+    train_measured: bool = True
 
 
 @frozen

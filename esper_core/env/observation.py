@@ -106,6 +106,7 @@ def observe(env: Observed, rolled_back: bool) -> Observation:
         val_acc=ev.accuracy,
         train_loss=train.loss if train else ev.loss,
         train_acc=train.accuracy if train else ev.accuracy,
+        train_measured=train is not None,
         chance_loss=env.task.chance_loss,
         loss_history=tuple(stats.val_history),
         acc_history=tuple(stats.acc_history),

@@ -100,9 +100,11 @@ def test_the_heuristic_names_its_host_growth_and_the_trigger_that_fired() -> Non
     assert actions[start + 1 : start + 3] == ["WAIT", "FOLD host widening"]
     assert actions.count("WIDEN host x2") == 1
     reason = decisions[start][1]
-    # The default grows at once, at the first decision its window and history allow.
+    # The default grows at once, at the first decision its window and history allow;
+    # the user's loop trains, so the loss it quotes is validation's, and says so.
     assert reason.startswith(
-        f"epoch {start} in its window 2-6: at once (host_growth_drop 1): validation loss"
+        f"epoch {start} in its window 2-6: at once (host_growth_drop 1): "
+        "the host still underfits: validation loss (no training loss seen) "
     )
     assert decisions[start + 1][1].startswith("host widening, ramp 2/3; ")
     assert grower.decision.action == "DONE"

@@ -12,7 +12,13 @@ from esper_core.lifecycle.rules import LIVE_STAGES, epochs_to_full_alpha
 from esper_tamiyo_heuristic import host_growth
 from esper_tamiyo_heuristic.memory import Decision, EnvMemory
 from esper_tamiyo_heuristic.options import HeuristicOptions
-from esper_tamiyo_heuristic.signals import Trigger, capacity_check, expansion_check, fit_gate
+from esper_tamiyo_heuristic.signals import (
+    Trigger,
+    capacity_check,
+    expansion_check,
+    fit_gate,
+    train_signal,
+)
 
 if TYPE_CHECKING:
     from esper_core.env.observation import Observation
@@ -26,7 +32,7 @@ def trigger(o: HeuristicOptions, memory: EnvMemory, obs: Observation) -> Trigger
     more epochs of this model buy little, so grow now rather than at the end). Whatever
     the trigger, nothing germinates while the host fits its training data
     (``fit_loss_ratio``)."""
-    closed = fit_gate(obs.train_loss, obs.chance_loss, o.fit_loss_ratio)
+    closed = fit_gate(obs.train_loss, obs.chance_loss, o.fit_loss_ratio, train_signal(obs))
     if closed is not None:
         return closed
     if o.trigger == "expansion":

@@ -21,7 +21,7 @@ from esper_core.lifecycle.rules import LIVE_STAGES
 from esper_core.lifecycle.stages import Stage
 from esper_tamiyo_heuristic.memory import Decision, EnvMemory
 from esper_tamiyo_heuristic.options import HeuristicOptions
-from esper_tamiyo_heuristic.signals import Trigger, capacity_check, fit_gate
+from esper_tamiyo_heuristic.signals import Trigger, capacity_check, fit_gate, train_signal
 
 if TYPE_CHECKING:
     from esper_core.components.policy import HostGrowthSpec
@@ -50,14 +50,31 @@ def trigger(o: HeuristicOptions, obs: Observation) -> Trigger:
     """The validation loss fell by less than ``host_growth_drop`` of itself per epoch over
     the last ``host_growth_window`` epochs (from 1 on, any fall does: at once)."""
     at_once = o.host_growth_drop >= 1
-    return capacity_check(
+    check = capacity_check(
         obs.loss_history,
         obs.chance_loss,
         loss_ratio=0.0,
         window=o.host_growth_window,
         max_drop=o.host_growth_drop,
         signal="validation loss",
-        limit=f"at once (host_growth_drop {o.host_growth_drop:g})" if at_once else "slowed down",
+        limit="slowed down",
+    )
+    if not (at_once and check.fired):
+        return check
+    # "falls 1.7%/epoch < 100%" is true of every falling loss, so at once the reason a
+    # user can act on is the fit gate's: the host has not fitted its training data yet.
+    return Trigger(True, f"at once (host_growth_drop {o.host_growth_drop:g}): {_underfits(o, obs)}")
+
+
+def _underfits(o: HeuristicOptions, obs: Observation) -> str:
+    """Why the fit gate is open, in the user's terms."""
+    if o.fit_loss_ratio <= 0:
+        return "no fit gate (fit_loss_ratio 0)"
+    if obs.train_loss is None:
+        return "no training loss measured, so the fit gate stays open"
+    return (
+        f"the host still underfits: {train_signal(obs)} {obs.train_loss:.3f} >= "
+        f"fit_loss_ratio={o.fit_loss_ratio:g} x chance {obs.chance_loss:.3f}"
     )
 
 
@@ -80,7 +97,7 @@ def with_host_growth(
     elif decision.action.op != LifecycleOp.WAIT:  # a seed's own action goes first
         why = "no host growth with a seed action"
     else:
-        closed = fit_gate(obs.train_loss, obs.chance_loss, o.fit_loss_ratio)
+        closed = fit_gate(obs.train_loss, obs.chance_loss, o.fit_loss_ratio, train_signal(obs))
         fired = closed or trigger(o, obs)
         why = f"host growth: {fired.why}"
     if fired is None or not fired.fired:

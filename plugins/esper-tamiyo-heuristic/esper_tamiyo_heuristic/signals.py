@@ -56,20 +56,30 @@ def capacity_check(
     return Trigger(True, f"{limit}: {falling} < {max_drop:.1%}, chance {chance_loss:.3f}")
 
 
-def fit_gate(train_loss: float | None, chance_loss: float, ratio: float) -> Trigger | None:
+def fit_gate(
+    train_loss: float | None, chance_loss: float, ratio: float, signal: str = "training loss"
+) -> Trigger | None:
     """A closed gate (a Trigger that did not fire, saying why) while the host fits its
     training data: its training loss below ``ratio`` x the chance-level loss. A host
     that already fits what it is shown has no capacity limit for growth to lift. None
-    when the gate is open (``ratio`` 0, no loss yet, or the host still underfits)."""
+    when the gate is open (``ratio`` 0, no loss yet, or the host still underfits).
+    ``signal`` names the loss in the reason (see :func:`train_signal`)."""
     if ratio <= 0 or train_loss is None or chance_loss <= 0 or not math.isfinite(train_loss):
         return None
     if train_loss >= ratio * chance_loss:
         return None
     return Trigger(
         False,
-        f"fits its training data: training loss {train_loss:.3f} < fit_loss_ratio={ratio:g} "
+        f"fits its training data: {signal} {train_loss:.3f} < fit_loss_ratio={ratio:g} "
         f"x chance {chance_loss:.3f}",
     )
+
+
+def train_signal(obs: Observation) -> str:
+    """What ``obs.train_loss`` is: the training loss, or validation's where the env saw no
+    training batch (a Grower, whose user's loop trains), so a reason never calls a
+    validation loss a training loss."""
+    return "training loss" if obs.train_measured else "validation loss (no training loss seen)"
 
 
 def expansion_check(obs: Observation, ratio: float) -> Trigger:

@@ -191,3 +191,28 @@ def test_a_host_that_fits_its_training_data_is_not_grown_and_says_why(build) -> 
     assert grown(episode(policy(build, fit_loss_ratio=0.1), build, _losses(), train_loss=0.3)) == [
         9
     ]
+
+
+def test_at_once_it_says_the_host_still_underfits_not_how_fast_the_loss_falls(build) -> None:
+    # host_growth_drop 1 fires on any falling loss, so "falls 20%/epoch < 100%" would
+    # say nothing: the reason is the open fit gate, with the numbers a user can compare.
+    p = policy(build, host_growth_drop=1.0, fit_loss_ratio=0.15)
+    decisions = episode(p, build, [3.0 * 0.8**e for e in range(MAX_EPOCHS)], train_loss=1.2)
+    assert grown(decisions) == [4]
+    reason = decisions[4].action.reason
+    assert reason == (
+        "epoch 4 in its window 4-12: at once (host_growth_drop 1): the host still underfits: "
+        "training loss 1.200 >= fit_loss_ratio=0.15 x chance 2.300"
+    ), reason
+    p = policy(build, host_growth_drop=1.0)  # fit_loss_ratio 0: no gate to quote
+    reason = episode(p, build, [3.0] * MAX_EPOCHS)[4].action.reason
+    assert reason.endswith("at once (host_growth_drop 1): no fit gate (fit_loss_ratio 0)")
+
+
+def test_a_validation_loss_standing_in_for_the_training_loss_is_named_so(build) -> None:
+    # A Grower's env sees no training batch: its observation's train_loss is validation's.
+    p = policy(build, host_growth_drop=1.0, fit_loss_ratio=0.15)
+    obs = build.obs(None, epoch=4, max_epochs=MAX_EPOCHS, loss_history=(3.0, 2.9, 2.8))
+    obs = attrs.evolve(obs, train_loss=1.2, train_measured=False, host_growth_ready=(True,))
+    reason = p.decide(obs).action.reason
+    assert "underfits: validation loss (no training loss seen) 1.200 >= " in reason, reason
