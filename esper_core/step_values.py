@@ -62,6 +62,10 @@ class Observation:
     # Per growth the policy declared (GrowsHostOnline.online_host_growths, in order):
     # whether it can start now (esper_core.env.host_growth_ready); () when none.
     host_growth_ready: tuple[bool, ...] = ()
+    # The kind of each of those growths ("width", "depth"), in the same order: a policy
+    # that declared several reads which the host took (a host without a depth operator
+    # declares only its width growth).
+    host_growth_kinds: tuple[str, ...] = ()
     # The env's task topology ("cnn", "transformer", "mlp"): a policy acting on envs of
     # several tasks at once (train.pairs) reads it per observation.
     topology: str = ""

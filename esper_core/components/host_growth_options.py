@@ -14,9 +14,10 @@ from esper_core.converter import in_range, one_of, options_field
 HOST_GROWTHS = ("off", "widen", "deepen")
 
 
-def kind_field(doc: str, default: str = "off") -> Any:
-    """``host_growth``: off, widen or deepen (``doc`` says how the policy chooses)."""
-    return options_field(default, one_of(*HOST_GROWTHS), doc)
+def kind_field(doc: str, default: str = "off", extra: tuple[str, ...] = ()) -> Any:
+    """``host_growth``: off, widen or deepen, or a policy's own ``extra`` choices (``doc``
+    says how the policy chooses)."""
+    return options_field(default, one_of(*HOST_GROWTHS, *extra), doc)
 
 
 def factor_field() -> Any:
@@ -65,13 +66,15 @@ class GrowthOptions(Protocol):
     host_growth_curve: str
 
 
-def growth_request(o: GrowthOptions, at: float) -> HostGrowthSpec | None:
-    """The growth ``o`` asks for, starting at ``at``; None when ``host_growth`` is off."""
-    if o.host_growth == "widen":
+def growth_request(o: GrowthOptions, at: float, kind: str = "") -> HostGrowthSpec | None:
+    """The growth ``o`` asks for, starting at ``at``; None when ``host_growth`` is off.
+    ``kind`` (widen or deepen) stands in for a ``host_growth`` that chooses (auto)."""
+    chosen = kind or o.host_growth
+    if chosen == "widen":
         return WidthGrowthSpec(
             at=at, factor=o.host_growth_factor, tempo=o.host_growth_tempo, curve=o.host_growth_curve
         )
-    if o.host_growth == "deepen":
+    if chosen == "deepen":
         return DepthGrowthSpec(
             at=at,
             mode=o.host_growth_mode,
@@ -91,7 +94,8 @@ def growth_problems(o: GrowthOptions) -> list[str]:
             f"host_growth_min_at ({o.host_growth_min_at:g})"
         )
     factor = o.host_growth_factor
-    if o.host_growth == "deepen" and not (factor.is_integer() and 2 <= factor <= 8):
+    # auto may deepen, by the same factor.
+    if o.host_growth in ("deepen", "auto") and not (factor.is_integer() and 2 <= factor <= 8):
         problems.append(
             f"host_growth_factor: deepen grows the stack a whole number of times as deep, "
             f"2 to 8; got {factor:g}"

@@ -66,26 +66,31 @@ def check_declared(
 ) -> str | None:
     """Refuse, before the run starts, a growth the policy may ask for that the host cannot
     take (its shape, the factor, the mode): every env of a run has the same host. Each
-    env then observes whether each of them can start (``host_growth_ready``).
-    ``optional`` (:func:`where_possible`): a host that no operator grows so is not
-    refused; its envs declare no growth (they observe none) and the reason is returned.
-    A size or mode the host's operator refuses is refused either way."""
+    env then observes whether each of them can start (``host_growth_ready``, with their
+    kinds in ``host_growth_kinds``). ``optional`` (:func:`where_possible`): a growth of a
+    kind no operator of the host provides is not refused but left out (its envs declare
+    only the others, or none), and the reason is returned. A size or mode the host's
+    operator refuses is refused either way."""
     # Another rank's env is a stand-in without a model; this rank's own envs have one.
     own = [e for e in envs if getattr(e, "model", None) is not None]
     if not own:
         return None
     env = own[0]
     policy = env.config.run.policy
+    why = None
     if optional:
-        # Only a host no operator can grow so is let off; a size or mode it refuses is
-        # still the user's setting to fix.
-        try:
-            for spec in specs:
+        # Only a kind of growth no operator provides is let off; a size or mode the
+        # host's operator refuses is still the user's setting to fix.
+        kept, left_out = [], []
+        for spec in specs:
+            try:
                 operator_for(env.operators, env.model.host, spec.kind, spec.operator)
-        except GrowthError as exc:
-            for e in own:
-                e.online_growth_specs = ()
-            return f"run.policy {policy!r} may grow the host so: {exc}"
+                kept.append(spec)
+            except GrowthError as exc:
+                left_out.append(str(exc))
+        specs = kept
+        if left_out:
+            why = f"run.policy {policy!r} may grow the host so: {'; '.join(left_out)}"
     try:
         for spec in specs:
             check_specs([attrs.evolve(spec, at=0.0)], env)
@@ -95,4 +100,4 @@ def check_declared(
         ) from None
     for e in own:
         e.online_growth_specs = tuple(specs)
-    return None
+    return why

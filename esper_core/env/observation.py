@@ -133,6 +133,7 @@ def observe(env: Observed, rolled_back: bool) -> Observation:
         topology=env.task.topology,
         blueprints=env.space.blueprints,
         host_growth_ready=growth_ready(env),
+        host_growth_kinds=tuple(spec.kind for spec in env.online_growth_specs),
     )
 
 

@@ -121,13 +121,18 @@ def allow_layer_growth(
     name = type(model).__name__
     scheduled = policy.host_growths() if isinstance(policy, SchedulesHostGrowth) else ()
     online = policy.online_host_growths() if isinstance(policy, GrowsHostOnline) else ()
-    if any(isinstance(spec, DepthGrowthSpec) for spec in (*scheduled, *online)):
+    optional = not scheduled and where_possible(policy)
+    # A policy that grows where it can and may also widen (the heuristic's host_growth =
+    # auto) widens the user's layers and leaves its depth growth out, as on a host with
+    # no depth operator; one that asks for depth alone is told why it cannot have it.
+    widens = any(not isinstance(spec, DepthGrowthSpec) for spec in online)
+    demanded = scheduled if optional and widens else (*scheduled, *online)
+    if any(isinstance(spec, DepthGrowthSpec) for spec in demanded):
         raise GrowerError(
             f"the Grower cannot deepen {name} ({layer_names(model)}): depth growth "
             "(deepen_at, a depth host_growth) rewrites the stack of Esper's own hosts; widen "
             "instead (widen_at), or grow the host with esper run --task glyphs/charlm"
         )
-    optional = not scheduled and where_possible(policy)
     report = widenable_layers(model, example_input)
     if not report.pairs:
         if optional:  # a policy that widens where it can grows this model with seeds alone

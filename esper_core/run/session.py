@@ -324,7 +324,7 @@ def open_session(
                 group, policy.online_host_growths(), optional=optional
             )
             if why is not None:
-                log.info("%s; it grows with seeds alone there", why)
+                log.info("%s; it grows without that there", why)
     lock = lock_run_dir(path, resume) if writer else None
     try:
         # The backends name their files before config.toml is written: a new run whose

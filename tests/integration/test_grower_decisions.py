@@ -108,3 +108,20 @@ def test_the_heuristic_names_its_host_growth_and_the_trigger_that_fired() -> Non
     )
     assert decisions[start + 1][1].startswith("host widening, ramp 2/3; ")
     assert grower.decision.action == "DONE"
+
+
+def test_auto_widens_a_users_model_which_cannot_deepen_and_says_so() -> None:
+    # auto declares a widening and a deepening; the Grower leaves the deepening out (a
+    # user's layers cannot deepen) instead of refusing the policy, and the heuristic,
+    # told which growths the host took, widens.
+    overrides = [
+        'policies.heuristic.host_growth="auto"',
+        "policies.heuristic.host_growth_min_at=0.25",
+        "policies.heuristic.host_growth_tempo=3",
+    ]
+    grower, opt = _grower("heuristic", overrides, max_epochs=10)
+    decisions = _run(grower, opt, 10)
+    actions = [action for action, _ in decisions]
+    assert actions.count("WIDEN host x2") == 1 and "DEEPEN" not in " ".join(actions)
+    reason = decisions[actions.index("WIDEN host x2")][1]
+    assert reason.endswith("; auto: widen (the host cannot deepen)"), reason

@@ -165,9 +165,9 @@ class HeuristicPolicy:
         self.memory = memory
 
     def online_host_growths(self) -> list[HostGrowthSpec]:
-        """The host growth it may ask for (``GrowsHostOnline``): none when host_growth is off."""
-        request = host_growth.spec(self.options, 0.0)
-        return [] if request is None else [request]
+        """The host growths it may ask for (``GrowsHostOnline``): none when host_growth is
+        off, both widening and deepening for auto."""
+        return host_growth.declared(self.options)
 
     def why_no_growth(self, env_index: int) -> str | None:
         """Why this env's episode germinated nothing (``germination.why_no_growth``)."""

@@ -206,10 +206,21 @@ class HeuristicOptions:
     host_growth: str = growth.kind_field(
         "Grow the host itself once per episode, at the moment the host_growth_* trigger "
         "says: widen (a CNN's conv stages, a transformer's d_model, a user's layer pairs), "
-        "deepen (a transformer's stack, host_growth_mode) or off. Before it grows (or its "
-        "window closes) no seed germinates, and it grows only when the env says the growth "
-        "can start (no seed in its way, host_growth_ready).",
+        "deepen (a transformer's stack, host_growth_mode), auto (deepen where the host can "
+        "and the expansion score says depth is its bottleneck, see depth_expansion_ratio; "
+        "else widen) or off. Before it grows (or its window closes) no seed germinates, and "
+        "it grows only when the env says the growth can start (no seed in its way, "
+        "host_growth_ready).",
         default="widen",
+        extra=("auto",),
+    )
+    depth_expansion_ratio: float = options_field(
+        0.2,
+        in_range(0, MAX_FACTOR),
+        "host_growth = auto: deepen when the highest expansion score of any slot (what a "
+        "new module between the host's layers would buy at first order, over the host's own "
+        "next step; needs env.expansion_batches > 0) is at least this when the growth "
+        "starts; below it, or where the host cannot deepen, widen.",
     )
     host_growth_factor: float = growth.factor_field()
     host_growth_mode: str = growth.mode_field()

@@ -216,3 +216,46 @@ def test_a_validation_loss_standing_in_for_the_training_loss_is_named_so(build) 
     obs = attrs.evolve(obs, train_loss=1.2, train_measured=False, host_growth_ready=(True,))
     reason = p.decide(obs).action.reason
     assert "underfits: validation loss (no training loss seen) 1.200 >= " in reason, reason
+
+
+def _auto_decision(build, expansion, kinds=("width", "depth"), ready=None):  # type: ignore[no-untyped-def]
+    p = policy(build, host_growth="auto", host_growth_drop=1.0)
+    obs = build.obs(None, epoch=4, max_epochs=MAX_EPOCHS, loss_history=(3.0, 2.9, 2.8))
+    ready = tuple(True for _ in kinds) if ready is None else ready
+    obs = attrs.evolve(
+        obs,
+        expansion=expansion,
+        host_growth_kinds=kinds,
+        host_growth_ready=ready,
+        train_loss=UNDERFIT,
+    )
+    return p, p.decide(obs)
+
+
+def test_auto_deepens_where_the_expansion_score_says_depth_is_the_bottleneck(build) -> None:
+    p, d = _auto_decision(build, expansion=(0.05, 0.47))  # the best slot's score counts
+    assert isinstance(d.action.host_growth, DepthGrowthSpec)
+    assert d.action.reason.endswith(
+        "; auto: deepen: expansion score 0.47 >= depth_expansion_ratio=0.2"
+    )
+    # It may ask for either, so it declares both; a host without one declares the other.
+    assert [type(g) for g in p.online_host_growths()] == [WidthGrowthSpec, DepthGrowthSpec]
+    _, d = _auto_decision(build, expansion=(0.05, 0.10))
+    assert isinstance(d.action.host_growth, WidthGrowthSpec)
+    assert d.action.reason.endswith(
+        "; auto: widen: expansion score 0.10 < depth_expansion_ratio=0.2"
+    )
+    _, d = _auto_decision(build, expansion=(0.9, 0.9), kinds=("width",))
+    assert isinstance(d.action.host_growth, WidthGrowthSpec)
+    assert d.action.reason.endswith("; auto: widen (the host cannot deepen)")
+    _, d = _auto_decision(build, expansion=())
+    assert d.action.reason.endswith(
+        "auto: widen (no expansion score: set env.expansion_batches > 0)"
+    )
+
+
+def test_auto_waits_for_the_growth_it_chose_not_the_other(build) -> None:
+    # Depth chosen but not ready now: nothing starts, and the reason says the env's word.
+    _, d = _auto_decision(build, expansion=(0.9,), ready=(True, False))
+    assert d.action.host_growth is None
+    assert "no host growth: the env says it cannot start now" in d.action.reason
