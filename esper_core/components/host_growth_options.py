@@ -29,9 +29,9 @@ def factor_field() -> Any:
     )
 
 
-def mode_field() -> Any:
+def mode_field(default: str = "stack") -> Any:
     return options_field(
-        "stack",
+        default,
         one_of("stack", "identity"),
         "deepen: stack (the stack copied on itself, G_stack) or identity (fresh blocks).",
     )
