@@ -41,12 +41,13 @@ def test_a_deepening_the_host_cannot_stack_is_refused_naming_the_policys_option(
     invoke: Invoke, tmp_path: Path
 ) -> None:
     """glyphs' first stage has no channel-preserving conv to copy (G_stack); the
-    heuristic's deepening (its default mode, stack) is refused before the run starts, in
-    one line that names the option a user of this policy sets."""
+    heuristic's deepening by stacking is refused before the run starts, in one line that
+    names the option a user of this policy sets."""
     run_dir = tmp_path / "r"
     result = invoke(
         "run", "--task", "glyphs", "--quiet", "--max-epochs", "2",
-        "--set", 'policies.heuristic.host_growth="deepen"', "--out", str(run_dir),
+        "--set", 'policies.heuristic.host_growth="deepen"',
+        "--set", 'policies.heuristic.host_growth_mode="stack"', "--out", str(run_dir),
     )  # fmt: skip
     assert result.exit_code == 2, result.output
     (line,) = [x for x in result.output.splitlines() if x.strip()]
