@@ -39,7 +39,6 @@ PPO_TESTS = (
 )
 GAE_TESTS = ("tests/plugins/esper_tamiyo_ppo/test_gae.py",)
 HEURISTIC_TESTS = ("tests/plugins/esper_tamiyo_heuristic",)
-REWARD_TESTS = ("tests/plugins/esper_rewards",)
 TASKS = "plugins/esper-tasks/esper_tasks"
 GLYPH_TESTS = ("tests/plugins/esper_tasks/test_glyphs.py",)
 BLUEPRINTS = "plugins/esper-blueprints/esper_blueprints"
@@ -241,7 +240,7 @@ MUTATIONS = (
         "pbrs.py",
         "terminal=opts.terminal_weight * ctx.val_acc / 100.0 if ctx.is_last_step else 0.0,",
         "terminal=opts.terminal_weight * ctx.val_acc / 100.0,",
-        REWARD_TESTS,
+        ("tests/plugins/esper_rewards/test_reward_families.py::test_pbrs_golden_mid_episode",),
     ),
     Mutation(
         "simplified-terminal-weight-ignored",
@@ -249,7 +248,7 @@ MUTATIONS = (
         "simplified.py",
         "terminal_accuracy=opts.terminal_accuracy_weight * ctx.val_acc / 100.0 if last else 0.0,",
         "terminal_accuracy=ctx.val_acc / 100.0 if last else 0.0,",
-        REWARD_TESTS,
+        ("tests/plugins/esper_rewards/test_reward_families.py::test_simplified_golden_last_step",),
     ),
     Mutation(
         "simplified-fossil-bonus-dropped",
@@ -257,7 +256,7 @@ MUTATIONS = (
         "simplified.py",
         "fossils = useful_fossils(ctx.slots_after, opts.useful_gain) if last else 0",
         "fossils = 0",
-        REWARD_TESTS,
+        ("tests/plugins/esper_rewards/test_reward_families.py::test_simplified_golden_last_step",),
     ),
     Mutation(
         "sparse-terminal-clip-removed",

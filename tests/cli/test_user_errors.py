@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import Invoke
 from tests.plugin_set import FAKE_COMPONENTS, REPO, subprocess_env
 
 # The fake components (tiny task, scripted policy, acc_delta reward), one thread, quiet.
@@ -27,6 +28,14 @@ def esper(*args: str) -> subprocess.CompletedProcess[str]:
         cwd=REPO,
         env=subprocess_env(),
     )
+
+
+def esper_here(invoke: Invoke, *args: str) -> subprocess.CompletedProcess[str]:
+    """``esper ARGS`` in this process, as :func:`esper` returns it: the slow tests run
+    several commands each, and the error boundary is the same code without an interpreter
+    start of seconds."""
+    result = invoke(*args)
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
 
 
 def one_line_exit_2(result: subprocess.CompletedProcess[str], expected: str) -> None:
@@ -57,11 +66,14 @@ def test_train_with_a_policy_that_cannot_learn_leaves_no_run_directory(tmp_path:
 
 
 @pytest.mark.slow
-def test_resuming_a_checkpoint_whose_blueprint_is_not_registered(tmp_path: Path) -> None:
+def test_resuming_a_checkpoint_whose_blueprint_is_not_registered(
+    invoke: Invoke, tmp_path: Path
+) -> None:
     from esper_core.run.checkpoint import load_checkpoint, save_checkpoint
 
     run = tmp_path / "run"
-    interrupted = esper(
+    interrupted = esper_here(
+        invoke,
         "run", *TINY, "--max-epochs", "6",
         "--set", 'run.telemetry=["interrupter"]', "--set", "telemetry.interrupter.at_epoch=1",
         "--out", str(run),
@@ -77,22 +89,26 @@ def test_resuming_a_checkpoint_whose_blueprint_is_not_registered(tmp_path: Path)
     assert renamed, "the scripted policy germinated in epoch 0"
     metadata = json.loads((run / "checkpoint.json").read_text())
     save_checkpoint(run / "checkpoint.pt", checkpoint, metadata)
-    result = esper("run", "--plugin", FAKE_COMPONENTS[1], "--quiet", "--resume", str(run))
+    result = esper_here(
+        invoke, "run", "--plugin", FAKE_COMPONENTS[1], "--quiet", "--resume", str(run)
+    )
     one_line_exit_2(result, "blueprint 'cnn/uninstalled' is not registered for cnn hosts")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("other", ["faulty"])
-def test_a_ppo_checkpoint_of_another_task(tmp_path: Path, other: str) -> None:
+def test_a_ppo_checkpoint_of_another_task(invoke: Invoke, tmp_path: Path, other: str) -> None:
     ppo = ["--plugin", "policies.ppo", "--policy", "ppo"]
-    trained = esper(
+    trained = esper_here(
+        invoke,
         "train", *TINY, *ppo, "--set", "run.telemetry=[]", "--max-epochs", "2",
         "--updates", "1", "--out", str(tmp_path / "ppo"),
     )  # fmt: skip
     assert trained.returncode == 0, trained.stderr
     # The faulty task has the tiny task's host, so the action vocabulary and the feature
     # layout match: only the task name tells the policy's observations apart.
-    result = esper(
+    result = esper_here(
+        invoke,
         "run", *TINY, "--plugin", "policies.ppo", "--task", other,
         "--policy", f"ppo:{tmp_path / 'ppo'}", "--set", "run.telemetry=[]",
         "--max-epochs", "2", "--out", str(tmp_path / "eval"),

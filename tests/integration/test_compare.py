@@ -90,9 +90,12 @@ def esper(*args: str, **kwargs: Any) -> subprocess.Popen[str]:
 
 def esper_here(*args: str) -> Any:
     """``esper ARGS`` in this process, loading only the plugins ARGS name, as ``esper`` does
-    in a subprocess of the tests (autoloading is off): the cells see the same blueprints."""
-    group, pm = build_cli(PluginManager(autoload=False))
-    return CliRunner().invoke(group, list(args), obj={"pm": pm})
+    in a subprocess of the tests (autoloading is off): the cells see the same blueprints.
+    The cells run in this process too (tests/inline_runner.py, not named in ARGS, so not
+    one of the cells' plugins): which cells a rerun skips, resumes or runs is compare's
+    choice on every runner, and a pool of fresh interpreters costs seconds of imports."""
+    group, pm = build_cli(PluginManager(extra=[INLINE_RUNNER], autoload=False))
+    return CliRunner().invoke(group, [*args, "--runner", "inline"], obj={"pm": pm})
 
 
 def experiment(**changes: Any):  # type: ignore[no-untyped-def]
@@ -405,7 +408,8 @@ def test_sigkill_midway_then_rerun_skips_finished_cells(
     finished = {p: p.stat().st_mtime_ns for p in _summaries(out)}
     assert 2 <= len(finished) < total, "the run ended before it could be killed midway"
 
-    # The rerun is the same command, in this process: what it skips is the point.
+    # The rerun is the same command, in this process with its cells: what it skips is the
+    # point.
     rerun = esper_here(*CLI_ARGS, "--out", str(out))
     assert rerun.exit_code == 0, rerun.output
     assert len(_summaries(out)) == total
@@ -435,7 +439,8 @@ def test_ctrl_c_stops_cleanly_and_the_rerun_completes(
         and "Traceback" not in stderr
     ), stderr
     assert (out / "results.json").is_file()  # what finished so far
-    # The rerun is the same command, in this process: what it completes is the point.
+    # The rerun is the same command, in this process with its cells: what it completes is
+    # the point.
     rerun = esper_here(*CLI_ARGS, "--out", str(out), "--jobs", "2")
     assert rerun.exit_code == 0, rerun.output
     assert stable(load_results(out / "results.json")) == stable(clean)

@@ -2,59 +2,37 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.plugin_set import REPO, subprocess_env
+Run = Callable[..., str]
 
 
 @pytest.mark.slow
-def test_the_resnet18_example_runs_and_saves_a_resumable_state(tmp_path: Path) -> None:
+def test_the_resnet18_example_runs_and_saves_a_resumable_state(
+    run_script: Run, tmp_path: Path
+) -> None:
     state = tmp_path / "grower.pt"
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "examples" / "own_model_resnet18.py"),
-            "--epochs",
-            "2",
-            "--policy",
-            "random",
-            "--save",
-            str(state),
-        ],
-        env=subprocess_env(autoload=True),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    out = run_script(
+        "examples/own_model_resnet18.py",
+        "--epochs",
+        "2",
+        "--policy",
+        "random",
+        "--save",
+        str(state),
     )
-    assert done.returncode == 0, done.stderr
-    assert "epoch 2: val" in done.stdout and "test accuracy (the grown model)" in done.stdout
+    assert "epoch 2: val" in out and "test accuracy (the grown model)" in out
     assert state.is_file()
 
 
-def _example(script: str, *args: str) -> str:
-    """``examples/<script>`` run with ``args``: its output (it must succeed)."""
-    done = subprocess.run(
-        [sys.executable, str(REPO / "examples" / script), *args],
-        env=subprocess_env(autoload=True),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def test_the_mlp_example_grows_and_says_why(tmp_path: Path) -> None:
+def test_the_mlp_example_grows_and_says_why(run_script: Run, tmp_path: Path) -> None:
     # Seconds of one core: the heuristic grows a residual seed in a hidden
     # layer, and every epoch prints its events and the next decision with its reason.
     state = tmp_path / "grower.pt"
-    out = _example("own_model_mlp.py", "--save", str(state))
+    out = run_script("examples/own_model_mlp.py", "--save", str(state))
     assert "epoch 0: WAIT: the first epoch trains the model as it was given" in out
     assert "germinated mlp/residual" in out
     assert "next: GERMINATE body/1 mlp/residual" in out and "bottleneck: expansion score" in out
@@ -63,9 +41,9 @@ def test_the_mlp_example_grows_and_says_why(tmp_path: Path) -> None:
     assert state.is_file()
 
 
-def test_the_mlp_example_widens_its_own_layers() -> None:
+def test_the_mlp_example_widens_its_own_layers(run_script: Run) -> None:
     # --widen-at: the MLP's layer pairs widen 16 -> 32 at epoch 6 of 24 and are folded.
-    out = _example("own_model_mlp.py", "--widen-at", "0.25")
+    out = run_script("examples/own_model_mlp.py", "--widen-at", "0.25")
     assert "the model's own layers start to widen: body.0 -> body.2: 16 -> 32" in out
     assert "widened: 693 -> 1,893 parameters" in out
     assert "the host widens at 0.25 of the run" in out

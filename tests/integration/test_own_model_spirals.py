@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from tests.integration.test_own_model_example import _example
-from tests.plugin_set import REPO, subprocess_env
+from tests.integration.test_own_model_example import Run
+
+SPIRALS = "examples/own_model_spirals.py"
 
 
-def test_the_default_heuristic_grows_the_too_small_model_and_keeps_the_seed() -> None:
+def test_the_default_heuristic_grows_the_too_small_model_and_keeps_the_seed(
+    run_script: Run,
+) -> None:
     # Random seed 0 at the example's defaults (24 epochs, no heuristic option set): the
     # host's hidden layer widens 2x once its validation loss slows (epoch 5), then the
     # slot's expansion score passes the default ratio and the seed is kept.
-    out = _example("own_model_spirals.py")
+    out = run_script(SPIRALS)
     assert "epoch 5: WIDEN host x2" in out
     assert "epoch 9: GERMINATE body/1 mlp/residual" in out
     assert "bottleneck: expansion score" in out and ">= 2" in out
@@ -25,15 +26,15 @@ def test_the_default_heuristic_grows_the_too_small_model_and_keeps_the_seed() ->
     assert "parameters: model 195, seeds 4,256" in out
 
 
-def test_without_growth_the_same_loop_keeps_the_model_as_it_was() -> None:
-    out = _example("own_model_spirals.py", "--policy", "wait", "--epochs", "4")
+def test_without_growth_the_same_loop_keeps_the_model_as_it_was(run_script: Run) -> None:
+    out = run_script(SPIRALS, "--policy", "wait", "--epochs", "4")
     assert "germinated" not in out
     assert "parameters: model 99, seeds 0" in out
 
 
-def test_the_example_builds_the_static_model_of_the_grown_size() -> None:
-    out = _example(
-        "own_model_spirals.py",
+def test_the_example_builds_the_static_model_of_the_grown_size(run_script: Run) -> None:
+    out = run_script(
+        SPIRALS,
         "--layers",
         "2",
         "--hidden",
@@ -46,18 +47,9 @@ def test_the_example_builds_the_static_model_of_the_grown_size() -> None:
     assert "parameters: model 1,251, seeds 0" in out
 
 
-def test_the_measurement_pairs_the_heuristic_with_wait_on_one_seed() -> None:
-    script = REPO / "benchmarks" / "own_model_spirals.py"
-    done = subprocess.run(
-        [sys.executable, str(script), "--seeds", "0", "--epochs", "12"],
-        env=subprocess_env(autoload=True),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+def test_the_measurement_pairs_the_heuristic_with_wait_on_one_seed(run_script: Run) -> None:
+    printed = run_script("benchmarks/own_model_spirals.py", "--seeds", "0", "--epochs", "12")
+    result = json.loads(printed)
     runs = {r["policy"]: r for r in result["runs"]}
     # In 12 epochs the default widens the hidden layer 2x (16 -> 32 units) and no seed
     # follows in time; the widened model costs more FLOPs than wait's.

@@ -34,6 +34,9 @@ BASE = [
 ]
 
 
+BaseRun = tuple[dict[str, Any], Path]
+
+
 def stable(summary: dict[str, Any]) -> dict[str, Any]:
     """A summary without wall-clock numbers."""
     out = {k: v for k, v in summary.items() if k not in ("wall_time", "run_name")}
@@ -41,19 +44,27 @@ def stable(summary: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def test_run_writes_the_run_directory(pm: PluginManager, tmp_path: Path) -> None:
-    summary = run(load_config(overrides=BASE), pm, run_dir=tmp_path / "r", quiet=True)
-    names = {p.name for p in (tmp_path / "r").iterdir()}
+@pytest.fixture(scope="module")
+def base_run(pm: PluginManager, tmp_path_factory: pytest.TempPathFactory) -> BaseRun:
+    """One run of BASE and its directory, for the tests that read a run or compare others
+    with it: each run takes seconds, and none of them changes it."""
+    run_dir = tmp_path_factory.mktemp("base") / "r"
+    return run(load_config(overrides=BASE), pm, run_dir=run_dir, quiet=True), run_dir
+
+
+def test_run_writes_the_run_directory(base_run: BaseRun) -> None:
+    summary, run_dir = base_run
+    names = {p.name for p in run_dir.iterdir()}
     assert {"config.toml", "checkpoint.pt", "checkpoint.json", "summary.json"} <= names
-    assert json.loads((tmp_path / "r" / "summary.json").read_text())["status"] == "completed"
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed"
     assert summary["episodes_completed"] == 4 and summary["seeds_fossilized"] > 0
-    assert load_checkpoint(tmp_path / "r" / "checkpoint.pt")["outer"] == 2
-    assert not [p for p in (tmp_path / "r").iterdir() if p.name.endswith(".tmp")]
+    assert load_checkpoint(run_dir / "checkpoint.pt")["outer"] == 2
+    assert not [p for p in run_dir.iterdir() if p.name.endswith(".tmp")]
 
 
-def test_summary_json_is_a_run_summary(pm: PluginManager, tmp_path: Path) -> None:
-    summary = run(load_config(overrides=BASE), pm, run_dir=tmp_path / "r", quiet=True)
-    written = json.loads((tmp_path / "r" / "summary.json").read_text())
+def test_summary_json_is_a_run_summary(base_run: BaseRun) -> None:
+    summary, run_dir = base_run
+    written = json.loads((run_dir / "summary.json").read_text())
     value = structure(written, RunSummary)  # the converter is strict: no extra or missing key
     assert unstructure(value) == written == json.loads(json.dumps(summary))
     assert value.seeds and value.seeds[0].fate in ("live", "fossilized", "pruned")
@@ -64,16 +75,18 @@ def test_summary_json_is_a_run_summary(pm: PluginManager, tmp_path: Path) -> Non
     assert value.language_model is False  # the fake task is a classifier
 
 
-def test_same_seed_same_summary(pm: PluginManager, tmp_path: Path) -> None:
-    a = run(load_config(overrides=BASE), pm, run_dir=tmp_path / "a", quiet=True)
+def test_same_seed_same_summary(base_run: BaseRun, pm: PluginManager, tmp_path: Path) -> None:
+    a, _ = base_run
     b = run(load_config(overrides=BASE), pm, run_dir=tmp_path / "b", quiet=True)
     assert stable(a) == stable(b)
     c = run(load_config(overrides=[*BASE, "run.seed=1"]), pm, run_dir=tmp_path / "c", quiet=True)
     assert stable(a) != stable(c)
 
 
-def test_interrupted_run_resumes_identically(pm: PluginManager, tmp_path: Path) -> None:
-    reference = run(load_config(overrides=BASE), pm, run_dir=tmp_path / "ref", quiet=True)
+def test_interrupted_run_resumes_identically(
+    base_run: BaseRun, pm: PluginManager, tmp_path: Path
+) -> None:
+    reference, _ = base_run
     interrupted = [
         *BASE,
         'run.telemetry=["interrupter"]',

@@ -1,5 +1,6 @@
 """What the cell-runner tests share: a 2 policies x 2 seeds study on the tiny task, an
-`esper` that loads exactly the plugins the cells load, and results.json made comparable."""
+`esper` that loads exactly the plugins the cells load, the study's reference results and
+results.json made comparable."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from esper_core.plugins import PluginManager
+from tests.inline_runner import INLINE_RUNNER
 from tests.plugin_set import FAKE_COMPONENTS
 
 STUDY = [
@@ -28,11 +30,8 @@ STUDY = [
     "lifecycle.min_training_epochs=1",
     "--quiet",
 ]
-# The runner under test runs two cells at a time; the local runner's results, the reference,
-# come from one process (they are the same whatever --jobs: tests/integration/test_compare.py),
-# which spares the start-up of a second interpreter.
+# The runner under test runs two cells at a time.
 RUNNER_JOBS = ["--jobs", "2"]
-LOCAL_JOBS = ["--jobs", "1"]
 
 
 def esper_with(runner_plugin: str) -> Callable[..., Any]:
@@ -48,6 +47,15 @@ def esper_with(runner_plugin: str) -> Callable[..., Any]:
         return CliRunner().invoke(group, list(args), obj={"pm": pm})
 
     return call
+
+
+def reference(out: Path) -> Any:
+    """The study's results.json in ``out``, its cells run one after another in this process
+    (tests/inline_runner.py): each through the run_cell every runner calls, with the config
+    every runner is handed (torch threads included), so the results are the ones a correct
+    runner gives. The local runner's pool of spawned interpreters gives the same file after
+    seconds of imports (19 s against 3 s for the cells here, 2026-11-29)."""
+    return esper_with(INLINE_RUNNER)(*STUDY, "--runner", "inline", "--out", str(out))
 
 
 def stable_results(root: Path) -> dict[str, Any]:

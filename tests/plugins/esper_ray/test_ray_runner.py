@@ -1,5 +1,6 @@
-"""`esper compare --runner ray` gives the results.json of the local runner (a 2 policies x 2
-seeds study on the tiny task), on a private Ray instance the runner starts and stops."""
+"""`esper compare --runner ray` gives the results.json of the same study run in this
+process (a 2 policies x 2 seeds study on the tiny task), on a private Ray instance the
+runner starts and stops."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 pytest.importorskip("ray")
 pytest.importorskip("esper_ray")
 
-from tests.plugins.runner_study import LOCAL_JOBS, RUNNER_JOBS, STUDY, esper_with, stable_results
+from tests.plugins.runner_study import RUNNER_JOBS, STUDY, esper_with, reference, stable_results
 
 
 @pytest.fixture
@@ -20,12 +21,12 @@ def esper() -> Any:
 
 
 @pytest.mark.slow
-def test_ray_runner_gives_the_results_of_the_local_runner(esper, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    local = esper(*STUDY, *LOCAL_JOBS, "--out", str(tmp_path / "local"))
-    assert local.exit_code == 0, local.output
+def test_ray_runner_gives_the_reference_results(esper, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    expected = reference(tmp_path / "reference")
+    assert expected.exit_code == 0, expected.output
     ray = esper(*STUDY, *RUNNER_JOBS, "--runner", "ray", "--out", str(tmp_path / "ray"))
     assert ray.exit_code == 0, ray.output
-    results = stable_results(tmp_path / "local")
+    results = stable_results(tmp_path / "reference")
     assert len(results["cells"]) == 4 and not results["missing"]
     assert stable_results(tmp_path / "ray") == results
     # The runner stopped the instance it started.

@@ -42,7 +42,13 @@ from tests.plugins.esper_rewards.builders import FAMILIES
 
 pytestmark = pytest.mark.slow
 
-SEEDS = (0, 1, 2)
+# Two of the three random seeds the defaults were designed on, holding the narrowest cases
+# (measured 2026-11-29): on random seed 0 the blended noop came closest to wait in every
+# family (equal in two), on random seed 1 useful growth came closest to wait in every
+# family and wait to the useless fossil in four. Random seed 2 brought one case as narrow
+# (loss: wait over the useless fossil by 2.53, 2.55 on random seed 1), at a third of the
+# test's time.
+SEEDS = (0, 1)
 GAMMA = 0.995  # run.gamma's default
 
 

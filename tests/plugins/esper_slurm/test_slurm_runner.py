@@ -1,6 +1,7 @@
-"""`esper compare --runner slurm` gives the results.json of the local runner (a 2 policies x 2
-seeds study on the tiny task), through submitit's local executor: the same submission,
-pickling and polling code as on SLURM, with local processes for nodes."""
+"""`esper compare --runner slurm` gives the results.json of the same study run in this
+process (a 2 policies x 2 seeds study on the tiny task), through submitit's local
+executor: the same submission, pickling and polling code as on SLURM, with local
+processes for nodes."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 pytest.importorskip("submitit")
 pytest.importorskip("esper_slurm")
 
-from tests.plugins.runner_study import LOCAL_JOBS, RUNNER_JOBS, STUDY, esper_with, stable_results
+from tests.plugins.runner_study import RUNNER_JOBS, STUDY, esper_with, reference, stable_results
 
 
 @pytest.fixture
@@ -21,9 +22,9 @@ def esper() -> Any:
 
 
 @pytest.mark.slow
-def test_slurm_runner_gives_the_results_of_the_local_runner(esper, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    local = esper(*STUDY, *LOCAL_JOBS, "--out", str(tmp_path / "local"))
-    assert local.exit_code == 0, local.output
+def test_slurm_runner_gives_the_reference_results(esper, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    expected = reference(tmp_path / "reference")
+    assert expected.exit_code == 0, expected.output
     experiment = tmp_path / "slurm.toml"
     logs = tmp_path / "logs"
     experiment.write_text(
@@ -33,7 +34,7 @@ def test_slurm_runner_gives_the_results_of_the_local_runner(esper, tmp_path: Pat
         "compare", str(experiment), *STUDY[1:], *RUNNER_JOBS, "--out", str(tmp_path / "slurm")
     )
     assert slurm.exit_code == 0, slurm.output
-    results = stable_results(tmp_path / "local")
+    results = stable_results(tmp_path / "reference")
     assert len(results["cells"]) == 4 and not results["missing"]
     assert stable_results(tmp_path / "slurm") == results
     assert any(logs.iterdir())  # the jobs really went through submitit

@@ -156,8 +156,11 @@ def test_ppo_training_is_data_parallel_with_identical_policies_on_both_ranks(
     total = 3 * chunks * defaults.update_epochs  # updates x chunks x epochs
     assert rank0["chunks"] + rank1["chunks"] == total
     assert 0.4 * total <= rank0["chunks"] <= 0.6 * total  # balanced slices
+    # The reference trains one update: only its first rollout and update are compared, and
+    # neither depends on the count (update 0's learning rate and entropy coefficient are the
+    # starting ones whatever train.updates is).
     one = api.train(
-        make_config(*overrides),
+        make_config(*overrides, "train.updates=1"),
         plugin_manager(FAKE_PLUGIN),
         run_dir=tmp_path / "one",
         quiet=True,

@@ -12,7 +12,11 @@ from esper_tasks.digits import DigitsOptions, DigitsTask
 
 from esper_core.env.data import make_loader
 
-SEEDS = (0, 1, 2, 3, 4)
+# The three of random seeds 0-4 nearest the bounds (measured 2026-11-29): base reached
+# 99.4-100 % on all five, lowest on random seed 2; impaired was highest on random seeds 1
+# and 4 (80.2 and 81.3 % at 30 epochs, 8-10 points inside the bound). Random seeds 0 and 3
+# (impaired at most 73.5 %) brought no case nearer a bound, at 40 % of the test's time.
+SEEDS = (1, 2, 4)
 
 
 def _test_accuracy(preset: str, seed: int, epochs: tuple[int, ...]) -> dict[int, float]:
