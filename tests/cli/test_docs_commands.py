@@ -394,6 +394,10 @@ COMMANDS: dict[str, Way] = {
         "esper benchmark examples/suites/controller-suite.toml --jobs 2 --only heuristic "
         "--only heuristic-capacity --only heuristic-widen-slowdown"
     ): NotRun("370 runs; --only at the smallest scale in tests/cli/test_benchmark_only.py"),
+    (
+        "esper benchmark examples/suites/controller-suite.toml --jobs 2 --only heuristic "
+        "--only heuristic-capacity --only heuristic-widen-at-once"
+    ): NotRun("370 runs; --only at the smallest scale in tests/cli/test_benchmark_only.py"),
     # docs/results/ppo-suite.md
     "esper benchmark examples/suites/controller-suite.toml --split training --until tuning": (
         NotRun(

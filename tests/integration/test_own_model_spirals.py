@@ -8,8 +8,6 @@ import pytest
 
 from tests.integration.test_own_model_example import Run
 
-SPIRALS = "examples/own_model_spirals.py"
-
 
 def test_the_default_heuristic_grows_the_too_small_model_and_keeps_the_seed(
     run_script: Run,
@@ -17,7 +15,7 @@ def test_the_default_heuristic_grows_the_too_small_model_and_keeps_the_seed(
     # Random seed 0 at the example's defaults (24 epochs, no heuristic option set): the
     # host's hidden layer widens 2x once its validation loss slows (epoch 5), then the
     # slot's expansion score passes the default ratio and the seed is kept.
-    out = run_script(SPIRALS)
+    out = run_script("examples/own_model_spirals.py")
     assert "epoch 5: WIDEN host x2" in out
     assert "epoch 9: GERMINATE body/1 mlp/residual" in out
     assert "bottleneck: expansion score" in out and ">= 2" in out
@@ -27,14 +25,14 @@ def test_the_default_heuristic_grows_the_too_small_model_and_keeps_the_seed(
 
 
 def test_without_growth_the_same_loop_keeps_the_model_as_it_was(run_script: Run) -> None:
-    out = run_script(SPIRALS, "--policy", "wait", "--epochs", "4")
+    out = run_script("examples/own_model_spirals.py", "--policy", "wait", "--epochs", "4")
     assert "germinated" not in out
     assert "parameters: model 99, seeds 0" in out
 
 
 def test_the_example_builds_the_static_model_of_the_grown_size(run_script: Run) -> None:
     out = run_script(
-        SPIRALS,
+        "examples/own_model_spirals.py",
         "--layers",
         "2",
         "--hidden",
