@@ -39,7 +39,7 @@ def declared(o: HeuristicOptions) -> list[HostGrowthSpec]:
     """Every growth ``o`` may ask for (``GrowsHostOnline.online_host_growths``): auto may
     widen or deepen; a host without one of them declares only the other."""
     kinds = ("widen", "deepen") if o.host_growth == "auto" else (o.host_growth,)
-    return [g for g in (spec(o, 0.0, k) for k in kinds if k != "off") if g is not None]
+    return [g for k in kinds if (g := spec(o, 0.0, k)) is not None]
 
 
 def choose(o: HeuristicOptions, obs: Observation) -> tuple[str, str]:
@@ -116,8 +116,6 @@ def _underfits(o: HeuristicOptions, obs: Observation) -> str:
     """Why the fit gate is open, in the user's terms."""
     if o.fit_loss_ratio <= 0:
         return "no fit gate (fit_loss_ratio 0)"
-    if obs.train_loss is None:
-        return "no training loss measured, so the fit gate stays open"
     return (
         f"the host still underfits: {train_signal(obs)} {obs.train_loss:.3f} >= "
         f"fit_loss_ratio={o.fit_loss_ratio:g} x chance {obs.chance_loss:.3f}"
