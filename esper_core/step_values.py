@@ -77,6 +77,10 @@ class Observation:
     # trains; before the first epoch): train_loss and train_acc then hold validation's,
     # and a reason that quotes them must say so.
     train_measured: bool = True
+    # The label of the pair this env drew for the episode in a mixed run (train.pairs;
+    # "" otherwise): a key a learner may group its statistics by (PPO's per-pair
+    # advantage normalisation), never a feature, since a host it has never seen has none.
+    pair: str = ""
 
 
 @frozen

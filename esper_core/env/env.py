@@ -66,7 +66,7 @@ class MorphogeneticEnv:
         self.operators = {op.name: op for op in operators}  # a host growth's, by name
         self.reward = reward
         self.config = config
-        self.env_index = env_index
+        self.env_index, self.pair_label = env_index, ""  # PairedEnv names its pair
         self.device = canonical_device(device)
         self.blueprints = {bp.key: bp for bp in blueprints if bp.topology == task.topology}
         env = config.env

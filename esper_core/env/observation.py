@@ -74,6 +74,9 @@ class Observed(Protocol):
     def env_index(self) -> int: ...
 
     @property
+    def pair_label(self) -> str: ...
+
+    @property
     def epoch(self) -> int: ...
 
     @property
@@ -134,6 +137,7 @@ def observe(env: Observed, rolled_back: bool) -> Observation:
         blueprints=env.space.blueprints,
         host_growth_ready=growth_ready(env),
         host_growth_kinds=tuple(spec.kind for spec in env.online_growth_specs),
+        pair=env.pair_label,
     )
 
 

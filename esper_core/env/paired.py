@@ -85,6 +85,8 @@ class PairedEnv:
             )
         self.labels = tuple(labels)
         self.pair_envs = list(envs)
+        for label, env in zip(self.labels, self.pair_envs):
+            env.pair_label = label
         self.pair = 0
         self.space = union_space(self.labels, [e.space for e in envs])
 

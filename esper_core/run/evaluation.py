@@ -127,7 +127,7 @@ def _play(
             policy.observe(results)
             observations = [r.observation for r in results]
         finished += [e for r in results for e in r.events if isinstance(e, EpisodeFinished)]
-        pairs += [label for env in envs if (label := getattr(env, "pair_label", None))]
+        pairs += [env.pair_label for env in envs if env.pair_label]
     return PolicyEvaluation(
         update=update,
         policy=name,

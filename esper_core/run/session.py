@@ -140,8 +140,7 @@ class Session:
         """A mixed run's episode says which pair it ran (before that env draws its next)."""
         if not isinstance(event, EpisodeFinished) or not self.config.train.pairs:
             return event
-        label = getattr(self.envs[event.env], "pair_label", None)
-        return event if label is None else attrs.evolve(event, pair=label)
+        return attrs.evolve(event, pair=self.envs[event.env].pair_label)
 
     def _with_growth_note(self, event: Event) -> Event:
         """An episode that germinated nothing says why, when its policy can tell (before

@@ -45,6 +45,15 @@ def test_reset_runs_the_drawn_pair_and_delegates() -> None:
     assert seen == {0, 1}
 
 
+def test_observations_name_the_drawn_pair() -> None:
+    env = _paired()
+    for seed in range(4):
+        obs = env.reset(seed, 0)
+        assert obs.pair == env.pair_label == env.labels[draw_pair(seed, 2)]
+        assert env.step(WAIT).observation.pair == env.pair_label
+    assert make_env().reset(0, 0).pair == ""  # a plain run has no pair
+
+
 def test_union_space_pads_to_the_widest_host() -> None:
     env = _paired()
     wide, narrow = (e.space for e in env.pair_envs)

@@ -10,6 +10,7 @@ the LSTM state is zero. A rollback in one env never touches the other rows.
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 import attrs
@@ -40,6 +41,7 @@ class RolloutBuffer:
     mask_tempo: torch.Tensor
     mask_alpha_target: torch.Tensor
     mask_host_growth: torch.Tensor  # [.., 2] with a host-growth head, [.., 0] without
+    groups: torch.Tensor  # long: the step's group (its pair's, see pair_group); 0 alone
     step: int = 0  # the time index being filled
     acted: bool = False  # actions of ``step`` recorded, outcome not yet
 
@@ -78,6 +80,7 @@ class RolloutBuffer:
             mask_tempo=zeros(s["tempo"], dtype=torch.bool),
             mask_alpha_target=zeros(s["slot"], s["alpha_target"], dtype=torch.bool),
             mask_host_growth=zeros(GROWTH_CHOICES if host_growth else 0, dtype=torch.bool),
+            groups=zeros(dtype=torch.long),
         )
 
     @property
@@ -125,8 +128,10 @@ class RolloutBuffer:
         masks: BatchMasks,
         starts: torch.Tensor,
         state: tuple[torch.Tensor, torch.Tensor],
+        groups: torch.Tensor | None = None,
     ) -> None:
-        """Record what the envs ``rows`` saw and did at the current step."""
+        """Record what the envs ``rows`` saw and did at the current step (``groups``: each
+        row's group, see :func:`pair_group`; all one group without it)."""
         if self.full:
             raise RuntimeError(
                 f"the rollout buffer holds {self.n_steps} steps and is full; call update() before acting again"
@@ -146,6 +151,7 @@ class RolloutBuffer:
         put(self.starts, starts)
         put(self.state_h, state[0])
         put(self.state_c, state[1])
+        put(self.groups, torch.zeros_like(rows) if groups is None else groups)
         for stored, mask in zip(self.masks(), masks, strict=True):
             if (stored is None) != (mask is None):
                 raise ValueError("host-growth masks are given exactly when the buffer has the head")
@@ -173,6 +179,7 @@ class RolloutBuffer:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         ours = self.tensors()
+        self.groups.zero_()  # a checkpoint from before groups were stored: one group
         for key, value in state["tensors"].items():
             if key not in ours or ours[key].shape != value.shape:
                 raise ValueError(
@@ -182,3 +189,9 @@ class RolloutBuffer:
             ours[key].copy_(value)
         self.step = int(state["step"])
         self.acted = bool(state["acted"])
+
+
+def pair_group(label: str) -> int:
+    """The group of a step of pair ``label`` (``Observation.pair``): the same number in
+    every process and after a resume, with no table to keep; "" (no mixed run) is 0."""
+    return zlib.crc32(label.encode()) if label else 0

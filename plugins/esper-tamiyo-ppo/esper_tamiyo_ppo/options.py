@@ -137,6 +137,14 @@ class PPOOptions:
         "Entropy bonus at the last update (linear annealing over train.updates).",
     )
     normalize_advantages: bool = options_field(True, doc="Normalise advantages per minibatch.")
+    advantage_groups: str = options_field(
+        "rollout",
+        one_of("rollout", "pair"),
+        "rollout: advantages as GAE gives them, every pair of a mixed run on one scale; "
+        "pair: first normalised within each pair of the rollout (train.pairs), so a pair "
+        "whose returns vary little (a small gain in its own units) weighs as much as one "
+        "whose vary much, as multi-task RL scales its tasks.",
+    )
     target_kl: float = options_field(
         0.015, in_range(0, MAX_FACTOR), "Approx-KL target of the early stop (0 disables it)."
     )

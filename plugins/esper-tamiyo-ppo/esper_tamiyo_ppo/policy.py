@@ -32,7 +32,7 @@ from esper_core.env.observation import Observation
 from esper_core.env.step import StepResult
 from esper_core.errors import CheckpointError, ConfigError
 from esper_core.lifecycle.actions import HEADS, Action
-from esper_tamiyo_ppo.buffer import RolloutBuffer
+from esper_tamiyo_ppo.buffer import RolloutBuffer, pair_group
 from esper_tamiyo_ppo.compat import (
     STATE_KIND,
     STATE_VERSION,
@@ -238,6 +238,7 @@ class PPOPolicy:
                 masks=masks,
                 starts=self.segment_start[rows],
                 state=state,
+                groups=torch.tensor([pair_group(o.pair) for o in observations], device=self.device),
             )
         self.recurrent_state[0][rows] = next_state[0]
         self.recurrent_state[1][rows] = next_state[1]

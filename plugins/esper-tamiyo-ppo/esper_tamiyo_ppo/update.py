@@ -3,7 +3,8 @@
 Read :meth:`PPOLearner.update`, then the functions below it in the order it calls them:
 
 1. the schedules: this update's learning rate and entropy coefficient;
-2. :func:`compute_gae`: advantages and returns over each env's segments, with the run's γ;
+2. :func:`compute_gae`: advantages and returns over each env's segments, with the run's γ
+   (with ``advantage_groups = "pair"``, the advantages then normalised within each pair);
 3. the rollout flattened into chunks (:func:`~esper_tamiyo_ppo.minibatches.flatten_rollout`);
 4. K epochs, each a random pass over the chunks in minibatches (:meth:`PPOLearner._minibatch`):
    the loss (:func:`ppo_loss`: evaluate the stored actions under the stored masks,
@@ -105,6 +106,8 @@ class PPOLearner:
         advantages, returns = compute_gae(
             rewards, rollout.values, rollout.terminals, last_values, self.gamma, o.gae_lambda
         )
+        if o.advantage_groups == "pair":
+            advantages = normalize_within_groups(advantages, rollout.groups)
 
         # ---- 3. The rollout flattened, in chunks: single steps for the MLP, sequences for
         # the LSTM (the whole rollout, or lstm_chunk_length steps).
@@ -232,6 +235,17 @@ def compute_gae(
         running = delta + gamma * gae_lambda * not_terminal * running
         advantages[:, t] = running
     return advantages, advantages + values
+
+
+def normalize_within_groups(advantages: torch.Tensor, groups: torch.Tensor) -> torch.Tensor:
+    """Each group's advantages to mean 0 and std 1 (population std) over the rollout. The
+    returns stay as GAE gave them: only the policy's step sizes are rescaled per pair."""
+    out = advantages.clone()
+    for group in groups.unique():
+        member = groups == group
+        std, mean = torch.std_mean(advantages[member], correction=0)
+        out[member] = (advantages[member] - mean) / (std + ADV_EPS)
+    return out
 
 
 def ppo_loss(

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import math
 
+import attrs
 import pytest
 import torch
 from esper_tamiyo_ppo.options import PPOOptions
+
+from esper_core.step_values import Observation
 
 from .helpers import BanditEnv, collect_rollout, make_policy, run_updates
 
@@ -216,3 +219,57 @@ def test_explained_variance_against_scikit_learn() -> None:
         expected = explained_variance_score(returns.numpy(), values.numpy())
         assert explained_variance(values, returns) == pytest.approx(expected, abs=1e-5)
     assert math.isnan(explained_variance(torch.zeros(5), torch.ones(5)))  # nothing to explain
+
+
+def test_pair_groups_put_each_pair_on_its_own_scale() -> None:
+    from esper_tamiyo_ppo.update import normalize_within_groups
+
+    gen = torch.Generator().manual_seed(0)
+    # Two pairs: one whose advantages swing by 100, one by 0.01, interleaved in the rollout.
+    groups = torch.tensor([[7, 9] * 8] * 3)
+    scale = torch.where(groups == 7, 100.0, 0.01)
+    advantages = scale * torch.randn(3, 16, generator=gen) + 5.0
+    out = normalize_within_groups(advantages, groups)
+    for g in (7, 9):
+        std, mean = torch.std_mean(out[groups == g], correction=0)
+        assert float(mean) == pytest.approx(0.0, abs=1e-3)  # float32 around 5.0
+        assert float(std) == pytest.approx(1.0, abs=1e-3)
+    # Within a pair the order of the advantages is kept.
+    member = groups == 9
+    assert torch.equal(out[member].argsort(), advantages[member].argsort())
+
+
+class _PairBandit(BanditEnv):
+    """The bandit, named as the pair ``label`` of a mixed run."""
+
+    def __init__(self, env_index: int, label: str) -> None:
+        super().__init__(env_index, 4)
+        self.label = label
+
+    def _observe(self) -> Observation:
+        return attrs.evolve(super()._observe(), pair=self.label)
+
+
+def test_the_rollout_records_each_steps_pair_and_the_update_groups_by_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import esper_tamiyo_ppo.update as update_module
+    from esper_tamiyo_ppo.buffer import pair_group
+
+    seen: list[torch.Tensor] = []
+    normalize = update_module.normalize_within_groups
+
+    def recording(advantages: torch.Tensor, groups: torch.Tensor) -> torch.Tensor:
+        seen.append(groups.clone())
+        return normalize(advantages, groups)
+
+    monkeypatch.setattr(update_module, "normalize_within_groups", recording)
+    labels = ["digits-mid", "charlm-small", "digits-mid"]
+    envs = [_PairBandit(i, label) for i, label in enumerate(labels)]
+    for option, calls in (("rollout", 0), ("pair", 1)):
+        policy = make_policy(PPOOptions(advantage_groups=option), n_envs=3, max_epochs=4)
+        policy.update(collect_rollout(policy, envs))
+        assert len(seen) == calls
+    expected = torch.tensor([pair_group(label) for label in labels]).unsqueeze(1)
+    assert torch.equal(seen[0], expected.expand_as(seen[0]))
+    assert pair_group("") == 0 and pair_group("a") == pair_group("a") != pair_group("b")
