@@ -416,6 +416,18 @@ COMMANDS: dict[str, Way] = {
         "1,008 episodes, hours of one core; a mixed run end to end in "
         "tests/core/test_mixed_training.py"
     ),
+    (
+        "esper train --suite examples/suites/controller-suite.toml --seed 400 --envs 10 "
+        "--updates 50 --set policies.ppo.network=slots --set policies.ppo.hidden_size=64 "
+        "--set policies.ppo.target_kl=0.03 --set policies.ppo.rollout_episodes=2 "
+        "--set policies.ppo.host_growth=widen --set policies.ppo.advantage_groups=pair "
+        "--set rewards.pbrs.flops_rent_weight=0.01 --set train.eval_every=10 "
+        "--set 'train.eval_seeds=[100000,100001,100002,100003,100004,100005,100006,"
+        "100007,100008,100009]' --out runs/ppo-suite-2/run-1"
+    ): NotRun(
+        "1,000 episodes, hours of one core; a mixed run end to end in "
+        "tests/core/test_mixed_training.py"
+    ),
     "esper compare examples/host-growth-digits.toml --jobs 2": NotRun(
         "it needs the six trained checkpoints; test_every_example_experiment_plans plans it"
     ),

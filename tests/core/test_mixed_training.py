@@ -44,7 +44,15 @@ def _config(**train: Any) -> Any:
                 "pairs": PAIRS,
                 **train,
             },
-            "policies": {"ppo": {"network": "slots", "hidden_size": 8, "rollout_episodes": 1}},
+            # Per-pair advantages: the rollout's groups survive the interruption below.
+            "policies": {
+                "ppo": {
+                    "network": "slots",
+                    "hidden_size": 8,
+                    "rollout_episodes": 1,
+                    "advantage_groups": "pair",
+                }
+            },
         }
     )
 
