@@ -57,6 +57,8 @@ def choose(o: HeuristicOptions, obs: Observation) -> tuple[str, str]:
         return "widen", "auto: widen (the host cannot deepen)"
     if "width" not in kinds:
         return "deepen", "auto: deepen (the host cannot widen)"
+    if obs.topology and obs.topology not in o.depth_topologies:
+        return "widen", f"auto: widen (depth_topologies leaves out {obs.topology} hosts)"
     scores = [v for v in obs.expansion if math.isfinite(v)]
     if not scores:
         return "widen", "auto: widen (no expansion score: set env.expansion_batches > 0)"

@@ -225,6 +225,12 @@ class HeuristicOptions:
         "next step; needs env.expansion_batches > 0) is at least this when the growth "
         "starts; below it, or where the host cannot deepen, widen.",
     )
+    depth_topologies: list[str] = options_field(
+        ["cnn", "transformer"],
+        each(one_of("cnn", "transformer", "mlp")),
+        "host_growth = auto: the model families (task topologies) it may deepen; a host of "
+        "another family widens whatever its expansion score.",
+    )
     host_growth_factor: float = growth.factor_field()
     # identity: glyphs' CNN has no channel-preserving layer for G_stack to copy.
     host_growth_mode: str = growth.mode_field(default="identity")

@@ -218,8 +218,10 @@ def test_a_validation_loss_standing_in_for_the_training_loss_is_named_so(build) 
     assert "underfits: validation loss (no training loss seen) 1.200 >= " in reason, reason
 
 
-def _auto_decision(build, expansion, kinds=("width", "depth"), ready=None):  # type: ignore[no-untyped-def]
-    p = policy(build, host_growth="auto", host_growth_drop=1.0)
+def _auto_decision(
+    build, expansion, kinds=("width", "depth"), ready=None, topology="cnn", **options
+):  # type: ignore[no-untyped-def]
+    p = policy(build, host_growth="auto", host_growth_drop=1.0, **options)
     obs = build.obs(None, epoch=4, max_epochs=MAX_EPOCHS, loss_history=(3.0, 2.9, 2.8))
     ready = tuple(True for _ in kinds) if ready is None else ready
     obs = attrs.evolve(
@@ -228,6 +230,7 @@ def _auto_decision(build, expansion, kinds=("width", "depth"), ready=None):  # t
         host_growth_kinds=kinds,
         host_growth_ready=ready,
         train_loss=UNDERFIT,
+        topology=topology,
     )
     return p, p.decide(obs)
 
@@ -252,6 +255,19 @@ def test_auto_deepens_where_the_expansion_score_says_depth_is_the_bottleneck(bui
     assert d.action.reason.endswith(
         "auto: widen (no expansion score: set env.expansion_batches > 0)"
     )
+
+
+def test_auto_deepens_only_the_model_families_it_is_told_to(build) -> None:
+    # The same high score deepens a transformer by default and widens it when
+    # depth_topologies leaves transformers out; a CNN still deepens.
+    _, d = _auto_decision(build, expansion=(0.9,), topology="transformer")
+    assert isinstance(d.action.host_growth, DepthGrowthSpec)
+    only_cnn = {"depth_topologies": ["cnn"]}
+    _, d = _auto_decision(build, expansion=(0.9,), topology="transformer", **only_cnn)
+    assert isinstance(d.action.host_growth, WidthGrowthSpec)
+    assert d.action.reason.endswith("; auto: widen (depth_topologies leaves out transformer hosts)")
+    _, d = _auto_decision(build, expansion=(0.9,), topology="cnn", **only_cnn)
+    assert isinstance(d.action.host_growth, DepthGrowthSpec)
 
 
 def test_auto_waits_for_the_growth_it_chose_not_the_other(build) -> None:
