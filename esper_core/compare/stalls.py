@@ -45,9 +45,8 @@ class ArmFailure:
     metric: str  # the validation field judged: final_val_acc | final_val_loss
     seeds: list[int]
     median: float | None  # None: no run of the arm has a finite value
-    values: list[
-        float | None
-    ]  # the failed runs' values (None: not finite)  # the failed runs' validation values, in ``seeds`` order
+    # The failed runs' validation values in ``seeds`` order (None: not finite).
+    values: list[float | None]
 
     def sentence(self) -> str:
         shown = ", ".join(
