@@ -104,6 +104,7 @@ def mlp_narrow() -> nn.Module:
 
 
 def mlp_medium() -> nn.Module:
+    """Between the two: growth has a little to buy."""
     return MLP(24)
 
 
