@@ -24,7 +24,8 @@ from attrs import evolve
 from esper_core.components.host_growth_options import growth_request
 from esper_core.components.policy import HostGrowthSpec
 from esper_core.env.observation import Observation
-from esper_core.lifecycle.actions import Action
+from esper_core.lifecycle.actions import HEADS, Action, LifecycleOp
+from esper_tamiyo_ppo.distributions import BatchMasks, HeadOutputs
 from esper_tamiyo_ppo.options import PPOOptions
 
 
@@ -36,6 +37,9 @@ class HostGrowthChoice:
         self.enabled = options.host_growth != "off"
         self.device = device
         self.asked = torch.zeros(n_envs, dtype=torch.bool, device=device)
+        # Per env: the policy's own probability of not having grown yet this episode, along
+        # the steps it acted on deterministically (see median_moment).
+        self.not_yet = torch.ones(n_envs, device=device)
 
     def request(self, at: float) -> HostGrowthSpec | None:
         """The growth the options ask for, starting at ``at`` (None: host_growth off)."""
@@ -44,6 +48,7 @@ class HostGrowthChoice:
     def reset(self, rows: torch.Tensor) -> None:
         """New episodes in ``rows``: each may grow its host once again."""
         self.asked[rows] = False
+        self.not_yet[rows] = 1.0
 
     def masks(self, observations: Sequence[Observation], rows: torch.Tensor) -> torch.Tensor | None:
         """``[B, 2]``: "not now" always legal, "now" as the module docstring says; None
@@ -61,6 +66,26 @@ class HostGrowthChoice:
         now = torch.tensor(legal, dtype=torch.bool, device=self.device) & ~self.asked[rows]
         return torch.stack([torch.ones_like(now), now], dim=1)
 
+    def median_moment(self, out: HeadOutputs, masks: BatchMasks, rows: torch.Tensor) -> HeadOutputs:
+        """``out`` with the growth head decided deterministically at the median of the
+        policy's own growth moment: "now" at the first step where the probability that it
+        would have grown by then (sampling every step so far) reaches one half. The head's
+        most likely choice at each step alone is the wrong deterministic action for a
+        once-per-episode decision: a policy that grows with probability 0.3 at each of five
+        legal epochs grows in 83 % of its sampled episodes, and never when each step takes
+        its mode."""
+        if not self.enabled:
+            return out
+        col = len(HEADS)
+        op, chosen, log_p = out.actions[:, 0], out.actions[:, col], out.log_probs[:, col]
+        legal = masks.host_growth[:, 1] & (op == int(LifecycleOp.WAIT))  # type: ignore[index]
+        p_now = torch.where(chosen == 1, log_p.exp(), 1.0 - log_p.exp())
+        not_yet = self.not_yet[rows] * torch.where(legal, 1.0 - p_now, 1.0)
+        self.not_yet[rows] = not_yet
+        actions = out.actions.clone()
+        actions[:, col] = (legal & (not_yet <= 0.5)).long()
+        return out._replace(actions=actions)
+
     def apply(self, action: Action, choice: Sequence[int], obs: Observation, row: int) -> Action:
         """``action`` with the request when the head's ``choice`` (its column, or none
         without the head) says "now"; the env's episode then has asked."""
@@ -75,8 +100,10 @@ class HostGrowthChoice:
         )
 
     def state_dict(self) -> dict[str, Any]:
-        return {"host_grown": self.asked.clone()}
+        return {"host_grown": self.asked.clone(), "host_not_yet": self.not_yet.clone()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if "host_grown" in state:  # written before host growth existed: none asked
             self.asked.copy_(state["host_grown"])
+        if "host_not_yet" in state:  # written before the median moment: as if fresh
+            self.not_yet.copy_(state["host_not_yet"])

@@ -169,8 +169,8 @@ class PPOOptions:
     # ---------------------------------------------------------------- acting
     deterministic: bool = options_field(
         True,
-        doc="Outside training, take the most likely action of each head (false: sample, as in "
-        "training).",
+        doc="Outside training, take the most likely action of each head, and grow the host at "
+        "the median of the policy's own growth moment (false: sample, as in training).",
     )
     init_from: str = options_field(
         "",

@@ -225,6 +225,8 @@ class PPOPolicy:
                 used_table=self._used_table,
             )
             values = self.net.value(features)
+        if deterministic:
+            out = self.growth.median_moment(out, masks, rows)
         if self.training and not greedy:
             if self._rollout_started is None:
                 self._rollout_started = time.perf_counter()
@@ -260,9 +262,7 @@ class PPOPolicy:
 
     def observe(self, results: Sequence[StepResult]) -> None:
         rows = self._rows([r.env_index for r in results])
-        terminals = torch.tensor(
-            [r.terminal for r in results], dtype=torch.bool, device=self.device
-        )
+        terminals = torch.tensor([r.terminal for r in results], device=self.device).bool()
         if self.training:
             rewards = torch.tensor(
                 [r.reward for r in results], dtype=torch.float32, device=self.device

@@ -6,6 +6,7 @@ re-evaluates; and a training run that grew the host resumes to the last bit."""
 
 from __future__ import annotations
 
+import math
 import signal
 from pathlib import Path
 from typing import Any
@@ -155,6 +156,75 @@ def test_it_asks_with_wait_only_and_the_learner_sees_what_it_sampled() -> None:
     assert torch.equal(out.actions, buffer.actions[0, 1:3])
     assert torch.allclose(out.log_probs, buffer.log_probs[0, 1:3], atol=1e-6)
     assert out.used[:, -1].all() and buffer.actions[0, 1, -1] == 1
+
+
+def _grow_probability(policy, p_now: float) -> None:  # type: ignore[no-untyped-def]
+    """WAIT all but certain; "grow now" with probability ``p_now`` at every legal step."""
+    _bias(policy, LifecycleOp.WAIT, grow=0)
+    with torch.no_grad():
+        policy.net.growth_head.weight.zero_()
+        policy.net.growth_head.bias.copy_(torch.tensor([0.0, math.log(p_now / (1 - p_now))]))
+
+
+def _greedy_growth_epoch(p_now: float, first: int = 0) -> int | None:
+    policy = make_policy(WIDEN, n_envs=1, max_epochs=10)  # evaluation: deterministic
+    policy.reset([0])
+    _grow_probability(policy, p_now)
+    for epoch in range(first, 10):
+        (action,) = policy.act([_observation(epoch)])
+        if action.host_growth is not None:
+            return epoch
+    return None
+
+
+def test_deterministically_it_grows_at_the_median_of_its_own_growth_moment() -> None:
+    # 0.3 at each legal epoch: grown by epoch 1 with probability 1 - 0.7^2 = 0.51, the
+    # first to pass one half, although "now" is never the likelier choice of a step.
+    assert _greedy_growth_epoch(0.3) == 1
+    assert _greedy_growth_epoch(0.6) == 0  # likelier at once
+    # 0.1: 1 - 0.9^7 = 0.52 by the window's last epoch (6 of 10) ...
+    assert _greedy_growth_epoch(0.1) == 6
+    # ... and 0.08 never reaches one half (1 - 0.92^7 = 0.44): it does not grow.
+    assert _greedy_growth_epoch(0.08) is None
+    # A step where it does not wait (or the growth is not legal) counts for nothing.
+    policy = make_policy(WIDEN, n_envs=1, max_epochs=10)
+    policy.reset([0])
+    _grow_probability(policy, 0.3)
+    _bias(policy, LifecycleOp.GERMINATE, grow=1)
+    (action,) = policy.act([_observation(2)])
+    assert action.host_growth is None and policy.growth.not_yet.tolist() == [1.0]
+    _grow_probability(policy, 0.3)
+    (action,) = policy.act([_observation(3, seeded=True)])  # a seed in the way
+    assert action.host_growth is None and policy.growth.not_yet.tolist() == [1.0]
+    # Where it stands survives a checkpoint, and a new episode starts afresh.
+    (action,) = policy.act([_observation(4)])
+    assert action.host_growth is None
+    resumed = make_policy(WIDEN, n_envs=1, max_epochs=10)
+    resumed.load_state_dict(policy.state_dict())
+    assert resumed.growth.not_yet.tolist() == pytest.approx([0.7])
+    _grow_probability(resumed, 0.3)
+    (action,) = resumed.act([_observation(5)])
+    assert action.host_growth is not None  # 1 - 0.7^2 reached after the resume
+    resumed.reset([0])
+    assert resumed.growth.not_yet.tolist() == [1.0]
+
+
+def test_sampling_it_still_draws_each_step() -> None:
+    policy = make_policy(WIDEN, n_envs=1, max_epochs=10)
+    policy.set_training(True)
+    _grow_probability(policy, 0.3)
+    grown = []
+    for _episode in range(200):
+        policy.reset([0])
+        policy.begin_rollout([])
+        for epoch in range(7):
+            (action,) = policy.act([_observation(epoch)])
+            policy.buffer.clear()
+            if action.host_growth is not None:
+                grown.append(epoch)
+                break
+    # Sampled: grown in 1 - 0.7^7 = 92 % of the episodes, at every epoch of the window.
+    assert 0.85 < len(grown) / 200 < 0.98 and set(grown) == set(range(7))
 
 
 def test_its_request_is_the_decision_the_env_records(pm: PluginManager, tmp_path: Path) -> None:
