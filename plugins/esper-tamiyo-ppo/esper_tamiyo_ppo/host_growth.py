@@ -82,9 +82,12 @@ class HostGrowthChoice:
         p_now = torch.where(chosen == 1, log_p.exp(), 1.0 - log_p.exp())
         not_yet = self.not_yet[rows] * torch.where(legal, 1.0 - p_now, 1.0)
         self.not_yet[rows] = not_yet
-        actions = out.actions.clone()
-        actions[:, col] = (legal & (not_yet <= 0.5)).long()
-        return out._replace(actions=actions)
+        now = legal & (not_yet <= 0.5)
+        actions, log_probs = out.actions.clone(), out.log_probs.clone()
+        actions[:, col] = now.long()
+        # The log-probability of what it does, so an action's reason quotes its chance.
+        log_probs[:, col] = torch.where(now, p_now, 1.0 - p_now).clamp_min(1e-12).log()
+        return out._replace(actions=actions, log_probs=log_probs)
 
     def apply(self, action: Action, choice: Sequence[int], obs: Observation, row: int) -> Action:
         """``action`` with the request when the head's ``choice`` (its column, or none

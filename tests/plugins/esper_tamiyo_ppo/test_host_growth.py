@@ -173,6 +173,8 @@ def _greedy_growth_epoch(p_now: float, first: int = 0) -> int | None:
     for epoch in range(first, 10):
         (action,) = policy.act([_observation(epoch)])
         if action.host_growth is not None:
+            # The reason quotes the chance of what it did: "now", not the likelier "not now".
+            assert f"probability {p_now:.2f}" in action.reason, action.reason
             return epoch
     return None
 
