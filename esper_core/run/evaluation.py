@@ -55,10 +55,17 @@ def evaluate(session: Session) -> list[PolicyEvaluation]:
             make = _reference(session, name)
             if make is not None:
                 events.append(_play(session, name, None, make))
-    policy = session.policy
-    events.append(_play(session, TRAINED, session.outer, lambda envs: policy))
+    events.append(play_trained(session))
     session.evaluations.extend(unstructure(e) for e in events)
     return events
+
+
+def play_trained(session: Session) -> PolicyEvaluation:
+    """The trained policy's greedy evaluation at ``session.outer``, neither kept in the
+    session nor emitted: a check of a checkpoint after training
+    (benchmarks/ppo_greedy_check.py)."""
+    policy = session.policy
+    return _play(session, TRAINED, session.outer, lambda envs: policy)
 
 
 def _reference(session: Session, name: str) -> Callable[[list[MorphogeneticEnv]], Any] | None:

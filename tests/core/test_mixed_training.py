@@ -110,3 +110,26 @@ def test_a_pair_that_sets_the_runs_policy_is_one_clear_line(tmp_path: Path) -> N
     bad = [{"label": "x", "config": {"run": {"policy": "wait"}}}]
     with pytest.raises(ConfigError, match=r"pair 'x' sets run\.policy"):
         api.train(_config(pairs=bad), _pm(), run_dir=tmp_path / "r", quiet=True)
+
+
+def test_a_greedy_check_after_training_repeats_the_last_one(tmp_path: Path) -> None:
+    import importlib.util
+
+    from tests.plugin_set import REPO
+
+    spec = importlib.util.spec_from_file_location(
+        "ppo_greedy_check", REPO / "benchmarks" / "ppo_greedy_check.py"
+    )
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    run = tmp_path / "run"
+    api.train(_config(), _pm(), run_dir=run, quiet=True, notify=lambda _m: None)
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    checked = script.check(run, _pm())
+    last = [e for e in read_events(run / "events.jsonl") if isinstance(e, PolicyEvaluation)][-1]
+    assert checked["update"] == last.update == 2
+    assert checked["return"] == pytest.approx(sum(last.total_reward) / len(last.total_reward))
+    assert set(checked["pairs"]) == {"all-slots", "one-slot"}
+    # the run directory is read, never written
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before

@@ -82,6 +82,14 @@ EXPECTED: dict[str, list[str]] = {
         "peak_rss_mib_per_rank_2_ranks",
         "runs",
     ],
+    "ppo_greedy_check": [
+        "runs.*.update",
+        "runs.*.return",
+        "runs.*.final_val_acc",
+        "runs.*.params_added",
+        "runs.*.pairs.*.return",
+        "best",
+    ],
     "ppo_pretrained_grower": [
         "model",
         "runs.*.test_acc",
