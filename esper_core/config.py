@@ -72,7 +72,12 @@ class RunSection:
         "(default: derived from task and policy).",
     )
     seed: int = options_field(
-        0, in_range(0, MAX_SEED, integer=True), "Base seed (< 2**32); env i uses seed + i."
+        0,
+        in_range(0, MAX_SEED, integer=True),
+        (
+            "Base seed (< 2**32); env i of episode round k uses seed + k x n_envs + i, so "
+            "runs meant to be independent need seeds at least n_envs x episodes apart."
+        ),
     )
     episodes: int = options_field(
         1, in_range(1, MAX_EPOCHS, integer=True), "Episodes per env for `esper run`."
