@@ -4,6 +4,7 @@ pair, each pair's config resolved as a run of its own."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     import torch
 
     from esper_core.env.env import MorphogeneticEnv
+
+log = logging.getLogger(__name__)
 
 # Sections a pair may not set: the run's, shared by every pair.
 SHARED = ("train", "policies", "run.policy", "run.executor", "run.n_envs", "run.seed")
@@ -118,6 +121,30 @@ def task_builder(
         )
 
     return build
+
+
+def fit_envs_to_policy(envs: Sequence[Any], policy: object) -> None:
+    """What ``policy`` asks of the envs it will act on, before their next reset: seeds
+    installed at birth, a scheduled growth of the host, or the growths it may ask for
+    online (each env then observes whether each can start; without them it masks every
+    growth). Training envs and the envs of a greedy evaluation are fitted alike."""
+    from esper_core.components.policy import GrowsHostOnline, InstallsAtBirth, SchedulesHostGrowth
+    from esper_core.env import host_growth_online
+
+    if isinstance(policy, InstallsAtBirth):  # a fixed architecture: seeds from epoch 0
+        for env in envs:
+            env.install_at_birth(policy.birth_seeds())
+    if isinstance(policy, SchedulesHostGrowth):  # the host itself grows on a schedule
+        for env in envs:
+            env.schedule_host_growth(policy.host_growths())
+    if isinstance(policy, GrowsHostOnline):  # ...or when the policy chooses: can it?
+        optional = host_growth_online.where_possible(policy)
+        for group in each_pair(envs):
+            why = host_growth_online.check_declared(
+                group, policy.online_host_growths(), optional=optional
+            )
+            if why is not None:
+                log.info("%s; it grows without that there", why)
 
 
 def each_pair(envs: Sequence[Any]) -> list[list[Any]]:

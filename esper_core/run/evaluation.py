@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from esper_core.converter import structure, unstructure
+from esper_core.run.env_builders import fit_envs_to_policy
 from esper_core.run.telemetry import EpisodeFinished, PolicyEvaluation
 
 if TYPE_CHECKING:
@@ -125,6 +126,7 @@ def _play(
         group = seeds[start : start + width]
         envs = _envs(session, width)[: len(group)]
         policy = make(envs)
+        fit_envs_to_policy(envs, policy)  # else the envs mask every growth it may ask for
         act: Act = policy.act_greedily if name == TRAINED else policy.act
         observations = [env.reset(seed, 0) for env, seed in zip(envs, group)]
         policy.reset(list(range(len(envs))))

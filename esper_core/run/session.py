@@ -4,7 +4,6 @@ telemetry hub and seed ledger, with the checkpoint that saves and restores all o
 from __future__ import annotations
 
 import datetime as dt
-import logging
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -15,12 +14,7 @@ from attrs import define
 
 from esper_core import __version__
 from esper_core.components.executor import MultiProcessExecutor
-from esper_core.components.policy import (
-    GrowsHostOnline,
-    InstallsAtBirth,
-    SchedulesHostGrowth,
-    check_trainable,
-)
+from esper_core.components.policy import check_trainable
 from esper_core.config import RunConfig, config_to_dict, dump_toml
 from esper_core.converter import unstructure
 from esper_core.errors import CheckpointError, RunDirError
@@ -28,7 +22,7 @@ from esper_core.plugins import PluginManager
 from esper_core.run.checkpoint import DiskFullError, save_checkpoint, write_text
 from esper_core.run.checkpoint_fields import check_progress
 from esper_core.run.devices import check_devices
-from esper_core.run.env_builders import each_pair, paired_builder, task_builder
+from esper_core.run.env_builders import fit_envs_to_policy, paired_builder, task_builder
 from esper_core.run.hub import Hub
 from esper_core.run.interrupts import Interrupted, StopFlag
 from esper_core.run.ledger import HostGrowthLedger, SeedLedger
@@ -44,8 +38,6 @@ from esper_core.run.run_dir import (
     write_run_config,
 )
 from esper_core.run.telemetry import EpisodeFinished, Event, RunStarted
-
-log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from esper_core.env.observation import Observation
@@ -276,8 +268,6 @@ def open_session(
     """Resolve and build every component, prepare (or resume) the run directory."""
     import torch
 
-    from esper_core.env import host_growth_online
-
     resolved = resolve(config, pm)
     config = resolved.config
     if mode == "train":  # before the task, the envs and the run directory are built
@@ -310,20 +300,7 @@ def open_session(
     training = mode == "train"
     total_updates = config.train.updates if training else 0
     policy = resolved.make_policy(envs, total_updates)
-    if isinstance(policy, InstallsAtBirth):  # a fixed architecture: seeds from epoch 0
-        for env in envs:
-            env.install_at_birth(policy.birth_seeds())
-    if isinstance(policy, SchedulesHostGrowth):  # the host itself grows on a schedule
-        for env in envs:
-            env.schedule_host_growth(policy.host_growths())
-    if isinstance(policy, GrowsHostOnline):  # ...or when the policy chooses: can it?
-        optional = host_growth_online.where_possible(policy)
-        for group in each_pair(envs):
-            why = host_growth_online.check_declared(
-                group, policy.online_host_growths(), optional=optional
-            )
-            if why is not None:
-                log.info("%s; it grows without that there", why)
+    fit_envs_to_policy(envs, policy)
     lock = lock_run_dir(path, resume) if writer else None
     try:
         # The backends name their files before config.toml is written: a new run whose

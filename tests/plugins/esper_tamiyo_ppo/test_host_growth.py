@@ -353,3 +353,32 @@ def test_a_training_run_that_grew_the_host_resumes_exactly(
     assert [{k: e[k] for k in keys} for e in reference["episodes"]] == [
         {k: e[k] for k in keys} for e in resumed["episodes"]
     ]
+
+
+def test_a_greedy_evaluation_may_grow_the_host_as_training_may(
+    pm: PluginManager, tmp_path: Path
+) -> None:
+    """The evaluation's envs once declared no growth, so every growth was masked and the
+    greedy checks of a host-growing policy never grew, whatever it had learned."""
+    from esper_core.run.evaluation import play_trained
+    from esper_core.run.session import open_session
+
+    config = _config(tmp_path)
+    config = attrs.evolve(config, train=attrs.evolve(config.train, eval_seeds=[41, 42]))
+    session = open_session(config, pm, "train", tmp_path / "run", resume=False, quiet=True)
+    try:
+        seen: list[tuple[bool, ...]] = []
+        act = session.policy.act_greedily
+
+        def recording(observations):  # type: ignore[no-untyped-def]
+            seen.extend(o.host_growth_ready for o in observations)
+            return act(observations)
+
+        session.policy.act_greedily = recording  # type: ignore[method-assign]
+        play_trained(session)
+    finally:
+        session.close()
+    assert [e.online_growth_specs for e in session.eval_envs] == [
+        e.online_growth_specs for e in session.envs
+    ]
+    assert seen[:2] == [(True,), (True,)]  # epoch 0 of both episodes: widening can start
