@@ -428,6 +428,13 @@ COMMANDS: dict[str, Way] = {
         "1,000 episodes, hours of one core; a mixed run end to end in "
         "tests/core/test_mixed_training.py"
     ),
+    (
+        "python benchmarks/ppo_greedy_check.py runs/ppo-suite-2/run-1 runs/ppo-suite-2/run-2 "
+        "runs/ppo-suite-2/run-3"
+    ): NotRun(
+        "it needs the three training runs; test_mixed_training.py checks a run it trains, "
+        "and the script's --smoke runs in test_benchmark_smoke.py"
+    ),
     "esper compare examples/host-growth-digits.toml --jobs 2": NotRun(
         "it needs the six trained checkpoints; test_every_example_experiment_plans plans it"
     ),
@@ -508,13 +515,15 @@ COMMANDS: dict[str, Way] = {
     "esper compare examples/ppo-pretrained-glyphs.toml --jobs 1": DryRun(70),
     (
         "python benchmarks/ppo_pretrained_grower.py --model mlp --seeds 3000-3009 "
-        "--policy ppo:pretrained --policy ppo:docs/results/checkpoints/ppo-pretrained-run-2.pt "
+        "--policy ppo:docs/results/checkpoints/ppo-pretrained-run-1.pt "
+        "--policy ppo:docs/results/checkpoints/ppo-pretrained-run-2.pt "
         "--policy ppo:docs/results/checkpoints/ppo-pretrained-run-3.pt --policy heuristic "
         "--policy wait --out runs/pretrained-grower-mlp.json"
     ): NotRun(PRETRAINED_GROWER_WHY),
     (
         "python benchmarks/ppo_pretrained_grower.py --model cnn --seeds 3000-3009 "
-        "--policy ppo:pretrained --policy ppo:docs/results/checkpoints/ppo-pretrained-run-2.pt "
+        "--policy ppo:docs/results/checkpoints/ppo-pretrained-run-1.pt "
+        "--policy ppo:docs/results/checkpoints/ppo-pretrained-run-2.pt "
         "--policy ppo:docs/results/checkpoints/ppo-pretrained-run-3.pt --policy heuristic "
         "--policy wait --out runs/pretrained-grower-cnn.json"
     ): NotRun(PRETRAINED_GROWER_WHY),

@@ -18,6 +18,7 @@ from tests.integration.own_model_helpers import (
     tabular_batches,
     train_one_epoch,
 )
+from tests.plugin_set import REPO
 
 TRAIN, VAL = tabular_batches(2, 1, size=16), tabular_batches(1, 2, size=16)
 
@@ -115,11 +116,13 @@ def test_a_state_saved_with_another_widen_factor_is_refused_in_one_line() -> Non
     two.load_state_dict(saved)
 
 
-def test_a_pretrained_ppo_asked_to_widen_is_refused_in_one_line() -> None:
+def test_a_ppo_checkpoint_without_a_growth_head_asked_to_widen_is_refused_in_one_line() -> None:
     model = mlp()
+    # The first pretrained study's run 1 (ppo:pretrained until the PPO suite's): no head.
+    first = REPO / "docs" / "results" / "checkpoints" / "ppo-pretrained-run-1.pt"
     with pytest.raises(ConfigError) as caught:
         Grower(
-            model, MLP_SLOTS, example_input=TRAIN[0][0], policy="ppo:pretrained",
+            model, MLP_SLOTS, example_input=TRAIN[0][0], policy=f"ppo:{first}",
             **grower_kwargs(overrides=['policies.ppo.host_growth="widen"'], max_epochs=8),
         )  # fmt: skip
     line = str(caught.value)

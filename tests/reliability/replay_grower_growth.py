@@ -123,10 +123,10 @@ def _pretrained_asked_to_widen(_d: Path) -> None:
 
     overrides = ['policies.ppo.host_growth="widen"']
     Grower(
-        mlp(), MLP_SLOTS, example_input=TRAIN[0][0], policy="ppo:pretrained",
+        mlp(), MLP_SLOTS, example_input=TRAIN[0][0], policy="ppo:docs/results/checkpoints/ppo-pretrained-run-1.pt",
         **grower_kwargs(overrides=overrides, max_epochs=8),
     )  # fmt: skip
-    raise Wrong("ppo:pretrained took host_growth=widen, which it cannot ask for")
+    raise Wrong("a checkpoint without a growth head took host_growth=widen")
 
 
 FUNCTIONS: dict[str, Callable[[Path], None]] = {
@@ -180,7 +180,7 @@ def cases(case: Callable[[str], Setup]) -> tuple[Case, ...]:
             says="policies.static.widen_factor=2.0",
         ),
         Case(
-            "53 Grower: ppo:pretrained with host_growth=widen (refused)",
+            "53 Grower: a PPO checkpoint without a growth head asked to widen (refused)",
             case("growth-pretrained-widen"),
             says="no host-growth head",
         ),

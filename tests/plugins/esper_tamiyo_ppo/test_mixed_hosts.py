@@ -224,7 +224,9 @@ def test_the_flat_network_refuses_a_mixed_batch_in_one_line() -> None:
 def test_a_schema_1_checkpoint_refuses_a_mixed_batch_and_a_schema_2_one_acts(
     tmp_path: Path,
 ) -> None:
-    v1 = mh.policy(PPOOptions(), mh.context(UNION, argument="pretrained"))
+    v1 = mh.policy(
+        PPOOptions(), mh.context(UNION, argument="docs/results/checkpoints/ppo-pretrained-run-1.pt")
+    )
     assert v1.layout.version == 1
     with pytest.raises(CheckpointError, match="mixing pairs needs a policy trained with schema 2"):
         v1.act(_batch())

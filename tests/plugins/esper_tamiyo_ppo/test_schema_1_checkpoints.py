@@ -1,5 +1,5 @@
-"""Checkpoints of slot-feature schema 1 (the shipped ``ppo:pretrained`` and the results
-page's runs 2 and 3) read the features they were trained on, whatever the default
+"""Checkpoints of slot-feature schema 1 (the first pretrained study's three runs, run 1
+shipped as ``ppo:pretrained`` until the PPO suite's replaced it) read the features they were trained on, whatever the default
 schema: their logits, values and greedy actions on a fixed observation are pinned here
 as the code before schema 2 computed them."""
 
@@ -12,10 +12,11 @@ from esper_tamiyo_ppo.options import PPOOptions
 from . import mixed_hosts as mh
 
 RUNS = "docs/results/checkpoints"
+FIRST = f"{RUNS}/ppo-pretrained-run-1.pt"
 # Per checkpoint: op logits, slot logits (op GERMINATE), blueprint logits (slot 0), values
 # and greedy actions of the two observations below, recorded before schema 2 existed.
 PINNED = {
-    "pretrained": (
+    FIRST: (
         [
             [-0.80512, 1.54768, 3.55684, -1.69077, -2.61627, -0.40341],
             [-0.6879, 1.21331, 2.17022, -1.68745, -1.97253, -0.12021],
