@@ -429,6 +429,11 @@ COMMANDS: dict[str, Way] = {
         "tests/core/test_mixed_training.py"
     ),
     (
+        "python benchmarks/ppo_pretrained_grower.py --model cnn --seeds 3000-3009 "
+        "--policy ppo:pretrained --policy heuristic --policy wait "
+        "--out runs/pretrained-grower-cnn-suite.json"
+    ): NotRun(PRETRAINED_GROWER_WHY),
+    (
         "python benchmarks/ppo_greedy_check.py runs/ppo-suite-2/run-1 runs/ppo-suite-2/run-2 "
         "runs/ppo-suite-2/run-3"
     ): NotRun(
