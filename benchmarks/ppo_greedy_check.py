@@ -6,8 +6,8 @@ check on each run's last checkpoint with today's code (for instance a determinis
 changed while the runs trained), without touching the run directories: each is copied
 to a temporary directory and resumed there, and no update is made. It prints one JSON
 object: per run, the mean return, final validation accuracy and parameters added over
-the evaluation seeds, and the same per pair; ``--best`` names the run with the highest
-mean return (the PPO suite's rule for the run ``ppo:pretrained`` ships,
+the evaluation seeds, and the same per pair; its ``best`` key names the run with the
+highest mean return (the PPO suite's rule for the run ``ppo:pretrained`` ships,
 docs/results/ppo-suite.md).
 
     OMP_NUM_THREADS=1 python benchmarks/ppo_greedy_check.py runs/ppo-suite-2/run-{1,2,3}
