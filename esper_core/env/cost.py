@@ -14,7 +14,7 @@ forked, buffers (BatchNorm statistics) are restored and gradients dropped.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import torch
@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from esper_core.components.growth_operator import GrowthOperator
     from esper_core.components.task import Task
     from esper_core.env.episode import EpisodeStats
+
+# Samples the bare host is counted on: enough for a batch-norm layer to train.
+_HOST_SAMPLES = 4
 
 Architecture = tuple[tuple[str, str, str | None, bool], ...]
 
@@ -139,6 +142,24 @@ class CostMeter:
     # what an observation read stays readable after begin_epoch (a Grower's checkpoint is
     # taken there) and after a resume.
     _stale: bool = False
+
+    def measure_host(
+        self,
+        model: MorphogeneticModel,
+        loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        batches: Iterator[tuple[torch.Tensor, torch.Tensor]],
+    ) -> None:
+        """Count the bare host's per-sample FLOPs now, on a few samples of the first of
+        ``batches`` (shaped like training's; FLOPs per sample do not depend on how many).
+        Measured lazily at the first training batch instead, a host grown before its
+        first epoch would be its own baseline, and a controller that widens at its first
+        decision would pay no compute for it."""
+        inputs, targets = next(batches)
+        inputs, targets = inputs[:_HOST_SAMPLES], targets[:_HOST_SAMPLES]
+        with model.host_alone():
+            self.host_per_sample = (
+                count_train_flops(model.host, loss_fn, inputs, targets) / inputs.shape[0]
+            )
 
     def begin_epoch(self, model: MorphogeneticModel) -> None:
         self._current = architecture(model, self.operators)

@@ -8,7 +8,7 @@ Executors drive the epoch through :meth:`apply_action`, :meth:`begin_epoch`,
 :meth:`train_batch` and :meth:`end_epoch` (:meth:`step` does all of it for one env).
 :meth:`end_epoch` is :meth:`queue_measurements` (device work only), one :func:`fetch` and
 the rest, so an executor can queue every env's validation before it reads any. Each part
-lives in its own module; this class holds the env together and keeps the order.
+has its own module; this class keeps the order.
 """
 
 from __future__ import annotations
@@ -75,8 +75,7 @@ class MorphogeneticEnv:
         self.eval_batch_size = env.eval_batch_size or task.default_eval_batch_size
         self.settings = SlotSettings.from_lifecycle(config.lifecycle, self.max_epochs)
         self.mask_rules = MaskRules.from_config(env, config.lifecycle)
-        self.seed = config.run.seed + env_index
-        self.episode = 0
+        self.seed, self.episode = config.run.seed + env_index, 0
         self._build(self.seed)
         lc = config.lifecycle
         self.space = ActionSpace(
@@ -180,6 +179,7 @@ class MorphogeneticEnv:
         self._build(self.seed)
         self.epoch = 0
         self.stats = EpisodeStats()
+        self.cost.measure_host(self.model, self.task.loss, self._eval_batches(self.data.train))
         events = StepEvents(env=self.env_index, episode=episode, epoch=0)
         grown_at_birth = host_growth.start_at_birth(self, events)
         birth.install(self, self.birth_seeds, events)

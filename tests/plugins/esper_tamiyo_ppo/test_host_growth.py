@@ -283,6 +283,34 @@ def test_forced_to_grow_after_a_seed_fossilized_it_grows_and_the_run_ends(
     assert env.model.slot("r0c1").stage == Stage.FOSSILIZED
 
 
+def test_a_widening_at_its_first_decision_pays_its_compute(
+    pm: PluginManager, tmp_path: Path
+) -> None:
+    """A "now" at the first decision grows the host before it has trained a batch; the
+    observation's FLOPs ratio (which the reward's compute rent prices) still counts it
+    against the host as built, as it does a widening one epoch later."""
+    from esper_core.env.gym import make_env
+    from esper_core.env.host_growth_online import check_declared
+
+    def ratios(first: int) -> list[float]:
+        env = make_env(load_config(overrides=_charlm(tmp_path, "env.max_epochs=4")), pm)
+        ctx = attrs.evolve(context(n_envs=1, max_epochs=4, space=env.space), topology="transformer")
+        policy = PPOPolicy(attrs.evolve(WIDEN, host_growth_tempo=1, allow_untrained=True), ctx)
+        check_declared([env], policy.online_host_growths())
+        obs, out = env.reset(0), []
+        policy.reset([0])
+        for epoch in range(3):
+            _bias(policy, LifecycleOp.WAIT, grow=1 if epoch == first else 0)
+            (action,) = policy.act([obs])
+            obs = env.step(action).observation
+            out.append(obs.train_flops_ratio)
+        return out
+
+    at_once, later = ratios(0), ratios(1)
+    assert at_once[0] > 1.5 and later[0] == pytest.approx(1.0)
+    assert at_once[-1] == pytest.approx(later[-1])  # one widened host, one price
+
+
 def test_its_options_are_checked() -> None:
     with pytest.raises(ConfigError, match="host_growth_max_at"):
         structure(

@@ -5,12 +5,14 @@ a longer ramp starts after them and grows around them."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from esper_core.components.growth_request import WidthGrowthSpec
 from esper_core.config import load_config
 from esper_core.env.env import MorphogeneticEnv
 from esper_core.env.gym import make_env
+from esper_core.lifecycle.actions import WAIT
 from esper_core.lifecycle.stages import Stage
 from esper_core.plugins import PluginManager
 
@@ -56,3 +58,18 @@ def test_a_growth_ramped_over_epochs_grows_around_the_seeds_born_before_it(
     ramping = _env(pm, tempo=2)
     assert ramping.model.host_growth is not None  # in flight, around the kept seed
     assert _seed_shapes(ramping) == _seed_shapes(_env(pm))
+
+
+def test_a_host_grown_before_its_first_epoch_is_priced_against_the_host_as_built(
+    pm: PluginManager,
+) -> None:
+    """The FLOPs baseline is the host as built, counted before anything grows it: a host
+    widened before its first batch (at birth here; by a controller's first decision in
+    training) pays for the widening in the epoch's FLOPs ratio the reward prices."""
+    grown, bare = _env(pm, tempo=1), _env(pm)
+    for env in (grown, bare):
+        env.step(WAIT)
+    assert bare.cost.epoch_flops_ratio() < 1.1  # its small seed's price
+    # Every channel doubled: about 4x the bare host's FLOPs in its convolutions.
+    assert grown.cost.epoch_flops_ratio() > 2.5
+    assert grown.stats.host_flops_per_sample == pytest.approx(bare.stats.host_flops_per_sample)
