@@ -31,9 +31,6 @@ if TYPE_CHECKING:
     from esper_core.components.task import Task
     from esper_core.env.episode import EpisodeStats
 
-# Samples the bare host is counted on: enough for a batch-norm layer to train.
-_HOST_SAMPLES = 4
-
 Architecture = tuple[tuple[str, str, str | None, bool], ...]
 
 
@@ -149,13 +146,13 @@ class CostMeter:
         loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
         batches: Iterator[tuple[torch.Tensor, torch.Tensor]],
     ) -> None:
-        """Count the bare host's per-sample FLOPs now, on a few samples of the first of
-        ``batches`` (shaped like training's; FLOPs per sample do not depend on how many).
-        Measured lazily at the first training batch instead, a host grown before its
-        first epoch would be its own baseline, and a controller that widens at its first
-        decision would pay no compute for it."""
+        """Count the bare host's per-sample FLOPs now, on the first of ``batches`` (a few
+        validation samples: shaped like training's, and read at the episode's start
+        anyway; FLOPs per sample do not depend on how many). Measured lazily at the first
+        training batch instead, a host grown before its first epoch would be its own
+        baseline, and a controller that widens at its first decision would pay no
+        compute for it."""
         inputs, targets = next(batches)
-        inputs, targets = inputs[:_HOST_SAMPLES], targets[:_HOST_SAMPLES]
         with model.host_alone():
             self.host_per_sample = (
                 count_train_flops(model.host, loss_fn, inputs, targets) / inputs.shape[0]

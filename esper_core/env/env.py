@@ -30,7 +30,7 @@ from esper_core.env import birth, epoch_end, host_growth
 from esper_core.env.apply import StepStart, start_step
 from esper_core.env.birth import BirthSeed
 from esper_core.env.cost import CostMeter, account_training
-from esper_core.env.data import make_loader
+from esper_core.env.data import Batch, make_loader
 from esper_core.env.device import canonical_device
 from esper_core.env.episode import EpisodeStats
 from esper_core.env.evaluation import EvalResult, VariantMasks, validate_pending
@@ -137,10 +137,9 @@ class MorphogeneticEnv:
             total_steps=self.max_epochs * len(self._train_loader),
         )
 
-    def _eval_batches(self, split: Any) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        loader = make_loader(
-            split, self.eval_batch_size, device=self.device, generator=None, shuffle=False
-        )
+    def _eval_batches(self, split: Any, size: int = 0) -> Iterator[Batch]:
+        batch_size = size or self.eval_batch_size
+        loader = make_loader(split, batch_size, device=self.device, generator=None, shuffle=False)
         for inputs, targets in loader:
             yield self.task.prepare_batch(inputs, targets, False, None)
 
@@ -179,7 +178,7 @@ class MorphogeneticEnv:
         self._build(self.seed)
         self.epoch = 0
         self.stats = EpisodeStats()
-        self.cost.measure_host(self.model, self.task.loss, self._eval_batches(self.data.train))
+        self.cost.measure_host(self.model, self.task.loss, self._eval_batches(self.data.val, 4))
         events = StepEvents(env=self.env_index, episode=episode, epoch=0)
         grown_at_birth = host_growth.start_at_birth(self, events)
         birth.install(self, self.birth_seeds, events)
@@ -227,7 +226,7 @@ class MorphogeneticEnv:
         self.trainer.begin_epoch()
         self.cost.begin_epoch(self.model)
 
-    def train_batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def train_batches(self) -> Iterator[Batch]:
         return iter(self._train_loader)
 
     def train_batch(self, batch: tuple[torch.Tensor, torch.Tensor]) -> None:
@@ -253,7 +252,7 @@ class MorphogeneticEnv:
         batches = islice(self._validation_batches(), self.config.env.expansion_batches)
         return probe(self.model, self.task.loss, batches, self.seed * 100_003 + self.epoch)
 
-    def _validation_batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def _validation_batches(self) -> Iterator[Batch]:
         return self._eval_batches(self.data.val)
 
     def end_epoch(self, measured: Sequence[Any] | None = None) -> StepResult:
