@@ -185,7 +185,7 @@ class Grower:
             if val_data is not None:
                 self.env.use_validation(val_data)
                 baseline = self.env.measure()
-            self.env.start(baseline)
+            self.env.start(baseline, example_input)
             self._closed = False
             self._open_epoch(WAIT.because(FIRST_EPOCH))
         except BaseException:

@@ -218,11 +218,12 @@ class LoopEnv(MorphogeneticEnv):
         result: EvalResult = fetch(*self._evaluations(with_test=False))[0]
         return result
 
-    def start(self, baseline: EvalResult | None) -> None:
+    def start(self, baseline: EvalResult | None, example_input: torch.Tensor) -> None:
         """Begin the run: ``baseline`` is the untrained model's validation (None: the
         chance level stands in for it)."""
         self.epoch = 0
         self.stats = EpisodeStats()
+        self._count_bare_host(example_input)
         chance = EvalResult(self.task.chance_loss, 100.0 / self.task.num_classes, {}, None, True)
         self.last_eval = baseline or chance
         self.last_test = None
@@ -239,6 +240,25 @@ class LoopEnv(MorphogeneticEnv):
         self._birth_events = events.events
         self._started = True
         self._observation = observe(self, rolled_back=False)
+
+    def _count_bare_host(self, example_input: torch.Tensor) -> None:
+        """The compute baseline, counted before a growth at epoch 0 can widen the host: on
+        the baseline's first validation batch, else on the example input against the
+        host's own predictions (the loss adds no counted FLOPs). In eval mode: batch norm
+        takes a single example, and the samples the user's loop trains on stay uncounted."""
+        host = self.model.host
+        was_training = host.training
+        host.eval()
+        try:
+            if self._first_val is not None:
+                batch = self._first_val
+            else:
+                inputs = example_input.to(self.device)
+                with torch.no_grad():
+                    batch = (inputs, host(inputs).argmax(-1))
+            self.cost.measure_host(self.model, self.task.loss, iter([batch]))
+        finally:
+            host.train(was_training)
 
     # ------------------------------------------------------------ the open step
 

@@ -320,6 +320,22 @@ def test_a_widening_scheduled_at_epoch_0_starts_before_the_first_epoch() -> None
     assert growth.stage == Stage.FOSSILIZED
 
 
+def test_a_widening_at_epoch_0_is_priced_against_the_users_model_as_given() -> None:
+    """The FLOPs baseline is counted before the growth at epoch 0 widens the model (on
+    the example input: no validation data was given), so the widening pays its compute
+    from the first epoch as one started later does, and the user's samples stay theirs."""
+    at_once, opt, train, val = _mlp_grower(overrides=["policies.static.widen_at=0"])
+    wait, wait_opt, *_ = _mlp_grower(overrides=["policies.static.widen_at=0.5"])
+    _epochs(at_once, opt, train, val, 1)
+    _epochs(wait, wait_opt, train, val, 1)
+    assert wait.env.cost.epoch_flops_ratio() == pytest.approx(1.0)
+    assert at_once.env.cost.epoch_flops_ratio() > 1.5
+    assert at_once.env.stats.host_flops_per_sample == pytest.approx(
+        wait.env.stats.host_flops_per_sample
+    )
+    assert at_once.env.stats.train_samples == wait.env.stats.train_samples
+
+
 def test_a_layer_that_shares_its_weight_is_not_widened() -> None:
     """A fold builds new parameters, which would untie a tied weight: refused, named."""
     model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
