@@ -99,6 +99,11 @@ def mlp_wide() -> nn.Module:
     return MLP(64)
 
 
+def mlp_broad() -> nn.Module:
+    """Twice the well-sized width: a training host where growth has nothing to buy."""
+    return MLP(128)
+
+
 def mlp_narrow() -> nn.Module:
     return MLP(8)
 
@@ -110,6 +115,10 @@ def mlp_medium() -> nn.Module:
 
 def cnn_small() -> nn.Module:
     return CNN(8)
+
+
+def cnn_wide() -> nn.Module:
+    return CNN(16)
 
 
 def cnn_tiny() -> nn.Module:

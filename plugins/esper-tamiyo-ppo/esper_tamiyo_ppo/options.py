@@ -35,6 +35,9 @@ MODEL_FIELDS = (
     # The growth head exists only with host_growth on, and a trained policy asks for the
     # growth it was trained to ask for: a checkpoint brings these too.
     *GROWTH_FIELDS,
+    # What it was trained to read before germinating: acting earlier meets states it never
+    # acted in.
+    "min_epoch",
 )
 
 
@@ -167,6 +170,12 @@ class PPOOptions:
         10.0, in_range(0, MAX_FACTOR, lo_open=True), "Clip of normalised rewards."
     )
     # ---------------------------------------------------------------- acting
+    min_epoch: int = options_field(
+        0,
+        in_range(0, MAX_EPOCHS, integer=True),
+        "Germinate nothing before this many epochs are done, so the policy reads the host's "
+        "own learning curve first (0: from the first decision, before the host has trained).",
+    )
     deterministic: bool = options_field(
         True,
         doc="Outside training, take the most likely action of each head, and grow the host at "
@@ -211,4 +220,5 @@ class PPOOptions:
 MODEL_FIELD_DEFAULTS = {
     "network": "flat",
     **{name: getattr(PPOOptions(), name) for name in GROWTH_FIELDS},
+    "min_epoch": 0,
 }

@@ -13,8 +13,7 @@ buffer and position, LSTM states) so a run interrupted mid-rollout resumes exact
 
 ``--policy ppo:DIR/checkpoint.pt`` (or ``ppo:DIR``, or ``ppo:pretrained``, the shipped one)
 loads a trained policy's network and observation normaliser for evaluation; the
-checkpoint's architecture options win. ``policies.ppo.init_from`` loads the same two
-into a new training run (:mod:`esper_tamiyo_ppo.init_from`).
+checkpoint's architecture options win; ``init_from`` loads them into a new training run.
 """
 
 from __future__ import annotations
@@ -43,6 +42,7 @@ from esper_tamiyo_ppo.compat import (
     space_to_dict,
 )
 from esper_tamiyo_ppo.distributions import BatchMasks, run_heads, used_heads_table
+from esper_tamiyo_ppo.first_epochs import masks_before
 from esper_tamiyo_ppo.host_growth import HostGrowthChoice
 from esper_tamiyo_ppo.init_from import load_init_state
 from esper_tamiyo_ppo.network import ActorCritic
@@ -208,7 +208,7 @@ class PPOPolicy:
         raw = self._features(observations)
         obs = self.obs_normalizer.normalize(raw)  # frozen statistics during a rollout
         masks = BatchMasks.stack(
-            [o.masks for o in observations],
+            [masks_before(o, self.options.min_epoch) for o in observations],
             self.growth.masks(observations, rows),
             sizes=self.net.head_sizes,  # a smaller host's masks padded with illegal choices
         ).map(lambda m: m.to(self.device))
