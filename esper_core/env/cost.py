@@ -14,7 +14,7 @@ forked, buffers (BatchNorm statistics) are restored and gradients dropped.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import torch
@@ -144,15 +144,14 @@ class CostMeter:
         self,
         model: MorphogeneticModel,
         loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-        batches: Iterator[tuple[torch.Tensor, torch.Tensor]],
+        batch: tuple[torch.Tensor, torch.Tensor],
     ) -> None:
-        """Count the bare host's per-sample FLOPs now, on the first of ``batches`` (a few
-        validation samples: shaped like training's, and read at the episode's start
-        anyway; FLOPs per sample do not depend on how many). Measured lazily at the first
-        training batch instead, a host grown before its first epoch would be its own
-        baseline, and a controller that widens at its first decision would pay no
-        compute for it."""
-        inputs, targets = next(batches)
+        """Count the bare host's per-sample FLOPs now, on ``batch`` (a few validation
+        samples: shaped like training's, and read at the episode's start anyway; FLOPs per
+        sample do not depend on how many). Measured lazily at the first training batch
+        instead, a host grown before its first epoch would be its own baseline, and a
+        controller that widens at its first decision would pay no compute for it."""
+        inputs, targets = batch
         with model.host_alone():
             self.host_per_sample = (
                 count_train_flops(model.host, loss_fn, inputs, targets) / inputs.shape[0]

@@ -178,7 +178,8 @@ class MorphogeneticEnv:
         self._build(self.seed)
         self.epoch = 0
         self.stats = EpisodeStats()
-        self.cost.measure_host(self.model, self.task.loss, self._eval_batches(self.data.val, 4))
+        host_batch = next(self._eval_batches(self.data.val, 4))
+        self.cost.measure_host(self.model, self.task.loss, host_batch)
         events = StepEvents(env=self.env_index, episode=episode, epoch=0)
         grown_at_birth = host_growth.start_at_birth(self, events)
         birth.install(self, self.birth_seeds, events)

@@ -256,7 +256,7 @@ class LoopEnv(MorphogeneticEnv):
                 inputs = example_input.to(self.device)
                 with torch.no_grad():
                     batch = (inputs, host(inputs).argmax(-1))
-            self.cost.measure_host(self.model, self.task.loss, iter([batch]))
+            self.cost.measure_host(self.model, self.task.loss, batch)
         finally:
             host.train(was_training)
 
