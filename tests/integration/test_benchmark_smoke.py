@@ -90,6 +90,11 @@ EXPECTED: dict[str, list[str]] = {
         "runs.*.pairs.*.return",
         "best",
     ],
+    "ppo_training_episodes": [
+        "runs.*.blocks.*.updates",
+        *(f"runs.*.blocks.*.pairs.*.{k}" for k in ("episodes", "grew_host", "germinated")),
+        *(f"runs.*.blocks.*.pairs.*.{k}" for k in ("final_val_acc", "flops_ratio", "return")),
+    ],
     "ppo_pretrained_grower": [
         "model",
         "runs.*.test_acc",
