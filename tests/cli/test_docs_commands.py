@@ -455,6 +455,20 @@ COMMANDS: dict[str, Way] = {
         "tests/core/test_mixed_training.py"
     ),
     (
+        "esper train --suite examples/suites/controller-suite.toml --seed 4100 --envs 16 "
+        "--updates 32 --set policies.ppo.network=slots --set policies.ppo.hidden_size=64 "
+        "--set policies.ppo.target_kl=0.03 --set policies.ppo.rollout_episodes=2 "
+        "--set policies.ppo.host_growth=widen --set policies.ppo.advantage_groups=pair "
+        "--set policies.ppo.min_epoch=1 --set policies.ppo.host_growth_min_at=0.125 "
+        "--set rewards.pbrs.flops_rent_weight=0.04 --set train.eval_every=8 "
+        "--set 'train.eval_seeds=[100000,100001,100002,100003,100004,100005,100006,"
+        "100007,100008,100009,100010,100011,100012,100013,100014,100015]' "
+        "--out runs/ppo-suite-5/run-1"
+    ): NotRun(
+        "1,024 episodes, hours of one core; a mixed run end to end in "
+        "tests/core/test_mixed_training.py"
+    ),
+    (
         "python benchmarks/ppo_pretrained_grower.py --model cnn --seeds 3000-3009 "
         "--policy ppo:pretrained --policy heuristic --policy wait "
         "--out runs/pretrained-grower-cnn-suite.json"
@@ -465,6 +479,20 @@ COMMANDS: dict[str, Way] = {
     ): NotRun(
         "it needs the three training runs; test_mixed_training.py checks a run it trains, "
         "and the script's --smoke runs in test_benchmark_smoke.py"
+    ),
+    (
+        "python benchmarks/ppo_greedy_check.py runs/ppo-suite-4/run-1 runs/ppo-suite-4/run-2 "
+        "runs/ppo-suite-4/run-3"
+    ): NotRun(
+        "it needs the three training runs; test_mixed_training.py checks a run it trains, "
+        "and the script's --smoke runs in test_benchmark_smoke.py"
+    ),
+    (
+        "python benchmarks/ppo_training_episodes.py runs/ppo-suite-4/run-1 "
+        "runs/ppo-suite-4/run-2 runs/ppo-suite-4/run-3 --block 8 --markdown"
+    ): NotRun(
+        "it needs the three training runs (docs/results/ppo-suite-4/run-N.tar.gz); the "
+        "script's --smoke runs in test_benchmark_smoke.py"
     ),
     "esper compare examples/host-growth-digits.toml --jobs 2": NotRun(
         "it needs the six trained checkpoints; test_every_example_experiment_plans plans it"
