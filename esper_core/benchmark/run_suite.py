@@ -292,7 +292,8 @@ def _evaluated(
             )
         )
     gap = None
-    if result.growth_pays:
+    # Without evaluation cells (--until menu) there is no wait or oracle arm to compare.
+    if result.growth_pays and len(arms) > 1:
         from esper_core.benchmark.scores import gap as oracle_gap
 
         wait = {s: v for s, v in zip(seeds, arms[0].metric) if v is not None}
