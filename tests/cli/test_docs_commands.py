@@ -391,6 +391,11 @@ COMMANDS: dict[str, Way] = {
         "--only heuristic-slowdown"
     ): NotRun("530 runs; --only at the smallest scale in tests/cli/test_benchmark_only.py"),
     (
+        "esper benchmark examples/suites/controller-suite.toml --jobs 2 --set run.seed=7600 "
+        "--only heuristic --only ppo4-run-1 --only ppo4-run-2 --only ppo4-run-3 "
+        "--only ppo5-run-1 --only ppo5-run-2 --only ppo5-run-3"
+    ): NotRun("680 runs; --only at the smallest scale in tests/cli/test_benchmark_only.py"),
+    (
         "esper benchmark examples/suites/controller-suite.toml --jobs 2 --only heuristic "
         "--only heuristic-capacity --only heuristic-widen-slowdown"
     ): NotRun("370 runs; --only at the smallest scale in tests/cli/test_benchmark_only.py"),
@@ -467,6 +472,27 @@ COMMANDS: dict[str, Way] = {
     ): NotRun(
         "1,024 episodes, hours of one core; a mixed run end to end in "
         "tests/core/test_mixed_training.py"
+    ),
+    (
+        "esper train --suite examples/suites/controller-suite.toml --seed 10000 --envs 18 "
+        "--updates 29 --set policies.ppo.network=slots --set policies.ppo.hidden_size=64 "
+        "--set policies.ppo.target_kl=0.03 --set policies.ppo.rollout_episodes=2 "
+        "--set policies.ppo.host_growth=widen --set policies.ppo.advantage_groups=pair "
+        "--set policies.ppo.min_epoch=1 --set policies.ppo.host_growth_min_at=0.125 "
+        "--set rewards.pbrs.flops_rent_weight=0.02 --set train.eval_every=8 "
+        "--set 'train.eval_seeds=[100000,100001,100002,100003,100004,100005,100006,"
+        "100007,100008,100009,100010,100011,100012,100013,100014,100015,100016,100017]' "
+        "--out runs/ppo-suite-6/run-1"
+    ): NotRun(
+        "1,044 episodes, hours of one core; a mixed run end to end in "
+        "tests/core/test_mixed_training.py"
+    ),
+    (
+        "python benchmarks/ppo_training_episodes.py runs/ppo-suite-5/run-1 "
+        "runs/ppo-suite-5/run-2 runs/ppo-suite-5/run-3 --block 8 --markdown"
+    ): NotRun(
+        "it needs the three training runs (docs/results/ppo-suite-5/run-N.tar.gz); the "
+        "script's --smoke runs in test_benchmark_smoke.py"
     ),
     (
         "python benchmarks/ppo_pretrained_grower.py --model cnn --seeds 3000-3009 "
