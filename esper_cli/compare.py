@@ -96,13 +96,15 @@ def print_tables(results: Any, console: Any) -> None:
 
 def print_tuning(results: Any, console: Any, show: Any) -> None:
     """What each arm's search chose, or that nothing was tuned (never left unsaid)."""
-    from esper_core.compare.tuning_tables import chosen_rows, summary_line
+    from esper_core.compare.tuning_tables import chosen_rows, edge_lines, summary_line
 
     if results.tuning is None:
         note(console, summary_line(None), "yellow")
         return
     show("tuning: chosen", *chosen_rows(results.tuning))
     note(console, summary_line(results.tuning))
+    for line in edge_lines(results.tuning):
+        note(console, f"at the edge of the grid: {line}", "yellow")
 
 
 def note(console: Any, text: str, style: str = "dim") -> None:

@@ -22,6 +22,7 @@ from attrs import frozen
 from esper_core.benchmark import scores
 from esper_core.benchmark.oracle import RULE as ORACLE_RULE
 from esper_core.compare.tuning_choice import RULE as TUNING_RULE
+from esper_core.compare.tuning_choice import edge_line
 from esper_core.compare.tuning_results import ArmTuning
 
 SCHEMA_VERSION = 5  # 2: training_runs; 3: within_noise; 4: no_baseline; 5: paired
@@ -266,6 +267,17 @@ def score_rows(
         _row(policy, kind, unit, per_pair, seeds, settings)
         for policy in policies
         for (kind, unit), per_pair in by_kind(pairs, policy, seeds).items()
+    ]
+
+
+def at_grid_edge(pairs: Sequence[PairResult]) -> list[str]:
+    """Pairs whose wait rate is an end of its grid, one line each: a baseline that may be
+    trained below its best rate, so what growth gains there may be partly the rate's."""
+    return [
+        f"{p.label}: wait's {edge_line(key, p.lr, end)}"
+        for p in pairs
+        if p.tuning is not None and p.lr is not None
+        for key, end in p.tuning.edges.items()
     ]
 
 

@@ -13,6 +13,7 @@ from esper_core.benchmark.results import (
     RunsDifference,
     RunsResult,
     ScoreRow,
+    at_grid_edge,
     unscored,
 )
 
@@ -190,6 +191,7 @@ def to_markdown(results: BenchmarkResults) -> str:
     if not results.rows:
         lines += ["No scores yet: no pair has finished its evaluation.", ""]
     lines += [f"- {line}" for line in unscored(results.pairs)]
+    lines += [f"- {line}" for line in at_grid_edge(results.pairs)]
     if any(d.pairs for d in results.paired):
         lines += ([""] if lines[-1] else []) + _paired_section(
             [d for d in results.paired if d.pairs]

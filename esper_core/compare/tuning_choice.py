@@ -14,7 +14,8 @@ diverged by its caller, so the next rate down is chosen.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 RULE = (
     "mean over the tuning seeds, among the points that trained on every tuning seed "
@@ -41,3 +42,29 @@ def choose(scores: Sequence[float], higher_is_better: bool) -> int:
         if not math.isfinite(current) or (value > current if higher_is_better else value < current):
             best = i
     return best
+
+
+def grid_edges(grid: Mapping[str, Sequence[Any]], chosen: Mapping[str, Any]) -> dict[str, str]:
+    """Per numeric grid key of two or more values, ``"highest"`` or ``"lowest"`` where the
+    chosen value is that end of its list: the best value may lie beyond the grid, so the
+    grid should be extended there (the tuning rule; a baseline tuned at the edge of its
+    grid may be a weak one). Keys whose values are not all numbers are not judged."""
+    edges: dict[str, str] = {}
+    for key, values in grid.items():
+        numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+        if len(numbers) != len(values) or len(set(numbers)) < 2 or key not in chosen:
+            continue
+        if chosen[key] == max(numbers):
+            edges[key] = "highest"
+        elif chosen[key] == min(numbers):
+            edges[key] = "lowest"
+    return edges
+
+
+def edge_line(key: str, value: Any, end: str) -> str:
+    """What a results page says of a choice at the end of its grid, with how to fix it."""
+    beyond = "above" if end == "highest" else "below"
+    return (
+        f"{key} = {value:g} is the {end} value of its grid: the best may lie {beyond} it; "
+        f"extend the grid {beyond} and run again (docs/growth.md, the tuning rule)"
+    )

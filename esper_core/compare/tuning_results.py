@@ -25,7 +25,7 @@ from esper_core.compare.plan import stale_cells
 from esper_core.compare.stalls import StallRule, failed_seeds
 from esper_core.compare.static_final import growing, static_label
 from esper_core.compare.tuning import TuningCell
-from esper_core.compare.tuning_choice import RULE, choose, score
+from esper_core.compare.tuning_choice import RULE, choose, grid_edges, score
 from esper_core.errors import RunDirError
 from esper_core.plugins import PluginManager
 from esper_core.run.run_dir import SUMMARY
@@ -59,6 +59,9 @@ class ArmTuning:
     chosen: dict[str, Any] | None
     points: list[PointResult] = attrs.field(factory=list)  # empty for a static-final
     same_as: str | None = None  # static-final: the policy whose choice it uses
+    # grid key -> "highest" | "lowest" where the choice is that end of its grid
+    # (tuning_choice.grid_edges): the best value may lie beyond it
+    edges: dict[str, str] = attrs.field(factory=dict)
 
 
 @frozen
@@ -165,6 +168,8 @@ def tuning_results(
             if t != task.label:
                 continue
             found = _arm(t, arm, metrics[t], group, root, points, tuning.seeds, experiment.stall)
+            if found.chosen is not None:
+                found = attrs.evolve(found, edges=grid_edges(tuning.grid, found.chosen))
             arms.append(found)
             if arm in grown:
                 arms.append(attrs.evolve(found, arm=static_label(arm), points=[], same_as=arm))

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from esper_core.compare.results import ComparisonResults
+from esper_core.compare.tuning_choice import edge_line
 from esper_core.compare.tuning_results import VAL_ACC, ArmTuning, TuningResults
 
 # Said wherever results are shown without a search: an untuned baseline is no fair one.
@@ -120,6 +121,16 @@ def _chosen_word(chosen: bool, failed: list[int]) -> str:
     return word
 
 
+def edge_lines(tuning: TuningResults) -> list[str]:
+    """One line per searched arm whose choice is at an end of its grid."""
+    return [
+        f"{arm.task} / {arm.arm}: {edge_line(key, arm.chosen[key], end)}"
+        for arm in tuning.arms
+        if arm.same_as is None and arm.chosen is not None
+        for key, end in arm.edges.items()
+    ]
+
+
 def tuning_markdown(results: ComparisonResults) -> list[str]:
     """The Markdown lines of results.md's tuning part."""
     tuning = results.tuning
@@ -130,6 +141,9 @@ def tuning_markdown(results: ComparisonResults) -> list[str]:
         out += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         out += ["| " + " | ".join(r) + " |" for r in rows]
         out.append("")
+    edges = edge_lines(tuning)
+    if edges:
+        out += ["At the edge of the grid:", "", *(f"- {line}" for line in edges), ""]
     if not tuning.finished:
         out += ["The search is unfinished: no evaluation run has been made with its choice.", ""]
     return out

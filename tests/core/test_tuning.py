@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from esper_core.compare.comparison import RESULTS_JSON, RESULTS_MD, prepare, write_results
@@ -22,10 +23,10 @@ from esper_core.compare.metric import metric_kinds
 from esper_core.compare.plan import plan_cells
 from esper_core.compare.results import aggregate, load_results
 from esper_core.compare.tuning import TuningCell, tuning_cells
-from esper_core.compare.tuning_choice import choose, score
+from esper_core.compare.tuning_choice import choose, grid_edges, score
 from esper_core.compare.tuning_grid import apply_point, grid_points
 from esper_core.compare.tuning_results import VAL_ACC, VAL_LOSS, tuning_results
-from esper_core.compare.tuning_tables import UNTUNED, search_rows
+from esper_core.compare.tuning_tables import UNTUNED, edge_lines, search_rows, tuning_markdown
 from esper_core.errors import ConfigError
 from esper_core.plugins import PluginManager
 from esper_core.run.run_dir import SUMMARY
@@ -93,6 +94,24 @@ def test_a_score_is_the_mean_and_a_diverged_seed_spoils_it() -> None:
     assert score([1.0, 2.0, 6.0]) == 3.0
     assert math.isnan(score([1.0, math.inf]))
     assert math.isnan(score([]))
+
+
+@pytest.mark.parametrize(
+    ("grid", "chosen", "expected"),
+    [
+        ({"lr": [0.1, 0.2, 0.4]}, {"lr": 0.4}, {"lr": "highest"}),
+        ({"lr": [0.2, 0.1, 0.4]}, {"lr": 0.1}, {"lr": "lowest"}),  # by value, not position
+        ({"lr": [0.1, 0.2, 0.4]}, {"lr": 0.2}, {}),
+        ({"lr": [0.1]}, {"lr": 0.1}, {}),  # one value: nothing to extend from
+        ({"mode": ["a", "b"]}, {"mode": "b"}, {}),  # not numbers: no order
+        ({"flag": [False, True]}, {"flag": True}, {}),
+        ({"lr": [0.1, 0.2], "clip": [1, 2, 3]}, {"lr": 0.2, "clip": 2}, {"lr": "highest"}),
+    ],
+)
+def test_a_choice_at_an_end_of_its_grid_is_flagged(
+    grid: dict[str, list[Any]], chosen: dict[str, Any], expected: dict[str, str]
+) -> None:
+    assert grid_edges(grid, chosen) == expected
 
 
 # ---------------------------------------------------------------- checks of the section
@@ -297,6 +316,17 @@ def test_each_arm_chooses_its_best_point_on_accuracy(pm: PluginManager, tmp_path
     assert scripted.points[2].scores == [90.0, 80.0]
     static = tuned.arm("tiny", "scripted.static-final")
     assert static is not None and static.same_as == "scripted" and static.points == []
+    # scripted chose the top of the grid, sweep.w2 its bottom, wait its middle; each said once.
+    assert {a.arm: a.edges for a in tuned.arms if a.same_as is None} == {
+        "scripted": {"training.grad_clip": "highest"},
+        "wait": {},
+        "sweep.w2": {"training.grad_clip": "lowest"},
+    }
+    lines = edge_lines(tuned)
+    assert len(lines) == 2 and lines[0].startswith("tiny / scripted: training.grad_clip = 2 ")
+    assert "extend the grid above" in lines[0] and "extend the grid below" in lines[1]
+    page = tuning_markdown(attrs.evolve(aggregate(experiment, [], tmp_path), tuning=tuned))
+    assert "At the edge of the grid:" in page and f"- {lines[1]}" in page
     # The evaluation cells carry each arm's choice.
     planned = plan_cells(experiment, pm, chosen=tuned.chosen())
     clips = {(c.policy, c.config.training.grad_clip) for c in planned}
@@ -316,11 +346,10 @@ def test_loss_is_lowest_first_and_a_diverged_point_loses(pm: PluginManager, tmp_
     assert tuned.arm("tiny", "scripted").point == 0  # type: ignore[union-attr]
     # Written and read back: NaN never reaches results.json.
     results = aggregate(experiment, [], tmp_path)
-    import attrs
-
     write_results(attrs.evolve(results, tuning=tuned), tmp_path)
     assert "NaN" not in (tmp_path / RESULTS_JSON).read_text()
     assert load_results(tmp_path / RESULTS_JSON).tuning == tuned
+    assert wait.edges == {"training.grad_clip": "highest"}  # and they are read back
 
 
 def test_an_unfinished_search_chooses_nothing(pm: PluginManager, tmp_path: Path) -> None:

@@ -143,3 +143,24 @@ def test_a_pair_whose_wait_did_not_train_on_a_tuning_seed_is_named_not_scored() 
     rows = {(r.policy, r.score): r for r in score_rows([*PAIRS[:2], flat], ["p"], SEEDS, SETTINGS)}
     assert ("p", EXTRA_FLOPS) not in rows and rows["p", NORMALIZED].pairs == ["acc", "loss"]
     assert unscored([flat]) == [f"flat: {why}"]
+
+
+def test_a_pair_whose_wait_rate_is_an_end_of_its_grid_is_named_on_the_page() -> None:
+    from esper_core.benchmark.results import BenchmarkResults, at_grid_edge
+    from esper_core.benchmark.tables import to_markdown
+    from esper_core.compare.tuning_results import ArmTuning
+
+    def tuned(edges: dict[str, str]) -> ArmTuning:
+        chosen = {"training.lr": 0.1}
+        return ArmTuning("t", "wait", "val_acc", True, 0, chosen, edges=edges)
+
+    top = attrs.evolve(PAIRS[0], tuning=tuned({"training.lr": "highest"}))
+    middle = attrs.evolve(PAIRS[1], tuning=tuned({}))
+    assert at_grid_edge([top, middle]) == [
+        "acc: wait's training.lr = 0.1 is the highest value of its grid: the best may lie "
+        "above it; extend the grid above and run again (docs/growth.md, the tuning rule)"
+    ]
+    page = to_markdown(
+        BenchmarkResults("evaluation", SEEDS, [100], [0.5], ["wait"], [top, middle], [])
+    )
+    assert f"- {at_grid_edge([top])[0]}" in page.split("## Pairs")[0]
