@@ -168,8 +168,9 @@ def tuning_results(
             if t != task.label:
                 continue
             found = _arm(t, arm, metrics[t], group, root, points, tuning.seeds, experiment.stall)
-            if found.chosen is not None:
-                found = attrs.evolve(found, edges=grid_edges(tuning.grid, found.chosen))
+            # Where no point trained on every seed the first is taken, not chosen: no edge.
+            if found.point is not None and not found.points[found.point].failed:
+                found = attrs.evolve(found, edges=grid_edges(tuning.grid, found.chosen or {}))
             arms.append(found)
             if arm in grown:
                 arms.append(attrs.evolve(found, arm=static_label(arm), points=[], same_as=arm))

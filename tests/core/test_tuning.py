@@ -391,7 +391,7 @@ def test_a_point_that_stalls_on_one_tuning_seed_is_never_chosen(
     rate down, which trains on both, is chosen, and the search table says why."""
     acc = {
         "scripted": [[70.0, 70.0, 70.0], [85.0, 85.0, 85.0], [99.0, 80.0, 98.0]],
-        "wait": [[50.0, 50.0, 50.0]] * 3,
+        "wait": [[50.0, 10.0, 50.0]] * 3,  # no point trains on 101
         "sweep.w2": [[10.0, 10.0, 10.0]] * 3,
     }
     loss = {arm: [[1.0, 1.0, 1.0]] * 3 for arm in acc}
@@ -404,6 +404,9 @@ def test_a_point_that_stalls_on_one_tuning_seed_is_never_chosen(
     scripted = tuned.arm("tiny", "scripted")
     assert scripted is not None and scripted.point == 1
     assert [p.failed for p in scripted.points] == [[], [], [101]]
+    # No point trained: the first is taken, and no edge is claimed for a choice not made.
+    wait = tuned.arm("tiny", "wait")
+    assert wait is not None and wait.point == 0 and wait.edges == {}
     _, rows = search_rows(tuned)
     assert ["yes" if r[-1] == "yes" else r[-1] for r in rows if r[1] == "scripted"] == [
         "",
