@@ -474,7 +474,7 @@ COMMANDS: dict[str, Way] = {
         "tests/core/test_mixed_training.py"
     ),
     (
-        "esper train --suite examples/suites/controller-suite.toml --seed 10000 --envs 18 "
+        "esper train --suite examples/suites/controller-suite.toml --seed 20000 --envs 18 "
         "--updates 29 --set policies.ppo.network=slots --set policies.ppo.hidden_size=64 "
         "--set policies.ppo.target_kl=0.03 --set policies.ppo.rollout_episodes=2 "
         "--set policies.ppo.host_growth=widen --set policies.ppo.advantage_groups=pair "
@@ -483,6 +483,11 @@ COMMANDS: dict[str, Way] = {
         "--set 'train.eval_seeds=[100000,100001,100002,100003,100004,100005,100006,"
         "100007,100008,100009,100010,100011,100012,100013,100014,100015,100016,100017]' "
         "--out runs/ppo-suite-6/run-1"
+    ): NotRun(
+        "1,044 episodes, hours of one core; a mixed run end to end in "
+        "tests/core/test_mixed_training.py"
+    ),
+        "--out runs/ppo-suite-7/run-1"
     ): NotRun(
         "1,044 episodes, hours of one core; a mixed run end to end in "
         "tests/core/test_mixed_training.py"
