@@ -403,6 +403,12 @@ COMMANDS: dict[str, Way] = {
         "esper benchmark examples/suites/controller-suite.toml --jobs 2 --only heuristic "
         "--only heuristic-capacity --only heuristic-widen-at-once"
     ): NotRun("370 runs; --only at the smallest scale in tests/cli/test_benchmark_only.py"),
+    (
+        "esper benchmark examples/suites/controller-suite.toml --jobs 2 --only heuristic "
+        "--only heuristic-capacity --only heuristic-expansion --only heuristic-slowdown "
+        "--only heuristic-widen-slowdown --only heuristic-widen-at-once --only ppo-pretrained "
+        "--only ppo6-run-1 --only ppo6-run-2 --only ppo6-run-3"
+    ): NotRun("1,040 runs; --only at the smallest scale in tests/cli/test_benchmark_only.py"),
     # docs/results/ppo-suite.md
     "esper benchmark examples/suites/controller-suite.toml --split training --until tuning": (
         NotRun(
@@ -474,7 +480,7 @@ COMMANDS: dict[str, Way] = {
         "tests/core/test_mixed_training.py"
     ),
     (
-        "esper train --suite examples/suites/controller-suite.toml --seed 20000 --envs 18 "
+        "esper train --suite examples/suites/controller-suite.toml --seed 10000 --envs 18 "
         "--updates 29 --set policies.ppo.network=slots --set policies.ppo.hidden_size=64 "
         "--set policies.ppo.target_kl=0.03 --set policies.ppo.rollout_episodes=2 "
         "--set policies.ppo.host_growth=widen --set policies.ppo.advantage_groups=pair "
@@ -487,6 +493,15 @@ COMMANDS: dict[str, Way] = {
         "1,044 episodes, hours of one core; a mixed run end to end in "
         "tests/core/test_mixed_training.py"
     ),
+    (
+        "esper train --suite examples/suites/controller-suite.toml --seed 20000 --envs 18 "
+        "--updates 29 --set policies.ppo.network=slots --set policies.ppo.hidden_size=64 "
+        "--set policies.ppo.target_kl=0.03 --set policies.ppo.rollout_episodes=2 "
+        "--set policies.ppo.host_growth=widen --set policies.ppo.advantage_groups=pair "
+        "--set policies.ppo.min_epoch=1 --set policies.ppo.host_growth_min_at=0.125 "
+        "--set rewards.pbrs.flops_rent_weight=0.02 --set train.eval_every=8 "
+        "--set 'train.eval_seeds=[100000,100001,100002,100003,100004,100005,100006,"
+        "100007,100008,100009,100010,100011,100012,100013,100014,100015,100016,100017]' "
         "--out runs/ppo-suite-7/run-1"
     ): NotRun(
         "1,044 episodes, hours of one core; a mixed run end to end in "
@@ -517,6 +532,13 @@ COMMANDS: dict[str, Way] = {
     ): NotRun(
         "it needs the three training runs; test_mixed_training.py checks a run it trains, "
         "and the script's --smoke runs in test_benchmark_smoke.py"
+    ),
+    (
+        "python benchmarks/ppo_training_episodes.py runs/ppo-suite-6/run-1 "
+        "runs/ppo-suite-6/run-2 runs/ppo-suite-6/run-3 --block 8 --markdown"
+    ): NotRun(
+        "it needs the three training runs (docs/results/ppo-suite-6/run-N.tar.gz); the "
+        "script's --smoke runs in test_benchmark_smoke.py"
     ),
     (
         "python benchmarks/ppo_training_episodes.py runs/ppo-suite-4/run-1 "
