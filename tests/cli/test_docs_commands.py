@@ -177,6 +177,26 @@ MODULES = {
     "mypkg/models.py": _MODEL + "\n\ndef resnet():\n    return Net()\n",
 }
 
+
+def _sixth_recipe(seed: int, study: int) -> str:
+    """The PPO suite's sixth study's command (the seventh repeats it on retuned pairs)."""
+    return (
+        f"esper train --suite examples/suites/controller-suite.toml --seed {seed} --envs 18 "
+        "--updates 29 --set policies.ppo.network=slots --set policies.ppo.hidden_size=64 "
+        "--set policies.ppo.target_kl=0.03 --set policies.ppo.rollout_episodes=2 "
+        "--set policies.ppo.host_growth=widen --set policies.ppo.advantage_groups=pair "
+        "--set policies.ppo.min_epoch=1 --set policies.ppo.host_growth_min_at=0.125 "
+        "--set rewards.pbrs.flops_rent_weight=0.02 --set train.eval_every=8 "
+        "--set 'train.eval_seeds=[100000,100001,100002,100003,100004,100005,100006,"
+        "100007,100008,100009,100010,100011,100012,100013,100014,100015,100016,100017]' "
+        f"--out runs/ppo-suite-{study}/run-1"
+    )
+
+
+_LONG_PPO = NotRun(
+    "1,044 episodes, hours of one core; a mixed run end to end in tests/core/test_mixed_training.py"
+)
+
 COMMANDS: dict[str, Way] = {
     # README.md: set up
     "python3.11 -m venv .venv": NotRun("the documented install: this test runs inside it"),
@@ -479,34 +499,8 @@ COMMANDS: dict[str, Way] = {
         "1,024 episodes, hours of one core; a mixed run end to end in "
         "tests/core/test_mixed_training.py"
     ),
-    (
-        "esper train --suite examples/suites/controller-suite.toml --seed 10000 --envs 18 "
-        "--updates 29 --set policies.ppo.network=slots --set policies.ppo.hidden_size=64 "
-        "--set policies.ppo.target_kl=0.03 --set policies.ppo.rollout_episodes=2 "
-        "--set policies.ppo.host_growth=widen --set policies.ppo.advantage_groups=pair "
-        "--set policies.ppo.min_epoch=1 --set policies.ppo.host_growth_min_at=0.125 "
-        "--set rewards.pbrs.flops_rent_weight=0.02 --set train.eval_every=8 "
-        "--set 'train.eval_seeds=[100000,100001,100002,100003,100004,100005,100006,"
-        "100007,100008,100009,100010,100011,100012,100013,100014,100015,100016,100017]' "
-        "--out runs/ppo-suite-6/run-1"
-    ): NotRun(
-        "1,044 episodes, hours of one core; a mixed run end to end in "
-        "tests/core/test_mixed_training.py"
-    ),
-    (
-        "esper train --suite examples/suites/controller-suite.toml --seed 20000 --envs 18 "
-        "--updates 29 --set policies.ppo.network=slots --set policies.ppo.hidden_size=64 "
-        "--set policies.ppo.target_kl=0.03 --set policies.ppo.rollout_episodes=2 "
-        "--set policies.ppo.host_growth=widen --set policies.ppo.advantage_groups=pair "
-        "--set policies.ppo.min_epoch=1 --set policies.ppo.host_growth_min_at=0.125 "
-        "--set rewards.pbrs.flops_rent_weight=0.02 --set train.eval_every=8 "
-        "--set 'train.eval_seeds=[100000,100001,100002,100003,100004,100005,100006,"
-        "100007,100008,100009,100010,100011,100012,100013,100014,100015,100016,100017]' "
-        "--out runs/ppo-suite-7/run-1"
-    ): NotRun(
-        "1,044 episodes, hours of one core; a mixed run end to end in "
-        "tests/core/test_mixed_training.py"
-    ),
+    _sixth_recipe(10000, 6): _LONG_PPO,
+    _sixth_recipe(20000, 7): _LONG_PPO,
     (
         "python benchmarks/ppo_training_episodes.py runs/ppo-suite-5/run-1 "
         "runs/ppo-suite-5/run-2 runs/ppo-suite-5/run-3 --block 8 --markdown"
