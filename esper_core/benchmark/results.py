@@ -25,7 +25,8 @@ from esper_core.compare.tuning_choice import RULE as TUNING_RULE
 from esper_core.compare.tuning_choice import edge_line
 from esper_core.compare.tuning_results import ArmTuning
 
-SCHEMA_VERSION = 5  # 2: training_runs; 3: within_noise; 4: no_baseline; 5: paired
+SCHEMA_VERSION = 6  # 2: training_runs; 3: within_noise; 4: no_baseline; 5: paired;
+# 6: tuning.edges (wait's rate at an end of its grid)
 NORMALIZED, EXTRA_FLOPS, METRIC_LOST = "normalized", "extra_flops", "metric_lost"
 GAIN_UNIT, FLOPS_UNIT = "fraction of the oracle's gain", "fraction of wait's FLOPs"
 

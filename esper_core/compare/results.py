@@ -56,7 +56,7 @@ from esper_core.compare.training_runs import TrainingGroupResult, training_group
 from esper_core.compare.tuning_results import TuningResults
 from esper_core.converter import structure
 
-RESULTS_SCHEMA_VERSION = 10  # 10: failures (arms that did not train) and cautions
+RESULTS_SCHEMA_VERSION = 11  # 10: failures (arms that did not train) and cautions; 11: tuning edges
 # The fewest seeds a claim rests on (docs/growth.md, the tuning rule): fewer are reported.
 MIN_CLAIM_SEEDS = 5
 
