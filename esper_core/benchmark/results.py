@@ -25,8 +25,8 @@ from esper_core.compare.tuning_choice import RULE as TUNING_RULE
 from esper_core.compare.tuning_choice import edge_line
 from esper_core.compare.tuning_results import ArmTuning
 
-SCHEMA_VERSION = 6  # 2: training_runs; 3: within_noise; 4: no_baseline; 5: paired;
-# 6: tuning.edges (wait's rate at an end of its grid)
+SCHEMA_VERSION = 7  # 2: training_runs; 3: within_noise; 4: no_baseline; 5: paired;
+# 6: tuning.edges (wait's rate at an end of its grid); 7: wait_stalled
 NORMALIZED, EXTRA_FLOPS, METRIC_LOST = "normalized", "extra_flops", "metric_lost"
 GAIN_UNIT, FLOPS_UNIT = "fraction of the oracle's gain", "fraction of wait's FLOPs"
 
@@ -72,6 +72,9 @@ class PairResult:
     within_noise: str | None = None
     # wait did not train on a tuning seed at its rate: no baseline, the pair is not scored
     no_baseline: str | None = None
+    # wait did not train on an evaluation seed at its rate: no claim against it, the pair
+    # is not scored either
+    wait_stalled: str | None = None
     gap: float | None = None  # mean oracle - wait on the evaluation seeds (higher better)
     evaluation: list[ArmValues] = attrs.field(factory=list)
     failures: list[str] = attrs.field(factory=list)  # cells that failed, one line each
@@ -247,7 +250,7 @@ def by_kind(
     extra FLOPs, then the metric lost per unit (accuracy points and loss apart)."""
     found: dict[tuple[str, str], list[tuple[str, dict[int, float]]]] = {}
     for pair in pairs:
-        if pair.growth_pays is None or pair.no_baseline:
+        if pair.growth_pays is None or pair.no_baseline or pair.wait_stalled:
             continue
         for kind, unit, values in pair_scores(pair, policy, seeds):
             found.setdefault((kind, unit), []).append((pair.label, values))
@@ -284,14 +287,16 @@ def at_grid_edge(pairs: Sequence[PairResult]) -> list[str]:
 
 def unscored(pairs: Sequence[PairResult]) -> list[str]:
     """Pairs left out of every score, one line each (what results.md shows): those whose
-    wait did not train on a tuning seed, and those where growth pays on validation but
-    whose oracle did not beat wait on the evaluation seeds (no normalized score)."""
-    return [f"{p.label}: {p.no_baseline}" for p in pairs if p.no_baseline] + [
+    wait did not train on a tuning seed or on an evaluation seed, and those where growth
+    pays on validation but whose oracle did not beat wait on the evaluation seeds (no
+    normalized score)."""
+    no_wait = [(p, p.no_baseline or p.wait_stalled) for p in pairs]
+    return [f"{p.label}: {why}" for p, why in no_wait if why] + [
         f"{p.label}: the oracle ({p.oracle}) did not beat wait on the evaluation seeds "
         f"(mean gap {p.gap:+.4g}); no normalized score on this pair"
-        for p in pairs
+        for p, why in no_wait
         if p.growth_pays
-        and not p.no_baseline
+        and not why
         and p.gap is not None
         and not (math.isfinite(p.gap) and p.gap > 0)
     ]

@@ -10,7 +10,9 @@ stopped. Results go to ``OUT/results.json`` and ``OUT/results.md``.
 
 from __future__ import annotations
 
+import math
 import shutil
+import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -37,8 +39,9 @@ from esper_core.compare.cell_result import read_cell
 from esper_core.compare.cell_runner import make_runner, threads_per_job
 from esper_core.compare.cells import CellJob, CellOutcome
 from esper_core.compare.experiment import Cell
-from esper_core.compare.metric import HIGHER_IS_BETTER, metric_kinds, task_metrics
+from esper_core.compare.metric import HIGHER_IS_BETTER, VALIDATION, metric_kinds, task_metrics
 from esper_core.compare.plan import stale_cells
+from esper_core.compare.stalls import StallRule, failed_seeds
 from esper_core.compare.tuning_results import VAL_ACC, VAL_LOSS, tuning_results, validation_value
 from esper_core.converter import unstructure
 from esper_core.plugins import PluginManager
@@ -164,6 +167,28 @@ def no_baseline(wait: MenuRecord, lr: float) -> str | None:
     )
 
 
+def wait_stalled(
+    validation: dict[int, float | None], higher: bool, lr: float, rule: StallRule
+) -> str | None:
+    """Why no claim stands against ``wait`` on the pair (None: it trained on every
+    evaluation seed): at its rate it diverged or stalled far behind its other runs on
+    some evaluation seed (``validation``: its final validation value per seed), which
+    would make any policy look good there (docs/growth.md, the tuning rule)."""
+    failed = failed_seeds(validation, higher, rule)
+    if not failed:
+        return None
+    finite = {s: v for s, v in validation.items() if v is not None and math.isfinite(v)}
+    shown = ", ".join(
+        f"{s} ({f'{finite[s]:.4g}' if s in finite else 'not finite'})" for s in failed
+    )
+    median = f"{statistics.median(finite.values()):.4g}" if finite else "none finite"
+    return (
+        f"wait did not train on evaluation seed(s) {shown} at its rate {lr:g} (median of "
+        f"its runs {median}): no claim against it, so the pair is not scored (widen its "
+        "rate grid, add tuning seeds or lower the rate; docs/growth.md, the tuning rule)"
+    )
+
+
 def benchmark(
     suite: Suite,
     pm: PluginManager,
@@ -245,7 +270,8 @@ def benchmark(
     phase([c for cells in evaluation.values() for c in cells], out)
     failed = _failures(outcomes, out)
     results = [
-        _evaluated(r, evaluation.get(r.label, []), out, suite.seeds, failed) for r in results
+        _evaluated(r, evaluation.get(r.label, []), out, suite.seeds, failed, suite.stall)
+        for r in results
     ]
     policies = [a.label for a in phases.evaluation_arms(suite, None, split)]
     settings = (suite.confidence, suite.resamples, suite.bootstrap_seed)
@@ -272,8 +298,10 @@ def _evaluated(
     out: Path,
     seeds: Sequence[int],
     failed: Sequence[tuple[str, str]],
+    stall: StallRule,
 ) -> PairResult:
     by_arm: dict[str, dict[int, tuple[float, float]]] = {}
+    wait_validation: dict[int, float | None] = {}
     for cell in cells:
         found = read_cell(cell, out)
         if found is not None:
@@ -281,6 +309,11 @@ def _evaluated(
                 found.value(result.metric),
                 found.train_flops,
             )
+            if cell.policy == phases.WAIT:
+                field = VALIDATION[result.metric]
+                wait_validation[cell.seed] = (
+                    found.value(field) if getattr(found, field) is not None else None
+                )
     arms = []
     for arm in dict.fromkeys(c.policy for c in cells):
         got = by_arm.get(arm, {})
@@ -307,7 +340,10 @@ def _evaluated(
     lines = [
         f"{where}: {error.splitlines()[0]}" for where, error in failed if where.startswith(prefix)
     ]
-    return attrs.evolve(result, evaluation=arms, gap=gap, failures=lines)
+    stalled = None
+    if result.lr is not None and wait_validation:
+        stalled = wait_stalled(wait_validation, result.higher_is_better, result.lr, stall)
+    return attrs.evolve(result, evaluation=arms, gap=gap, failures=lines, wait_stalled=stalled)
 
 
 def unfinished(results: BenchmarkResults) -> list[str]:

@@ -146,8 +146,7 @@ def _pair_section(pair: PairResult, tuning_seeds: Sequence[int]) -> list[str]:
             else f"; mean gap over wait on the evaluation seeds {pair.gap:+.4g}"
         ),
     ]
-    if pair.no_baseline:
-        lines.append(f"- not scored: {pair.no_baseline}")
+    lines += [f"- not scored: {why}" for why in (pair.no_baseline, pair.wait_stalled) if why]
     if pair.within_noise:
         lines.append(f"- {pair.within_noise}")
     lines += [f"- not on the menu: {line}" for line in pair.left_out]

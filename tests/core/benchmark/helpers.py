@@ -40,6 +40,10 @@ def finished(directory: Path, val_acc: float, test_acc: float) -> None:
         "status": "completed",
         "final_val_acc_mean": val_acc,
         "final_test_acc_mean": test_acc,
+        "seeds_fossilized": 0,
+        "seeds_pruned": 0,
+        "wall_time": 1.0,
+        "train_flops_mean": 100.0,
         "episodes": [{"final_val_loss": 1.0, "final_test_loss": 1.0}],
     }
     (directory / "summary.json").write_text(json.dumps(summary), encoding="utf-8")

@@ -87,7 +87,7 @@ def test_results_carry_the_differences_in_markdown_and_json() -> None:
     assert estimate is not None
     assert f"| a | b | {estimate:+.3f} |" in section and "| 3/2/1 | 2 | 3 |" in section
     data = unstructure(done)
-    assert data["schema_version"] == 6 and data["paired"][0]["against"] == "b"
+    assert data["schema_version"] == 7 and data["paired"][0]["against"] == "b"
     assert structure(data, BenchmarkResults) == done
     plain = BenchmarkResults("evaluation", SEEDS, [100], [0.5], policies, PAIRS, rows)
     assert "Paired differences" not in to_markdown(plain)

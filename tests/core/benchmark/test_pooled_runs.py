@@ -135,7 +135,7 @@ def test_results_without_groups_are_unchanged_and_with_one_carry_its_section() -
     assert "| ctl | normalized | fraction of the oracle's gain |" in section
     assert "| ctl | h | +0.200 |" in section and "| 18/0/0 | 2 |" in section
     data = unstructure(grouped)
-    assert data["schema_version"] == 6 and data["training_runs"][0]["group"] == "ctl"
+    assert data["schema_version"] == 7 and data["training_runs"][0]["group"] == "ctl"
     assert structure(data, BenchmarkResults) == grouped
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from esper_core.benchmark.results import PairResult, score_rows
 from esper_core.benchmark.run_suite import _evaluated
+from esper_core.compare.stalls import StallRule
 
 
 def chosen(pays: bool) -> PairResult:
@@ -27,7 +28,10 @@ def chosen(pays: bool) -> PairResult:
 def test_a_pair_whose_oracle_grows_is_left_unscored_without_evaluation_cells(
     tmp_path: Path,
 ) -> None:
-    done = [_evaluated(chosen(pays), [], tmp_path, [7600, 7601], []) for pays in (True, False)]
+    done = [
+        _evaluated(chosen(pays), [], tmp_path, [7600, 7601], [], StallRule())
+        for pays in (True, False)
+    ]
     assert [(r.evaluation, r.gap, r.failures) for r in done] == [([], None, [])] * 2
     rows = score_rows(done, ["wait", "heuristic"], [7600, 7601], (0.95, 100, 0))
     assert rows and all(row.pairs == [] and row.estimate is None for row in rows)
