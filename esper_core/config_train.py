@@ -56,6 +56,14 @@ class TrainSection:
         doc="Policies evaluated once on eval_seeds, as reference lines (those not installed "
         "are skipped).",
     )
+    seed_group: int = options_field(
+        1,
+        in_range(1, MAX_EPOCHS, integer=True),
+        "Envs that share each training episode's random seed (a divisor of run.n_envs): "
+        "the same host, data order and pair, different only by the policy's actions, so "
+        "a learner can compare its actions on one episode (policies.ppo.advantage_groups "
+        "= seed); 1: every env its own seed.",
+    )
     pairs: list[TrainPair] = options_field(
         [],
         _distinct_labels,

@@ -81,6 +81,10 @@ class Observation:
     # "" otherwise): a key a learner may group its statistics by (PPO's per-pair
     # advantage normalisation), never a feature, since a host it has never seen has none.
     pair: str = ""
+    # The env's random seed this episode (host, data order, pair): envs of a training run
+    # that share it (train.seed_group) ran the same episode but for their actions, a key
+    # a learner may compare them by (PPO's advantage_groups = "seed"), never a feature.
+    seed: int = 0
 
 
 @frozen

@@ -45,6 +45,8 @@ class PolicyContext:
     device: str = "cpu"
     total_updates: int = 0  # for schedules (learning-rate decay, entropy annealing)
     argument: str | None = None  # the part after ":" in --policy NAME:ARG (e.g. a checkpoint)
+    # Training: envs that share each episode's random seed (train.seed_group); 1 otherwise.
+    seed_group: int = 1
 
 
 @runtime_checkable

@@ -77,6 +77,9 @@ class Observed(Protocol):
     def pair_label(self) -> str: ...
 
     @property
+    def seed(self) -> int: ...
+
+    @property
     def epoch(self) -> int: ...
 
     @property
@@ -138,6 +141,7 @@ def observe(env: Observed, rolled_back: bool) -> Observation:
         host_growth_ready=growth_ready(env),
         host_growth_kinds=tuple(spec.kind for spec in env.online_growth_specs),
         pair=env.pair_label,
+        seed=env.seed,
     )
 
 

@@ -110,6 +110,7 @@ def policy_context(
         device=config.run.device,
         total_updates=total_updates,
         argument=argument,
+        seed_group=config.train.seed_group if total_updates else 1,
     )
 
 

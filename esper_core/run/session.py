@@ -17,7 +17,7 @@ from esper_core.components.executor import MultiProcessExecutor
 from esper_core.components.policy import check_trainable
 from esper_core.config import RunConfig, config_to_dict, dump_toml
 from esper_core.converter import unstructure
-from esper_core.errors import CheckpointError, RunDirError
+from esper_core.errors import CheckpointError, ConfigError, RunDirError
 from esper_core.plugins import PluginManager
 from esper_core.run.checkpoint import DiskFullError, save_checkpoint, write_text
 from esper_core.run.checkpoint_fields import check_progress
@@ -98,8 +98,12 @@ class Session:
         return self.outer * self.episodes_per_update + self.rollout_episode
 
     def env_seed(self, episode: int, env_index: int) -> int:
-        """Env i of episode k uses seed + k * n_envs + i: same seed, same data and host."""
-        return self.config.run.seed + episode * len(self.envs) + env_index
+        """Env i of episode k uses seed + k * n_envs + i: same seed, same data and host.
+        In training, envs share seeds in groups of ``train.seed_group``: env i of episode
+        k uses seed + k * (n_envs / g) + i // g, consecutive, so a mixed run's groups
+        still cycle through its pairs."""
+        group = self.config.train.seed_group if self.mode == "train" else 1
+        return self.config.run.seed + episode * (len(self.envs) // group) + env_index // group
 
     def reset_envs(self) -> list[Observation]:
         episode = self.episode_index
@@ -257,6 +261,18 @@ class Session:
                     self.lock.release()
 
 
+def check_seed_group(config: RunConfig) -> None:
+    """``train.seed_group`` must split the envs into whole groups."""
+    group, n_envs = config.train.seed_group, config.run.n_envs
+    if n_envs % group:
+        raise ConfigError(
+            [
+                f"train.seed_group = {group} does not divide run.n_envs = {n_envs}: envs share "
+                "seeds in whole groups; set --envs to a multiple of it"
+            ]
+        )
+
+
 def open_session(
     config: RunConfig,
     pm: PluginManager,
@@ -272,6 +288,7 @@ def open_session(
     config = resolved.config
     if mode == "train":  # before the task, the envs and the run directory are built
         check_trainable(resolved.policy.cls, config.run.policy)
+        check_seed_group(config)
     check_devices(config)
     if config.run.threads:
         torch.set_num_threads(config.run.threads)

@@ -11,13 +11,17 @@ the LSTM state is zero. A rollback in one env never touches the other rows.
 from __future__ import annotations
 
 import zlib
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import torch
 
 from esper_tamiyo_ppo.distributions import BatchMasks
 from esper_tamiyo_ppo.network import GROWTH_CHOICES
+
+if TYPE_CHECKING:
+    from esper_core.step_values import Observation
 
 
 @attrs.define(eq=False)
@@ -195,3 +199,13 @@ def pair_group(label: str) -> int:
     """The group of a step of pair ``label`` (``Observation.pair``): the same number in
     every process and after a resume, with no table to keep; "" (no mixed run) is 0."""
     return zlib.crc32(label.encode()) if label else 0
+
+
+def step_groups(
+    observations: Sequence[Observation], advantage_groups: str, device: torch.device
+) -> torch.Tensor:
+    """The group each step is compared within (``policies.ppo.advantage_groups``): the
+    env's episode seed for ``seed`` (envs that share it ran the same episode), else its
+    pair."""
+    keys = [o.seed if advantage_groups == "seed" else pair_group(o.pair) for o in observations]
+    return torch.tensor(keys, dtype=torch.long, device=device)

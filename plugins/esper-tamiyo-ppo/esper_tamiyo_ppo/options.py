@@ -8,11 +8,14 @@ This module imports no torch, so discovering the plugin stays fast.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from attrs import define
 
 from esper_core.components import host_growth_options as growth
 from esper_core.config_limits import MAX_BATCH, MAX_DEPTH, MAX_EPOCHS, MAX_FACTOR, MAX_LR, MAX_WIDTH
 from esper_core.converter import in_range, one_of, options_field
+from esper_core.errors import ConfigError
 
 GROWTH_FIELDS = (
     "host_growth",
@@ -53,6 +56,10 @@ def _op_biases(value: object) -> str | None:
         if isinstance(bias, bool) or not isinstance(bias, int | float) or not -20 <= bias <= 20:
             return f"{name}: expected a number in [-20, 20], got {bias!r}"
     return None
+
+
+if TYPE_CHECKING:
+    from esper_core.components.policy import PolicyContext
 
 
 @define
@@ -142,11 +149,15 @@ class PPOOptions:
     normalize_advantages: bool = options_field(True, doc="Normalise advantages per minibatch.")
     advantage_groups: str = options_field(
         "rollout",
-        one_of("rollout", "pair"),
+        one_of("rollout", "pair", "seed"),
         "rollout: advantages as GAE gives them, every pair of a mixed run on one scale; "
         "pair: first normalised within each pair of the rollout (train.pairs), so a pair "
         "whose returns vary little (a small gain in its own units) weighs as much as one "
-        "whose vary much, as multi-task RL scales its tasks.",
+        "whose vary much, as multi-task RL scales its tasks; seed: each step's discounted "
+        "return to go against the other envs that ran the same episode (train.seed_group "
+        ">= 2: the same host, data and pair), normalised within that group as GRPO does, "
+        "so luck of the seed cancels and only what the actions changed is credited (the "
+        "critic still learns, unused by the advantages).",
     )
     target_kl: float = options_field(
         0.015, in_range(0, MAX_FACTOR), "Approx-KL target of the early stop (0 disables it)."
@@ -222,3 +233,23 @@ MODEL_FIELD_DEFAULTS = {
     **{name: getattr(PPOOptions(), name) for name in GROWTH_FIELDS},
     "min_epoch": 0,
 }
+
+
+def check_seed_groups(options: PPOOptions, context: PolicyContext) -> None:
+    """A training run comparing envs by their shared seed has groups of at least two."""
+    if options.advantage_groups != "seed" or not context.total_updates:
+        return
+    if context.seed_group < 2:
+        raise ConfigError(
+            [
+                'policies.ppo.advantage_groups = "seed" compares envs that share an '
+                f"episode's random seed, but train.seed_group = {context.seed_group}; set "
+                "train.seed_group to 2 or more (a divisor of run.n_envs)"
+            ]
+        )
+
+
+def saved_model_fields(state: dict[str, Any]) -> dict[str, Any]:
+    """The network-defining options of a checkpoint (older ones lack some: their defaults)."""
+    saved = state["options"]
+    return {k: saved[k] if k in saved else MODEL_FIELD_DEFAULTS[k] for k in MODEL_FIELDS}

@@ -31,7 +31,7 @@ from esper_core.env.observation import Observation
 from esper_core.env.step import StepResult
 from esper_core.errors import CheckpointError, ConfigError
 from esper_core.lifecycle.actions import HEADS, Action
-from esper_tamiyo_ppo.buffer import RolloutBuffer, pair_group
+from esper_tamiyo_ppo.buffer import RolloutBuffer, step_groups
 from esper_tamiyo_ppo.compat import (
     STATE_KIND,
     STATE_VERSION,
@@ -51,7 +51,12 @@ from esper_tamiyo_ppo.normalizers import (
     RewardNormalizer,
     SlotObservationNormalizer,
 )
-from esper_tamiyo_ppo.options import MODEL_FIELD_DEFAULTS, MODEL_FIELDS, PPOOptions
+from esper_tamiyo_ppo.options import (
+    MODEL_FIELDS,
+    PPOOptions,
+    check_seed_groups,
+    saved_model_fields,
+)
 from esper_tamiyo_ppo.policy_features import raw_features
 from esper_tamiyo_ppo.slot_layout import SCHEMA_VERSION, SlotLayout, schema
 from esper_tamiyo_ppo.slot_network import SlotActorCritic
@@ -90,6 +95,7 @@ class PPOPolicy:
             options = attrs.evolve(options, **saved_model_fields(trained[0]))
         elif options.init_from:  # a new run from a trained slots network (init_from.py)
             trained = load_init_state(options, context)
+        check_seed_groups(options, context)
         self.options = options
         self.context = context
         self.device = torch.device(context.device)
@@ -240,7 +246,7 @@ class PPOPolicy:
                 masks=masks,
                 starts=self.segment_start[rows],
                 state=state,
-                groups=torch.tensor([pair_group(o.pair) for o in observations], device=self.device),
+                groups=step_groups(observations, self.options.advantage_groups, self.device),
             )
         self.recurrent_state[0][rows] = next_state[0]
         self.recurrent_state[1][rows] = next_state[1]
@@ -392,9 +398,3 @@ class PPOPolicy:
                 f"hidden_size {state['options'].get('hidden_size')}): {exc}"
             ) from None
         self.obs_normalizer.load_state_dict(state["obs_normalizer"])
-
-
-def saved_model_fields(state: dict[str, Any]) -> dict[str, Any]:
-    """The network-defining options of a checkpoint (older ones lack some: their defaults)."""
-    saved = state["options"]
-    return {k: saved[k] if k in saved else MODEL_FIELD_DEFAULTS[k] for k in MODEL_FIELDS}

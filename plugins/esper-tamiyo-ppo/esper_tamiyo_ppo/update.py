@@ -4,7 +4,8 @@ Read :meth:`PPOLearner.update`, then the functions below it in the order it call
 
 1. the schedules: this update's learning rate and entropy coefficient;
 2. :func:`compute_gae`: advantages and returns over each env's segments, with the run's γ
-   (with ``advantage_groups = "pair"``, the advantages then normalised within each pair);
+   (with ``advantage_groups = "pair"``, the advantages then normalised within each pair;
+   with ``"seed"``, :func:`relative_to_seed_group` replaces them);
 3. the rollout flattened into chunks (:func:`~esper_tamiyo_ppo.minibatches.flatten_rollout`);
 4. K epochs, each a random pass over the chunks in minibatches (:meth:`PPOLearner._minibatch`):
    the loss (:func:`ppo_loss`: evaluate the stored actions under the stored masks,
@@ -44,6 +45,9 @@ from esper_tamiyo_ppo.update_stats import N_SCALARS, SCALAR_STATS, minibatch_sta
 
 GradientSync = Callable[[list[torch.Tensor]], None]
 ADV_EPS = 1e-8
+# Returns of one seed group closer than this (in the normaliser's units) are equal: the
+# envs acted alike, and dividing float noise by its own std would make it a signal.
+GROUP_TOLERANCE = 1e-6
 
 
 class PPOLearner:
@@ -108,6 +112,10 @@ class PPOLearner:
         )
         if o.advantage_groups == "pair":
             advantages = normalize_within_groups(advantages, rollout.groups)
+        elif o.advantage_groups == "seed":
+            advantages = relative_to_seed_group(
+                rewards, rollout.terminals, rollout.groups, self.gamma
+            )
 
         # ---- 3. The rollout flattened, in chunks: single steps for the MLP, sequences for
         # the LSTM (the whole rollout, or lstm_chunk_length steps).
@@ -245,6 +253,33 @@ def normalize_within_groups(advantages: torch.Tensor, groups: torch.Tensor) -> t
         member = groups == group
         std, mean = torch.std_mean(advantages[member], correction=0)
         out[member] = (advantages[member] - mean) / (std + ADV_EPS)
+    return out
+
+
+def relative_to_seed_group(
+    rewards: torch.Tensor, terminals: torch.Tensor, groups: torch.Tensor, gamma: float
+) -> torch.Tensor:
+    """GRPO's group-relative advantage on a shared seed: each step's discounted return to
+    go (within its segment) minus the mean over the steps of the same column whose env
+    ran the same episode (``groups``: the episode seed), over their population std.
+
+    The envs of a group share host, data order and pair, so whatever their returns share
+    (a lucky seed, an easy pair) cancels: two envs that acted alike get 0, and where one
+    grew and another did not, the difference is what growing changed. All ``[n_envs, T]``."""
+    n_steps = rewards.shape[1]
+    to_go = torch.zeros_like(rewards)
+    running = torch.zeros_like(rewards[:, 0])
+    for t in reversed(range(n_steps)):
+        running = rewards[:, t] + gamma * running * (1.0 - terminals[:, t].to(rewards.dtype))
+        to_go[:, t] = running
+    out = torch.zeros_like(rewards)
+    for t in range(n_steps):
+        column, keys = to_go[:, t], groups[:, t]
+        for key in keys.unique():
+            member = keys == key
+            std, mean = torch.std_mean(column[member], correction=0)
+            if std > GROUP_TOLERANCE:  # else the group acted alike: nothing to credit
+                out[member, t] = (column[member] - mean) / std
     return out
 
 

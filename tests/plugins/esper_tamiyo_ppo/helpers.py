@@ -40,6 +40,7 @@ def context(
     total_updates: int = 0,
     argument: str | None = None,
     space: ActionSpace = SPACE,
+    seed_group: int = 1,
 ) -> PolicyContext:
     return PolicyContext(
         space=space,
@@ -53,6 +54,7 @@ def context(
         seed=seed,
         total_updates=total_updates,
         argument=argument,
+        seed_group=seed_group,
     )
 
 

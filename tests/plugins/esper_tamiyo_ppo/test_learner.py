@@ -273,3 +273,72 @@ def test_the_rollout_records_each_steps_pair_and_the_update_groups_by_it(
     expected = torch.tensor([pair_group(label) for label in labels]).unsqueeze(1)
     assert torch.equal(seen[0], expected.expand_as(seen[0]))
     assert pair_group("") == 0 and pair_group("a") == pair_group("a") != pair_group("b")
+
+
+def test_seed_groups_credit_what_the_actions_changed_not_the_seeds_luck() -> None:
+    from esper_tamiyo_ppo.update import relative_to_seed_group
+
+    # Envs 0-1 ran seed 5, envs 2-3 seed 6 (a luckier one: +10 on every step); in each
+    # group one env earned 1 more at step 0 than the other; step 1 is alike in a group.
+    rewards = torch.tensor([[1.0, 0.0], [0.0, 0.0], [11.0, 10.0], [10.0, 10.0]])
+    groups = torch.tensor([[5, 5], [5, 5], [6, 6], [6, 6]])
+    terminals = torch.zeros(4, 2, dtype=torch.bool)
+    out = relative_to_seed_group(rewards, terminals, groups, gamma=1.0)
+    expected = torch.tensor([[1.0, 0.0], [-1.0, 0.0], [1.0, 0.0], [-1.0, 0.0]])
+    assert torch.equal(out, expected)
+
+
+def test_seed_groups_sum_returns_within_segments_and_scale_within_groups() -> None:
+    from esper_tamiyo_ppo.update import relative_to_seed_group
+
+    # One env per row, two episodes of two steps in the rollout (terminal at step 1):
+    # the second episode's rewards must not reach the first's returns.
+    rewards = torch.tensor([[0.0, 2.0, 0.0, 100.0], [0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
+    terminals = torch.tensor([[False, True, False, True]] * 3)
+    groups = torch.tensor([[1, 1, 2, 2]] * 3)
+    out = relative_to_seed_group(rewards, terminals, groups, gamma=0.5)
+    # column 0: returns 1, 0, 0 (gamma 0.5 x 2): mean 1/3, std sqrt(2)/3
+    assert out[:, 0].tolist() == pytest.approx([2**0.5, -(2**-0.5), -(2**-0.5)])
+    # the 100 of episode two is scaled like the 2 of episode one: only the order counts
+    assert out[:, 3].tolist() == pytest.approx(out[:, 1].tolist())
+
+
+class _SeedBandit(BanditEnv):
+    """The bandit, its episodes on env seed ``seed`` (envs sharing one are a group)."""
+
+    def __init__(self, env_index: int, seed: int) -> None:
+        super().__init__(env_index, 4)
+        self.episode_seed = seed
+
+    def _observe(self) -> Observation:
+        return attrs.evolve(super()._observe(), seed=self.episode_seed)
+
+
+def test_the_rollout_records_each_steps_seed_and_the_update_compares_by_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import esper_tamiyo_ppo.update as update_module
+
+    seen: list[torch.Tensor] = []
+    relative = update_module.relative_to_seed_group
+
+    def recording(
+        rewards: torch.Tensor, terminals: torch.Tensor, groups: torch.Tensor, gamma: float
+    ) -> torch.Tensor:
+        seen.append(groups.clone())
+        return relative(rewards, terminals, groups, gamma)
+
+    monkeypatch.setattr(update_module, "relative_to_seed_group", recording)
+    envs = [_SeedBandit(i, seed) for i, seed in enumerate([40, 40, 41, 41])]
+    options = PPOOptions(advantage_groups="seed")
+    policy = make_policy(options, n_envs=4, max_epochs=4, total_updates=1, seed_group=2)
+    policy.update(collect_rollout(policy, envs))
+    (groups,) = seen
+    assert torch.equal(groups, torch.tensor([[40], [40], [41], [41]]).expand_as(groups))
+
+
+def test_seed_groups_without_shared_seeds_are_one_clear_line() -> None:
+    from esper_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"train.seed_group = 1; set train.seed_group to 2"):
+        make_policy(PPOOptions(advantage_groups="seed"), total_updates=1)
