@@ -502,6 +502,13 @@ COMMANDS: dict[str, Way] = {
     _sixth_recipe(10000, 6): _LONG_PPO,
     _sixth_recipe(20000, 7): _LONG_PPO,
     (
+        "esper train --config docs/results/ppo-suite-8/config.toml --seed 40000 "
+        "--out runs/ppo-suite-8/run-1"
+    ): NotRun(
+        "1,080 episodes, hours of one core; seed groups end to end in "
+        "tests/core/test_seed_groups.py"
+    ),
+    (
         "python benchmarks/ppo_training_episodes.py runs/ppo-suite-5/run-1 "
         "runs/ppo-suite-5/run-2 runs/ppo-suite-5/run-3 --block 8 --markdown"
     ): NotRun(

@@ -103,3 +103,12 @@ def test_a_seed_group_that_cannot_be_formed_is_one_clear_line(
             notify=lambda _m: None,
         )
     assert not (tmp_path / "run").exists()
+
+
+def test_the_eighth_ppo_studys_config_loads_with_whole_seed_groups() -> None:
+    from tests.plugin_set import REPO
+
+    config = load_config(REPO / "docs" / "results" / "ppo-suite-8" / "config.toml")
+    assert config.train.seed_group == 3 and config.run.n_envs % 3 == 0
+    assert config.policies["ppo"]["advantage_groups"] == "seed"
+    assert len(config.train.pairs) == 9
