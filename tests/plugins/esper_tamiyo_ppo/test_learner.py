@@ -239,15 +239,16 @@ def test_pair_groups_put_each_pair_on_its_own_scale() -> None:
     assert torch.equal(out[member].argsort(), advantages[member].argsort())
 
 
-class _PairBandit(BanditEnv):
-    """The bandit, named as the pair ``label`` of a mixed run."""
+class _TaggedBandit(BanditEnv):
+    """The bandit whose observations carry ``tags`` (a mixed run's ``pair``, the episode's
+    ``seed``): the keys a learner groups its steps by."""
 
-    def __init__(self, env_index: int, label: str) -> None:
+    def __init__(self, env_index: int, **tags: object) -> None:
         super().__init__(env_index, 4)
-        self.label = label
+        self.tags = tags
 
     def _observe(self) -> Observation:
-        return attrs.evolve(super()._observe(), pair=self.label)
+        return attrs.evolve(super()._observe(), **self.tags)
 
 
 def test_the_rollout_records_each_steps_pair_and_the_update_groups_by_it(
@@ -265,7 +266,7 @@ def test_the_rollout_records_each_steps_pair_and_the_update_groups_by_it(
 
     monkeypatch.setattr(update_module, "normalize_within_groups", recording)
     labels = ["digits-mid", "charlm-small", "digits-mid"]
-    envs = [_PairBandit(i, label) for i, label in enumerate(labels)]
+    envs = [_TaggedBandit(i, pair=label) for i, label in enumerate(labels)]
     for option, calls in (("rollout", 0), ("pair", 1)):
         policy = make_policy(PPOOptions(advantage_groups=option), n_envs=3, max_epochs=4)
         policy.update(collect_rollout(policy, envs))
@@ -303,17 +304,6 @@ def test_seed_groups_sum_returns_within_segments_and_scale_within_groups() -> No
     assert out[:, 3].tolist() == pytest.approx(out[:, 1].tolist())
 
 
-class _SeedBandit(BanditEnv):
-    """The bandit, its episodes on env seed ``seed`` (envs sharing one are a group)."""
-
-    def __init__(self, env_index: int, seed: int) -> None:
-        super().__init__(env_index, 4)
-        self.episode_seed = seed
-
-    def _observe(self) -> Observation:
-        return attrs.evolve(super()._observe(), seed=self.episode_seed)
-
-
 def test_the_rollout_records_each_steps_seed_and_the_update_compares_by_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -329,7 +319,7 @@ def test_the_rollout_records_each_steps_seed_and_the_update_compares_by_it(
         return relative(rewards, terminals, groups, gamma)
 
     monkeypatch.setattr(update_module, "relative_to_seed_group", recording)
-    envs = [_SeedBandit(i, seed) for i, seed in enumerate([40, 40, 41, 41])]
+    envs = [_TaggedBandit(i, seed=seed) for i, seed in enumerate([40, 40, 41, 41])]
     options = PPOOptions(advantage_groups="seed")
     policy = make_policy(options, n_envs=4, max_epochs=4, total_updates=1, seed_group=2)
     policy.update(collect_rollout(policy, envs))
