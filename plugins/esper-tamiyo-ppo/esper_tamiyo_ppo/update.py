@@ -150,6 +150,10 @@ class PPOLearner:
         # ---- 5. Statistics: means over the minibatches run, per head and per epoch.
         diagnostics = summarise(self.heads, epochs, stop, batch.values, batch.returns, lr, ent_coef)
         diagnostics["update_time"] = time.perf_counter() - started
+        if o.advantage_groups == "seed":
+            # How much the groups had to compare: the share of steps whose env's return
+            # differed from its group's (0: every group acted alike, nothing learned).
+            diagnostics["seed_groups/apart"] = float((advantages != 0).float().mean())
         return diagnostics
 
     def learning_rate(self, update_index: int) -> float:

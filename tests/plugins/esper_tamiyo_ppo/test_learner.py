@@ -322,8 +322,9 @@ def test_the_rollout_records_each_steps_seed_and_the_update_compares_by_it(
     envs = [_TaggedBandit(i, seed=seed) for i, seed in enumerate([40, 40, 41, 41])]
     options = PPOOptions(advantage_groups="seed")
     policy = make_policy(options, n_envs=4, max_epochs=4, total_updates=1, seed_group=2)
-    policy.update(collect_rollout(policy, envs))
+    diagnostics = policy.update(collect_rollout(policy, envs))
     (groups,) = seen
+    assert 0.0 <= diagnostics["seed_groups/apart"] <= 1.0
     assert torch.equal(groups, torch.tensor([[40], [40], [41], [41]]).expand_as(groups))
 
 
