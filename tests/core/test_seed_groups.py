@@ -12,15 +12,10 @@ import pytest
 from esper_core.config import load_config
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.actions import WAIT
-from esper_core.plugins import PluginManager
 from esper_core.run import api
 from esper_core.run.telemetry import EpisodeFinished, read_events
+from tests.core.test_mixed_training import PAIRS, _pm
 from tests.fakes import make_env
-
-PAIRS = [
-    {"label": "all-slots", "config": {}},
-    {"label": "one-slot", "config": {"env": {"slots": ["r0c0"]}, "training": {"lr": 0.05}}},
-]
 
 
 def _config(n_envs: int, seed_group: int, groups: str = "seed") -> Any:
@@ -46,12 +41,6 @@ def _config(n_envs: int, seed_group: int, groups: str = "seed") -> Any:
                 }
             },
         }
-    )
-
-
-def _pm() -> PluginManager:
-    return PluginManager(
-        extra=["tests.fake_plugin", "policies.ppo", "telemetry.jsonl"], autoload=False
     )
 
 
@@ -127,9 +116,7 @@ def test_an_interrupted_run_on_seed_groups_resumes_exactly(tmp_path: Path) -> No
         c = _config(4, 2)
         return attrs.evolve(c, train=attrs.evolve(c.train, updates=2))
 
-    pm = PluginManager(
-        extra=["tests.fake_plugin", "policies.ppo", "telemetry.jsonl"], autoload=False
-    )
+    pm = _pm()
     whole = api.train(config(), pm, run_dir=tmp_path / "whole", quiet=True, notify=lambda _m: None)
     cut = config()
     cut = attrs.evolve(
