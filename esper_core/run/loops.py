@@ -14,6 +14,7 @@ from esper_core.components.policy import check_trainable
 from esper_core.run import evaluation
 from esper_core.run.interrupts import StopFlag
 from esper_core.run.session import Session
+from esper_core.run.shared_epochs import SharedEpochs
 from esper_core.run.telemetry import PolicyUpdate
 from esper_core.run.watchdog import Watchdog
 
@@ -35,7 +36,10 @@ def play_epoch(
     w.phase = "the policy's act"
     actions = s.policy.act(observations)
     w.phase = "the envs' epoch (the executor's step: training, validation, rewards)"
-    results = s.executor.step(s.envs, actions)
+    if s.shared is None:
+        results = s.executor.step(s.envs, actions)
+    else:
+        results = s.shared.step(s.executor, s.envs, actions)
     w.phase = "the policy's observe"
     s.policy.observe(results)
     s.epoch += 1
@@ -85,10 +89,15 @@ class TrainLoop:
 
     mode: ClassVar[str] = "train"
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, share_epochs: bool = True) -> None:
         # open_session refused it already in train mode; a session opened to run is not.
         check_trainable(type(session.policy), session.config.run.policy)
         self.session = session
+        group = session.config.train.seed_group
+        # share_epochs=False trains every env on its own (the same results, more work):
+        # for timing the sharing, or checking it.
+        if share_epochs and group > 1 and session.ranks is None:
+            session.shared = SharedEpochs.of(len(session.envs), group)
         self._watchdog = Watchdog(0)  # run()'s, so that _evaluate is watched too
 
     def run(self, stop: StopFlag, watchdog: Watchdog | None = None) -> None:
@@ -109,6 +118,8 @@ class TrainLoop:
                 ):
                     w.phase = "the envs' reset and the policy's reset"
                     observations = s.start_episodes()
+                    if s.shared is not None and s.epoch == 0:
+                        s.shared.restart(s.envs)
                     if fresh:
                         w.phase = "the policy's begin_rollout"
                         policy.begin_rollout(observations)

@@ -37,6 +37,7 @@ from esper_core.run.run_dir import (
     run_file,
     write_run_config,
 )
+from esper_core.run.shared_epochs import SharedEpochs
 from esper_core.run.telemetry import EpisodeFinished, Event, RunStarted
 
 if TYPE_CHECKING:
@@ -69,6 +70,8 @@ class Session:
     started: float = attrs.field(factory=time.time)
     elapsed_before: float = 0.0
     lock: RunDirLock | None = None  # held by the writing process until close()
+    # Training with seed groups: which envs take another's epochs (esper_core.run.shared_epochs).
+    shared: SharedEpochs | None = None
 
     @property
     def config(self) -> RunConfig:
@@ -171,11 +174,12 @@ class Session:
         )
 
     def checkpoint(self) -> None:
-        env_states = (
-            [env.state_dict() for env in self.envs]
-            if self.ranks is None
-            else self.ranks.env_states(self.envs)
-        )
+        if self.ranks is not None:
+            env_states = self.ranks.env_states(self.envs)
+        else:
+            env_states = [env.state_dict() for env in self.envs]
+            if self.shared is not None:
+                env_states = self.shared.states(env_states)
         if not self.writer:
             return
         payload = {
