@@ -95,6 +95,15 @@ EXPECTED: dict[str, list[str]] = {
         *(f"runs.*.blocks.*.pairs.*.{k}" for k in ("episodes", "grew_host", "germinated")),
         *(f"runs.*.blocks.*.pairs.*.{k}" for k in ("final_val_acc", "flops_ratio", "return")),
     ],
+    "shared_epochs": [
+        "args",
+        "alone.wall_s",
+        "alone.epochs_trained",
+        "shared.wall_s",
+        "shared.epochs_trained",
+        "time_ratio",
+        "identical",
+    ],
     "ppo_pretrained_grower": [
         "model",
         "runs.*.test_acc",

@@ -91,18 +91,20 @@ class StreamsExecutor:
 
     # ------------------------------------------------------------ the step
 
-    def _lane(self, position: int, env: MorphogeneticEnv) -> Lane:
-        lane = self._lanes.get(position)
+    def _lane(self, env: MorphogeneticEnv) -> Lane:
+        # Keyed by the env, not its position: a step may get some envs only (a seed group
+        # whose envs share epochs: esper_core.run.shared_epochs), and each keeps its stream.
+        lane = self._lanes.get(id(env))
         # A lane belongs to one env object on one device; the stream lives as long as both do.
         if lane is None or lane.env is not env or lane.device != env.device:
             lane = Lane(env, env.device, self.api.new_stream(env.device))
-            self._lanes[position] = lane
+            self._lanes[id(env)] = lane
         return lane
 
     def step(self, envs: Sequence[MorphogeneticEnv], actions: Sequence[Action]) -> list[StepResult]:
         if len(envs) != len(actions):
             raise ValueError(f"{len(actions)} actions for {len(envs)} envs")
-        lanes = [self._lane(i, env) for i, env in enumerate(envs)]
+        lanes = [self._lane(env) for env in envs]
         self._begin(lanes, actions)
         self._interleave(lanes)
         return self._finish(lanes)

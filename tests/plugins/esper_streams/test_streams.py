@@ -343,6 +343,20 @@ def test_one_stream_per_env_created_on_the_env_device_and_kept(recorded: dict[st
     assert [s.device for s in api.created] == [env.device for env in recorded["envs"]]
 
 
+def test_an_env_keeps_its_stream_when_a_step_gets_some_envs_only() -> None:
+    """Shared epochs step a seed group's lead alone: env 2, second in that step, keeps the
+    stream it had as third."""
+    from esper_core.lifecycle.actions import WAIT
+    from tests.fakes import make_env
+
+    api = RecordingStreams()
+    executor = StreamsExecutor(StreamsOptions(), None, devices=[CPU], stream_api=api)
+    envs = [make_env("env.max_batches=1", env_index=i, seed=i) for i in range(3)]
+    executor.step(envs, [WAIT] * 3)
+    executor.step([envs[0], envs[2]], [WAIT] * 2)
+    assert len(api.created) == 3
+
+
 def test_every_accumulation_runs_on_its_env_stream(recorded: dict[str, Any]) -> None:
     api: RecordingStreams = recorded["api"]
     stream_of = {id(env.trainer): api.created[i] for i, env in enumerate(recorded["envs"])}
