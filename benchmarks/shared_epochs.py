@@ -6,11 +6,11 @@ measurements, each printed as one JSON object:
 
 * a run of its own (the default): one PPO training run on two digits hosts, trained
   twice in this process, with and without sharing; it prints both wall times, their
-  ratio, the epochs each trained, and whether the two runs' events and learned weights
-  are the same. A policy that has not learned yet acts at random, so its groups part
+  ratio (per repetition of ``--reps``, interleaved; their median with its spread), the
+  epochs each trained, and whether the two runs' events and learned weights are the same. A policy that has not learned yet acts at random, so its groups part
   early: this is the least sharing saves.
 
-      OMP_NUM_THREADS=1 python benchmarks/shared_epochs.py --envs 12 --group 3 --updates 2
+      OMP_NUM_THREADS=1 python benchmarks/shared_epochs.py --envs 12 --group 3 --updates 2 --reps 3
 
 * ``--runs DIR...``: reads training run directories' ``events.jsonl`` (nothing is
   trained): per run and update, the training epochs and how many of them an env took
@@ -29,6 +29,9 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _spread import spread
 
 
 def _config(envs: int, group: int, updates: int, epochs: int, batches: int) -> Any:
@@ -64,7 +67,9 @@ def _rows(run_dir: Path) -> list[tuple[Any, ...]]:
     return rows
 
 
-def own_run(envs: int, group: int, updates: int, epochs: int, batches: int) -> dict[str, Any]:
+def own_run(
+    envs: int, group: int, updates: int, epochs: int, batches: int, reps: int
+) -> dict[str, Any]:
     import torch
 
     from esper_core.plugins import PluginManager
@@ -77,31 +82,36 @@ def own_run(envs: int, group: int, updates: int, epochs: int, batches: int) -> d
             super().__init__(session, share_epochs=False)
 
     pm = PluginManager()
-    out: dict[str, Any] = {}
+    walls: dict[str, list[float]] = {"alone": [], "shared": []}
     with tempfile.TemporaryDirectory() as tmp:
         # A first run pays for the imports and the data's first load, which would
         # otherwise be timed in whichever run came first.
         warm = _config(2, 2, 1, 1, 1)
         api.drive(TrainLoop, warm, pm, run_dir=Path(tmp) / "warm", quiet=True, notify=print)
-        for name, loop in (("alone", Alone), ("shared", TrainLoop)):
-            config = _config(envs, group, updates, epochs, batches)
-            started = time.perf_counter()
-            api.drive(
-                loop, config, pm, run_dir=Path(tmp) / name, quiet=True, notify=lambda _m: None
-            )
-            out[name] = {
-                "wall_s": round(time.perf_counter() - started, 3),
-                "epochs_trained": read_runs([Path(tmp) / name])[0]["epochs_trained"],
-            }
-        nets = [load_checkpoint(Path(tmp) / n / "checkpoint.pt")["policy"]["network"] for n in out]
+        # Repetitions interleaved, so that the machine's load hits both sides alike.
+        for rep in range(reps):
+            for name, loop in (("alone", Alone), ("shared", TrainLoop)):
+                config = _config(envs, group, updates, epochs, batches)
+                run_dir = Path(tmp) / f"{name}-{rep}"
+                started = time.perf_counter()
+                api.drive(loop, config, pm, run_dir=run_dir, quiet=True, notify=lambda _m: None)
+                walls[name].append(time.perf_counter() - started)
+        runs = {name: Path(tmp) / f"{name}-0" for name in walls}
+        trained = {name: read_runs([d])[0]["epochs_trained"] for name, d in runs.items()}
+        nets = [load_checkpoint(d / "checkpoint.pt")["policy"]["network"] for d in runs.values()]
         same_weights = nets[0].keys() == nets[1].keys() and all(
             torch.equal(nets[0][k], nets[1][k]) for k in nets[0]
         )
-        same_events = _rows(Path(tmp) / "alone") == _rows(Path(tmp) / "shared")
+        same_events = _rows(runs["alone"]) == _rows(runs["shared"])
+    ratios = [s / a for s, a in zip(walls["shared"], walls["alone"], strict=True)]
     return {
         "args": {"envs": envs, "group": group, "updates": updates, "max_epochs": epochs},
-        **out,
-        "time_ratio": round(out["shared"]["wall_s"] / out["alone"]["wall_s"], 3),
+        **{
+            name: {"wall_s": [round(w, 3) for w in walls[name]], "epochs_trained": trained[name]}
+            for name in walls
+        },
+        "epochs_ratio": round(trained["shared"] / trained["alone"], 3),
+        "time_ratio": spread(ratios),
         "identical": same_events and same_weights,
     }
 
@@ -142,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--group", type=int, default=3)
     parser.add_argument("--updates", type=int, default=2)
     parser.add_argument("--max-epochs", type=int, default=8)
+    parser.add_argument("--reps", type=int, default=3, help="interleaved repetitions")
     parser.add_argument("--smoke", action="store_true", help="the smallest run of its own")
     args = parser.parse_args(argv)
     if args.runs:
@@ -152,9 +163,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"runs": read_runs(args.runs)}, indent=2))
         return 0
     if args.smoke:
-        result = own_run(4, 2, 1, 2, 2)
+        result = own_run(4, 2, 1, 2, 2, 1)
     else:
-        result = own_run(args.envs, args.group, args.updates, args.max_epochs, 0)
+        result = own_run(args.envs, args.group, args.updates, args.max_epochs, 0, args.reps)
     print(json.dumps(result, indent=2))
     return 0
 

@@ -98,10 +98,11 @@ EXPECTED: dict[str, list[str]] = {
     "shared_epochs": [
         "args",
         "alone.wall_s",
+        "epochs_ratio",
         "alone.epochs_trained",
         "shared.wall_s",
         "shared.epochs_trained",
-        "time_ratio",
+        "time_ratio.median",
         "identical",
     ],
     "ppo_pretrained_grower": [
