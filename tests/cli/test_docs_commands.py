@@ -416,6 +416,10 @@ COMMANDS: dict[str, Way] = {
         "--only ppo5-run-1 --only ppo5-run-2 --only ppo5-run-3"
     ): NotRun("680 runs; --only at the smallest scale in tests/cli/test_benchmark_only.py"),
     (
+        "esper benchmark examples/suites/controller-suite.toml --jobs 2 --set run.seed=7900 "
+        "--only heuristic"
+    ): NotRun("920 runs; --only at the smallest scale in tests/cli/test_benchmark_only.py"),
+    (
         "esper benchmark examples/suites/controller-suite.toml --jobs 2 --only heuristic "
         "--only heuristic-capacity --only heuristic-widen-slowdown"
     ): NotRun("370 runs; --only at the smallest scale in tests/cli/test_benchmark_only.py"),

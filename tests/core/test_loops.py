@@ -21,6 +21,7 @@ class _Session:
     log: list[tuple[Any, ...]] = field(factory=list)
     envs: list[str] = field(factory=lambda: ["env0", "env1"])
     epoch: int = 3
+    shared: None = None  # no seed group shares its epochs here
 
     @property
     def policy(self) -> _Session:
