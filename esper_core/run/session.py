@@ -177,9 +177,11 @@ class Session:
         if self.ranks is not None:
             env_states = self.ranks.env_states(self.envs)
         else:
-            env_states = [env.state_dict() for env in self.envs]
-            if self.shared is not None:
-                env_states = self.shared.states(env_states)
+            env_states = (
+                [env.state_dict() for env in self.envs]
+                if self.shared is None
+                else self.shared.states(self.envs)
+            )
         if not self.writer:
             return
         payload = {

@@ -66,12 +66,13 @@ class SharedEpochs:
             for i, lead in enumerate(self.leads)
         ]
 
-    def states(self, states: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def states(self, envs: Sequence[Any]) -> list[dict[str, Any]]:
         """The envs' checkpoint states: an env that has not trained its own epochs has its
-        lead's (a copy, so that no two envs load one optimizer state and share its tensors)."""
+        lead's (a copy, so that no two envs load one optimizer state and share its tensors);
+        a stale env's own state is never read."""
+        own = {lead: envs[lead].state_dict() for lead in set(self.leads)}
         return [
-            state if lead == i else copy.deepcopy(states[lead])
-            for i, (lead, state) in enumerate(zip(self.leads, states, strict=True))
+            own[i] if lead == i else copy.deepcopy(own[lead]) for i, lead in enumerate(self.leads)
         ]
 
     def _part(self, envs: Sequence[Any], actions: Sequence[Action]) -> None:

@@ -132,7 +132,7 @@ def test_a_checkpoint_gives_an_env_that_took_its_leads_epochs_a_copy_of_the_lead
     shared = SharedEpochs.of(2, 2)
     shared.restart(envs)
     shared.step(SerialExecutor(), envs, [WAIT, WAIT])
-    states = shared.states([env.state_dict() for env in envs])
+    states = shared.states(envs)
     assert states[1]["epoch"] == states[0]["epoch"] == 1
     # A copy: two envs loading one optimizer state would share its momentum tensors.
     lead, copy = _tensors(states[0]), _tensors(states[1])
