@@ -513,6 +513,13 @@ COMMANDS: dict[str, Way] = {
         "tests/core/test_seed_groups.py"
     ),
     (
+        "esper train --config docs/results/ppo-suite-9/config.toml --seed 50000 "
+        "--out runs/ppo-suite-9/run-1"
+    ): NotRun(
+        "1,080 episodes, hours of one core; auto host growth end to end in "
+        "tests/plugins/esper_tamiyo_ppo/test_host_growth.py"
+    ),
+    (
         "python benchmarks/ppo_training_episodes.py runs/ppo-suite-5/run-1 "
         "runs/ppo-suite-5/run-2 runs/ppo-suite-5/run-3 --block 8 --markdown"
     ): NotRun(

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from attrs import evolve
 
 from esper_core import hookimpl
+from esper_core.components.host_growth_choice import declared
 from esper_core.converter import structure, unstructure
 from esper_core.errors import CheckpointError, ConfigError
 from esper_core.lifecycle.rules import (
@@ -167,7 +168,7 @@ class HeuristicPolicy:
     def online_host_growths(self) -> list[HostGrowthSpec]:
         """The host growths it may ask for (``GrowsHostOnline``): none when host_growth is
         off, both widening and deepening for auto."""
-        return host_growth.declared(self.options)
+        return declared(self.options)
 
     def why_no_growth(self, env_index: int) -> str | None:
         """Why this env's episode germinated nothing (``germination.why_no_growth``)."""

@@ -12,11 +12,11 @@ no seed germinates, so only a seed installed at birth can be in the way.
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 from attrs import evolve
 
+from esper_core.components.host_growth_choice import choose, ready
 from esper_core.components.host_growth_options import growth_request
 from esper_core.lifecycle.rules import LIVE_STAGES
 from esper_core.lifecycle.stages import Stage
@@ -33,52 +33,6 @@ def spec(o: HeuristicOptions, at: float, kind: str = "") -> HostGrowthSpec | Non
     """The growth ``o`` asks for, starting at ``at``; None when ``host_growth`` is off.
     ``kind``: what auto chose (:func:`choose`)."""
     return growth_request(o, at, kind)
-
-
-def declared(o: HeuristicOptions) -> list[HostGrowthSpec]:
-    """Every growth ``o`` may ask for (``GrowsHostOnline.online_host_growths``): auto may
-    widen or deepen; a host without one of them declares only the other."""
-    kinds = ("widen", "deepen") if o.host_growth == "auto" else (o.host_growth,)
-    return [g for k in kinds if (g := spec(o, 0.0, k)) is not None]
-
-
-def choose(o: HeuristicOptions, obs: Observation) -> tuple[str, str]:
-    """The growth to ask for (widen or deepen) and, for auto, why.
-
-    auto reads the expansion score (Observation.expansion): what a new module *between*
-    the host's layers would buy at first order over the host's own next step. Where that
-    is high, the host's bottleneck is in what its layers compose, which depth adds;
-    where it is near zero, modules between the layers buy nothing the host's own step
-    does not, and more of the same layers (width) is the growth left to try."""
-    if o.host_growth != "auto":
-        return o.host_growth, ""
-    kinds = set(obs.host_growth_kinds)
-    if "depth" not in kinds:
-        return "widen", "auto: widen (the host cannot deepen)"
-    if "width" not in kinds:
-        return "deepen", "auto: deepen (the host cannot widen)"
-    if obs.topology and obs.topology not in o.depth_topologies:
-        return "widen", f"auto: widen (depth_topologies leaves out {obs.topology} hosts)"
-    scores = [v for v in obs.expansion if math.isfinite(v)]
-    if not scores:
-        return "widen", "auto: widen (no expansion score: set env.expansion_batches > 0)"
-    best, ratio = max(scores), o.depth_expansion_ratio
-    if best >= ratio:
-        return (
-            "deepen",
-            f"auto: deepen: expansion score {best:.2f} >= depth_expansion_ratio={ratio:g}",
-        )
-    return "widen", f"auto: widen: expansion score {best:.2f} < depth_expansion_ratio={ratio:g}"
-
-
-def _ready(obs: Observation, kind: str) -> bool:
-    """Whether the env says the growth of ``kind`` can start now (an observation without
-    kinds: the one growth declared)."""
-    if not obs.host_growth_kinds:
-        return obs.host_growth_ready[:1] == (True,)
-    wanted = "depth" if kind == "deepen" else "width"
-    ready = dict(zip(obs.host_growth_kinds, obs.host_growth_ready, strict=False))
-    return ready.get(wanted, False)
 
 
 def window(o: HeuristicOptions, max_epochs: int) -> tuple[int, int]:
@@ -139,7 +93,7 @@ def with_host_growth(
     kind, chose = choose(o, obs)
     if obs.epoch < first:
         why = f"no host growth before epoch {first} (host_growth_min_at)"
-    elif not _ready(obs, kind):
+    elif not ready(obs, kind):
         why = f"no host growth: the env says it cannot start now{_seeds_held(obs)}"
     elif decision.action.op != LifecycleOp.WAIT:  # a seed's own action goes first
         why = "no host growth with a seed action"

@@ -6,6 +6,7 @@ from typing import Any
 
 from attrs import define
 
+from esper_core.components import host_growth_choice as auto
 from esper_core.components import host_growth_options as growth
 from esper_core.config_limits import MAX_EPOCHS, MAX_FACTOR
 from esper_core.converter import each, in_range, non_empty, one_of, options_field
@@ -215,22 +216,8 @@ class HeuristicOptions:
         default="auto",
         extra=("auto",),
     )
-    # 0.2: between the training pairs whose oracle widens (scores up to 0.12 when the
-    # growth starts) and the one whose oracle deepens (0.47 and up), fourth round.
-    depth_expansion_ratio: float = options_field(
-        0.2,
-        in_range(0, MAX_FACTOR),
-        "host_growth = auto: deepen when the highest expansion score of any slot (what a "
-        "new module between the host's layers would buy at first order, over the host's own "
-        "next step; needs env.expansion_batches > 0) is at least this when the growth "
-        "starts; below it, or where the host cannot deepen, widen.",
-    )
-    depth_topologies: list[str] = options_field(
-        ["cnn", "transformer"],
-        each(one_of("cnn", "transformer", "mlp")),
-        "host_growth = auto: the model families (task topologies) it may deepen; a host of "
-        "another family widens whatever its expansion score.",
-    )
+    depth_expansion_ratio: float = auto.ratio_field()
+    depth_topologies: list[str] = auto.topologies_field()
     host_growth_factor: float = growth.factor_field()
     # identity: glyphs' CNN has no channel-preserving layer for G_stack to copy.
     host_growth_mode: str = growth.mode_field(default="identity")

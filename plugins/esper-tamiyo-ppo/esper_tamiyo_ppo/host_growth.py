@@ -1,8 +1,10 @@
 """The PPO policy's growth of the host itself (``host_growth`` on; ``GrowsHostOnline``).
 
 The network has one more head, "grow the host now" (0: not now, 1: now); this module
-says when "now" is legal and turns the choice into the action's request. "Now" is legal
-when the env says the one growth the policy declared can start
+says when "now" is legal and turns the choice into the action's request. With ``host_growth = "auto"``
+the head says when and the host's expansion score which growth (widen or deepen; the
+rule the heuristic's auto follows, :mod:`esper_core.components.host_growth_choice`).
+"Now" is legal when the env says the growth the policy would ask for can start
 (``Observation.host_growth_ready``, :mod:`esper_core.env.host_growth_ready`: no growth
 in flight, no seed in its way, not at the last epoch), so the env never refuses a
 request the mask allowed, and a seed kept for good no longer rules out a growth that can
@@ -21,6 +23,7 @@ from typing import Any
 import torch
 from attrs import evolve
 
+from esper_core.components.host_growth_choice import choose, declared, ready
 from esper_core.components.host_growth_options import growth_request
 from esper_core.components.policy import HostGrowthSpec
 from esper_core.env.observation import Observation
@@ -41,9 +44,14 @@ class HostGrowthChoice:
         # the steps it acted on deterministically (see median_moment).
         self.not_yet = torch.ones(n_envs, device=device)
 
-    def request(self, at: float) -> HostGrowthSpec | None:
-        """The growth the options ask for, starting at ``at`` (None: host_growth off)."""
-        return growth_request(self.options, at)
+    def request(self, at: float, kind: str = "") -> HostGrowthSpec | None:
+        """The growth the options ask for, starting at ``at`` (None: host_growth off);
+        ``kind``: what auto chose."""
+        return growth_request(self.options, at, kind)
+
+    def declared(self) -> list[HostGrowthSpec]:
+        """Every growth it may ask for (``GrowsHostOnline``): auto may widen or deepen."""
+        return declared(self.options)
 
     def reset(self, rows: torch.Tensor) -> None:
         """New episodes in ``rows``: each may grow its host once again."""
@@ -60,7 +68,7 @@ class HostGrowthChoice:
             round(o.host_growth_min_at * obs.max_epochs)
             <= obs.epoch
             <= round(o.host_growth_max_at * obs.max_epochs)
-            and obs.host_growth_ready[:1] == (True,)
+            and ready(obs, choose(o, obs)[0])
             for obs in observations
         ]
         now = torch.tensor(legal, dtype=torch.bool, device=self.device) & ~self.asked[rows]
@@ -95,11 +103,12 @@ class HostGrowthChoice:
         if list(choice) != [1]:
             return action
         self.asked[row] = True
-        o = self.options
+        kind, why = choose(self.options, obs)
+        grows = f"grows the host: {kind} x{self.options.host_growth_factor:g}"
         return evolve(
             action,
-            host_growth=self.request(obs.epoch / obs.max_epochs),
-            reason=f"{action.reason}; grows the host: {o.host_growth} x{o.host_growth_factor:g}",
+            host_growth=self.request(obs.epoch / obs.max_epochs, kind),
+            reason="; ".join(r for r in (action.reason, grows, why) if r),
         )
 
     def state_dict(self) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import define
 
+from esper_core.components import host_growth_choice as auto
 from esper_core.components import host_growth_options as growth
 from esper_core.config_limits import MAX_BATCH, MAX_DEPTH, MAX_EPOCHS, MAX_FACTOR, MAX_LR, MAX_WIDTH
 from esper_core.converter import in_range, one_of, options_field
@@ -25,6 +26,8 @@ GROWTH_FIELDS = (
     "host_growth_max_at",
     "host_growth_tempo",
     "host_growth_curve",
+    "depth_expansion_ratio",
+    "depth_topologies",
 )
 # Fields that define how the network reads its input: a trained checkpoint loaded with
 # ``ppo:PATH`` brings its own values of these, whatever the evaluation config says.
@@ -209,9 +212,14 @@ class PPOOptions:
         "Let the policy grow the host itself, once per episode, at the epoch it chooses "
         "(a head of its own: grow now or not, asked with WAIT when the env says the growth "
         "can start: no seed in its way, none ramping, not the last epoch): "
-        "widen (a CNN's conv stages, a transformer's d_model), deepen (host_growth_mode) "
-        "or off (no such head: the shipped checkpoints' layout)."
+        "widen (a CNN's conv stages, a transformer's d_model), deepen (host_growth_mode), "
+        "auto (the head says when; the host's expansion score says which, as the "
+        "heuristic's auto does: see depth_expansion_ratio) or off (no such head: the "
+        "shipped checkpoints' layout).",
+        extra=("auto",),
     )
+    depth_expansion_ratio: float = auto.ratio_field()
+    depth_topologies: list[str] = auto.topologies_field()
     host_growth_factor: float = growth.factor_field()
     host_growth_mode: str = growth.mode_field()
     host_growth_min_at: float = growth.at_field(

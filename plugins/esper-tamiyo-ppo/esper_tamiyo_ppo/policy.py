@@ -188,9 +188,9 @@ class PPOPolicy:
         self.growth.reset(rows)
 
     def online_host_growths(self) -> list[HostGrowthSpec]:
-        """The host growth it may ask for (``GrowsHostOnline``): none when host_growth is off."""
-        request = self.growth.request(0.0)
-        return [] if request is None else [request]
+        """The host growths it may ask for (``GrowsHostOnline``): none when host_growth is
+        off, widen and deepen with auto."""
+        return self.growth.declared()
 
     def _rows(self, env_indices: Sequence[int]) -> torch.Tensor:
         rows = torch.as_tensor(list(env_indices), dtype=torch.long, device=self.device)

@@ -311,6 +311,81 @@ def test_a_widening_at_its_first_decision_pays_its_compute(
     assert at_once[-1] == pytest.approx(later[-1])  # one widened host, one price
 
 
+def test_auto_grows_when_the_head_says_and_as_the_expansion_score_says() -> None:
+    """host_growth = auto: it declares both growths; "now" is legal when the growth the
+    host's expansion score picks can start (not the other), and the request and its
+    reason name that growth: the heuristic's auto rule, read by PPO."""
+    from esper_core.components.policy import DepthGrowthSpec
+
+    options = attrs.evolve(WIDEN, host_growth="auto", host_growth_max_at=0.95)
+    policy = make_policy(options, n_envs=1, max_epochs=10)
+    assert policy.online_host_growths() == [
+        WidthGrowthSpec(at=0.0, factor=2.0),
+        DepthGrowthSpec(at=0.0, factor=2, mode="stack"),
+    ]
+    rows = torch.zeros(1, dtype=torch.long)
+
+    def obs(score: float, width: bool, depth: bool):  # type: ignore[no-untyped-def]
+        return attrs.evolve(
+            _observation(3),
+            expansion=(score, math.nan),
+            host_growth_kinds=("width", "depth"),
+            host_growth_ready=(width, depth),
+        )
+
+    def legal(o) -> bool:  # type: ignore[no-untyped-def]
+        masks = policy.growth.masks([o], rows)
+        assert masks is not None
+        return bool(masks[0, 1])
+
+    assert legal(obs(0.5, width=False, depth=True)) and not legal(obs(0.05, False, True))
+    assert legal(obs(0.05, width=True, depth=False)) and not legal(obs(0.5, True, False))
+    _bias(policy, LifecycleOp.WAIT, grow=1)
+    policy.reset([0])
+    (deep,) = policy.act([obs(0.5, True, True)])
+    assert isinstance(deep.host_growth, DepthGrowthSpec)
+    assert "grows the host: deepen x2" in deep.reason and "expansion score 0.50" in deep.reason
+    policy.reset([0])
+    (wide,) = policy.act([obs(0.05, True, True)])
+    assert isinstance(wide.host_growth, WidthGrowthSpec)
+    assert (
+        "grows the host: widen x2" in wide.reason and "0.05 < depth_expansion_ratio" in wide.reason
+    )
+
+
+@pytest.mark.parametrize(("ratio", "operator"), [(0.0, "depth"), (1e6, "width")])
+def test_auto_on_a_real_host_grows_by_the_operator_its_rule_picks(
+    pm: PluginManager, tmp_path: Path, ratio: float, operator: str
+) -> None:
+    """On a real env (charlm, whose transformer may widen or deepen), the expansion score
+    the env measures decides: a ratio every score reaches deepens, one none reaches widens."""
+    from esper_core.env.gym import make_env
+    from esper_core.env.host_growth import records
+    from esper_core.env.host_growth_online import check_declared
+
+    env = make_env(load_config(overrides=_charlm(tmp_path, "env.max_epochs=4")), pm)
+    options = PPOOptions(
+        host_growth="auto",
+        depth_expansion_ratio=ratio,
+        host_growth_tempo=1,
+        host_growth_min_at=0.25,
+        hidden_size=16,
+        allow_untrained=True,
+    )
+    ctx = attrs.evolve(context(n_envs=1, max_epochs=4, space=env.space), topology="transformer")
+    policy = PPOPolicy(options, ctx)
+    check_declared([env], policy.online_host_growths())
+    obs = env.reset(0)
+    policy.reset([0])
+    _bias(policy, LifecycleOp.WAIT, grow=1)
+    for _ in range(4):
+        (action,) = policy.act([obs])
+        result = env.step(action)
+        obs = result.observation
+    assert result.done
+    assert [r.operator for r in records(env)] == [operator]
+
+
 def test_its_options_are_checked() -> None:
     with pytest.raises(ConfigError, match="host_growth_max_at"):
         structure(
