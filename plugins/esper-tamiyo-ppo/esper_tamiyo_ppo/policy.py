@@ -100,6 +100,7 @@ class PPOPolicy:
         self.context = context
         self.device = torch.device(context.device)
         self.grows_host = options.host_growth != "off"
+        self.host_growth_where_possible = options.host_growth == "auto"  # either, as it can
         space = context.space
         n_envs = context.n_envs
         n_steps = context.max_epochs * options.rollout_episodes  # one rollout, per env
@@ -188,8 +189,7 @@ class PPOPolicy:
         self.growth.reset(rows)
 
     def online_host_growths(self) -> list[HostGrowthSpec]:
-        """The host growths it may ask for (``GrowsHostOnline``): none when host_growth is
-        off, widen and deepen with auto."""
+        """The host growths it may ask for (``GrowsHostOnline``; auto: either)."""
         return self.growth.declared()
 
     def _rows(self, env_indices: Sequence[int]) -> torch.Tensor:

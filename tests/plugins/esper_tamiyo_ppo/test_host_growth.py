@@ -386,6 +386,34 @@ def test_auto_on_a_real_host_grows_by_the_operator_its_rule_picks(
     assert [r.operator for r in records(env)] == [operator]
 
 
+def test_auto_on_a_host_that_can_only_widen_declares_the_widening(pm: PluginManager) -> None:
+    """A user's module cannot deepen: auto is "either, as the host can", so the env is
+    offered the widening alone (a plain deepen on that host is refused before the run)."""
+    from esper_core.env.gym import make_env
+    from esper_core.run.env_builders import fit_envs_to_policy
+    from tests.core.benchmark.helpers import USER_MLP
+
+    overrides = [
+        "run.task=dataset",
+        "env.max_epochs=2",
+        *(
+            f"tasks.dataset.{k}={v!r}" if isinstance(v, str) else f"tasks.dataset.{k}={v}"
+            for k, v in USER_MLP.items()
+        ),
+    ]
+    env = make_env(load_config(overrides=[o.replace("'", '"') for o in overrides]), pm)
+    ctx = context(n_envs=1, max_epochs=2, space=env.space)
+
+    def fit(kind: str) -> tuple[str, ...]:
+        policy = PPOPolicy(PPOOptions(host_growth=kind, hidden_size=16, allow_untrained=True), ctx)
+        fit_envs_to_policy([env], policy)
+        return tuple(spec.kind for spec in env.online_growth_specs)
+
+    assert fit("auto") == ("width",)
+    with pytest.raises(ConfigError, match="cannot grow in depth"):
+        fit("deepen")
+
+
 def test_its_options_are_checked() -> None:
     with pytest.raises(ConfigError, match="host_growth_max_at"):
         structure(
