@@ -63,6 +63,11 @@ class PPO:
         """The host growth it may ask for (``GrowsHostOnline``; host_growth off: none)."""
         return self.policy.online_host_growths()
 
+    @property
+    def host_growth_where_possible(self) -> bool:
+        """auto: a host that takes one growth only is offered that one, not refused."""
+        return self.policy.host_growth_where_possible
+
     def set_training(self, training: bool) -> None:
         self.policy.set_training(training)
 

@@ -386,27 +386,38 @@ def test_auto_on_a_real_host_grows_by_the_operator_its_rule_picks(
     assert [r.operator for r in records(env)] == [operator]
 
 
-def test_auto_on_a_host_that_can_only_widen_declares_the_widening(pm: PluginManager) -> None:
+USER_CNN = {
+    "data": "examples.benchmark_models:digit_images",
+    "model": "examples.benchmark_models:cnn_tiny",
+    "slots": ["features.2", "features.5"],
+    "topology": "cnn",
+}
+
+
+@pytest.mark.parametrize("model", ["mlp", "cnn"])
+def test_auto_on_a_host_that_can_only_widen_declares_the_widening(
+    pm: PluginManager, model: str
+) -> None:
     """A user's module cannot deepen: auto is "either, as the host can", so the env is
-    offered the widening alone (a plain deepen on that host is refused before the run)."""
+    offered the widening alone (a plain deepen on that host is refused before the run),
+    through the component a run builds (the plugin's facade over the policy)."""
+    import json
+
+    from esper_tamiyo_ppo.plugin import PPO
+
     from esper_core.env.gym import make_env
     from esper_core.run.env_builders import fit_envs_to_policy
     from tests.core.benchmark.helpers import USER_MLP
 
-    overrides = [
-        "run.task=dataset",
-        "env.max_epochs=2",
-        *(
-            f"tasks.dataset.{k}={v!r}" if isinstance(v, str) else f"tasks.dataset.{k}={v}"
-            for k, v in USER_MLP.items()
-        ),
-    ]
-    env = make_env(load_config(overrides=[o.replace("'", '"') for o in overrides]), pm)
+    dataset = USER_MLP if model == "mlp" else USER_CNN
+    overrides = ["run.task=dataset", "env.max_epochs=2"]
+    overrides += [f"tasks.dataset.{k}={json.dumps(v)}" for k, v in dataset.items()]
+    env = make_env(load_config(overrides=overrides), pm)
     ctx = context(n_envs=1, max_epochs=2, space=env.space)
 
     def fit(kind: str) -> tuple[str, ...]:
-        policy = PPOPolicy(PPOOptions(host_growth=kind, hidden_size=16, allow_untrained=True), ctx)
-        fit_envs_to_policy([env], policy)
+        options = PPOOptions(host_growth=kind, hidden_size=16, allow_untrained=True)
+        fit_envs_to_policy([env], PPO(options, ctx))
         return tuple(spec.kind for spec in env.online_growth_specs)
 
     assert fit("auto") == ("width",)
