@@ -1,9 +1,10 @@
 """The PPO policy's growth of the host itself (``host_growth`` on; ``GrowsHostOnline``).
 
 The network has one more head, "grow the host now" (0: not now, 1: now); this module
-says when "now" is legal and turns the choice into the action's request. With ``host_growth = "auto"``
-the head says when and the host's expansion score which growth (widen or deepen; the
-rule the heuristic's auto follows, :mod:`esper_core.components.host_growth_choice`).
+says when "now" is legal and turns the choice into the action's request. With
+``host_growth = "auto"`` the head says when and the host's expansion score which growth
+(widen or deepen; the rule the heuristic's auto follows,
+:mod:`esper_core.components.host_growth_choice`).
 "Now" is legal when the env says the growth the policy would ask for can start
 (``Observation.host_growth_ready``, :mod:`esper_core.env.host_growth_ready`: no growth
 in flight, no seed in its way, not at the last epoch), so the env never refuses a
