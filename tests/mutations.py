@@ -467,7 +467,7 @@ MUTATIONS = (
         "ppo-host-growth-ignores-the-env",
         PPO,
         "host_growth.py",
-        "and obs.host_growth_ready[:1] == (True,)",
+        "and ready(obs, choose(o, obs)[0])",
         "and True",
         PPO_GROWTH_TESTS,
     ),

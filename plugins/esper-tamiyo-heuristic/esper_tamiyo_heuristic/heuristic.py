@@ -166,8 +166,7 @@ class HeuristicPolicy:
         self.memory = memory
 
     def online_host_growths(self) -> list[HostGrowthSpec]:
-        """The host growths it may ask for (``GrowsHostOnline``): none when host_growth is
-        off, both widening and deepening for auto."""
+        """The host growths it may ask for (``GrowsHostOnline``; off: none; auto: both)."""
         return declared(self.options)
 
     def why_no_growth(self, env_index: int) -> str | None:
