@@ -10,7 +10,7 @@ like any other. Two blueprints with the same description are the same to the pol
 
 Two schemas: 2, the default, is :mod:`esper_tamiyo_ppo.padded_features` (unit-free,
 padded to a mixed run's space); 1, kept here unchanged, is what checkpoints trained
-before schema 2 read (the shipped ``ppo:pretrained`` among them): the run's own space
+before schema 2 read (the first pretrained study's among them): the run's own space
 only, no presence flags. A checkpoint's recorded schema selects which one a policy reads.
 """
 
