@@ -113,6 +113,11 @@ def mlp_medium() -> nn.Module:
     return MLP(24)
 
 
+def mlp_small() -> nn.Module:
+    """16 wide: an evaluation host between the narrow training MLP and the medium one."""
+    return MLP(16)
+
+
 def cnn_small() -> nn.Module:
     return CNN(8)
 
@@ -123,3 +128,8 @@ def cnn_wide() -> nn.Module:
 
 def cnn_tiny() -> nn.Module:
     return CNN(4)
+
+
+def cnn_narrow() -> nn.Module:
+    """6 channels: an evaluation host between the tiny training CNN and the small one."""
+    return CNN(6)

@@ -420,6 +420,10 @@ COMMANDS: dict[str, Way] = {
         "--only heuristic"
     ): NotRun("920 runs; --only at the smallest scale in tests/cli/test_benchmark_only.py"),
     (
+        "esper benchmark examples/suites/controller-suite.toml --jobs 2 --set run.seed=8200 "
+        "--only heuristic --only ppo10-run-1 --only ppo10-run-2 --only ppo10-run-3"
+    ): NotRun("1,200 runs; --only at the smallest scale in tests/cli/test_benchmark_only.py"),
+    (
         "esper benchmark examples/suites/controller-suite.toml --jobs 1 --set run.seed=8100 "
         "--only heuristic"
     ): NotRun("230 runs; --only at the smallest scale in tests/cli/test_benchmark_only.py"),
