@@ -424,16 +424,22 @@ COMMANDS: dict[str, Way] = {
         "--only heuristic --only heuristic-capacity --only heuristic-expansion "
         "--only heuristic-slowdown --only heuristic-widen-slowdown --only heuristic-widen-at-once "
         "--only heuristic-early-cnn-depth --only ppo10-run-1 --only ppo10-run-2 --only ppo10-run-3"
-    ): NotRun("1,760 runs; --only at the smallest scale in tests/cli/test_benchmark_only.py"),
+    ): NotRun(
+        "1,620 evaluation runs; --only at the smallest scale in tests/cli/test_benchmark_only.py"
+    ),
     (
         "esper benchmark examples/suites/controller-suite.toml --jobs 2 --set run.seed=8300 "
         "--only heuristic --only heuristic-widen-at-once --only heuristic-early-cnn-depth "
         "--only ppo10-run-1 --only ppo10-run-2 --only ppo10-run-3"
-    ): NotRun("1,060 runs; --only at the smallest scale in tests/cli/test_benchmark_only.py"),
+    ): NotRun(
+        "1,060 evaluation runs; --only at the smallest scale in tests/cli/test_benchmark_only.py"
+    ),
     (
         "esper benchmark examples/suites/controller-suite.toml --jobs 2 --set run.seed=8200 "
         "--only heuristic --only ppo10-run-1 --only ppo10-run-2 --only ppo10-run-3"
-    ): NotRun("1,200 runs; --only at the smallest scale in tests/cli/test_benchmark_only.py"),
+    ): NotRun(
+        "780 evaluation runs; --only at the smallest scale in tests/cli/test_benchmark_only.py"
+    ),
     (
         "esper benchmark examples/suites/controller-suite.toml --jobs 1 --set run.seed=8100 "
         "--only heuristic"
