@@ -86,6 +86,22 @@ def _child(rank: int, nproc: int, init_method: str, job: Callable[[], Any], repo
     reports.put(("done", rank, result if rank == 0 else None))
     reports.close()
     reports.join_thread()
+    _exit_without_teardown(0)
+
+
+def _exit_without_teardown(code: int) -> None:
+    """End a worker whose report is delivered, skipping interpreter finalization.
+
+    A spawned worker otherwise runs the whole teardown (``sys.exit``), where C++ static
+    destructors can meet a gloo thread still joinable and abort ("terminate called
+    without an active exception", SIGABRT): a job that succeeded would be reported as a
+    rank killed by signal 6. The worker's files are closed by the job itself; what is left
+    to flush is its standard streams. ``multiprocessing``'s fork workers end the same way.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 @contextlib.contextmanager
