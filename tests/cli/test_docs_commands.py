@@ -433,7 +433,7 @@ COMMANDS: dict[str, Way] = {
         "--only heuristic-slowdown --only heuristic-widen-slowdown --only heuristic-widen-at-once "
         "--only heuristic-early-cnn-depth --only ppo10-run-1 --only ppo10-run-2 --only ppo10-run-3"
     ): NotRun(
-        "about 1,680 evaluation runs and 2,190 tuning and menu runs; --only at the smallest "
+        "1,630 evaluation runs after 580 tuning and 1,620 menu runs; --only at the smallest "
         "scale in tests/cli/test_benchmark_only.py"
     ),
     (
