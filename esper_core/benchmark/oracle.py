@@ -48,13 +48,19 @@ class EntryScore:
 
 
 def entry_score(
-    label: str, values: Mapping[int, float], seeds: Sequence[int], higher: bool, rule: StallRule
+    label: str,
+    values: Mapping[int, float],
+    seeds: Sequence[int],
+    higher: bool,
+    rule: StallRule,
+    others: Sequence[Mapping[int, float]] = (),
 ) -> EntryScore:
-    """``values``: the finished seeds' validation values (NaN: the run diverged)."""
+    """``values``: the finished seeds' validation values (NaN: the run diverged);
+    ``others``: the menu's other entries' (a seed hard for all of them is no stall)."""
     complete = all(s in values for s in seeds)
     got = [values[s] for s in seeds if s in values]
     mean = score(got) if complete else math.nan
-    failed = tuple(failed_seeds(dict(values), higher, rule)) if complete else ()
+    failed = tuple(failed_seeds(dict(values), higher, rule, others)) if complete else ()
     shown = tuple(values[s] if s in values and math.isfinite(values[s]) else None for s in seeds)
     return EntryScore(label, shown, mean if math.isfinite(mean) else None, failed, complete)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import shutil
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import attrs
@@ -138,9 +138,10 @@ def select(
     values = _validation(menu_cells, phases.menu_root(out), plan.validation)
     values["wait"] = _validation(wait_runs, out, plan.validation).get("wait", {})
     higher = plan.validation == VAL_ACC
+    got = [values.get(e.label, {}) for e in plan.menu]
     entries: list[EntryScore] = [
-        entry_score(e.label, values.get(e.label, {}), suite.tuning_seeds, higher, suite.stall)
-        for e in plan.menu
+        entry_score(e.label, v, suite.tuning_seeds, higher, suite.stall, got[:k] + got[k + 1 :])
+        for k, (e, v) in enumerate(zip(plan.menu, got))
     ]
     records = [
         MenuRecord(
@@ -168,13 +169,18 @@ def no_baseline(wait: MenuRecord, lr: float) -> str | None:
 
 
 def wait_stalled(
-    validation: dict[int, float | None], higher: bool, lr: float, rule: StallRule
+    validation: dict[int, float | None],
+    higher: bool,
+    lr: float,
+    rule: StallRule,
+    others: Sequence[Mapping[int, float | None]] = (),
 ) -> str | None:
     """Why no claim stands against ``wait`` on the pair (None: it trained on every
     evaluation seed): at its rate it diverged or stalled far behind its other runs on
     some evaluation seed (``validation``: its final validation value per seed), which
-    would make any policy look good there (docs/growth.md, the tuning rule)."""
-    failed = failed_seeds(validation, higher, rule)
+    would make any policy look good there (docs/growth.md, the tuning rule). ``others``:
+    the other arms' validation values, which excuse a seed that was hard for them too."""
+    failed = failed_seeds(validation, higher, rule, others)
     if not failed:
         return None
     finite = {s: v for s, v in validation.items() if v is not None and math.isfinite(v)}
@@ -301,7 +307,8 @@ def _evaluated(
     stall: StallRule,
 ) -> PairResult:
     by_arm: dict[str, dict[int, tuple[float, float]]] = {}
-    wait_validation: dict[int, float | None] = {}
+    validation: dict[str, dict[int, float | None]] = {}
+    field = VALIDATION[result.metric]
     for cell in cells:
         found = read_cell(cell, out)
         if found is not None:
@@ -309,11 +316,10 @@ def _evaluated(
                 found.value(result.metric),
                 found.train_flops,
             )
-            if cell.policy == phases.WAIT:
-                field = VALIDATION[result.metric]
-                wait_validation[cell.seed] = (
-                    found.value(field) if getattr(found, field) is not None else None
-                )
+            validation.setdefault(cell.policy, {})[cell.seed] = (
+                found.value(field) if getattr(found, field) is not None else None
+            )
+    wait_validation = validation.pop(phases.WAIT, {})
     arms = []
     for arm in dict.fromkeys(c.policy for c in cells):
         got = by_arm.get(arm, {})
@@ -342,7 +348,8 @@ def _evaluated(
     ]
     stalled = None
     if result.lr is not None and wait_validation:
-        stalled = wait_stalled(wait_validation, result.higher_is_better, result.lr, stall)
+        others = list(validation.values())
+        stalled = wait_stalled(wait_validation, result.higher_is_better, result.lr, stall, others)
     return attrs.evolve(result, evaluation=arms, gap=gap, failures=lines, wait_stalled=stalled)
 
 

@@ -19,11 +19,13 @@ class StallRule:
         5.0,
         in_range(0, 100, lo_open=True),
         "A run whose final validation accuracy is more than this many points below the "
-        "median of its arm's runs did not train (it stalled).",
+        "median of its arm's runs, beyond what its seed cost the other arms on the same "
+        "seeds, did not train (it stalled).",
     )
     loss_ratio: float = options_field(
         0.10,
         in_range(0, 100, lo_open=True),
         "A run whose final validation loss is more than this fraction above the median of "
-        "its arm's runs did not train (0.10: 10 % above).",
+        "its arm's runs, beyond what its seed cost the other arms, did not train (0.10: "
+        "10 % above).",
     )

@@ -16,6 +16,16 @@ counts. The same rule
 picks the tuning rate (:mod:`esper_core.compare.tuning_results`): a grid point on which
 any tuning seed did not train is never chosen, so the next rate down is.
 
+A seed can be hard for every arm: glyphs' 8-channel host at random seed 106 ends 6.6-8
+points below the median at every rate of its grid. Measured against its own arm alone,
+such a run reads as a stall, and the pair lost its baseline for a seed no rate could fix.
+So where other arms ran on the same seeds (the grid's other rates, the menu's other
+entries, the other policies of a comparison), a run is excused by as much as the other
+arms fell behind their own medians on that seed (the median over them): it did not
+train only when it is behind by the margin *beyond* what the seed cost everyone. A seed
+that is easy for the others excuses nothing, so the rule only ever flags fewer runs than
+its own-arm form.
+
 Validation values, not test values: whether a run trained is a fact about its training,
 and the rule must not look at the evaluation metric.
 """
@@ -62,23 +72,53 @@ class ArmFailure:
         )
 
 
-def failed_seeds(values: Mapping[int, float | None], higher: bool, rule: StallRule) -> list[int]:
-    """The seeds whose value is missing or not finite, or worse than the median of the
-    finite ones by more than the rule's margin (``higher``: the metric is an accuracy)."""
-    finite = [v for v in values.values() if v is not None and math.isfinite(v)]
-    median = statistics.median(finite) if finite else math.nan
+Values = Mapping[int, float | None]
 
-    def behind(value: float) -> bool:
-        if len(finite) < MIN_RUNS:
+
+def _median(values: Values) -> float | None:
+    """The median of the finite values; None with fewer than ``MIN_RUNS`` of them."""
+    finite = [v for v in values.values() if v is not None and math.isfinite(v)]
+    return statistics.median(finite) if len(finite) >= MIN_RUNS else None
+
+
+def seed_cost(others: Sequence[Values], higher: bool) -> dict[int, float]:
+    """Per seed, how far the other arms fell behind their own medians there (the median
+    over the arms that have one and a finite run on the seed): accuracy points (0: not
+    behind) or, for a loss, the ratio to the median (1: not behind)."""
+    gaps: dict[int, list[float]] = {}
+    for arm in others:
+        median = _median(arm)
+        if median is None:
+            continue
+        for seed, value in arm.items():
+            if value is not None and math.isfinite(value):
+                gaps.setdefault(seed, []).append(
+                    median - value if higher else value / median if median > 0 else 1.0
+                )
+    floor = 0.0 if higher else 1.0
+    return {seed: max(floor, statistics.median(g)) for seed, g in gaps.items()}
+
+
+def failed_seeds(
+    values: Values, higher: bool, rule: StallRule, others: Sequence[Values] = ()
+) -> list[int]:
+    """The seeds whose value is missing or not finite, or worse than the median of the
+    finite ones by more than the rule's margin beyond what the seed cost ``others`` (the
+    other arms' values by seed; see :func:`seed_cost`). ``higher``: an accuracy."""
+    median = _median(values)
+    cost = seed_cost(others, higher)
+
+    def behind(seed: int, value: float) -> bool:
+        if median is None:
             return False
         if higher:
-            return median - value > rule.acc_points
-        return value > median * (1 + rule.loss_ratio)
+            return median - value - cost.get(seed, 0.0) > rule.acc_points
+        return value > median * (1 + rule.loss_ratio) * cost.get(seed, 1.0)
 
     return [
         seed
         for seed, value in values.items()
-        if value is None or not math.isfinite(value) or behind(value)
+        if value is None or not math.isfinite(value) or behind(seed, value)
     ]
 
 
@@ -86,8 +126,9 @@ def arm_failures(
     cells: Sequence[CellResult], metrics: Mapping[str, str], rule: StallRule
 ) -> list[ArmFailure]:
     """Every (task, arm) with a run that did not train, in ``cells`` order; ``metrics``:
-    task -> the test metric it is ranked by (its validation twin is judged). A cell from
-    before validation values were recorded is left out, not counted as failed."""
+    task -> the test metric it is ranked by (its validation twin is judged); the other
+    arms on the task tell a hard seed from a stall. A cell from before validation values
+    were recorded is left out, not counted as failed."""
     by_arm: dict[tuple[str, str], dict[int, float]] = {}
     for c in cells:
         field = VALIDATION[metrics.get(c.task, "final_test_acc")]
@@ -96,7 +137,8 @@ def arm_failures(
     out = []
     for (task, arm), values in by_arm.items():
         field = VALIDATION[metrics.get(task, "final_test_acc")]
-        seeds = failed_seeds(values, higher_is_better(field), rule)
+        others = [v for (t, a), v in by_arm.items() if t == task and a != arm]
+        seeds = failed_seeds(values, higher_is_better(field), rule, others)
         if seeds:
             finite = [v for v in values.values() if math.isfinite(v)]
             median = statistics.median(finite) if finite else None

@@ -116,22 +116,31 @@ def _arm(
 ) -> ArmTuning:
     by_key = {(c.point, c.seed): c for c in cells}
     higher = metric == VAL_ACC
-    results: list[PointResult] = []
-    means: list[float] = []
-    eligible: list[float] = []  # the means a choice is made from: NaN where a seed failed
-    counts: list[int] = []  # finished seeds per point
-    for k, values in enumerate(points):
+    raws: list[list[float | None]] = []  # per point, per seed: None while unfinished
+    for k in range(len(points)):
         raw: list[float | None] = []
         for seed in seeds:
             directory = by_key[k, seed].directory(root)
             done = cell_state(directory) is CellState.COMPLETED
             raw.append(validation_value(directory, metric) if done else None)
+        raws.append(raw)
+    # Every point's finite values by seed: the other rates tell a seed that is hard at
+    # every rate from a rate that stalled on it.
+    by_seed = [
+        {s: v for s, v in zip(seeds, raw) if v is not None and math.isfinite(v)} for raw in raws
+    ]
+    results: list[PointResult] = []
+    means: list[float] = []
+    eligible: list[float] = []  # the means a choice is made from: NaN where a seed failed
+    counts: list[int] = []  # finished seeds per point
+    for k, (values, raw) in enumerate(zip(points, raws)):
         finished = [v for v in raw if v is not None]
         counts.append(len(finished))
         means.append(score(finished) if len(finished) == len(raw) else math.nan)
         scores = [None if v is None else _finite(v) for v in raw]
         done = len(finished) == len(raw)
-        failed = failed_seeds(dict(zip(seeds, scores)), higher, rule) if done else []
+        others = by_seed[:k] + by_seed[k + 1 :]
+        failed = failed_seeds(dict(zip(seeds, scores)), higher, rule, others) if done else []
         eligible.append(math.nan if failed else means[-1])
         results.append(PointResult(dict(values), scores, _finite(means[-1]), failed))
     complete = all(n == len(seeds) for n in counts)

@@ -9,11 +9,16 @@ from pathlib import Path
 import pytest
 
 from esper_core.compare.comparison import RESULTS_JSON, RESULTS_MD, write_results
-from esper_core.compare.experiment import build_experiment, parse_experiment, shared_config
+from esper_core.compare.experiment import (
+    Experiment,
+    build_experiment,
+    parse_experiment,
+    shared_config,
+)
 from esper_core.compare.metric import LOSS
 from esper_core.compare.plan import plan_cells
-from esper_core.compare.results import aggregate, load_results
-from esper_core.compare.stalls import StallRule, failed_seeds
+from esper_core.compare.results import ComparisonResults, aggregate, load_results
+from esper_core.compare.stalls import StallRule, failed_seeds, seed_cost
 from esper_core.plugins import PluginManager
 
 SHARED = {"run": {"reward": "acc_delta", "telemetry": []}, "env": {"max_epochs": 3}}
@@ -30,6 +35,29 @@ def test_a_run_far_behind_its_arms_median_or_not_finite_did_not_train() -> None:
     assert failed_seeds({1: 1.0, 2: math.inf, 3: None}, False, rule) == [2, 3]
     # Of two runs either may be the odd one: only a diverged run counts.
     assert failed_seeds({1: 90.0, 2: 50.0}, True, rule) == []
+
+
+def test_a_seed_that_cost_the_other_arms_as_much_is_excused() -> None:
+    rule = StallRule()
+    accuracy = {1: 90.0, 2: 91.0, 3: 80.0, 4: 89.0}
+    hard_for_all = [{1: 70.0, 2: 71.0, 3: 61.0, 4: 70.5}, {1: 95.0, 2: 95.0, 3: 86.0, 4: 94.0}]
+    # Seed 3 cost the others 9.25 and 8.5 points against their medians (median 8.875); 80
+    # is 9.5 below 89.5, 0.625 beyond that. Seeds better than a median cost nothing.
+    assert seed_cost(hard_for_all, True) == pytest.approx({1: 0.0, 2: 0.0, 3: 8.875, 4: 0.125})
+    assert failed_seeds(accuracy, True, rule, hard_for_all) == []
+    # An easy seed excuses nothing, and a seed the others found easy leaves the stall.
+    easy = [{1: 70.0, 2: 71.0, 3: 75.0, 4: 70.5}]
+    assert failed_seeds(accuracy, True, rule, easy) == [3]
+    # An arm with fewer than three finite runs has no median to fall behind.
+    assert failed_seeds(accuracy, True, rule, [{3: 10.0, 1: 90.0}]) == [3]
+    # A loss: the others' ratio to their own median on the seed scales the margin.
+    losses = {1: 1.38, 2: 1.40, 3: 1.76, 4: 1.37}
+    higher_loss_there = [{1: 2.0, 2: 2.02, 3: 2.6, 4: 1.98}]
+    assert seed_cost(higher_loss_there, False)[3] == pytest.approx(2.6 / 2.01)
+    assert failed_seeds(losses, False, rule, higher_loss_there) == []
+    assert failed_seeds(losses, False, rule, [{1: 2.0, 2: 2.02, 3: 2.0, 4: 1.98}]) == [3]
+    # A diverged run is never excused.
+    assert failed_seeds({**accuracy, 3: math.nan}, True, rule, hard_for_all) == [3]
 
 
 def _finished(directory: Path, acc: float, val_acc: float) -> None:
@@ -54,9 +82,9 @@ ACC = {
 }
 
 
-def test_a_comparison_flags_an_arm_that_did_not_train_and_leaves_its_verdict_unresolved(
-    pm: PluginManager, tmp_path: Path
-) -> None:
+def _compared(
+    pm: PluginManager, tmp_path: Path, acc: dict[str, list[float]]
+) -> tuple[Experiment, ComparisonResults]:
     spec = parse_experiment(
         {
             "config": SHARED,
@@ -69,9 +97,15 @@ def test_a_comparison_flags_an_arm_that_did_not_train_and_leaves_its_verdict_unr
     )
     experiment = build_experiment(spec, shared_config(spec))
     for cell in plan_cells(experiment, pm):
-        acc = ACC[cell.policy][cell.seed - experiment.seeds[0]]
-        _finished(cell.directory(tmp_path), acc, acc)
-    results = aggregate(experiment, plan_cells(experiment, pm), tmp_path)
+        value = acc[cell.policy][cell.seed - experiment.seeds[0]]
+        _finished(cell.directory(tmp_path), value, value)
+    return experiment, aggregate(experiment, plan_cells(experiment, pm), tmp_path)
+
+
+def test_a_comparison_flags_an_arm_that_did_not_train_and_leaves_its_verdict_unresolved(
+    pm: PluginManager, tmp_path: Path
+) -> None:
+    experiment, results = _compared(pm, tmp_path, ACC)
     (failure,) = results.failures
     assert (failure.task, failure.arm, failure.seeds) == ("tiny", "wait", [experiment.seeds[3]])
     assert failure.median == pytest.approx(89.25) and failure.values == [60.0]
@@ -82,6 +116,15 @@ def test_a_comparison_flags_an_arm_that_did_not_train_and_leaves_its_verdict_unr
     scripted = next(line for line in markdown.splitlines() if line.startswith("| scripted |"))
     assert "| unresolved (" in scripted
     assert load_results(tmp_path / RESULTS_JSON) == results
+
+
+def test_a_seed_hard_for_every_arm_of_a_comparison_is_no_stall(
+    pm: PluginManager, tmp_path: Path
+) -> None:
+    # Seed 3 costs scripted 29 points too: the seed is hard, not wait's training.
+    hard = {"scripted": [90.0, 91.0, 90.5, 62.0, 90.0, 91.5], "wait": ACC["wait"]}
+    _, results = _compared(pm, tmp_path, hard)
+    assert results.failures == []
 
 
 def test_too_few_evaluation_seeds_are_a_caution(pm: PluginManager, tmp_path: Path) -> None:

@@ -53,6 +53,27 @@ def test_an_entry_that_did_not_train_on_a_tuning_seed_is_never_the_oracle() -> N
     assert choose_oracle(entries, True) == 0
 
 
+def test_a_seed_hard_for_every_entry_is_no_stall_of_one() -> None:
+    """On tuning seed 102 every entry ends far below its own median (glyphs' 1-block host
+    on random seed 102): the seed entry's 12-point drop there is the seed's, so the entry
+    with the best mean is the oracle; a drop the others did not share is still a stall."""
+    rule = StallRule()
+    wait = {100: 30.0, 101: 31.0, 102: 20.0}
+    widen = {100: 33.0, 101: 34.0, 102: 22.0}
+    seed = {100: 45.0, 101: 46.0, 102: 34.0}
+    values = {"wait": wait, "widen": widen, "seed": seed}
+    entries = [
+        entry_score(k, v, SEEDS, True, rule, [o for j, o in values.items() if j != k])
+        for k, v in values.items()
+    ]
+    assert [e.failed for e in entries] == [(), (), ()]
+    assert choose_oracle(entries, True) == 2
+    # Judged without the others, as before: each entry stalls on 102.
+    assert [entry_score(k, v, SEEDS, True, rule).failed for k, v in values.items()] == [(102,)] * 3
+    alone = entry_score("seed", seed, SEEDS, True, rule, [{100: 30.0, 101: 31.0, 102: 30.5}])
+    assert alone.failed == (102,)
+
+
 def test_ties_go_to_wait_and_an_unfinished_menu_chooses_nothing() -> None:
     rule = StallRule()
     same = {100: 1.5, 101: 1.5, 102: 1.5}
