@@ -112,6 +112,10 @@ def episode(pm: PluginManager, seed: int, script: Script) -> tuple[list[RewardCo
     # Test accuracy at the last epoch only: no reward reads it, and measuring it draws no
     # random number, so the episodes are the ones measured with it every epoch.
     overrides += ["env.eval_test_every=0"]
+    # No expansion probe (a fifth of an episode's time): no reward or script reads its
+    # scores, and it leaves training untouched (eval mode, its own generator), so every
+    # context is equal field for field to one from an episode with the probe.
+    overrides += ["env.expansion_batches=0"]
     overrides += [f"lifecycle.isolation={script.isolation}"]
     overrides += [f"lifecycle.isolation_non_identity={script.isolation}"]
     config = load_config(overrides=overrides)
