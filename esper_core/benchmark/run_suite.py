@@ -139,8 +139,17 @@ def select(
     values["wait"] = _validation(wait_runs, out, plan.validation).get("wait", {})
     higher = plan.validation == VAL_ACC
     got = [values.get(e.label, {}) for e in plan.menu]
+    wait = values["wait"]
     entries: list[EntryScore] = [
-        entry_score(e.label, v, suite.tuning_seeds, higher, suite.stall, got[:k] + got[k + 1 :])
+        entry_score(
+            e.label,
+            v,
+            suite.tuning_seeds,
+            higher,
+            suite.stall,
+            got[:k] + got[k + 1 :],
+            None if e.label == "wait" else wait,
+        )
         for k, (e, v) in enumerate(zip(plan.menu, got))
     ]
     records = [

@@ -74,6 +74,46 @@ def test_a_seed_hard_for_every_entry_is_no_stall_of_one() -> None:
     assert alone.failed == (102,)
 
 
+FIVE_SEEDS = (100, 101, 102, 103, 104)
+
+
+def test_a_growth_run_better_than_wait_on_its_seed_trained(tmp_path: Path) -> None:
+    """glyphs' tiny host widened early: far below its own median on two tuning seeds,
+    yet above wait on each. It trained there, and it is the oracle; a drop below wait
+    is still a stall."""
+    found = suite(pair("p", "glyphs"), tuning_seeds=list(FIVE_SEEDS))
+    menu = build_menu(HostOffer("cnn"), (0.1,), 2.0, 2)  # wait, widen, deepen
+    plan = PairPlan(found.pairs[0], menu, [], "final_test_acc", "val_acc")
+    config = structure({}, RunConfig)
+    values = {
+        "wait": [30.0, 30.0, 21.0, 40.0, 32.0],
+        "widen-at0.1": [46.0, 52.0, 23.0, 48.0, 36.0],  # 102: 23 beats 21; 104: 36 beats 32
+        "deepen-at0.1": [31.0, 37.0, 13.0, 43.0, 42.0],  # 102: 13, below wait's 21
+    }
+    menu_cells: list[Cell] = []
+    wait_runs: list[Cell] = []
+    for label, per_seed in values.items():
+        for seed, val in zip(FIVE_SEEDS, per_seed):
+            cell = Cell("p", label, seed, config)
+            root = tmp_path if label == "wait" else phases.menu_root(tmp_path)
+            finished(cell.directory(root), val, val)
+            (wait_runs if label == "wait" else menu_cells).append(cell)
+    records, index, _ = select(plan, found, menu_cells, wait_runs, tmp_path)
+    assert [r.failed for r in records] == [[], [], [102]]
+    assert index is not None and menu[index].label == "widen-at0.1"
+    # Judged without wait, the widening stalls on 102 and 104 (23 and 10 points below its
+    # median, beyond the 9 and 0 those random seeds cost the other entries).
+    alone = entry_score(
+        "widen",
+        dict(zip(FIVE_SEEDS, values["widen-at0.1"])),
+        FIVE_SEEDS,
+        True,
+        StallRule(),
+        [dict(zip(FIVE_SEEDS, values["wait"]))],
+    )
+    assert alone.failed == (102, 104)
+
+
 def test_ties_go_to_wait_and_an_unfinished_menu_chooses_nothing() -> None:
     rule = StallRule()
     same = {100: 1.5, 101: 1.5, 102: 1.5}
