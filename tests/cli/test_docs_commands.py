@@ -569,6 +569,13 @@ COMMANDS: dict[str, Way] = {
         "tests/plugins/esper_tamiyo_ppo/test_host_growth.py"
     ),
     (
+        "esper train --config docs/results/ppo-suite-11/config.toml --seed 63000 "
+        "--out runs/ppo-suite-11/run-1"
+    ): NotRun(
+        "1,080 episodes, hours of one core; auto host growth end to end in "
+        "tests/plugins/esper_tamiyo_ppo/test_host_growth.py"
+    ),
+    (
         "python benchmarks/ppo_training_episodes.py runs/ppo-suite-5/run-1 "
         "runs/ppo-suite-5/run-2 runs/ppo-suite-5/run-3 --block 8 --markdown"
     ): NotRun(
