@@ -25,7 +25,7 @@ from esper_core.compare.results import aggregate, load_results
 from esper_core.compare.tuning import TuningCell, tuning_cells
 from esper_core.compare.tuning_choice import choose, grid_edges, score
 from esper_core.compare.tuning_grid import apply_point, grid_points
-from esper_core.compare.tuning_results import VAL_ACC, VAL_LOSS, tuning_results
+from esper_core.compare.tuning_results import VAL_ACC, VAL_LOSS, TuningResults, tuning_results
 from esper_core.compare.tuning_tables import UNTUNED, edge_lines, search_rows, tuning_markdown
 from esper_core.errors import ConfigError
 from esper_core.plugins import PluginManager
@@ -383,6 +383,19 @@ def test_untuned_results_say_so_and_record_null(pm: PluginManager, tmp_path: Pat
     assert UNTUNED in (tmp_path / RESULTS_MD).read_text()
 
 
+def _three_seed_search(
+    pm: PluginManager, root: Path, acc: dict[str, list[list[float]]]
+) -> tuple[list[TuningCell], TuningResults]:
+    """The search on tuning seeds 100-102 finished with these accuracies (losses all 1)."""
+    loss = {arm: [[1.0, 1.0, 1.0]] * 3 for arm in acc}
+    experiment = experiment_of(tuning={**TUNING, "seeds": [100, 101, 102]}, **SWEPT)
+    cells = tuning_cells(experiment, pm)
+    _search_done(cells, root, acc, loss)
+    tuned = tuning_results(experiment, cells, root, pm)
+    assert tuned is not None
+    return cells, tuned
+
+
 def test_a_point_that_stalls_on_one_tuning_seed_is_never_chosen(
     pm: PluginManager, tmp_path: Path
 ) -> None:
@@ -395,13 +408,8 @@ def test_a_point_that_stalls_on_one_tuning_seed_is_never_chosen(
         "wait": [[50.0, 10.0, 50.0], [10.0, 50.0, 50.0], [50.0, 50.0, 10.0]],
         "sweep.w2": [[10.0, 10.0, 10.0]] * 3,
     }
-    loss = {arm: [[1.0, 1.0, 1.0]] * 3 for arm in acc}
     tuning = {**TUNING, "seeds": [100, 101, 102]}
-    experiment = experiment_of(tuning=tuning, **SWEPT)
-    cells = tuning_cells(experiment, pm)
-    _search_done(cells, tmp_path, acc, loss)
-    tuned = tuning_results(experiment, cells, tmp_path, pm)
-    assert tuned is not None
+    cells, tuned = _three_seed_search(pm, tmp_path, acc)
     scripted = tuned.arm("tiny", "scripted")
     assert scripted is not None and scripted.point == 1
     assert [p.failed for p in scripted.points] == [[], [], [101]]
@@ -416,8 +424,8 @@ def test_a_point_that_stalls_on_one_tuning_seed_is_never_chosen(
     ]
     # A looser rule keeps the point.
     looser = experiment_of(tuning=tuning, stall={"acc_points": 20.0}, **SWEPT)
-    tuned = tuning_results(looser, cells, tmp_path, pm)
-    assert tuned is not None and tuned.arm("tiny", "scripted").point == 2  # type: ignore[union-attr]
+    kept = tuning_results(looser, cells, tmp_path, pm)
+    assert kept is not None and kept.arm("tiny", "scripted").point == 2  # type: ignore[union-attr]
 
 
 def test_a_seed_hard_at_every_rate_is_no_stall(pm: PluginManager, tmp_path: Path) -> None:
@@ -429,12 +437,7 @@ def test_a_seed_hard_at_every_rate_is_no_stall(pm: PluginManager, tmp_path: Path
         "wait": [[70.0, 70.0, 70.0]] * 3,
         "sweep.w2": [[10.0, 10.0, 10.0]] * 3,
     }
-    loss = {arm: [[1.0, 1.0, 1.0]] * 3 for arm in acc}
-    experiment = experiment_of(tuning={**TUNING, "seeds": [100, 101, 102]}, **SWEPT)
-    cells = tuning_cells(experiment, pm)
-    _search_done(cells, tmp_path, acc, loss)
-    tuned = tuning_results(experiment, cells, tmp_path, pm)
-    assert tuned is not None
+    _, tuned = _three_seed_search(pm, tmp_path, acc)
     scripted = tuned.arm("tiny", "scripted")
     assert scripted is not None and scripted.point == 1
     assert [p.failed for p in scripted.points] == [[], [], []]
