@@ -576,6 +576,20 @@ COMMANDS: dict[str, Way] = {
         "tests/plugins/esper_tamiyo_ppo/test_host_growth.py"
     ),
     (
+        "esper train --config docs/results/ppo-suite-12/config.toml --seed 66000 "
+        "--out runs/ppo-suite-12/run-1"
+    ): NotRun(
+        "1,080 episodes, hours of one core; the compute price in "
+        "tests/plugins/esper_rewards/ (flops_rent)"
+    ),
+    (
+        "python benchmarks/ppo_price_break_even.py runs/ppo-suite-11/run-1 "
+        "runs/ppo-suite-11/run-2 runs/ppo-suite-11/run-3 --markdown"
+    ): NotRun(
+        "it needs the three training runs (docs/results/ppo-suite-11/run-N.tar.gz); the "
+        "script's --smoke runs in test_benchmark_smoke.py"
+    ),
+    (
         "python benchmarks/ppo_training_episodes.py runs/ppo-suite-5/run-1 "
         "runs/ppo-suite-5/run-2 runs/ppo-suite-5/run-3 --block 8 --markdown"
     ): NotRun(

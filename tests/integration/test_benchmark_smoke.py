@@ -95,6 +95,7 @@ EXPECTED: dict[str, list[str]] = {
         *(f"runs.*.blocks.*.pairs.*.{k}" for k in ("episodes", "grew_host", "germinated")),
         *(f"runs.*.blocks.*.pairs.*.{k}" for k in ("final_val_acc", "flops_ratio", "return")),
     ],
+    "ppo_price_break_even": ["runs", "from_update", "price", "pairs"],
     "shared_epochs": [
         "args",
         "alone.wall_s",
