@@ -19,6 +19,7 @@ directory, then checks it (the same path and keys, no figures).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import statistics
@@ -28,6 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from esper_core.plugins import PluginManager
 
 
@@ -65,6 +68,19 @@ def check(run_dir: Path, pm: PluginManager) -> dict[str, Any]:
         **means(list(range(len(result.seeds)))),
         "pairs": {pair: means(idx) for pair, idx in pairs.items()},
     }
+
+
+@contextlib.contextmanager
+def runs_or_smoke(runs: list[Path], smoke: bool) -> Iterator[list[Path]]:
+    """The run directories a reading script was given, or with ``smoke`` one tiny run
+    trained in a temporary directory that lives as long as the block."""
+    if not smoke:
+        yield runs
+        return
+    from esper_core.plugins import PluginManager
+
+    with tempfile.TemporaryDirectory() as tmp:
+        yield [smoke_run(Path(tmp), PluginManager())]
 
 
 def smoke_run(root: Path, pm: PluginManager) -> Path:

@@ -26,7 +26,6 @@ import json
 import math
 import statistics
 import sys
-import tempfile
 import tomllib
 from collections import defaultdict
 from pathlib import Path
@@ -136,15 +135,9 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    with tempfile.TemporaryDirectory() as tmp:
-        if args.smoke:
-            from ppo_greedy_check import smoke_run
+    from ppo_greedy_check import runs_or_smoke
 
-            from esper_core.plugins import PluginManager
-
-            dirs = [smoke_run(Path(tmp), PluginManager())]
-        else:
-            dirs = args.runs
+    with runs_or_smoke(args.runs, args.smoke) as dirs:
         try:
             summary = summarise(dirs, 0 if args.smoke else args.from_update)
         except ValueError as err:

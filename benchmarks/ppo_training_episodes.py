@@ -20,7 +20,6 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -111,15 +110,9 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    with tempfile.TemporaryDirectory() as tmp:
-        if args.smoke:
-            from ppo_greedy_check import smoke_run
+    from ppo_greedy_check import runs_or_smoke
 
-            from esper_core.plugins import PluginManager
-
-            dirs = [smoke_run(Path(tmp), PluginManager())]
-        else:
-            dirs = args.runs
+    with runs_or_smoke(args.runs, args.smoke) as dirs:
         runs = [summarise(r, args.block) for r in dirs]
     print(markdown(runs) if args.markdown else json.dumps({"runs": runs}, indent=2))
     return 0
