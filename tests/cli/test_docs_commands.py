@@ -437,6 +437,15 @@ COMMANDS: dict[str, Way] = {
         "scale in tests/cli/test_benchmark_only.py"
     ),
     (
+        "esper benchmark examples/suites/controller-suite.toml --jobs 2 --set run.seed=8600 "
+        "--only heuristic --only heuristic-capacity --only heuristic-expansion "
+        "--only heuristic-slowdown --only heuristic-widen-slowdown --only heuristic-widen-at-once "
+        "--only heuristic-early-cnn-depth --only ppo12-run-1 --only ppo12-run-2 --only ppo12-run-3"
+    ): NotRun(
+        "1,650 evaluation runs after 580 tuning and 1,620 menu runs; --only at the smallest "
+        "scale in tests/cli/test_benchmark_only.py"
+    ),
+    (
         "esper benchmark examples/suites/controller-suite.toml --jobs 2 --set run.seed=8400 "
         "--only heuristic --only heuristic-capacity --only heuristic-expansion "
         "--only heuristic-slowdown --only heuristic-widen-slowdown --only heuristic-widen-at-once "
@@ -587,6 +596,13 @@ COMMANDS: dict[str, Way] = {
     (
         "esper train --config docs/results/ppo-suite-12/config.toml --seed 66000 "
         "--out runs/ppo-suite-12/run-1"
+    ): NotRun(
+        "1,080 episodes, hours of one core; the compute price in "
+        "tests/plugins/esper_rewards/ (flops_rent)"
+    ),
+    (
+        "esper train --config docs/results/ppo-suite-13/config.toml --seed 69000 "
+        "--out runs/ppo-suite-13/run-1"
     ): NotRun(
         "1,080 episodes, hours of one core; the compute price in "
         "tests/plugins/esper_rewards/ (flops_rent)"
