@@ -64,6 +64,9 @@ class RewardContext:
     # This epoch's training FLOPs over what the bare host would have cost on the same
     # samples: 1 without growth, 1.5 when seeds added half the host's compute.
     train_flops_ratio: float = 1.0
+    # The previous epoch's ratio (1 before the first): what a price on the compute of the
+    # model the episode ends with compares this epoch's to.
+    train_flops_ratio_prev: float = 1.0
 
     @property
     def is_last_step(self) -> bool:

@@ -158,4 +158,6 @@ def reward_context(
         rolled_back=rolled_back,
         chance_loss=env.task.chance_loss,
         train_flops_ratio=env.cost.epoch_flops_ratio(),
+        # The observation the action was chosen from: the last epoch's measurements.
+        train_flops_ratio_prev=env.observation.train_flops_ratio,
     )

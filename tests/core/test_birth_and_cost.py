@@ -401,3 +401,25 @@ def test_the_reward_is_shown_the_epochs_flops_ratio(monkeypatch: pytest.MonkeyPa
     assert env.cost.epoch_flops_ratio() > 1.0  # the fossil costs FLOPs over the host
     assert seen == [pytest.approx(env.cost.epoch_flops_ratio())]
     assert env.observation.train_flops_ratio == seen[0]
+
+
+def test_the_reward_is_shown_the_last_epochs_flops_ratio_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A price on the final model's compute charges each epoch's change: the env hands the
+    reward the ratio the action was chosen from (the last epoch's, 1 before the first)."""
+    env = born("res_random@r0c0")
+    seen: list[tuple[float, float]] = []
+    reward_class = type(env.reward)
+    compute = reward_class.compute
+
+    def recording(self, ctx):  # type: ignore[no-untyped-def]
+        seen.append((ctx.train_flops_ratio_prev, ctx.train_flops_ratio))
+        return compute(self, ctx)
+
+    monkeypatch.setattr(reward_class, "compute", recording)
+    before = env.observation.train_flops_ratio
+    env.step(WAIT)
+    env.step(WAIT)
+    assert [prev for prev, _ in seen] == [before, seen[0][1]]
+    assert seen[0][1] > 1.0

@@ -16,7 +16,7 @@ from attrs import define
 
 from esper_core.components.reward import RewardContext, SlotSnapshot
 from esper_core.config_limits import MAX_FACTOR, MAX_PARAMS
-from esper_core.converter import in_range, options_field
+from esper_core.converter import in_range, one_of, options_field
 from esper_core.errors import ConfigError
 from esper_core.lifecycle.rules import BLENDED_STAGES, SEED_STAGES
 from esper_core.lifecycle.stages import Stage
@@ -105,6 +105,14 @@ class ShapingRentOptions(ShapingOptions):
         "Weight of the training-FLOPs rent (per step): min(rent_log_scale·ln(epoch FLOPs / "
         "the bare host's FLOPs), rent_cap)·weight; 0 leaves compute unpriced.",
     )
+    flops_rent_timing: str = options_field(
+        "per_epoch",
+        one_of("per_epoch", "final"),
+        "When the compute rent is charged: per_epoch, each epoch's own compute (a growth "
+        "late in the episode pays for fewer epochs); final, the compute of the model the "
+        "episode ends with, for every epoch, charged as it changes (a prune refunds), so "
+        "the moment of a growth is left to the accuracy.",
+    )
 
 
 def stage_potential(stage: Stage, opts: ShapingOptions) -> float:
@@ -170,19 +178,35 @@ def rent(seed_params: int, host_params: int, opts: ShapingRentOptions) -> float:
     return 0.0 - opts.rent_weight * log_cost(seed_params, host_params, opts)
 
 
-def flops_rent(train_flops_ratio: float, opts: ShapingRentOptions) -> float:
-    """The per-step compute rent, as a value <= 0: ``train_flops_ratio`` is the epoch's
-    training FLOPs over the bare host's, so ``ln`` of it prices growth by the compute it
-    adds (a seed that doubles an epoch's FLOPs costs what a seed the size of the host
-    costs in parameters), and a model trained small pays nothing."""
-    cost = min(opts.rent_log_scale * math.log(max(train_flops_ratio, 1.0)), opts.rent_cap)
+def flops_cost(train_flops_ratio: float, opts: ShapingRentOptions) -> float:
+    """``min(scale·ln(ratio), cap)``, >= 0: ``train_flops_ratio`` is an epoch's training
+    FLOPs over the bare host's, so ``ln`` of it prices growth by the compute it adds (a
+    seed that doubles an epoch's FLOPs costs what a seed the size of the host costs in
+    parameters), and a model trained small costs nothing."""
+    return min(opts.rent_log_scale * math.log(max(train_flops_ratio, 1.0)), opts.rent_cap)
+
+
+def flops_rent(ctx: RewardContext, opts: ShapingRentOptions, gamma: float) -> float:
+    """The step's compute rent, ``−weight·`` a cost (``flops_rent_timing``).
+
+    ``per_epoch``: the epoch's own cost, <= 0. Summed over an episode, a growth at epoch
+    ``t`` pays for ``T − t + 1`` epochs, so the later it grows the less it pays.
+    ``final``: ``T·(γ·c_t − c_{t−1})`` with ``c`` the cost of this epoch and of the last,
+    whose discounted sum is ``T·γ^T·c_T``: the compute of the model the episode ends with,
+    as if trained from the first epoch, whenever it grew (the accuracy term telescopes
+    the same way). A growth pays on the epoch it starts, a prune is refunded, and a model
+    held steady earns ``T·(1 − γ)·c``, the discount, a few thousandths."""
+    cost = flops_cost(ctx.train_flops_ratio, opts)
+    if opts.flops_rent_timing == "final":
+        cost = ctx.max_epochs * (gamma * cost - flops_cost(ctx.train_flops_ratio_prev, opts))
+    # "0.0 -" keeps a zero rent +0.0 rather than -0.0 in telemetry.
     return 0.0 - opts.flops_rent_weight * cost
 
 
-def rents(ctx: RewardContext, opts: ShapingRentOptions) -> float:
+def rents(ctx: RewardContext, opts: ShapingRentOptions, gamma: float) -> float:
     """The parameter rent of the seeds in the output plus the compute rent of the epoch."""
     return rent(output_params(ctx.slots_after), ctx.host_params, opts) + flops_rent(
-        ctx.train_flops_ratio, opts
+        ctx, opts, gamma
     )
 
 

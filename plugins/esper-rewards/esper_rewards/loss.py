@@ -85,7 +85,7 @@ class LossReward:
         return RewardBreakdown.of(
             loss=loss_improvement(ctx, opts, self.gamma),
             shaping=shaping(ctx, opts, self.gamma),
-            rent=rents(ctx, opts),
+            rent=rents(ctx, opts, self.gamma),
             refused=refused(ctx, opts.refused_penalty),
         )
 

@@ -60,7 +60,7 @@ class PBRSReward:
         return RewardBreakdown.of(
             accuracy=accuracy_improvement(ctx, opts.accuracy_weight, gamma),
             shaping=shaping(ctx, opts, gamma),
-            rent=rents(ctx, opts),
+            rent=rents(ctx, opts, gamma),
             terminal=opts.terminal_weight * ctx.val_acc / 100.0 if ctx.is_last_step else 0.0,
             refused=refused(ctx, opts.refused_penalty),
         )

@@ -148,14 +148,63 @@ def test_rent_golden_values() -> None:
 
 
 def test_flops_rent_prices_added_compute_only_when_weighted() -> None:
-    assert flops_rent(2.0, RENT) == 0.0  # unpriced by default: behaviour as before
+    def per_epoch(ratio: float, opts: ShapingRentOptions) -> float:
+        return flops_rent(ctx(train_flops_ratio=ratio), opts, 0.9)
+
+    assert per_epoch(2.0, RENT) == 0.0  # unpriced by default: behaviour as before
     priced = ShapingRentOptions(flops_rent_weight=0.1)
     # 0.1 · min(0.5·ln 2, 1.5): doubling an epoch's compute
-    assert flops_rent(2.0, priced) == pytest.approx(-0.05 * math.log(2.0))
-    assert flops_rent(1.0, priced) == 0.0  # the bare host pays nothing
-    assert math.copysign(1.0, flops_rent(1.0, priced)) == 1.0
-    assert flops_rent(0.5, priced) == 0.0  # never a bonus
-    assert flops_rent(1e9, priced) == pytest.approx(-0.1 * 1.5)  # capped
+    assert per_epoch(2.0, priced) == pytest.approx(-0.05 * math.log(2.0))
+    assert per_epoch(1.0, priced) == 0.0  # the bare host pays nothing
+    assert math.copysign(1.0, per_epoch(1.0, priced)) == 1.0
+    assert per_epoch(0.5, priced) == 0.0  # never a bonus
+    assert per_epoch(1e9, priced) == pytest.approx(-0.1 * 1.5)  # capped
+
+
+def _episode_rent(ratios: list[float], timing: str, gamma: float) -> float:
+    """The discounted sum of the compute rent over an episode of epoch FLOPs ratios."""
+    opts = ShapingRentOptions(flops_rent_weight=0.1, flops_rent_timing=timing)
+    prev, total = 1.0, 0.0
+    for t, ratio in enumerate(ratios):
+        step = ctx(
+            epoch=t + 1,
+            max_epochs=len(ratios),
+            train_flops_ratio=ratio,
+            train_flops_ratio_prev=prev,
+        )
+        total += gamma**t * flops_rent(step, opts, gamma)
+        prev = ratio
+    return total
+
+
+@pytest.mark.parametrize("gamma", [1.0, 0.995, 0.9])
+def test_final_timing_charges_the_final_models_compute_whenever_it_grew(gamma: float) -> None:
+    # 8 epochs; the model doubles its compute at epoch 2 or at epoch 6
+    early = [1.0] + [2.0] * 7
+    late = [1.0] * 5 + [2.0] * 3
+    final_price = -0.1 * 8 * gamma**8 * 0.5 * math.log(2.0)
+    assert _episode_rent(early, "final", gamma) == pytest.approx(final_price)
+    assert _episode_rent(late, "final", gamma) == pytest.approx(final_price)
+    # per epoch, the late growth pays for 3 epochs, the early one for 7
+    assert _episode_rent(late, "per_epoch", 1.0) == pytest.approx(
+        3 / 7 * _episode_rent(early, "per_epoch", 1.0)
+    )
+    # a growth pruned before the end is refunded: only the final model is priced
+    assert _episode_rent([1.0, 2.0, 2.0, 1.0], "final", gamma) == pytest.approx(0.0, abs=1e-12)
+    assert _episode_rent([1.0] * 4, "final", gamma) == 0.0
+
+
+def test_final_timing_charges_a_growth_on_the_epoch_it_starts() -> None:
+    opts = ShapingRentOptions(flops_rent_weight=0.1, flops_rent_timing="final")
+    grew = ctx(max_epochs=8, train_flops_ratio=2.0, train_flops_ratio_prev=1.0)
+    assert flops_rent(grew, opts, 1.0) == pytest.approx(-0.1 * 8 * 0.5 * math.log(2.0))
+    held = ctx(max_epochs=8, train_flops_ratio=2.0, train_flops_ratio_prev=2.0)
+    assert flops_rent(held, opts, 1.0) == 0.0
+
+
+def test_flops_rent_timing_is_checked() -> None:
+    with pytest.raises(ConfigError, match="flops_rent_timing"):
+        family(FAMILIES[0], flops_rent_timing="late")
 
 
 def test_output_params_count_only_seeds_that_touch_the_output() -> None:
