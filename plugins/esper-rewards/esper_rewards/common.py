@@ -5,7 +5,8 @@ inheritance chain (attrs slotted classes cannot mix in several bases):
 ``ShapingOptions`` (Φ and its weight) → ``ShapingRentOptions`` (+ parameter rent).
 
 Sign convention of every component: positive is good for the controller, so costs
-(rent, refusals, interventions) are returned as values <= 0.
+(rent, refusals, interventions) are returned as values <= 0; the one exception is the
+compute rent timed ``final``, which refunds a prune (see :func:`flops_rent`).
 """
 
 from __future__ import annotations
@@ -102,8 +103,9 @@ class ShapingRentOptions(ShapingOptions):
     flops_rent_weight: float = options_field(
         0.0,
         in_range(0, MAX_FACTOR),
-        "Weight of the training-FLOPs rent (per step): min(rent_log_scale·ln(epoch FLOPs / "
-        "the bare host's FLOPs), rent_cap)·weight; 0 leaves compute unpriced.",
+        "Weight of the training-FLOPs rent: min(rent_log_scale·ln(epoch FLOPs / the bare "
+        "host's FLOPs), rent_cap)·weight, charged as flops_rent_timing says; 0 leaves "
+        "compute unpriced.",
     )
     flops_rent_timing: str = options_field(
         "per_epoch",
