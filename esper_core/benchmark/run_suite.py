@@ -89,13 +89,14 @@ def run_phase(
     cells: Sequence[Cell],
     root: Path,
     runner: object,
+    pm: PluginManager,
     plugins: Sequence[str],
     notify: Notify,
     on_outcome: Callable[[CellOutcome], None],
 ) -> list[CellOutcome]:
     """Run the unfinished ``cells`` under ``root``; a cell made with another config first
     removed (it runs again)."""
-    for directory, differences in stale_cells(cells, root).items():
+    for directory, differences in stale_cells(cells, root, pm).items():
         notify(
             f"{directory}: made with another config ({'; '.join(differences[:3])}); running it again"
         )
@@ -230,7 +231,7 @@ def benchmark(
     outcomes: list[CellOutcome] = []
 
     def phase(cells: Sequence[Cell], root: Path) -> None:
-        outcomes.extend(run_phase(cells, root, cells_runner, plugins, notify, report))
+        outcomes.extend(run_phase(cells, root, cells_runner, pm, plugins, notify, report))
 
     searched = {p.pair.task.label: phases.tuning_phase(suite, p.pair, pm, threads) for p in plans}
     notify(f"tuning wait's rate: {sum(map(len, searched.values()))} runs")

@@ -18,6 +18,8 @@ from typing import Any
 from esper_core.compare.result_key import config_differences
 from esper_core.config import RunConfig, load_config
 from esper_core.errors import ConfigError, RunDirError
+from esper_core.plugins import PluginManager
+from esper_core.run.resolve import with_new_option_defaults
 from esper_core.run.run_dir import CHECKPOINT, CONFIG, SUMMARY
 
 
@@ -45,28 +47,31 @@ def cell_state(directory: Path) -> CellState:
     return CellState.BROKEN
 
 
-def stored_config(directory: Path) -> RunConfig | None:
-    """The config a cell directory was run with, or None if it has none or it is unreadable."""
+def stored_config(directory: Path, pm: PluginManager) -> RunConfig | None:
+    """The config a cell directory was run with, with the defaults of the options its
+    components gained since (so adding an option does not make every finished cell run
+    again), or None if it has none or it is unreadable."""
     try:
-        return load_config(directory / CONFIG)
+        stored = load_config(directory / CONFIG)
     except ConfigError:
         return None
+    return with_new_option_defaults(stored, pm)
 
 
-def finished_as_planned(directory: Path, config: RunConfig) -> bool:
+def finished_as_planned(directory: Path, config: RunConfig, pm: PluginManager) -> bool:
     """The cell ran to the end with ``config``: it is read, not run again (one made with
     other settings runs again)."""
     if cell_state(directory) is not CellState.COMPLETED:
         return False
-    stored = stored_config(directory)
+    stored = stored_config(directory, pm)
     return stored is not None and not config_differences(stored, config)
 
 
-def can_resume(directory: Path, config: RunConfig) -> bool:
+def can_resume(directory: Path, config: RunConfig, pm: PluginManager) -> bool:
     """Whether the cell's checkpoint may be continued: it exists and its config matches."""
     if cell_state(directory) is not CellState.RESUMABLE:
         return False
-    stored = stored_config(directory)
+    stored = stored_config(directory, pm)
     return stored is not None and not config_differences(stored, config)
 
 

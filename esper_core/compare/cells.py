@@ -141,7 +141,7 @@ def run_cell(job: CellJob) -> CellOutcome:
                 return CellOutcome(job.directory, "skipped")
             config = structure(job.config, RunConfig)
             pm = PluginManager(extra=list(job.plugins))
-            resume = can_resume(directory, config)
+            resume = can_resume(directory, config, pm)
             restarted = directory.exists() and not resume
             if restarted:
                 shutil.rmtree(directory)

@@ -180,7 +180,7 @@ def _prepare(experiment: Experiment, pm: PluginManager, out: Path, jobs: int) ->
     # Until every arm is chosen, the evaluation cells are checked with the shared recipe;
     # what they will run is planned once the search has finished.
     cells = validate(experiment, pm, out, threads, chosen_values(tuned) if known else None)
-    stale = stale_cells([*searched, *cells] if known else searched, out)
+    stale = stale_cells([*searched, *cells] if known else searched, out, pm)
     states = [
         CellState.MISSING if c.directory(out) in stale else cell_state(c.directory(out))
         for c in [*searched, *cells]
@@ -192,7 +192,7 @@ def _prepare(experiment: Experiment, pm: PluginManager, out: Path, jobs: int) ->
     # another config, runs again and is counted when it finishes (counting it here too
     # took the progress counter past its total).
     statics = static_cells(experiment, [c for c in cells if c.directory(out) not in stale], out, pm)
-    redone = stale_cells(statics, out) if known else {}
+    redone = stale_cells(statics, out, pm) if known else {}
     counted = frozenset(
         c.directory(out)
         for c in statics
@@ -296,7 +296,7 @@ def compare(
         if tuned is not None:  # the cells with each arm's chosen values
             notify(f"tuning chosen: {_choices(tuned)}")
             cells = plan_cells(experiment, pm, _threads(experiment, jobs), tuned.chosen())
-            _forget_stale(stale_cells(cells, out), out, notify)
+            _forget_stale(stale_cells(cells, out, pm), out, notify)
             if on_plan is not None and searched:
                 # The first plan counted the evaluation's cells at the shared recipe; with
                 # the chosen values some of them must run again: the counts start over.
@@ -309,7 +309,7 @@ def compare(
         outcomes += cell_runner.run(_jobs(experiment, cells, out, list(repeats)), report, notify)
         copy_finished(repeats, out)
         statics = static_cells(experiment, cells, out, pm)
-        _forget_stale(stale_cells(statics, out), out, notify)
+        _forget_stale(stale_cells(statics, out, pm), out, notify)
         for static in statics:  # kept from before, of a grown run the plan did not count
             directory = static.directory(out)
             if directory not in counted and cell_state(directory) is CellState.COMPLETED:

@@ -119,7 +119,7 @@ def plan_cells(
     return cells
 
 
-def stale_cells(cells: Sequence[Cell], root: Path) -> dict[Path, list[str]]:
+def stale_cells(cells: Sequence[Cell], root: Path, pm: PluginManager) -> dict[Path, list[str]]:
     """Finished or checkpointed cells that cannot be reused, with why: their config differs
     from this experiment's on a setting that decides a result (the resolved config holds the
     blueprint set, so another set of installed blueprints counts), or is unreadable."""
@@ -128,7 +128,7 @@ def stale_cells(cells: Sequence[Cell], root: Path) -> dict[Path, list[str]]:
         directory = cell.directory(root)
         if cell_state(directory) not in (CellState.COMPLETED, CellState.RESUMABLE):
             continue
-        stored = stored_config(directory)
+        stored = stored_config(directory, pm)
         differences = (
             ["its config.toml is unreadable"]
             if stored is None
@@ -149,7 +149,9 @@ def check_constructible(
     problems: list[str] = []
     firsts: dict[tuple[str, str], Cell] = {}
     pending = {
-        (c.task, c.policy) for c in cells if not finished_as_planned(c.directory(root), c.config)
+        (c.task, c.policy)
+        for c in cells
+        if not finished_as_planned(c.directory(root), c.config, pm)
     }
     for cell in cells:
         if (cell.task, cell.policy) in pending:

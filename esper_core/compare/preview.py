@@ -155,9 +155,9 @@ def _source(original: Cell) -> str:
     return f"{original.task}/{original.policy}"
 
 
-def _kept(cell: Cell, root: Path) -> bool:
+def _kept(cell: Cell, root: Path, pm: PluginManager) -> bool:
     """Whether a static-final cell already finished with the settings planned for it."""
-    return finished_as_planned(cell.directory(root), cell.config)
+    return finished_as_planned(cell.directory(root), cell.config, pm)
 
 
 def preview(
@@ -228,7 +228,7 @@ def preview(
             kept = [
                 c
                 for c in statics
-                if c.task == label and c.policy == static_label(policy) and _kept(c, root)
+                if c.task == label and c.policy == static_label(policy) and _kept(c, root, pm)
             ]
             groups.append(
                 Group(

@@ -198,7 +198,7 @@ def search_state(
     ``[tuning]``, or every arm chosen from cells made with this experiment's config."""
     if experiment.tuning is None:
         return None, True
-    if stale_cells(searched, out):  # to be run again: what they hold chose nothing
+    if stale_cells(searched, out, pm):  # to be run again: what they hold chose nothing
         return None, False
     tuned = tuning_results(experiment, searched, out, pm)
     return tuned, tuned is not None and tuned.finished

@@ -20,7 +20,7 @@ from esper_core.components.task import TaskContext
 from esper_core.components.telemetry import TelemetryContext
 from esper_core.config import RunConfig
 from esper_core.converter import structure, unstructure
-from esper_core.errors import ConfigError
+from esper_core.errors import ConfigError, EsperError
 from esper_core.lifecycle.blueprint_check import checked_blueprint
 from esper_core.plugins import PluginManager
 from esper_core.recipe import recipe_fields, resolve_recipe, task_recipe
@@ -188,6 +188,33 @@ def resolve(config: RunConfig, pm: PluginManager) -> Resolved:
         telemetry=[c for c in telemetry if c],
         blueprints=blueprints,
         operators=resolve_operators(pm),
+    )
+
+
+def with_new_option_defaults(stored: RunConfig, pm: PluginManager) -> RunConfig:
+    """``stored`` (the resolved config a run was made with) with the default of each option
+    its components gained since: an option is added with a default that keeps what the
+    code did before, so a run made before it is what that default makes. Options stored
+    are kept as they are, and so are the blueprint set and recipe; a component that no
+    longer resolves is left as stored (its difference is then reported)."""
+    ref = PolicyRef.parse(stored.run.policy)
+
+    def filled(kind: str, name: str) -> dict[str, Any]:
+        table = dict(getattr(stored, kind))
+        try:
+            found = component(pm, kind, name, stored, [])
+        except EsperError:
+            found = None
+        if found is not None:
+            table[name] = {**unstructure(found.options), **table.get(name, {})}
+        return table
+
+    return attrs.evolve(
+        stored,
+        tasks=filled("tasks", stored.run.task),
+        rewards=filled("rewards", stored.run.reward),
+        policies=filled("policies", ref.name),
+        executors=filled("executors", stored.run.executor),
     )
 
 

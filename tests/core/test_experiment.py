@@ -231,7 +231,7 @@ def test_finished_cells_of_another_config_or_blueprint_set_are_stale(
 
     def stored(config) -> dict[Path, list[str]]:  # type: ignore[no-untyped-def]
         (directory / "config.toml").write_text(dump_toml(config))
-        return stale_cells([cell], tmp_path)
+        return stale_cells([cell], tmp_path, pm)
 
     other = attrs.evolve(cell.config, env=attrs.evolve(cell.config.env, max_epochs=9))
     assert stored(other) == {directory: ["env.max_epochs: 9 there, 3 now"]}
@@ -249,6 +249,29 @@ def test_finished_cells_of_another_config_or_blueprint_set_are_stale(
     # The same config except display and telemetry: reusable.
     same = attrs.evolve(cell.config, run=attrs.evolve(cell.config.run, telemetry=["jsonl"]))
     assert stored(same) == {}
+
+
+def test_an_option_added_since_a_cell_ran_is_compared_at_its_default(
+    pm: PluginManager, tmp_path: Path
+) -> None:
+    # A cell made before ``rewards.acc_delta.scale`` existed stores no such key: it is what
+    # the option's default makes, so it is kept, and a planned value other than the
+    # default still makes it run again.
+    experiment = experiment_of(
+        {"policies": ["scripted"], "tasks": ["tiny"], "seeds": 1, "config": SHARED}
+    )
+    (cell,) = plan_cells(experiment, pm)
+    directory = cell.directory(tmp_path)
+    directory.mkdir(parents=True)
+    (directory / "summary.json").write_text(json.dumps({"status": "completed"}))
+    assert cell.config.rewards["acc_delta"] == {"scale": 1.0}
+    older = attrs.evolve(cell.config, rewards={**cell.config.rewards, "acc_delta": {}})
+    (directory / "config.toml").write_text(dump_toml(older))
+    assert stale_cells([cell], tmp_path, pm) == {}
+    doubled = attrs.evolve(cell.config, rewards={"acc_delta": {"scale": 2.0}})
+    assert stale_cells([attrs.evolve(cell, config=doubled)], tmp_path, pm) == {
+        directory: ["rewards.acc_delta.scale: 1.0 there, 2.0 now"]
+    }
 
 
 def _finished(directory: Path, acc: float, params: float = 0.0) -> None:
