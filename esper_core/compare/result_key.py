@@ -16,6 +16,10 @@ result are left out:
   options of ``static`` shape nothing, nor the ``deepen_*`` ones without ``deepen_at``:
   a cell finished before they existed is kept.
 
+A component option added after a cell ran is missing from its stored config; it is
+compared at its default (:func:`esper_core.run.resolve.with_new_option_defaults`), since
+an option is added with a default that keeps what the code did before.
+
 The thread count is not left out: it changes the order of float sums, hence the last
 digits of every result.
 """
