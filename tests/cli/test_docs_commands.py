@@ -633,6 +633,13 @@ COMMANDS: dict[str, Way] = {
         "tests/plugins/esper_rewards/ (flops_rent, its timing)"
     ),
     (
+        "esper train --config docs/results/ppo-suite-15/config.toml --seed 75000 "
+        "--out runs/ppo-suite-15/run-1"
+    ): NotRun(
+        "1,080 episodes, hours of one core; the compute price in "
+        "tests/plugins/esper_rewards/ (flops_rent, its timing)"
+    ),
+    (
         "python benchmarks/ppo_price_break_even.py runs/ppo-suite-11/run-1 "
         "runs/ppo-suite-11/run-2 runs/ppo-suite-11/run-3 --markdown"
     ): NotRun(
