@@ -23,9 +23,13 @@ from typing import Any
 
 from attrs import define
 
-from esper_core.errors import CheckpointError, RunDirError
+from esper_core.config import RunConfig, config_to_dict
+from esper_core.converter import structure
+from esper_core.errors import CheckpointError, ConfigError, RunDirError
+from esper_core.plugins import PluginManager
 from esper_core.run.checkpoint import load_checkpoint
 from esper_core.run.checkpoint_fields import check_fields
+from esper_core.run.resolve import with_new_option_defaults
 
 # What Session.checkpoint() writes; a checkpoint without all of it was not written by a run.
 PAYLOAD_KEYS = (
@@ -49,12 +53,32 @@ SHOWN = 3  # differences named in the message
 RECORDING = ("run.telemetry", "telemetry", "run.epoch_timeout")
 
 
-def verify_resume(data: dict[str, Any], current: dict[str, Any], mode: str, path: Path) -> bool:
+def verify_resume(
+    data: dict[str, Any],
+    current: dict[str, Any],
+    mode: str,
+    path: Path,
+    pm: PluginManager | None = None,
+) -> bool:
     """Refuse a checkpoint this run cannot continue (see :func:`check_payload` and
     :func:`check_config`). True when the run's length changed."""
     check_payload(data, path, mode)
     check_fields(data, path, mode)
-    return check_config(data["config"], current, mode, data["outer"], path)
+    return check_config(_as_read_now(data["config"], pm), current, mode, data["outer"], path)
+
+
+def _as_read_now(saved: dict[str, Any], pm: PluginManager | None) -> dict[str, Any]:
+    """The checkpoint's config as this version reads it: a setting or component option
+    added since it was written is at its default, which keeps what the code did before
+    (an upgrade between a run's checkpoint and its resume is no config change). A config
+    this version cannot read is compared as saved."""
+    if pm is None:
+        return saved
+    try:
+        config = structure({k: v for k, v in saved.items() if k != "schema_version"}, RunConfig)
+    except ConfigError:
+        return saved
+    return config_to_dict(with_new_option_defaults(config, pm))
 
 
 @define

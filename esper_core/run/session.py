@@ -226,7 +226,7 @@ class Session:
     def restore(self, data: dict[str, Any]) -> None:
         """Continue from a checkpoint of this run; refuse one this run cannot continue."""
         path = self.run_dir / CHECKPOINT
-        changed = verify_resume(data, config_to_dict(self.config), self.mode, path)
+        changed = verify_resume(data, config_to_dict(self.config), self.mode, path, self.plugins)
         check_progress(data, path, self.envs[0].max_epochs, self.episodes_per_update)
         done = int(data["outer"])
         if changed and self.writer:
@@ -302,7 +302,7 @@ def open_session(
     # A resumed run's config names code (a task's data and model functions, plugin
     # components): it is held against the checkpoint before anything it names is built,
     # so an edited config.toml is refused instead of run.
-    saved = _verified_checkpoint(path, config, mode) if resume else None
+    saved = _verified_checkpoint(path, config, mode, pm) if resume else None
     executor = resolved.make_executor()
     ranks = executor if isinstance(executor, MultiProcessExecutor) else None
     writer = ranks is None or bool(ranks.is_writer)
@@ -360,11 +360,13 @@ def open_session(
     return session
 
 
-def _verified_checkpoint(path: Path, config: RunConfig, mode: str) -> SavedCheckpoint:
+def _verified_checkpoint(
+    path: Path, config: RunConfig, mode: str, pm: PluginManager
+) -> SavedCheckpoint:
     if not (path / CHECKPOINT).is_file():
         raise RunDirError(f"cannot resume {path}: it has no {CHECKPOINT}")
     saved = SavedCheckpoint.load(path / CHECKPOINT)
-    verify_resume(saved.data, config_to_dict(config), mode, path / CHECKPOINT)
+    verify_resume(saved.data, config_to_dict(config), mode, path / CHECKPOINT, pm)
     return saved
 
 

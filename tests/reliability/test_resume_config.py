@@ -12,7 +12,8 @@ import pytest
 from esper_core.config import load_config
 from esper_core.errors import RunDirError
 from esper_core.run import api
-from esper_core.run.checkpoint import load_checkpoint
+from esper_core.run.checkpoint import load_checkpoint, save_checkpoint
+from esper_core.run.content_digest import DIGEST_KEY
 from tests.conftest import Invoke
 from tests.plugins.esper_telemetry.faulty_plugin import CRASH_FILE
 from tests.plugins.esper_telemetry.helpers import FAULTY_PLUGIN, plugin_manager, run_tiny
@@ -138,3 +139,27 @@ def test_updates_with_resume_is_refused_for_training(invoke: Invoke, tmp_path: P
     line = failed_in_one_line(invoke("train", "--resume", str(run_dir), "--updates", "5"))
     assert "--updates cannot be used with --resume" in line
     assert "schedules span its planned updates" in line
+
+
+def test_a_run_checkpointed_before_an_option_existed_resumes_at_its_default(
+    tmp_path: Path,
+) -> None:
+    # An option added to a component since the checkpoint (here the tiny task's
+    # ``blocks``, removed from the saved config and config.toml as an older Esper
+    # would have written them) is what its default makes: the resume goes on.
+    run_dir = tmp_path / "run"
+    crashed_run(run_dir)
+    data = load_checkpoint(run_dir / "checkpoint.pt")
+    assert data["config"]["tasks"]["tiny"].pop("blocks") == 2
+    metadata = json.loads((run_dir / "checkpoint.json").read_text())
+    metadata.pop(DIGEST_KEY, None)
+    data.pop("format", None), data.pop(DIGEST_KEY, None)
+    save_checkpoint(run_dir / "checkpoint.pt", data, metadata)
+    config = run_dir / "config.toml"
+    config.write_text(config.read_text().replace("blocks = 2\n", ""))
+    summary = resume(run_dir)
+    assert summary["status"] == "completed"
+    # A value other than the default is still a change.
+    crashed_run(tmp_path / "again")
+    with pytest.raises(RunDirError, match=r"tasks\.tiny\.blocks: 2 -> 3"):
+        resume(tmp_path / "again", "tasks.tiny.blocks=3")
