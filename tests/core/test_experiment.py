@@ -13,6 +13,7 @@ import torch
 
 from esper_core.compare.comparison import RESULTS_JSON, RESULTS_MD, write_results
 from esper_core.compare.experiment import (
+    Cell,
     ExperimentError,
     build_experiment,
     load_experiment_file,
@@ -218,16 +219,23 @@ def test_an_experiment_whose_cells_all_finished_is_reported_without_its_device(
         validate(experiment, pm, root)
 
 
-def test_finished_cells_of_another_config_or_blueprint_set_are_stale(
-    pm: PluginManager, tmp_path: Path
-) -> None:
+def _finished_cell(pm: PluginManager, root: Path) -> tuple[Cell, Path]:
+    """The one cell of a one-seed experiment, finished under ``root`` (its config.toml is
+    the test's to write)."""
     experiment = experiment_of(
         {"policies": ["scripted"], "tasks": ["tiny"], "seeds": 1, "config": SHARED}
     )
     (cell,) = plan_cells(experiment, pm)
-    directory = cell.directory(tmp_path)
+    directory = cell.directory(root)
     directory.mkdir(parents=True)
     (directory / "summary.json").write_text(json.dumps({"status": "completed"}))
+    return cell, directory
+
+
+def test_finished_cells_of_another_config_or_blueprint_set_are_stale(
+    pm: PluginManager, tmp_path: Path
+) -> None:
+    cell, directory = _finished_cell(pm, tmp_path)
 
     def stored(config) -> dict[Path, list[str]]:  # type: ignore[no-untyped-def]
         (directory / "config.toml").write_text(dump_toml(config))
@@ -257,13 +265,7 @@ def test_an_option_added_since_a_cell_ran_is_compared_at_its_default(
     # A cell made before ``rewards.acc_delta.scale`` existed stores no such key: it is what
     # the option's default makes, so it is kept, and a planned value other than the
     # default still makes it run again.
-    experiment = experiment_of(
-        {"policies": ["scripted"], "tasks": ["tiny"], "seeds": 1, "config": SHARED}
-    )
-    (cell,) = plan_cells(experiment, pm)
-    directory = cell.directory(tmp_path)
-    directory.mkdir(parents=True)
-    (directory / "summary.json").write_text(json.dumps({"status": "completed"}))
+    cell, directory = _finished_cell(pm, tmp_path)
     assert cell.config.rewards["acc_delta"] == {"scale": 1.0}
     older = attrs.evolve(cell.config, rewards={**cell.config.rewards, "acc_delta": {}})
     (directory / "config.toml").write_text(dump_toml(older))
