@@ -344,11 +344,17 @@ def load_config(
 ) -> RunConfig:
     """Config file (optional) <- ``extra`` (from CLI flags) <- ``--set`` overrides."""
     data: dict[str, Any] = read_file(path) if path is not None else {}
-    data.pop("schema_version", None)
     if extra:
         data = merge(data, extra)
     if overrides:
         data = apply_overrides(data, overrides)
+    return config_from_dict(data)
+
+
+def config_from_dict(data: dict[str, Any]) -> RunConfig:
+    """A config as a file or :func:`config_to_dict` holds it: its schema version dropped, a
+    renamed key refused, a setting added since it was written at its default."""
+    data = {k: v for k, v in data.items() if k != "schema_version"}
     renamed = [
         f"training.{old}: replaced by training.{new} (one recipe trains host and seeds; "
         "see docs/recipes.md)"

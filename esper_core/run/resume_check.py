@@ -23,8 +23,7 @@ from typing import Any
 
 from attrs import define
 
-from esper_core.config import RunConfig, config_to_dict
-from esper_core.converter import structure
+from esper_core.config import config_from_dict, config_to_dict
 from esper_core.errors import CheckpointError, ConfigError, RunDirError
 from esper_core.plugins import PluginManager
 from esper_core.run.checkpoint import load_checkpoint
@@ -75,7 +74,7 @@ def _as_read_now(saved: dict[str, Any], pm: PluginManager | None) -> dict[str, A
     if pm is None:
         return saved
     try:
-        config = structure({k: v for k, v in saved.items() if k != "schema_version"}, RunConfig)
+        config = config_from_dict(saved)
     except ConfigError:
         return saved
     return config_to_dict(with_new_option_defaults(config, pm))
