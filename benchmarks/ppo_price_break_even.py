@@ -5,7 +5,10 @@ A PPO suite run plays each random seed on a group of envs (``train.seed_group``)
 within a group some envs grew the host and some did not, on the same data and initial
 weights. Per pair, over the groups that hold both, this script averages the paired
 difference (grew less did not) of the return, of the rent and of the final validation
-accuracy. Host growth adds no seed parameters, so the rent it changes is the compute
+accuracy. The return and the rent are discounted with the run's ``run.gamma``, as the
+learner discounts them: undiscounted, the lifecycle shaping does not telescope, and a
+held seed's potential leaks ``(1 - γ)·Φ`` a step, so an episode that grew the host and
+germinated fewer seeds read about +0.05 better for its seeds, not for its growth. Host growth adds no seed parameters, so the rent it changes is the compute
 rent, linear in ``flops_rent_weight`` (the small parameter rent of seeds grown in either
 arm is counted with it, an approximation): at price ``w`` the return gain would be
 ``gain + (w / w_run - 1) * rent_change``, and it breaks even at
@@ -39,15 +42,38 @@ def run_price(run_dir: Path) -> float:
     return float(config.get("rewards", {}).get(reward, {}).get("flops_rent_weight", 0.0))
 
 
-def paired_differences(run_dir: Path, from_update: int) -> dict[str, list[tuple[float, ...]]]:
-    """Per pair, one (return, rent, validation accuracy) difference per seed group."""
-    groups: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+def run_gamma(run_dir: Path) -> float:
+    """The discount the run's learner used (``run.gamma``)."""
+    config = tomllib.loads((run_dir / "config.toml").read_text())
+    return float(config["run"]["gamma"])
+
+
+def discounted_episodes(run_dir: Path, from_update: int) -> list[dict[str, Any]]:
+    """The run's finished episodes from ``from_update`` on, each with ``return`` and
+    ``rent``: its epochs' rewards and rents discounted from its first epoch."""
+    gamma = run_gamma(run_dir)
+    sums: dict[tuple[int, int], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    episodes = []
     with (run_dir / "events.jsonl").open() as lines:
         for line in lines:
             e = json.loads(line)
-            if e.get("kind") != "episode_finished" or (e.get("update") or -1) < from_update:
-                continue
-            groups[(e.get("pair") or "all", e["seed"])].append(e)
+            key = (e.get("env"), e.get("episode"))
+            if e.get("kind") == "epoch_completed":
+                weight = gamma ** (e["epoch"] - 1)
+                sums[key][0] += weight * e["reward"]
+                sums[key][1] += weight * e["reward_components"].get("rent", 0.0)
+            elif e.get("kind") == "episode_finished":
+                ret, rent = sums.pop(key, [0.0, 0.0])
+                if (e.get("update") or -1) >= from_update:
+                    episodes.append(e | {"return": ret, "rent": rent})
+    return episodes
+
+
+def paired_differences(run_dir: Path, from_update: int) -> dict[str, list[tuple[float, ...]]]:
+    """Per pair, one (return, rent, validation accuracy) difference per seed group."""
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for e in discounted_episodes(run_dir, from_update):
+        groups[(e.get("pair") or "all", e["seed"])].append(e)
     out: dict[str, list[tuple[float, ...]]] = defaultdict(list)
     for (pair, _seed), eps in groups.items():
         grew = [e for e in eps if e["host_params_added"] > 0]
@@ -57,8 +83,8 @@ def paired_differences(run_dir: Path, from_update: int) -> dict[str, list[tuple[
                 tuple(
                     statistics.fmean(get(e) for e in grew) - statistics.fmean(get(e) for e in kept)
                     for get in (
-                        lambda e: e["total_reward"],
-                        lambda e: e["reward_components"].get("rent", 0.0),
+                        lambda e: e["return"],
+                        lambda e: e["rent"],
                         lambda e: e["final_val_acc"],
                     )
                 )
