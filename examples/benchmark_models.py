@@ -104,6 +104,12 @@ def mlp_broad() -> nn.Module:
     return MLP(128)
 
 
+def mlp_ample() -> nn.Module:
+    """48 wide: a training host between the evaluation's medium MLP (growth pays a little)
+    and its wide one (growth does not pay)."""
+    return MLP(48)
+
+
 def mlp_narrow() -> nn.Module:
     return MLP(8)
 
@@ -124,6 +130,12 @@ def cnn_small() -> nn.Module:
 
 def cnn_wide() -> nn.Module:
     return CNN(16)
+
+
+def cnn_ample() -> nn.Module:
+    """12 channels: a training host between the evaluation's small CNN and the wide
+    training one."""
+    return CNN(12)
 
 
 def cnn_tiny() -> nn.Module:

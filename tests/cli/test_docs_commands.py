@@ -464,6 +464,15 @@ COMMANDS: dict[str, Way] = {
         "scale in tests/cli/test_benchmark_only.py"
     ),
     (
+        "esper benchmark examples/suites/controller-suite.toml --jobs 2 --set run.seed=8900 "
+        "--only heuristic --only heuristic-capacity --only heuristic-expansion "
+        "--only heuristic-slowdown --only heuristic-widen-slowdown --only heuristic-widen-at-once "
+        "--only heuristic-early-cnn-depth --only ppo15-run-1 --only ppo15-run-2 --only ppo15-run-3"
+    ): NotRun(
+        "1,650 evaluation runs after 580 tuning and 1,620 menu runs; --only at the smallest "
+        "scale in tests/cli/test_benchmark_only.py"
+    ),
+    (
         "esper benchmark examples/suites/controller-suite.toml --jobs 2 --set run.seed=8400 "
         "--only heuristic --only heuristic-capacity --only heuristic-expansion "
         "--only heuristic-slowdown --only heuristic-widen-slowdown --only heuristic-widen-at-once "
@@ -638,6 +647,13 @@ COMMANDS: dict[str, Way] = {
     ): NotRun(
         "1,080 episodes, hours of one core; the compute price in "
         "tests/plugins/esper_rewards/ (flops_rent, its timing)"
+    ),
+    (
+        "esper train --config docs/results/ppo-suite-16/config.toml --seed 78000 "
+        "--out runs/ppo-suite-16/run-1"
+    ): NotRun(
+        "1,080 episodes, hours of one core; mixed training pairs in "
+        "tests/core/test_mixed_training.py"
     ),
     (
         "python benchmarks/ppo_price_break_even.py runs/ppo-suite-11/run-1 "
