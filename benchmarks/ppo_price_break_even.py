@@ -8,9 +8,10 @@ difference (grew less did not) of the return, of the rent and of the final valid
 accuracy. The return and the rent are discounted with the run's ``run.gamma``, as the
 learner discounts them: undiscounted, the lifecycle shaping does not telescope, and a
 held seed's potential leaks ``(1 - γ)·Φ`` a step, so an episode that grew the host and
-germinated fewer seeds read about +0.05 better for its seeds, not for its growth. Host growth adds no seed parameters, so the rent it changes is the compute
-rent, linear in ``flops_rent_weight`` (the small parameter rent of seeds grown in either
-arm is counted with it, an approximation): at price ``w`` the return gain would be
+germinated fewer seeds read about +0.05 better for its seeds, not for its growth. Host
+growth adds no seed parameters, so the rent it changes is the compute rent, linear in
+``flops_rent_weight`` (the small parameter rent of seeds grown in either arm is counted
+with it, an approximation): at price ``w`` the return gain would be
 ``gain + (w / w_run - 1) * rent_change``, and it breaks even at
 ``w_run * (1 - gain / rent_change)``. The PPO suite chooses a study's price from these
 figures on the training pairs (docs/results/ppo-suite.md). Reads each run directory's
@@ -35,17 +36,20 @@ from pathlib import Path
 from typing import Any
 
 
+def run_config(run_dir: Path) -> dict[str, Any]:
+    return tomllib.loads((run_dir / "config.toml").read_text())
+
+
 def run_price(run_dir: Path) -> float:
     """The run's ``flops_rent_weight``: its reward family's option in its config."""
-    config = tomllib.loads((run_dir / "config.toml").read_text())
+    config = run_config(run_dir)
     reward = config["run"]["reward"]
     return float(config.get("rewards", {}).get(reward, {}).get("flops_rent_weight", 0.0))
 
 
 def run_gamma(run_dir: Path) -> float:
     """The discount the run's learner used (``run.gamma``)."""
-    config = tomllib.loads((run_dir / "config.toml").read_text())
-    return float(config["run"]["gamma"])
+    return float(run_config(run_dir)["run"]["gamma"])
 
 
 def discounted_episodes(run_dir: Path, from_update: int) -> list[dict[str, Any]]:
