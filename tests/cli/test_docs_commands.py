@@ -665,6 +665,14 @@ COMMANDS: dict[str, Way] = {
         "tests/core/test_mixed_training.py"
     ),
     (
+        "python benchmarks/controller_cells.py "
+        "docs/results/controller-benchmark-evaluation/cells-9000.tar.gz --arm ppo16-run-1 "
+        "--arm ppo16-run-2 --arm ppo16-run-3 --markdown"
+    ): RunElsewhere(
+        "tests/integration/test_controller_cells.py::"
+        "test_the_documented_command_reads_the_kept_cells"
+    ),
+    (
         "esper train --config docs/results/ppo-suite-17/config.toml --seed 81000 "
         "--out runs/ppo-suite-17/run-1"
     ): NotRun(

@@ -96,6 +96,15 @@ EXPECTED: dict[str, list[str]] = {
         *(f"runs.*.blocks.*.pairs.*.{k}" for k in ("final_val_acc", "flops_ratio", "return")),
     ],
     "ppo_price_break_even": ["runs", "from_update", "price", "pairs"],
+    "controller_cells": [
+        "source",
+        *(
+            f"pairs.*.*.{k}"
+            for k in ("cells", "host_grown", "host_kept", "operators", "first_epochs")
+        ),
+        *(f"pairs.*.*.{k}" for k in ("seeds_only", "seed_params", "final_test_acc")),
+        "pairs.*.*.by_seed.*.host_growths",
+    ],
     "shared_epochs": [
         "args",
         "alone.wall_s",
