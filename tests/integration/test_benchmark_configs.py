@@ -4,22 +4,15 @@ benchmarks measure, these tests only check that each one can start)."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
-from pathlib import Path
 from types import ModuleType
 
 from esper_core.plugins import PluginManager
 from esper_core.run.resolve import resolve
-
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.scripts import load_script
 
 
 def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", BENCHMARKS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(f"benchmarks/{name}.py")
 
 
 def test_telemetry_overhead_configs_resolve(pm: PluginManager) -> None:

@@ -4,7 +4,6 @@ not kept."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import tarfile
 from pathlib import Path
@@ -12,16 +11,12 @@ from types import ModuleType
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.plugin_set import REPO
+from tests.scripts import load_script
 
 
 def _script() -> ModuleType:
-    path = BENCHMARKS / "controller_cells.py"
-    spec = importlib.util.spec_from_file_location("benchmark_controller_cells", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/controller_cells.py")
 
 
 def _summary(host_added: int, seeds_added: int, growth_epoch: int | None, acc: float) -> dict:
@@ -88,7 +83,7 @@ def test_the_filters_narrow_and_an_empty_match_is_a_usage_error(cells_dir: Path)
 
 def test_the_documented_command_reads_the_kept_cells() -> None:
     """docs/results/ppo-suite.md quotes this run of controller_cells.py on the kept cells."""
-    kept = BENCHMARKS.parent / "docs/results/controller-benchmark-evaluation/cells-9000.tar.gz"
+    kept = REPO / "docs/results/controller-benchmark-evaluation/cells-9000.tar.gz"
     arms = ["ppo16-run-1", "ppo16-run-2", "ppo16-run-3"]
     pairs = _script().collect(kept, arms, [], None)
     assert len(pairs) == 14 and all(list(p) == arms for p in pairs.values())

@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-from tests.plugin_set import REPO
+from tests.scripts import load_script
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "paired_arms", REPO / "examples" / "paired_arms.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("examples/paired_arms.py")
 
 
 def _results(tmp_path: Path) -> Path:

@@ -4,23 +4,17 @@ not read as a gain of the host growth beside it."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.scripts import load_script
 
 
 def _script() -> ModuleType:
-    path = BENCHMARKS / "ppo_price_break_even.py"
-    spec = importlib.util.spec_from_file_location("benchmark_ppo_price_break_even", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/ppo_price_break_even.py")
 
 
 def _episode(env: int, rewards: list[float], rents: list[float], grew: bool) -> list[dict]:
