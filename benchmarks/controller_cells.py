@@ -100,6 +100,8 @@ def summarise(cells: list[dict[str, Any]]) -> dict[str, Any]:
 def collect(
     source: Path, arms: list[str], pairs: list[str], seeds: range | None
 ) -> dict[str, dict[str, Any]]:
+    """Pair -> arm -> :func:`summarise` of the matching cells; arms in the order given
+    (alphabetical when none is), empty filters matching everything."""
     found: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for pair, arm, seed, summary in read_cells(source):
         if (arms and arm not in arms) or (pairs and pair not in pairs):
@@ -124,8 +126,7 @@ def _row(pair: str, arm: str, s: dict[str, Any]) -> str:
     loss = f"{s['final_test_loss']:.3f}" if s["final_test_loss"] is not None else ""
     return (
         f"| {pair} | {arm} | {s['host_grown']} of {s['cells']} ({ops}; kept {s['host_kept']}) "
-        f"| {epochs} | "
-        f"{s['seeds_only']} | {size} | {acc} | {loss} |"
+        f"| {epochs} | {s['seeds_only']} | {size} | {acc} | {loss} |"
     )
 
 
