@@ -124,6 +124,18 @@ def mlp_small() -> nn.Module:
     return MLP(16)
 
 
+def mlp_slim() -> nn.Module:
+    """12 wide: a training host between the narrow training MLP and the evaluation's
+    small one."""
+    return MLP(12)
+
+
+def mlp_roomy() -> nn.Module:
+    """32 wide: a training host between the evaluation's medium MLP and the ample training
+    one."""
+    return MLP(32)
+
+
 def cnn_small() -> nn.Module:
     return CNN(8)
 
@@ -145,3 +157,9 @@ def cnn_tiny() -> nn.Module:
 def cnn_narrow() -> nn.Module:
     """6 channels: an evaluation host between the tiny training CNN and the small one."""
     return CNN(6)
+
+
+def cnn_slim() -> nn.Module:
+    """5 channels: a training host between the tiny training CNN and the evaluation's
+    narrow one."""
+    return CNN(5)

@@ -482,6 +482,15 @@ COMMANDS: dict[str, Way] = {
         "scale in tests/cli/test_benchmark_only.py"
     ),
     (
+        "esper benchmark examples/suites/controller-suite.toml --jobs 2 --set run.seed=9100 "
+        "--only heuristic --only heuristic-capacity --only heuristic-expansion "
+        "--only heuristic-slowdown --only heuristic-widen-slowdown --only heuristic-widen-at-once "
+        "--only heuristic-early-cnn-depth --only ppo17-run-1 --only ppo17-run-2 --only ppo17-run-3"
+    ): NotRun(
+        "1,650 evaluation runs after 580 tuning and 1,620 menu runs; --only at the smallest "
+        "scale in tests/cli/test_benchmark_only.py"
+    ),
+    (
         "esper benchmark examples/suites/controller-suite.toml --jobs 2 --set run.seed=8400 "
         "--only heuristic --only heuristic-capacity --only heuristic-expansion "
         "--only heuristic-slowdown --only heuristic-widen-slowdown --only heuristic-widen-at-once "
@@ -675,6 +684,13 @@ COMMANDS: dict[str, Way] = {
     (
         "esper train --config docs/results/ppo-suite-17/config.toml --seed 81000 "
         "--out runs/ppo-suite-17/run-1"
+    ): NotRun(
+        "2,160 episodes, hours of one core; mixed training pairs in "
+        "tests/core/test_mixed_training.py"
+    ),
+    (
+        "esper train --config docs/results/ppo-suite-18/config.toml --seed 84000 "
+        "--out runs/ppo-suite-18/run-1"
     ): NotRun(
         "2,160 episodes, hours of one core; mixed training pairs in "
         "tests/core/test_mixed_training.py"
