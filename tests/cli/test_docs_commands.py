@@ -712,6 +712,13 @@ COMMANDS: dict[str, Way] = {
         "tests/core/test_mixed_training.py"
     ),
     (
+        "esper train --config docs/results/ppo-suite-20/config.toml --seed 90000 "
+        "--out runs/ppo-suite-20/run-1"
+    ): NotRun(
+        "2,160 episodes, hours of one core; mixed training pairs in "
+        "tests/core/test_mixed_training.py"
+    ),
+    (
         "python benchmarks/ppo_price_break_even.py runs/ppo-suite-11/run-1 "
         "runs/ppo-suite-11/run-2 runs/ppo-suite-11/run-3 --markdown"
     ): NotRun(
