@@ -509,6 +509,15 @@ COMMANDS: dict[str, Way] = {
         "scale in tests/cli/test_benchmark_only.py"
     ),
     (
+        "esper benchmark examples/suites/controller-suite.toml --jobs 2 --set run.seed=9400 "
+        "--only heuristic --only heuristic-capacity --only heuristic-expansion "
+        "--only heuristic-slowdown --only heuristic-widen-slowdown --only heuristic-widen-at-once "
+        "--only heuristic-early-cnn-depth --only ppo20-run-1 --only ppo20-run-2 --only ppo20-run-3"
+    ): NotRun(
+        "1,650 evaluation runs after 580 tuning and 1,620 menu runs; --only at the smallest "
+        "scale in tests/cli/test_benchmark_only.py"
+    ),
+    (
         "esper benchmark examples/suites/controller-suite.toml --jobs 2 --set run.seed=8400 "
         "--only heuristic --only heuristic-capacity --only heuristic-expansion "
         "--only heuristic-slowdown --only heuristic-widen-slowdown --only heuristic-widen-at-once "
