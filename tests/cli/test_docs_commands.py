@@ -518,6 +518,15 @@ COMMANDS: dict[str, Way] = {
         "scale in tests/cli/test_benchmark_only.py"
     ),
     (
+        "esper benchmark examples/suites/controller-suite.toml --jobs 2 --set run.seed=9500 "
+        "--only heuristic --only heuristic-capacity --only heuristic-expansion "
+        "--only heuristic-slowdown --only heuristic-widen-slowdown --only heuristic-widen-at-once "
+        "--only heuristic-early-cnn-depth --only ppo21-run-1 --only ppo21-run-2 --only ppo21-run-3"
+    ): NotRun(
+        "1,650 evaluation runs after 580 tuning and 1,620 menu runs; --only at the smallest "
+        "scale in tests/cli/test_benchmark_only.py"
+    ),
+    (
         "esper benchmark examples/suites/controller-suite.toml --jobs 2 --set run.seed=8400 "
         "--only heuristic --only heuristic-capacity --only heuristic-expansion "
         "--only heuristic-slowdown --only heuristic-widen-slowdown --only heuristic-widen-at-once "
@@ -732,6 +741,13 @@ COMMANDS: dict[str, Way] = {
     (
         "esper train --config docs/results/ppo-suite-20/config.toml --seed 90000 "
         "--out runs/ppo-suite-20/run-1"
+    ): NotRun(
+        "2,160 episodes, hours of one core; mixed training pairs in "
+        "tests/core/test_mixed_training.py"
+    ),
+    (
+        "esper train --config docs/results/ppo-suite-21/config.toml --seed 93000 "
+        "--out runs/ppo-suite-21/run-1"
     ): NotRun(
         "2,160 episodes, hours of one core; mixed training pairs in "
         "tests/core/test_mixed_training.py"
