@@ -196,6 +196,13 @@ def _sixth_recipe(seed: int, study: int) -> str:
 _LONG_PPO = NotRun(
     "1,044 episodes, hours of one core; a mixed run end to end in tests/core/test_mixed_training.py"
 )
+_CONTROLLER_EVALUATION = NotRun(
+    "1,650 evaluation runs after 580 tuning and 1,620 menu runs; --only at the smallest "
+    "scale in tests/cli/test_benchmark_only.py"
+)
+_PPO_SUITE_TRAINING = NotRun(
+    "2,160 episodes, hours of one core; mixed training pairs in tests/core/test_mixed_training.py"
+)
 
 COMMANDS: dict[str, Way] = {
     # README.md: set up
@@ -432,100 +439,67 @@ COMMANDS: dict[str, Way] = {
         "--only heuristic --only heuristic-capacity --only heuristic-expansion "
         "--only heuristic-slowdown --only heuristic-widen-slowdown --only heuristic-widen-at-once "
         "--only heuristic-early-cnn-depth --only ppo11-run-1 --only ppo11-run-2 --only ppo11-run-3"
-    ): NotRun(
-        "1,650 evaluation runs after 580 tuning and 1,620 menu runs; --only at the smallest "
-        "scale in tests/cli/test_benchmark_only.py"
-    ),
+    ): _CONTROLLER_EVALUATION,
     (
         "esper benchmark examples/suites/controller-suite.toml --jobs 2 --set run.seed=8600 "
         "--only heuristic --only heuristic-capacity --only heuristic-expansion "
         "--only heuristic-slowdown --only heuristic-widen-slowdown --only heuristic-widen-at-once "
         "--only heuristic-early-cnn-depth --only ppo12-run-1 --only ppo12-run-2 --only ppo12-run-3"
-    ): NotRun(
-        "1,650 evaluation runs after 580 tuning and 1,620 menu runs; --only at the smallest "
-        "scale in tests/cli/test_benchmark_only.py"
-    ),
+    ): _CONTROLLER_EVALUATION,
     (
         "esper benchmark examples/suites/controller-suite.toml --jobs 2 --set run.seed=8700 "
         "--only heuristic --only heuristic-capacity --only heuristic-expansion "
         "--only heuristic-slowdown --only heuristic-widen-slowdown --only heuristic-widen-at-once "
         "--only heuristic-early-cnn-depth --only ppo13-run-1 --only ppo13-run-2 --only ppo13-run-3"
-    ): NotRun(
-        "1,650 evaluation runs after 580 tuning and 1,620 menu runs; --only at the smallest "
-        "scale in tests/cli/test_benchmark_only.py"
-    ),
+    ): _CONTROLLER_EVALUATION,
     (
         "esper benchmark examples/suites/controller-suite.toml --jobs 2 --set run.seed=8800 "
         "--only heuristic --only heuristic-capacity --only heuristic-expansion "
         "--only heuristic-slowdown --only heuristic-widen-slowdown --only heuristic-widen-at-once "
         "--only heuristic-early-cnn-depth --only ppo14-run-1 --only ppo14-run-2 --only ppo14-run-3"
-    ): NotRun(
-        "1,650 evaluation runs after 580 tuning and 1,620 menu runs; --only at the smallest "
-        "scale in tests/cli/test_benchmark_only.py"
-    ),
+    ): _CONTROLLER_EVALUATION,
     (
         "esper benchmark examples/suites/controller-suite.toml --jobs 2 --set run.seed=8900 "
         "--only heuristic --only heuristic-capacity --only heuristic-expansion "
         "--only heuristic-slowdown --only heuristic-widen-slowdown --only heuristic-widen-at-once "
         "--only heuristic-early-cnn-depth --only ppo15-run-1 --only ppo15-run-2 --only ppo15-run-3"
-    ): NotRun(
-        "1,650 evaluation runs after 580 tuning and 1,620 menu runs; --only at the smallest "
-        "scale in tests/cli/test_benchmark_only.py"
-    ),
+    ): _CONTROLLER_EVALUATION,
     (
         "esper benchmark examples/suites/controller-suite.toml --jobs 2 --set run.seed=9000 "
         "--only heuristic --only heuristic-capacity --only heuristic-expansion "
         "--only heuristic-slowdown --only heuristic-widen-slowdown --only heuristic-widen-at-once "
         "--only heuristic-early-cnn-depth --only ppo16-run-1 --only ppo16-run-2 --only ppo16-run-3"
-    ): NotRun(
-        "1,650 evaluation runs after 580 tuning and 1,620 menu runs; --only at the smallest "
-        "scale in tests/cli/test_benchmark_only.py"
-    ),
+    ): _CONTROLLER_EVALUATION,
     (
         "esper benchmark examples/suites/controller-suite.toml --jobs 2 --set run.seed=9100 "
         "--only heuristic --only heuristic-capacity --only heuristic-expansion "
         "--only heuristic-slowdown --only heuristic-widen-slowdown --only heuristic-widen-at-once "
         "--only heuristic-early-cnn-depth --only ppo17-run-1 --only ppo17-run-2 --only ppo17-run-3"
-    ): NotRun(
-        "1,650 evaluation runs after 580 tuning and 1,620 menu runs; --only at the smallest "
-        "scale in tests/cli/test_benchmark_only.py"
-    ),
+    ): _CONTROLLER_EVALUATION,
     (
         "esper benchmark examples/suites/controller-suite.toml --jobs 2 --set run.seed=9200 "
         "--only heuristic --only heuristic-capacity --only heuristic-expansion "
         "--only heuristic-slowdown --only heuristic-widen-slowdown --only heuristic-widen-at-once "
         "--only heuristic-early-cnn-depth --only ppo18-run-1 --only ppo18-run-2 --only ppo18-run-3"
-    ): NotRun(
-        "1,650 evaluation runs after 580 tuning and 1,620 menu runs; --only at the smallest "
-        "scale in tests/cli/test_benchmark_only.py"
-    ),
+    ): _CONTROLLER_EVALUATION,
     (
         "esper benchmark examples/suites/controller-suite.toml --jobs 2 --set run.seed=9300 "
         "--only heuristic --only heuristic-capacity --only heuristic-expansion "
         "--only heuristic-slowdown --only heuristic-widen-slowdown --only heuristic-widen-at-once "
         "--only heuristic-early-cnn-depth --only ppo19-run-1 --only ppo19-run-2 --only ppo19-run-3"
-    ): NotRun(
-        "1,650 evaluation runs after 580 tuning and 1,620 menu runs; --only at the smallest "
-        "scale in tests/cli/test_benchmark_only.py"
-    ),
+    ): _CONTROLLER_EVALUATION,
     (
         "esper benchmark examples/suites/controller-suite.toml --jobs 2 --set run.seed=9400 "
         "--only heuristic --only heuristic-capacity --only heuristic-expansion "
         "--only heuristic-slowdown --only heuristic-widen-slowdown --only heuristic-widen-at-once "
         "--only heuristic-early-cnn-depth --only ppo20-run-1 --only ppo20-run-2 --only ppo20-run-3"
-    ): NotRun(
-        "1,650 evaluation runs after 580 tuning and 1,620 menu runs; --only at the smallest "
-        "scale in tests/cli/test_benchmark_only.py"
-    ),
+    ): _CONTROLLER_EVALUATION,
     (
         "esper benchmark examples/suites/controller-suite.toml --jobs 2 --set run.seed=9500 "
         "--only heuristic --only heuristic-capacity --only heuristic-expansion "
         "--only heuristic-slowdown --only heuristic-widen-slowdown --only heuristic-widen-at-once "
         "--only heuristic-early-cnn-depth --only ppo21-run-1 --only ppo21-run-2 --only ppo21-run-3"
-    ): NotRun(
-        "1,650 evaluation runs after 580 tuning and 1,620 menu runs; --only at the smallest "
-        "scale in tests/cli/test_benchmark_only.py"
-    ),
+    ): _CONTROLLER_EVALUATION,
     (
         "esper benchmark examples/suites/controller-suite.toml --jobs 2 --set run.seed=8400 "
         "--only heuristic --only heuristic-capacity --only heuristic-expansion "
@@ -720,38 +694,23 @@ COMMANDS: dict[str, Way] = {
     (
         "esper train --config docs/results/ppo-suite-17/config.toml --seed 81000 "
         "--out runs/ppo-suite-17/run-1"
-    ): NotRun(
-        "2,160 episodes, hours of one core; mixed training pairs in "
-        "tests/core/test_mixed_training.py"
-    ),
+    ): _PPO_SUITE_TRAINING,
     (
         "esper train --config docs/results/ppo-suite-18/config.toml --seed 84000 "
         "--out runs/ppo-suite-18/run-1"
-    ): NotRun(
-        "2,160 episodes, hours of one core; mixed training pairs in "
-        "tests/core/test_mixed_training.py"
-    ),
+    ): _PPO_SUITE_TRAINING,
     (
         "esper train --config docs/results/ppo-suite-19/config.toml --seed 87000 "
         "--out runs/ppo-suite-19/run-1"
-    ): NotRun(
-        "2,160 episodes, hours of one core; mixed training pairs in "
-        "tests/core/test_mixed_training.py"
-    ),
+    ): _PPO_SUITE_TRAINING,
     (
         "esper train --config docs/results/ppo-suite-20/config.toml --seed 90000 "
         "--out runs/ppo-suite-20/run-1"
-    ): NotRun(
-        "2,160 episodes, hours of one core; mixed training pairs in "
-        "tests/core/test_mixed_training.py"
-    ),
+    ): _PPO_SUITE_TRAINING,
     (
         "esper train --config docs/results/ppo-suite-21/config.toml --seed 93000 "
         "--out runs/ppo-suite-21/run-1"
-    ): NotRun(
-        "2,160 episodes, hours of one core; mixed training pairs in "
-        "tests/core/test_mixed_training.py"
-    ),
+    ): _PPO_SUITE_TRAINING,
     (
         "python benchmarks/ppo_price_break_even.py runs/ppo-suite-11/run-1 "
         "runs/ppo-suite-11/run-2 runs/ppo-suite-11/run-3 --markdown"
