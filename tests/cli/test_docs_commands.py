@@ -507,6 +507,12 @@ COMMANDS: dict[str, Way] = {
         "--only heuristic-early-cnn-depth --only ppo22-run-1 --only ppo22-run-2 --only ppo22-run-3"
     ): _CONTROLLER_EVALUATION,
     (
+        "esper benchmark examples/suites/controller-suite.toml --jobs 2 --set run.seed=9700 "
+        "--only heuristic --only heuristic-capacity --only heuristic-expansion "
+        "--only heuristic-slowdown --only heuristic-widen-slowdown --only heuristic-widen-at-once "
+        "--only heuristic-early-cnn-depth --only ppo23-run-1 --only ppo23-run-2 --only ppo23-run-3"
+    ): _CONTROLLER_EVALUATION,
+    (
         "esper benchmark examples/suites/controller-suite.toml --jobs 2 --set run.seed=8400 "
         "--only heuristic --only heuristic-capacity --only heuristic-expansion "
         "--only heuristic-slowdown --only heuristic-widen-slowdown --only heuristic-widen-at-once "
@@ -720,6 +726,10 @@ COMMANDS: dict[str, Way] = {
     (
         "esper train --config docs/results/ppo-suite-22/config.toml --seed 96000 "
         "--out runs/ppo-suite-22/run-1"
+    ): _PPO_SUITE_TRAINING,
+    (
+        "esper train --config docs/results/ppo-suite-23/config.toml --seed 101000 "
+        "--out runs/ppo-suite-23/run-1"
     ): _PPO_SUITE_TRAINING,
     (
         "python benchmarks/ppo_price_break_even.py runs/ppo-suite-11/run-1 "
