@@ -201,7 +201,8 @@ _CONTROLLER_EVALUATION = NotRun(
     "scale in tests/cli/test_benchmark_only.py"
 )
 _PPO_SUITE_TRAINING = NotRun(
-    "2,160 episodes, hours of one core; mixed training pairs in tests/core/test_mixed_training.py"
+    "2,160-4,320 episodes a run, hours of one core; mixed training pairs in "
+    "tests/core/test_mixed_training.py"
 )
 
 COMMANDS: dict[str, Way] = {
